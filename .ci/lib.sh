@@ -1,0 +1,89 @@
+# Shared by .ci/test, .ci/bench and .ci/run: install what Conclave needs on a bare Debian
+# machine and start the Docker engine it uses. Idempotent: a second run installs nothing.
+# Source it; then call conclave_setup, and conclave_stop_engine when done.
+
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV="$ROOT/.venv"
+ENGINE_ROOT=/var/lib/conclave-docker
+ENGINE_SOCK=/run/conclave-docker.sock
+ENGINE_PID=/run/conclave-docker.pid
+STARTED_ENGINE=0
+
+say() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+install_system_packages() {
+    local missing=()
+    command -v dockerd >/dev/null || missing+=(docker.io)
+    command -v bwrap >/dev/null || missing+=(bubblewrap)
+    command -v debootstrap >/dev/null || missing+=(debootstrap)
+    command -v curl >/dev/null || missing+=(curl)
+    python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+    if [ ${#missing[@]} -gt 0 ]; then
+        say "apt-get install ${missing[*]}"
+        as_root apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+}
+
+install_python_packages() {
+    python3 -c 'import sys; assert sys.version_info >= (3, 11), "Conclave needs Python >= 3.11"'
+    [ -x "$VENV/bin/python" ] || { say "python3 -m venv .venv"; python3 -m venv "$VENV"; }
+    local stamp="$VENV/.installed-$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)"
+    if [ ! -f "$stamp" ]; then
+        say "pip install -e .[dev]"
+        "$VENV/bin/python" -m pip install -q --upgrade pip
+        "$VENV/bin/python" -m pip install -q -e "$ROOT[dev]"
+        touch "$stamp"
+    fi
+}
+
+engine_answers() { DOCKER_HOST="$1" timeout 10 docker version >/dev/null 2>&1; }
+
+# Use the engine DOCKER_HOST names, else the system one, else start our own (own socket,
+# data root and exec root, no bridge or iptables: sandboxes have no network anyway).
+start_engine() {
+    if [ -n "${DOCKER_HOST:-}" ] && engine_answers "$DOCKER_HOST"; then return; fi
+    if engine_answers unix:///var/run/docker.sock; then
+        export DOCKER_HOST=unix:///var/run/docker.sock; return
+    fi
+    export DOCKER_HOST="unix://$ENGINE_SOCK"
+    engine_answers "$DOCKER_HOST" && return
+    say "starting dockerd ($ENGINE_SOCK)"
+    as_root mkdir -p "$ENGINE_ROOT" /run/conclave-docker
+    as_root sh -c "nohup dockerd --data-root $ENGINE_ROOT --exec-root /run/conclave-docker \
+        -H $DOCKER_HOST --pidfile $ENGINE_PID --bridge=none --iptables=false \
+        >/var/log/conclave-dockerd.log 2>&1 &"
+    STARTED_ENGINE=1
+    for _ in $(seq 1 120); do engine_answers "$DOCKER_HOST" && return; sleep 0.5; done
+    tail -20 /var/log/conclave-dockerd.log >&2
+    echo "dockerd did not start; see /var/log/conclave-dockerd.log" >&2
+    return 1
+}
+
+conclave_stop_engine() {
+    [ "$STARTED_ENGINE" = 1 ] || return 0
+    say "stopping dockerd"
+    local pid
+    pid=$(cat "$ENGINE_PID" 2>/dev/null || true)
+    [ -n "$pid" ] && as_root kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 60); do [ -e "/proc/$pid" ] || break; sleep 0.5; done
+}
+
+build_runtime_image() {
+    # The sandbox runtime image (Python 3.11 + the tools package), built without a registry.
+    # Cached by content: nothing is rebuilt when the inputs did not change.
+    if "$VENV/bin/conclave" sandbox --help >/dev/null 2>&1; then
+        "$VENV/bin/conclave" sandbox build-image
+    fi
+}
+
+conclave_setup() {
+    install_system_packages
+    install_python_packages
+    start_engine
+    build_runtime_image
+    export PATH="$VENV/bin:$PATH"
+}

@@ -1,0 +1,3 @@
+"""The agent SDK: agents, the gateway client, model providers and team topologies."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+from conclave.cli import main
+
+main()

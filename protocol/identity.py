@@ -1,0 +1,98 @@
+"""Who is asking: token claims, the principal built from them, and the scope grammar.
+
+Scopes are plain strings so they fit a JWT and an admin's command line:
+
+- ``tool:<glob>``            may list and call tools whose name matches the glob
+- ``state:<glob>:read``      may read state namespaces matching the glob
+- ``state:<glob>:write``     may read and write them (write implies read)
+- ``admin``                  may manage agents and read the audit log
+
+Namespaces are always the caller's tenant's: a scope never reaches another tenant.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}"
+NAME_PATTERN = rf"^{_NAME}$"
+_SCOPE = re.compile(r"^(admin|tool:[A-Za-z0-9_.\-*?]+|state:[A-Za-z0-9_.\-*?]+:(read|write))$")
+
+Access = Literal["read", "write"]
+
+
+def validate_scope(scope: str) -> str:
+    if not _SCOPE.match(scope):
+        raise ValueError(
+            f"scope {scope!r} is not one of 'admin', 'tool:<glob>', "
+            "'state:<glob>:read', 'state:<glob>:write'"
+        )
+    return scope
+
+
+class TokenClaims(BaseModel):
+    """The JWT payload Conclave issues and accepts."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    sub: str = Field(pattern=NAME_PATTERN, description="agent id")
+    tenant: str = Field(pattern=NAME_PATTERN)
+    obo: str | None = Field(default=None, max_length=256, description="on-behalf-of user")
+    scopes: tuple[str, ...] = ()
+    iat: int = Field(ge=0)
+    exp: int = Field(ge=0)
+    jti: str = Field(min_length=1, max_length=128)
+    iss: str = "conclave"
+
+    @field_validator("scopes")
+    @classmethod
+    def _valid_scopes(cls, scopes: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(validate_scope(s) for s in scopes)
+
+
+class Principal(BaseModel):
+    """The authenticated caller. Built by the gateway, never taken from a request body."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tenant: str
+    agent: str
+    obo: str | None = None
+    scopes: tuple[str, ...] = ()
+    expires_at: int
+    token_id: str
+
+    @classmethod
+    def from_claims(cls, claims: TokenClaims) -> Principal:
+        return cls(
+            tenant=claims.tenant,
+            agent=claims.sub,
+            obo=claims.obo,
+            scopes=claims.scopes,
+            expires_at=claims.exp,
+            token_id=claims.jti,
+        )
+
+    @property
+    def is_admin(self) -> bool:
+        return "admin" in self.scopes
+
+    def may_call(self, tool: str) -> bool:
+        patterns = (s[len("tool:") :] for s in self.scopes if s.startswith("tool:"))
+        return any(fnmatch.fnmatchcase(tool, pattern) for pattern in patterns)
+
+    def may_access(self, namespace: str, access: Access) -> bool:
+        for scope in self.scopes:
+            if not scope.startswith("state:"):
+                continue
+            pattern, granted = scope[len("state:") :].rsplit(":", 1)
+            if fnmatch.fnmatchcase(namespace, pattern) and (granted == "write" or access == "read"):
+                return True
+        return False
+
+    def may_see_namespace(self, namespace: str) -> bool:
+        return self.may_access(namespace, "read")

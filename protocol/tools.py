@@ -1,0 +1,94 @@
+"""Tools on the wire: their spec, a call's limits, its context, usage and result."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from protocol.budget import Budget, BudgetGrant
+from protocol.identity import NAME_PATTERN, Principal
+
+
+class ResourceIntent(BaseModel):
+    """What a tool declares it may need; a call may ask for less, never more."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory_mb: int = Field(default=256, gt=0, le=65536)
+    cpu_seconds: float = Field(default=10.0, gt=0, le=3600)
+    timeout_ms: int = Field(default=30_000, gt=0, le=3_600_000)
+    max_output_bytes: int = Field(default=1_048_576, gt=0)
+
+
+class ResourceRequest(BaseModel):
+    """Limits a caller asks for one call; each must fit inside the tool's intent."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory_mb: int | None = Field(default=None, gt=0)
+    cpu_seconds: float | None = Field(default=None, gt=0)
+    timeout_ms: int | None = Field(default=None, gt=0)
+
+
+class ToolSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str = ""
+    input_schema: dict[str, Any]
+    intent: ResourceIntent = ResourceIntent()
+    idempotent: bool = False
+
+
+class ToolContext(BaseModel):
+    """Who and when, injected by the gateway into every call (MCP `_meta` on the wire)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    principal: Principal
+    session_id: str
+    trace_id: str
+    traceparent: str
+    deadline_ms: int | None = None
+
+
+class ExitReason(StrEnum):
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    OOM = "oom"
+    KILLED = "killed"
+
+
+class CallUsage(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    wall_ms: float = Field(ge=0)
+    cpu_ms: float = Field(default=0.0, ge=0)
+    peak_rss_kb: int = Field(default=0, ge=0)
+    exit_reason: ExitReason = ExitReason.OK
+    sandbox: str | None = Field(default=None, description="backend and sandbox id")
+
+
+class ToolCallRequest(BaseModel):
+    """Body of `POST /v1/tools/{name}/call`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    limits: ResourceRequest | None = None
+    budget: Budget | None = None
+
+
+class ToolCallResult(BaseModel):
+    """A successful call: the tool's return value and what it cost."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str
+    result: Any
+    usage: CallUsage
+    budget: BudgetGrant | None = None
+    trace_id: str

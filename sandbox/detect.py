@@ -1,0 +1,68 @@
+"""Which sandbox backend is the strongest this machine can run, and why."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+from docker.errors import DockerException, ImageNotFound
+
+# Strongest first: a container, then namespaces + cgroups, then a bare process.
+STRENGTH_ORDER = ("docker", "bwrap", "process")
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    name: str
+    reason: str
+
+
+def docker_status(docker_host: str, image: str) -> str | None:
+    """None when the engine answers and has the runtime image; else what is missing."""
+    if docker_host.startswith("unix://") and not Path(docker_host[len("unix://") :]).exists():
+        # Checked first: the SDK leaks its socket when the path is missing.
+        return f"Docker engine not reachable at {docker_host}: start dockerd, or use bwrap"
+    try:
+        client = docker.DockerClient(base_url=docker_host)
+    except DockerException as exc:
+        return f"Docker engine not reachable ({exc.__class__.__name__})"
+    try:
+        client.ping()
+        client.images.get(image)
+    except ImageNotFound:
+        return f"Docker image {image} is missing: run 'conclave sandbox build-image'"
+    except DockerException as exc:
+        return f"Docker engine not reachable ({exc.__class__.__name__})"
+    finally:
+        client.close()
+    return None
+
+
+def bwrap_status() -> str | None:
+    """None when bubblewrap can start a namespace here; else why not."""
+    if shutil.which("bwrap") is None:
+        return "bubblewrap is not installed (apt-get install bubblewrap)"
+    probe = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap failed to start ({exc})"
+    if done.returncode != 0:
+        return f"bubblewrap cannot create namespaces here: {done.stderr.decode().strip()}"
+    return None
+
+
+def strongest_available(docker_host: str, image: str) -> BackendChoice:
+    docker_missing = docker_status(docker_host, image)
+    if docker_missing is None:
+        return BackendChoice("docker", "Docker engine reachable and runtime image present")
+    bwrap_missing = bwrap_status()
+    if bwrap_missing is None:
+        return BackendChoice("bwrap", f"bubblewrap available; docker unused: {docker_missing}")
+    return BackendChoice(
+        "process",
+        f"NO ISOLATION: {docker_missing}; {bwrap_missing}. Tools run as plain processes.",
+    )

@@ -1,0 +1,55 @@
+"""The seam between the gateway's dispatch stage and whatever runs tools.
+
+The gateway hands an `Invocation` (validated arguments, the caller's context, the limits the
+call may use) to a `ToolExecutor` and gets an `Outcome` back: a result or a SERF error, with
+the call's usage either way. Executors never raise for a tool's own failure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from protocol.serf import SerfError
+from protocol.tools import CallUsage, ToolContext
+
+
+@dataclass(frozen=True)
+class CallLimits:
+    """The limits one call runs under, after the caller's request was fitted to the intent."""
+
+    memory_mb: int
+    cpu_seconds: float
+    timeout_ms: int
+    max_output_bytes: int
+
+
+@dataclass(frozen=True)
+class Invocation:
+    tool: str
+    entrypoint: str  # "module:function" for the runner to import
+    arguments: dict[str, Any]
+    context: ToolContext
+    limits: CallLimits
+
+
+@dataclass(frozen=True)
+class Outcome:
+    usage: CallUsage
+    result: Any = None
+    error: SerfError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class ToolExecutor(Protocol):
+    """Runs tool calls; one implementation per way of running them (sandbox pool, test)."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def execute(self, invocation: Invocation) -> Outcome: ...
+
+    async def aclose(self) -> None: ...

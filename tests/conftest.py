@@ -1,0 +1,78 @@
+"""Shared fixtures: a real Redis, settings, the gateway app in-process, engine checks."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+
+from conclave.embedded_redis import EmbeddedRedis
+from gateway.app import create_app
+from gateway.redis_client import connect_redis
+from gateway.settings import Settings
+from sandbox.detect import bwrap_status, docker_status
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A real Redis: REDIS_URL when set, else an embedded server for this test session."""
+    url = os.environ.get("REDIS_URL")
+    if url:
+        yield url
+        return
+    with EmbeddedRedis(persist=False) as server:
+        yield server.url
+
+
+@pytest.fixture
+def settings(redis_url: str) -> Settings:
+    return Settings(redis_url=redis_url, port=0, sandbox_backend="process")
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[Redis]:
+    client = connect_redis(redis_url)
+    await client.flushdb()
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def client(settings: Settings, redis: Redis) -> AsyncIterator[httpx.AsyncClient]:
+    """The gateway in-process over httpx's ASGI transport (lifespan included)."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as c:
+            yield c
+
+
+def _need(what: str, missing: str | None) -> None:
+    if missing is None:
+        return
+    if IN_CI:
+        pytest.fail(f"{what} is required in CI: {missing}")
+    pytest.skip(f"{what} unavailable: {missing}")
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> str:
+    """The Docker host to use; fails in CI and skips elsewhere when the engine is missing."""
+    settings = Settings()
+    _need("Docker", docker_status(settings.docker_host, settings.sandbox_image))
+    return settings.docker_host
+
+
+@pytest.fixture(scope="session")
+def bwrap_available() -> None:
+    _need("bubblewrap", bwrap_status())

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import time
+
+import jwt
+import pytest
+from fastapi import Depends, FastAPI
+
+from gateway.auth import authenticated, issue_token, verify_token
+from gateway.errors import GatewayError
+from gateway.settings import Settings
+from protocol import ErrorCode, Principal
+
+SETTINGS = Settings(redis_url="unix:///nowhere")
+
+
+def test_issued_token_verifies_to_the_principal() -> None:
+    token = issue_token(SETTINGS, tenant="acme", agent="writer", scopes=["tool:*"], obo="alice")
+    principal = verify_token(SETTINGS, token)
+    assert (principal.tenant, principal.agent, principal.obo) == ("acme", "writer", "alice")
+    assert principal.scopes == ("tool:*",)
+
+
+def _code(token: str, settings: Settings = SETTINGS) -> ErrorCode:
+    with pytest.raises(GatewayError) as info:
+        verify_token(settings, token)
+    return info.value.error.code
+
+
+def test_tampered_token_is_invalid() -> None:
+    token = issue_token(SETTINGS, tenant="acme", agent="writer")
+    header, _, signature = token.split(".")
+    guessed = "a-guessed-secret-that-is-long-enough-0000"
+    forged = jwt.encode({"sub": "root", "tenant": "acme"}, guessed, algorithm="HS256")
+    assert _code(f"{header}.{forged.split('.')[1]}.{signature}") is ErrorCode.AUTH_INVALID
+    other = Settings(redis_url="unix:///nowhere", secret="another-secret-of-enough-length-0000")
+    assert _code(token, other) is ErrorCode.AUTH_INVALID
+
+
+def test_expired_token_is_expired() -> None:
+    token = issue_token(SETTINGS, tenant="acme", agent="w", ttl_s=1, now=time.time() - 60)
+    assert _code(token) is ErrorCode.AUTH_EXPIRED
+
+
+def test_bad_scope_cannot_be_issued() -> None:
+    with pytest.raises(ValueError, match="scope"):
+        issue_token(SETTINGS, tenant="acme", agent="w", scopes=["everything"])
+
+
+@pytest.mark.anyio
+async def test_dependency_answers_serf_envelopes() -> None:
+    import httpx
+
+    from gateway.errors import install_error_handlers
+
+    app = FastAPI()
+    app.state.settings = SETTINGS
+    install_error_handlers(app)
+
+    @app.get("/me")
+    async def me(principal: Principal = Depends(authenticated)) -> dict[str, str]:
+        return {"agent": principal.agent}
+
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        missing = await client.get("/me")
+        assert missing.status_code == 401
+        assert missing.json()["code"] == "AUTH_REQUIRED"
+        assert missing.json()["action"] == "reauth"
+        bad = await client.get("/me", headers={"Authorization": "Bearer nope"})
+        assert bad.json()["code"] == "AUTH_INVALID"
+        token = issue_token(SETTINGS, tenant="acme", agent="writer")
+        ok = await client.get("/me", headers={"Authorization": f"Bearer {token}"})
+        assert ok.json() == {"agent": "writer"}

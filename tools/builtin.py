@@ -1,0 +1,86 @@
+"""The built-in tools. They run inside the sandbox, in a child the runner forked per call."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from protocol.tools import ResourceIntent
+from tools.registry import tool
+
+WORKSPACE_ENV = "CONCLAVE_WORKSPACE"
+
+
+def workspace() -> Path:
+    """The sandbox's workspace: the only place file tools may touch."""
+    return Path(os.environ.get(WORKSPACE_ENV, os.getcwd())).resolve()
+
+
+def _inside_workspace(path: str) -> Path:
+    root = workspace()
+    target = (root / path).resolve()
+    if not target.is_relative_to(root):
+        raise PermissionError(f"{path!r} is outside the workspace; use a path relative to it")
+    return target
+
+
+@tool(idempotent=True, intent=ResourceIntent(memory_mb=64, cpu_seconds=1, timeout_ms=2_000))
+def echo(message: str) -> str:
+    """Return the message unchanged (the reference tool for measuring overhead)."""
+    return message
+
+
+@tool(intent=ResourceIntent(memory_mb=256, cpu_seconds=10, timeout_ms=30_000))
+def run_python(code: str) -> dict[str, Any]:
+    """Run Python code; returns stdout, stderr and the value of the last expression, if any."""
+    tree = ast.parse(code, mode="exec")
+    last: ast.expr | None = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = tree.body[-1].value
+        tree.body.pop()
+    scope: dict[str, Any] = {"__name__": "__main__"}
+    out, err = io.StringIO(), io.StringIO()
+    value: Any = None
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        exec(compile(tree, "<run_python>", "exec"), scope)
+        if last is not None:
+            value = eval(compile(ast.Expression(last), "<run_python>", "eval"), scope)
+    return {"stdout": out.getvalue(), "stderr": err.getvalue(), "return_value": _jsonable(value)}
+
+
+@tool(intent=ResourceIntent(memory_mb=256, cpu_seconds=10, timeout_ms=30_000))
+def run_shell(command: str) -> dict[str, Any]:
+    """Run a shell command in the workspace; returns stdout, stderr and the exit code."""
+    done = subprocess.run(
+        command, shell=True, capture_output=True, text=True, cwd=workspace(), check=False
+    )
+    return {"stdout": done.stdout, "stderr": done.stderr, "exit_code": done.returncode}
+
+
+@tool(idempotent=True, intent=ResourceIntent(memory_mb=128, cpu_seconds=2, timeout_ms=5_000))
+def read_file(path: str) -> str:
+    """Read a text file from the sandbox workspace."""
+    return _inside_workspace(path).read_text()
+
+
+@tool(intent=ResourceIntent(memory_mb=128, cpu_seconds=2, timeout_ms=5_000))
+def write_file(path: str, content: str) -> int:
+    """Write a text file in the sandbox workspace; returns the number of characters written."""
+    target = _inside_workspace(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return target.write_text(content)
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return repr(value)

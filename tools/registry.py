@@ -1,0 +1,162 @@
+"""`@tool`: a typed Python function becomes a `ToolSpec` and a callable the sandbox can run.
+
+The input JSON Schema comes from the signature (through pydantic), the description from the
+docstring. A parameter annotated `ToolContext` is not part of the schema: the gateway's
+context is injected there, never taken from the arguments.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from protocol.tools import ResourceIntent, ToolContext, ToolSpec
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ToolArgumentsError(ValueError):
+    """Arguments that do not fit a tool's schema; `hints` maps each field to what is wrong."""
+
+    def __init__(self, tool: str, hints: dict[str, str]) -> None:
+        super().__init__(f"invalid arguments for tool {tool!r}: {hints}")
+        self.tool = tool
+        self.hints = hints
+
+
+class DuplicateToolError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class RegisteredTool:
+    spec: ToolSpec
+    function: Callable[..., Any]
+    arguments_model: type[BaseModel]
+    context_param: str | None
+    entrypoint: str  # "module:function", what the sandbox runner imports
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Check arguments against the schema; return them coerced, or raise with hints."""
+        try:
+            model = self.arguments_model.model_validate(arguments)
+        except ValidationError as exc:
+            hints = {
+                ".".join(str(p) for p in err["loc"]) or "(arguments)": err["msg"]
+                for err in exc.errors()
+            }
+            raise ToolArgumentsError(self.name, hints) from exc
+        return {k: getattr(model, k) for k in type(model).model_fields}
+
+    def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> Any:
+        """Validate and call. Async tools return a coroutine for the caller to await."""
+        kwargs = self.validate(arguments)
+        if self.context_param is not None:
+            kwargs[self.context_param] = context
+        return self.function(**kwargs)
+
+
+@dataclass
+class ToolRegistry:
+    _tools: dict[str, RegisteredTool] = field(default_factory=dict)
+
+    def add(self, tool: RegisteredTool) -> None:
+        existing = self._tools.get(tool.name)
+        if existing is not None and existing.entrypoint != tool.entrypoint:
+            raise DuplicateToolError(
+                f"tool {tool.name!r} is defined twice ({existing.entrypoint}, {tool.entrypoint}):"
+                " rename one with @tool(name=...)"
+            )
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> RegisteredTool | None:
+        return self._tools.get(name)
+
+    def __iter__(self) -> Iterator[RegisteredTool]:
+        return iter(sorted(self._tools.values(), key=lambda t: t.name))
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+
+# Tools defined with @tool land here unless a registry is given.
+default_registry = ToolRegistry()
+
+
+def build_tool(
+    function: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    intent: ResourceIntent | None = None,
+    idempotent: bool = False,
+) -> RegisteredTool:
+    hints = get_type_hints(function)
+    fields: dict[str, Any] = {}
+    context_param: str | None = None
+    for param in inspect.signature(function).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"tool {function.__name__}: *args/**kwargs cannot be described")
+        annotation = hints.get(param.name, Any)
+        if annotation is ToolContext or annotation == ToolContext | None:
+            context_param = param.name
+            continue
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (annotation, default)
+    tool_name = name or function.__name__
+    model = create_model(f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    spec = ToolSpec(
+        name=tool_name,
+        description=description or inspect.cleandoc(function.__doc__ or ""),
+        input_schema=schema,
+        intent=intent or ResourceIntent(),
+        idempotent=idempotent,
+    )
+    entrypoint = f"{function.__module__}:{function.__qualname__}"
+    return RegisteredTool(spec, function, model, context_param, entrypoint)
+
+
+@overload
+def tool(function: F, /) -> F: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    intent: ResourceIntent | None = None,
+    idempotent: bool = False,
+    registry: ToolRegistry | None = None,
+) -> Callable[[F], F]: ...
+def tool(
+    function: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    intent: ResourceIntent | None = None,
+    idempotent: bool = False,
+    registry: ToolRegistry | None = None,
+) -> F | Callable[[F], F]:
+    """Register a typed function as a tool; the function itself is returned unchanged."""
+
+    def register(fn: F) -> F:
+        built = build_tool(
+            fn, name=name, description=description, intent=intent, idempotent=idempotent
+        )
+        (registry if registry is not None else default_registry).add(built)
+        return fn
+
+    return register(function) if function is not None else register
