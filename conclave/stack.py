@@ -7,6 +7,7 @@ this process bound to a free port, so callers cross a real HTTP and process boun
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -20,6 +21,7 @@ import httpx
 from conclave.embedded_redis import EmbeddedRedis
 from gateway.auth import issue_token
 from gateway.settings import Settings
+from protocol.agents import ADMIN_KEY_HEADER
 from sandbox.detect import BackendChoice, strongest_available
 
 
@@ -85,6 +87,8 @@ class EmbeddedStack:
                 continue
             if hasattr(value, "get_secret_value"):
                 value = value.get_secret_value()
+            elif isinstance(value, tuple | list):
+                value = json.dumps(list(value))
             env[f"CONCLAVE_{name.upper()}"] = str(value)
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
@@ -131,7 +135,7 @@ class EmbeddedStack:
 
     @property
     def admin_headers(self) -> dict[str, str]:
-        return {"X-Conclave-Admin-Key": self.settings.admin_key.get_secret_value()}
+        return {ADMIN_KEY_HEADER: self.settings.admin_key.get_secret_value()}
 
     def __enter__(self) -> EmbeddedStack:
         return self.start()

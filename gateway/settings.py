@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     token_issuer: str = "conclave"
     token_ttl_s: int = Field(default=3600, gt=0)
 
+    # Modules whose @tool functions the gateway serves; the sandbox runner imports the same.
+    tool_modules: tuple[str, ...] = ("tools.builtin",)
+
     sandbox_backend: SandboxChoice = "auto"
     docker_host: str = Field(
         default="unix:///var/run/docker.sock",

@@ -1,5 +1,6 @@
 """The wire contract between Conclave's parts: pydantic models only, no I/O."""
 
+from protocol.agents import ADMIN_KEY_HEADER, AgentRecord, AgentRegistration, AgentToken
 from protocol.budget import (
     DEADLINE_HEADER,
     PLAN_HEADER,
@@ -50,11 +51,15 @@ from protocol.tools import (
 )
 
 __all__ = [
+    "ADMIN_KEY_HEADER",
     "CODE_TABLE",
     "DEADLINE_HEADER",
     "PLAN_HEADER",
     "RESERVE_HEADER",
     "SESSION_HEADER",
+    "AgentRecord",
+    "AgentRegistration",
+    "AgentToken",
     "Budget",
     "BudgetGrant",
     "CallToolParams",

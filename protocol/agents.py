@@ -1,0 +1,60 @@
+"""Agent registration on the wire: what an admin asks for, and the identity it gets back.
+
+An agent's rights become token scopes: each tool pattern a `tool:<pattern>` scope, each
+namespace a `state:<namespace>:<access>` scope, so a token carries everything the gateway
+needs to authorize and nothing in a request body can widen it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from protocol.identity import NAME_PATTERN
+
+ADMIN_KEY_HEADER = "X-Conclave-Admin-Key"
+
+
+class AgentRegistration(BaseModel):
+    """Body of `POST /v1/agents` (admin only)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tenant: str = Field(pattern=NAME_PATTERN)
+    agent: str = Field(pattern=NAME_PATTERN)
+    tools: list[str] = Field(default_factory=list, description="allow-list glob patterns")
+    namespaces: dict[str, Literal["read", "write"]] = Field(default_factory=dict)
+    obo: str | None = Field(default=None, max_length=256, description="on-behalf-of user")
+    token_ttl_s: int = Field(default=3600, gt=0, le=30 * 24 * 3600)
+    admin: bool = False
+
+    def scopes(self) -> list[str]:
+        scopes = [f"tool:{pattern}" for pattern in self.tools]
+        scopes += [f"state:{ns}:{access}" for ns, access in sorted(self.namespaces.items())]
+        return scopes + (["admin"] if self.admin else [])
+
+
+class AgentRecord(BaseModel):
+    """A registered agent as `GET /v1/agents` lists it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tenant: str
+    agent: str
+    scopes: list[str]
+    obo: str | None = None
+    created_at_ms: int
+    revoked: bool = False
+
+
+class AgentToken(BaseModel):
+    """Answer to a registration: the agent's own bearer token."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token: str
+    tenant: str
+    agent: str
+    scopes: list[str]
+    expires_at: int
