@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from gateway.errors import install_error_handlers
 from gateway.redis_client import connect_redis
 from gateway.routes import health
+from gateway.routes import state as state_routes
 from gateway.settings import Settings
 
 
@@ -39,4 +40,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sandbox_name = settings.sandbox_backend
     install_error_handlers(app)
     app.include_router(health.router)
+    app.include_router(state_routes.router)
     return app

@@ -1,0 +1,15 @@
+"""Shared state in Redis with write ownership: namespaces, reads, leases, commits, history."""
+
+from gateway.state.history import read_all_history, read_history
+from gateway.state.keys import Actor, NamespaceKeys, check_key, check_namespace
+from gateway.state.store import StateStore
+
+__all__ = [
+    "Actor",
+    "NamespaceKeys",
+    "StateStore",
+    "check_key",
+    "check_namespace",
+    "read_all_history",
+    "read_history",
+]

@@ -1,0 +1,98 @@
+"""Commits: several writes checked and applied at once by one Lua script.
+
+The script checks, for every written key, the lease and fencing token (owned namespaces, and
+any key under a live lease), the `expected_version`, and then that every read the commit
+depends on (the caller's read log for this session, when the namespace validates reads, plus
+the explicit `read_set`) is still current. Any refusal lists every offending key and writes
+nothing. Otherwise it writes all keys, bumps their versions, records the new versions in the
+writer's read log and appends one history entry. With an `idempotency_key` the first
+successful outcome is stored (per agent, for a day) and a retry returns it with
+`replayed: true` instead of applying twice; refused commits are not stored, so a retry after
+fixing the cause is judged afresh.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from gateway.state.keys import Actor, NamespaceKeys, check_key
+from gateway.state.refusals import conflict_from_script, namespace_not_found, value_too_large
+from gateway.state.scripts import StateScripts
+from protocol.state import CommitRequest, CommitResult
+
+
+@dataclass(frozen=True)
+class CommitLimits:
+    max_value_bytes: int
+    read_log_ttl_s: int
+    idempotency_ttl_s: int
+
+
+def encode_value(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+async def commit(
+    scripts: StateScripts,
+    keys: NamespaceKeys,
+    actor: Actor,
+    request: CommitRequest,
+    limits: CommitLimits,
+) -> CommitResult:
+    encoded: list[str] = []
+    for write in request.writes:
+        check_key(write.key)
+        text = "" if write.delete else encode_value(write.value)
+        size = len(text.encode())
+        if size > limits.max_value_bytes:
+            raise value_too_large(write.key, size, limits.max_value_bytes)
+        encoded.append(text)
+    for key in request.read_set:
+        check_key(key)
+    history_values = ",".join(
+        f"{json.dumps(w.key)}:{text or 'null'}"
+        for w, text in zip(request.writes, encoded, strict=True)
+    )
+    idem = request.idempotency_key
+    script_keys = [
+        keys.config,
+        keys.read_log(actor.agent, actor.session),
+        keys.history,
+        keys.idempotency(actor.agent, idem) if idem else keys.config,
+        *(keys.data(w.key) for w in request.writes),
+        *(keys.data(k) for k in request.read_set),
+    ]
+    args: list[str | int] = [
+        actor.agent,
+        actor.session,
+        len(request.writes),
+        len(request.read_set),
+        "1" if idem else "0",
+        limits.read_log_ttl_s,
+        limits.idempotency_ttl_s,
+        "{" + history_values + "}",
+        keys.prefix,
+    ]
+    for write, text in zip(request.writes, encoded, strict=True):
+        args += [
+            write.key,
+            text,
+            "1" if write.delete else "0",
+            "" if write.expected_version is None else write.expected_version,
+            "" if write.fencing_token is None else write.fencing_token,
+        ]
+    for key, version in request.read_set.items():
+        args += [key, version]
+    reply = await scripts.commit(keys=script_keys, args=args)
+    status = reply[0]
+    if status == "NSNF":
+        raise namespace_not_found(keys.namespace)
+    if status == "CONFLICT":
+        raise conflict_from_script(reply[1], reply[2])
+    outcome = json.loads(reply[1])
+    return CommitResult(
+        commit_id=outcome["commit_id"],
+        versions={k: int(v) for k, v in outcome["versions"].items()},
+        replayed=status == "REPLAY",
+    )

@@ -1,0 +1,98 @@
+"""Where a namespace's data lives in Redis, and which names callers may use.
+
+Every Redis key of one namespace carries the hash tag ``{t:<tenant>:ns:<namespace>}``, so a
+Lua script can touch all of them atomically and namespaces spread over a Redis Cluster. The
+tenant always comes from the caller's principal, never from the request, so one tenant's
+names cannot reach another's keys.
+
+Layout under the prefix ``cc:{t:<tenant>:ns:<ns>}:``
+
+- ``cfg``                  hash: mode, validate_reads (its existence is the namespace's)
+- ``k:<key>``              hash: val (JSON text), ver, owner, lexp (lease expiry, ms), fence
+- ``rl:<agent>:<session>`` hash: key -> version read (the read log), expiring when idle
+- ``idem:<agent>:<key>``   string: the first successful outcome of an idempotent commit
+- ``hist``                 stream: one entry per applied commit
+
+The key name ``history`` is reserved: ``GET /v1/state/{ns}/history`` is the history.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gateway.errors import GatewayError
+from protocol.identity import NAME_PATTERN
+from protocol.serf import ErrorCode
+from protocol.state import KEY_PATTERN
+
+RESERVED_KEYS = frozenset({"history"})
+SESSION_PATTERN = r"^[A-Za-z0-9_.:\-]{1,128}$"
+_KEY = re.compile(KEY_PATTERN)
+_NAME = re.compile(NAME_PATTERN)
+_SESSION = re.compile(SESSION_PATTERN)
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who performs a state operation: always taken from the token, plus the session."""
+
+    tenant: str
+    agent: str
+    session: str
+
+
+@dataclass(frozen=True)
+class NamespaceKeys:
+    tenant: str
+    namespace: str
+
+    @property
+    def prefix(self) -> str:
+        return f"cc:{{t:{self.tenant}:ns:{self.namespace}}}:"
+
+    @property
+    def config(self) -> str:
+        return self.prefix + "cfg"
+
+    @property
+    def history(self) -> str:
+        return self.prefix + "hist"
+
+    def data(self, key: str) -> str:
+        return f"{self.prefix}k:{key}"
+
+    def read_log(self, agent: str, session: str) -> str:
+        return f"{self.prefix}rl:{agent}:{session}"
+
+    def idempotency(self, agent: str, idempotency_key: str) -> str:
+        return f"{self.prefix}idem:{agent}:{idempotency_key}"
+
+
+def _invalid(what: str, value: str, rule: str) -> GatewayError:
+    shown = value if len(value) <= 40 else value[:40] + "..."
+    return GatewayError.of(
+        ErrorCode.INVALID_ARGUMENTS,
+        f"{what} {shown!r} is not valid: {rule}",
+        param_hints={what: rule},
+    )
+
+
+def check_namespace(namespace: str) -> str:
+    if not _NAME.match(namespace):
+        raise _invalid("namespace", namespace, "1-64 of A-Z a-z 0-9 _ . -, starting alphanumeric")
+    return namespace
+
+
+def check_key(key: str) -> str:
+    if not _KEY.match(key):
+        raise _invalid("key", key, "1-256 of A-Z a-z 0-9 _ . : / -")
+    if key in RESERVED_KEYS:
+        raise _invalid("key", key, "'history' is reserved for the namespace's history")
+    return key
+
+
+def check_session(session: str) -> str:
+    if not _SESSION.match(session):
+        raise _invalid("session", session, "1-128 of A-Z a-z 0-9 _ . : -")
+    return session

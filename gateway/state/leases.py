@@ -1,0 +1,54 @@
+"""Leases: exclusive, TTL-bound, renewable ownership of keys, with per-key fencing tokens.
+
+Acquiring is all or none: if any key is held by another agent, nothing is granted and the
+409 `LEASE_HELD` lists each held key with its owner and expiry. The current owner acquiring
+again renews (same fencing token, new expiry). A new grant, or a takeover of a lapsed lease,
+increments the key's fencing token, so a write by the previous owner is refused as `FENCED`.
+"""
+
+from __future__ import annotations
+
+import json
+
+from gateway.state.keys import Actor, NamespaceKeys
+from gateway.state.refusals import conflict, conflict_from_script, namespace_not_found
+from gateway.state.scripts import StateScripts
+from protocol.serf import ErrorCode
+from protocol.state import LeaseGrant, LeaseGrants
+
+
+async def acquire_leases(
+    scripts: StateScripts, keys: NamespaceKeys, actor: Actor, names: list[str], ttl_ms: int
+) -> LeaseGrants:
+    unique = list(dict.fromkeys(names))  # a key listed twice is one lease
+    reply = await scripts.acquire(
+        keys=[keys.config, *(keys.data(k) for k in unique)],
+        args=[actor.agent, ttl_ms, *unique],
+    )
+    if reply[0] == "NSNF":
+        raise namespace_not_found(keys.namespace)
+    if reply[0] == "LEASE_HELD":
+        raise conflict_from_script("LEASE_HELD", reply[1])
+    return LeaseGrants(leases=[LeaseGrant.model_validate(g) for g in json.loads(reply[1])])
+
+
+async def release_lease(
+    scripts: StateScripts, keys: NamespaceKeys, actor: Actor, name: str
+) -> None:
+    reply = await scripts.release(keys=[keys.config, keys.data(name)], args=[actor.agent])
+    if reply[0] == "NSNF":
+        raise namespace_not_found(keys.namespace)
+    if reply[0] == "LEASE_HELD":
+        _, owner, expiry, version = reply
+        raise conflict(
+            ErrorCode.LEASE_HELD,
+            [
+                {
+                    "key": name,
+                    "reason": "only the owner may release a lease",
+                    "owner": owner,
+                    "lease_expires_at_ms": int(expiry),
+                    "current_version": int(version),
+                }
+            ],
+        )

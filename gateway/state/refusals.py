@@ -1,0 +1,50 @@
+"""The SERF errors the state store refuses with, built in one place so they read alike."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gateway.errors import GatewayError
+from protocol.serf import ConflictDetail, ErrorCode
+
+_WHAT_TO_DO = {
+    ErrorCode.STATE_CONFLICT: "read the listed keys again and retry with their current versions",
+    ErrorCode.LEASE_HELD: "another agent holds the lease; retry after it expires or is released",
+    ErrorCode.LEASE_REQUIRED: "acquire a lease on the listed keys and send its fencing token",
+    ErrorCode.LEASE_EXPIRED: "your lease expired; acquire it again and redo the work",
+    ErrorCode.FENCED: "your fencing token is stale; acquire the lease again and redo the work",
+}
+
+
+def namespace_not_found(namespace: str) -> GatewayError:
+    return GatewayError.of(
+        ErrorCode.NAMESPACE_NOT_FOUND,
+        f"state namespace {namespace!r} does not exist for your tenant: create it with "
+        f"PUT /v1/state/{namespace} (needs state:{namespace}:write)",
+    )
+
+
+def conflict(code: ErrorCode, conflicts: list[dict[str, Any]]) -> GatewayError:
+    """A 409 whose `details.conflicts` lists every key that caused it."""
+    listed = [ConflictDetail.model_validate(c) for c in conflicts]
+    keys = ", ".join(sorted({c.key for c in listed}))
+    return GatewayError.of(
+        code,
+        f"{_WHAT_TO_DO[code]} (keys: {keys})",
+        details={"conflicts": [c.model_dump(exclude_none=True) for c in listed]},
+    )
+
+
+def conflict_from_script(code: str, conflicts_json: str) -> GatewayError:
+    return conflict(ErrorCode(code), json.loads(conflicts_json))
+
+
+def value_too_large(key: str, size: int, limit: int) -> GatewayError:
+    return GatewayError.of(
+        ErrorCode.PAYLOAD_TOO_LARGE,
+        f"the value for key {key!r} is {size} bytes as JSON; the limit is {limit}: store a "
+        "smaller value or split it over several keys",
+        param_hints={f"writes.{key}.value": f"at most {limit} bytes as JSON"},
+        details={"key": key, "size_bytes": size, "limit_bytes": limit},
+    )

@@ -1,0 +1,83 @@
+"""`StateStore`: the shared-state operations for one Redis, independent of HTTP.
+
+Every call names the namespace and the `Actor` (tenant, agent, session) taken from the
+caller's token; the tenant is part of every Redis key, so a namespace of another tenant is
+simply not there. Authorization (which namespaces a principal may read or write) is the
+caller's job: see `gateway.routes.state`.
+"""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+
+from gateway.state.commit import CommitLimits, commit
+from gateway.state.history import read_history
+from gateway.state.keys import Actor, NamespaceKeys, check_key, check_namespace
+from gateway.state.leases import acquire_leases, release_lease
+from gateway.state.namespaces import create_namespace, load_namespace
+from gateway.state.reads import read_key
+from gateway.state.scripts import StateScripts
+from protocol.state import (
+    CommitRequest,
+    CommitResult,
+    HistoryEntry,
+    LeaseGrants,
+    NamespaceConfig,
+    ReadResult,
+)
+
+READ_LOG_TTL_S = 24 * 3600  # an idle session's read log goes after a day
+IDEMPOTENCY_TTL_S = 24 * 3600
+
+
+class StateStore:
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        max_value_bytes: int,
+        read_log_ttl_s: int = READ_LOG_TTL_S,
+        idempotency_ttl_s: int = IDEMPOTENCY_TTL_S,
+    ) -> None:
+        self.redis = redis
+        self.scripts = StateScripts.register(redis)
+        self.limits = CommitLimits(max_value_bytes, read_log_ttl_s, idempotency_ttl_s)
+
+    @staticmethod
+    def keys(tenant: str, namespace: str) -> NamespaceKeys:
+        return NamespaceKeys(tenant, check_namespace(namespace))
+
+    async def create_namespace(self, tenant: str, namespace: str, config: NamespaceConfig) -> bool:
+        return await create_namespace(self.scripts, self.keys(tenant, namespace), config)
+
+    async def namespace(self, tenant: str, namespace: str) -> NamespaceConfig:
+        return await load_namespace(self.redis, self.keys(tenant, namespace))
+
+    async def read(self, actor: Actor, namespace: str, key: str) -> ReadResult:
+        keys = self.keys(actor.tenant, namespace)
+        return await read_key(
+            self.scripts, keys, actor, check_key(key), log_ttl_s=self.limits.read_log_ttl_s
+        )
+
+    async def acquire(
+        self, actor: Actor, namespace: str, names: list[str], ttl_ms: int
+    ) -> LeaseGrants:
+        for name in names:
+            check_key(name)
+        keys = self.keys(actor.tenant, namespace)
+        return await acquire_leases(self.scripts, keys, actor, names, ttl_ms)
+
+    async def release(self, actor: Actor, namespace: str, key: str) -> None:
+        keys = self.keys(actor.tenant, namespace)
+        await release_lease(self.scripts, keys, actor, check_key(key))
+
+    async def commit(self, actor: Actor, namespace: str, request: CommitRequest) -> CommitResult:
+        keys = self.keys(actor.tenant, namespace)
+        return await commit(self.scripts, keys, actor, request, self.limits)
+
+    async def history(
+        self, tenant: str, namespace: str, *, after: str | None = None, limit: int = 100
+    ) -> list[HistoryEntry]:
+        keys = self.keys(tenant, namespace)
+        await load_namespace(self.redis, keys)  # an unknown namespace is a 404, not []
+        return await read_history(self.redis, keys, after=after, limit=limit)
