@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from gateway import mcp
+from gateway.agent_directory import AgentDirectory
 from gateway.errors import install_error_handlers
+from gateway.executors import create_executor
+from gateway.json_logs import install_json_logging
+from gateway.metrics import GatewayMetrics
+from gateway.pipeline import build_pipeline
 from gateway.redis_client import connect_redis
-from gateway.routes import health
+from gateway.routes import agents, audit, health, metrics, tools
 from gateway.routes import state as state_routes
 from gateway.settings import Settings
+from tools.registry import default_registry
 
 
 class ConfigurationError(RuntimeError):
@@ -29,16 +37,32 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        install_json_logging(level=settings.log_level.upper())
+        for module in settings.tool_modules:  # their @tool functions land in the registry
+            importlib.import_module(module)
+        app.state.registry = default_registry
         app.state.redis = connect_redis(redis_url)
+        app.state.executor = create_executor(settings, app.state.registry)
+        app.state.agents = AgentDirectory(app.state.redis, settings)
+        app.state.pipeline = build_pipeline(
+            settings, app.state.redis, app.state.registry, app.state.executor, app.state.metrics
+        )
         try:
             yield
         finally:
+            await app.state.executor.aclose()
             await app.state.redis.aclose()
 
     app = FastAPI(title="Conclave gateway", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
     app.state.sandbox_name = settings.sandbox_backend
+    app.state.metrics = GatewayMetrics()
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(state_routes.router)
+    app.include_router(agents.router)
+    app.include_router(tools.router)
+    app.include_router(mcp.router)
+    app.include_router(audit.router)
+    app.include_router(metrics.router)
     return app

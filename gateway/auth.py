@@ -52,6 +52,11 @@ def issue_token(
 
 
 def verify_token(settings: Settings, token: str) -> Principal:
+    return Principal.from_claims(verify_claims(settings, token))
+
+
+def verify_claims(settings: Settings, token: str) -> TokenClaims:
+    """The token's verified claims (the pipeline needs `iat` for revocation checks)."""
     try:
         payload = jwt.decode(
             token,
@@ -69,7 +74,7 @@ def verify_token(settings: Settings, token: str) -> Principal:
         raise GatewayError.of(
             ErrorCode.AUTH_INVALID, f"the token is not valid ({type(exc).__name__})"
         ) from exc
-    return Principal.from_claims(claims)
+    return claims
 
 
 def bearer_token(request: Request) -> str:

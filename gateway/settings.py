@@ -44,3 +44,6 @@ class Settings(BaseSettings):
     max_value_bytes: int = Field(default=262_144, gt=0)
     rate_limit_per_s: float = Field(default=200.0, gt=0)
     rate_limit_burst: int = Field(default=400, gt=0)
+
+    # Structured JSON logs: answers log at debug, refusals and failures at info.
+    log_level: Literal["debug", "info", "warning", "error"] = "info"

@@ -1,0 +1,69 @@
+"""Stage 6, account: whatever happened, record it.
+
+An audit record in the Redis stream, metrics (requests, latency per operation and per stage,
+errors by code, rate-limit hits) and one structured log line carrying the trace id.
+Runs as the pipeline's closing stage, so refusals are accounted like answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from gateway.audit import AuditLog, AuditRecord
+from gateway.metrics import GatewayMetrics
+from gateway.pipeline.context import RequestContext
+from protocol.serf import ErrorCode
+
+log = logging.getLogger("conclave.gateway.access")
+
+
+def audit_record(ctx: RequestContext, duration_s: float) -> AuditRecord:
+    principal = ctx.principal
+    error = ctx.error
+    return AuditRecord(
+        at_ms=int(time.time() * 1000),
+        trace_id=ctx.trace_id,
+        tenant=principal.tenant if principal else "",
+        agent=principal.agent if principal else "",
+        obo=(principal.obo or "") if principal else "",
+        session=ctx.tool_context.session_id if ctx.tool_context else "",
+        transport=ctx.transport,
+        operation=ctx.operation,
+        tool=ctx.tool_name or "",
+        outcome="ok" if error is None else ("failed" if ctx.executed else "refused"),
+        code=error.code.value if error else "",
+        stage=ctx.failed_stage or "",
+        duration_ms=round(duration_s * 1000, 3),
+        usage=ctx.usage.model_dump(mode="json") if ctx.usage else None,
+    )
+
+
+class Account:
+    name = "account"
+
+    def __init__(self, audit: AuditLog, metrics: GatewayMetrics) -> None:
+        self.audit = audit
+        self.metrics = metrics
+
+    async def __call__(self, ctx: RequestContext) -> None:
+        duration = time.perf_counter() - ctx.started
+        record = audit_record(ctx, duration)
+        m = self.metrics
+        # Label by what the gateway serves: an arbitrary unknown name must not mint a series.
+        operation = ctx.tool.name if ctx.tool else ctx.operation
+        if ctx.tool is None and ctx.tool_name is not None:
+            operation = "(unresolved tool)"
+        m.requests.labels(ctx.transport, operation, record.outcome).inc()
+        m.latency.labels(operation).observe(duration)
+        for stage, seconds in ctx.stage_seconds.items():
+            m.stage_latency.labels(stage).observe(seconds)
+        if ctx.error is not None:
+            m.errors.labels(ctx.error.code.value).inc()
+            if ctx.error.code is ErrorCode.RATE_LIMITED:
+                m.rate_limited.labels(operation).inc()
+        # Answers log at debug, refusals and failures at info: the hot path stays quiet.
+        level = logging.DEBUG if ctx.error is None else logging.INFO
+        if log.isEnabledFor(level):
+            log.log(level, "request", extra=record.model_dump(exclude={"id"}))
+        await self.audit.append(record)

@@ -1,0 +1,45 @@
+"""Stage 3, authorize: may this principal touch this target?
+
+Tools: the principal's `tool:<glob>` scopes; a tool outside them is refused as
+TOOL_NOT_ALLOWED whether or not it exists, so the refusal leaks nothing. A permitted name
+the gateway does not serve is TOOL_NOT_FOUND. State: `state:<glob>:read|write` scopes over
+the caller's own tenant's namespaces (a scope never reaches another tenant).
+"""
+
+from __future__ import annotations
+
+from gateway.errors import GatewayError
+from gateway.pipeline.context import RequestContext
+from protocol.serf import ErrorCode
+from tools.registry import ToolRegistry
+
+
+class Authorize:
+    name = "authorize"
+
+    def __init__(self, registry: ToolRegistry) -> None:
+        self.registry = registry
+
+    async def __call__(self, ctx: RequestContext) -> None:
+        principal = ctx.require_principal()
+        if ctx.tool_name is not None:
+            if not principal.may_call(ctx.tool_name):
+                raise GatewayError.of(
+                    ErrorCode.TOOL_NOT_ALLOWED,
+                    f"agent {principal.tenant}/{principal.agent} may not call {ctx.tool_name!r};"
+                    " GET /v1/tools lists what it may call",
+                )
+            ctx.tool = self.registry.get(ctx.tool_name)
+            if ctx.tool is None:
+                raise GatewayError.of(
+                    ErrorCode.TOOL_NOT_FOUND,
+                    f"no tool {ctx.tool_name!r} is served here; GET /v1/tools lists them",
+                )
+        if ctx.namespace is not None:
+            access = ctx.access or "read"
+            if not principal.may_access(ctx.namespace, access):
+                raise GatewayError.of(
+                    ErrorCode.NAMESPACE_FORBIDDEN,
+                    f"agent {principal.tenant}/{principal.agent} has no {access} access to"
+                    f" namespace {ctx.namespace!r} of tenant {principal.tenant!r}",
+                )

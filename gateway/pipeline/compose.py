@@ -1,0 +1,41 @@
+"""The one place the six stages are put together, in DESIGN.md's order."""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+
+from gateway.audit import AuditLog
+from gateway.jwks import JwksVerifier
+from gateway.metrics import GatewayMetrics
+from gateway.pipeline.account import Account
+from gateway.pipeline.authenticate import Authenticate
+from gateway.pipeline.authorize import Authorize
+from gateway.pipeline.budget import Budget
+from gateway.pipeline.dispatch import Dispatch
+from gateway.pipeline.pipeline import Pipeline
+from gateway.pipeline.scope import Scope
+from gateway.rate_limit import RateLimiter
+from gateway.settings import Settings
+from sandbox.executor import ToolExecutor
+from tools.registry import ToolRegistry
+
+
+def build_pipeline(
+    settings: Settings,
+    redis: Redis,
+    registry: ToolRegistry,
+    executor: ToolExecutor,
+    metrics: GatewayMetrics,
+) -> Pipeline:
+    jwks = JwksVerifier(settings.jwks_url) if settings.jwks_url else None
+    limiter = RateLimiter(redis, settings.rate_limit_per_s, settings.rate_limit_burst)
+    return Pipeline(
+        stages=[
+            Authenticate(settings, redis, jwks),
+            Scope(),
+            Authorize(registry),
+            Budget(limiter),
+            Dispatch(executor),
+        ],
+        closing=[Account(AuditLog(redis), metrics)],
+    )

@@ -1,0 +1,97 @@
+"""What one request carries through the pipeline, and what a stage is.
+
+A `RequestContext` starts with what the transport read off the wire (headers, the target,
+arguments) and is filled in stage by stage: the principal, the tool context, the limits, the
+result or the SERF error. Identity fields are only ever written by stages, never copied from
+the request body.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from protocol.budget import Budget, BudgetGrant
+from protocol.identity import Access, Principal
+from protocol.serf import SerfError
+from protocol.tools import CallUsage, ResourceRequest, ToolContext
+from sandbox.executor import CallLimits
+from tools.registry import RegisteredTool
+
+_TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+
+Transport = Literal["http", "mcp"]
+Operation = Callable[["RequestContext"], Awaitable[Any]]
+
+
+@dataclass
+class RequestContext:
+    """One request on its way through authenticate -> ... -> account."""
+
+    # What the transport read. `headers` keys are lower-case.
+    transport: Transport
+    operation: str  # what the audit calls it: a tool name, "mcp:tools/list", "state:read"...
+    headers: Mapping[str, str]
+    tool_name: str | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    limits: ResourceRequest | None = None
+    budget: Budget | None = None
+    meta: Mapping[str, Any] | None = None  # MCP `_meta`: only the deadline is read from it
+    namespace: str | None = None
+    access: Access | None = None
+    action: Operation | None = None  # a non-tool operation dispatch performs (state, listing)
+    input_error: BaseException | None = None  # the body could not be read or parsed
+
+    # Filled in by the stages.
+    principal: Principal | None = None
+    token_issued_at: int = 0
+    tool_context: ToolContext | None = None
+    trace_id: str = ""
+    traceparent: str = ""  # what our span hands on to the tool: the caller's trace, our span id
+    tool: RegisteredTool | None = None
+    granted_ms: int | None = None
+    grant: BudgetGrant | None = None
+    call_limits: CallLimits | None = None
+    executed: bool = False
+    result: Any = None
+    usage: CallUsage | None = None
+    error: SerfError | None = None
+    failed_stage: str | None = None
+    started: float = field(default_factory=time.perf_counter)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Known before any stage runs, so even a refused request's envelope carries it.
+        self.trace_id, self.traceparent = trace_of(self.headers.get("traceparent"))
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def require_principal(self) -> Principal:
+        if self.principal is None:  # a stage ran before authenticate: a wiring bug
+            raise RuntimeError(
+                "the pipeline ran a stage that needs a principal before authenticate"
+            )
+        return self.principal
+
+
+def trace_of(traceparent: str | None) -> tuple[str, str]:
+    """(trace id, the traceparent our span hands on): the caller's W3C trace, or a new one."""
+    match = _TRACEPARENT.match(traceparent or "")
+    valid = match is not None and match.group(1) != "0" * 32
+    trace_id = match.group(1) if match and valid else secrets.token_hex(16)
+    flags = match.group(3) if match and valid else "01"
+    return trace_id, f"00-{trace_id}-{secrets.token_hex(8)}-{flags}"
+
+
+class Stage(Protocol):
+    """One step of the pipeline. Raises `GatewayError` to refuse; returns to pass on."""
+
+    name: str
+
+    async def __call__(self, ctx: RequestContext) -> None: ...

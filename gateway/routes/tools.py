@@ -1,0 +1,68 @@
+"""The tools API: what the caller may call, and calling one. Both run the whole pipeline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from gateway.body import read_body
+from gateway.errors import serf_response
+from gateway.pipeline import Pipeline, RequestContext
+from protocol.serf import SerfError
+from protocol.tools import ToolCallRequest, ToolCallResult, ToolSpec
+from tools.registry import ToolRegistry
+
+router = APIRouter(prefix="/v1/tools", tags=["tools"])
+
+
+def refusal(error: SerfError) -> Response:
+    headers = {"WWW-Authenticate": "Bearer"} if error.http_status == 401 else None
+    response = serf_response(error, headers)
+    if error.trace_id:
+        response.headers["X-Conclave-Trace"] = error.trace_id
+    return response
+
+
+def allowed_specs(registry: ToolRegistry, ctx: RequestContext) -> list[ToolSpec]:
+    principal = ctx.require_principal()
+    return [t.spec for t in registry if principal.may_call(t.name)]
+
+
+@router.get("", response_model=list[ToolSpec])
+async def list_tools(request: Request) -> Any:
+    registry: ToolRegistry = request.app.state.registry
+
+    async def listing(ctx: RequestContext) -> list[ToolSpec]:
+        return allowed_specs(registry, ctx)
+
+    ctx = RequestContext("http", "tools:list", request.headers, action=listing)
+    await _pipeline(request).run(ctx)
+    if ctx.error is not None:
+        return refusal(ctx.error)
+    return ctx.result
+
+
+@router.post("/{name}/call", response_model=ToolCallResult)
+async def call_tool(name: str, request: Request) -> Response:
+    ctx = RequestContext("http", name, request.headers, tool_name=name)
+    try:
+        body = await read_body(request, request.app.state.settings.max_body_bytes)
+        call = ToolCallRequest.model_validate_json(body or b"{}")
+    except Exception as exc:  # refused by the scope stage, once we know who sent it
+        ctx.input_error = exc
+    else:
+        ctx.arguments, ctx.limits, ctx.budget = call.arguments, call.limits, call.budget
+    await _pipeline(request).run(ctx)
+    if ctx.error is not None:
+        return refusal(ctx.error)
+    assert ctx.usage is not None
+    result = ToolCallResult(
+        tool=name, result=ctx.result, usage=ctx.usage, budget=ctx.grant, trace_id=ctx.trace_id
+    )
+    return Response(result.model_dump_json(), media_type="application/json")
+
+
+def _pipeline(request: Request) -> Pipeline:
+    pipeline: Pipeline = request.app.state.pipeline
+    return pipeline

@@ -1,0 +1,87 @@
+"""`InProcessExecutor`: runs a registered tool in a worker thread of the gateway's process.
+
+No isolation at all: it exists to measure the gateway's own overhead (the bench's "direct"
+figure) and to serve tools where no sandbox is set up. A timed-out call is answered with
+TOOL_TIMEOUT at its deadline, but its thread cannot be killed and runs to its end.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from typing import Any
+
+import anyio
+
+from protocol.serf import ErrorCode, SerfError
+from protocol.tools import CallUsage, ExitReason
+from sandbox.executor import Invocation, Outcome
+from tools.registry import RegisteredTool, ToolArgumentsError, ToolRegistry
+
+
+class InProcessExecutor:
+    def __init__(self, registry: ToolRegistry) -> None:
+        self.registry = registry
+
+    @property
+    def name(self) -> str:
+        return "inprocess"
+
+    async def execute(self, invocation: Invocation) -> Outcome:
+        began = time.perf_counter()
+        registered = self.registry.get(invocation.tool)
+        if registered is None:
+            return self._fail(began, ErrorCode.TOOL_NOT_FOUND, f"no tool {invocation.tool!r}")
+        cpu: list[float] = [0.0]
+        try:
+            with anyio.fail_after(invocation.limits.timeout_ms / 1000):
+                result = await self._run(registered, invocation, cpu)
+        except TimeoutError:
+            return self._fail(
+                began,
+                ErrorCode.TOOL_TIMEOUT,
+                f"{invocation.tool} ran past its {invocation.limits.timeout_ms} ms limit",
+                ExitReason.TIMEOUT,
+            )
+        except ToolArgumentsError as exc:
+            return self._fail(began, ErrorCode.INVALID_ARGUMENTS, str(exc), hints=exc.hints)
+        except Exception as exc:  # the tool's own failure is its outcome, not ours
+            return self._fail(
+                began,
+                ErrorCode.TOOL_FAILED,
+                f"{invocation.tool} raised {type(exc).__name__}: {exc}",
+            )
+        return Outcome(usage=self._usage(began, cpu[0]), result=result)
+
+    async def _run(
+        self, registered: RegisteredTool, invocation: Invocation, cpu: list[float]
+    ) -> Any:
+        if inspect.iscoroutinefunction(registered.function):
+            return await registered.invoke(invocation.arguments, invocation.context)
+
+        def call() -> Any:
+            start = time.thread_time()
+            try:
+                return registered.invoke(invocation.arguments, invocation.context)
+            finally:
+                cpu[0] = (time.thread_time() - start) * 1000
+
+        return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+
+    def _usage(self, began: float, cpu_ms: float, reason: ExitReason = ExitReason.OK) -> CallUsage:
+        wall_ms = (time.perf_counter() - began) * 1000
+        return CallUsage(wall_ms=wall_ms, cpu_ms=cpu_ms, exit_reason=reason, sandbox="inprocess")
+
+    def _fail(
+        self,
+        began: float,
+        code: ErrorCode,
+        message: str,
+        reason: ExitReason = ExitReason.ERROR,
+        hints: dict[str, str] | None = None,
+    ) -> Outcome:
+        error = SerfError.of(code, message, param_hints=hints)
+        return Outcome(usage=self._usage(began, 0.0, reason), error=error)
+
+    async def aclose(self) -> None:
+        return None

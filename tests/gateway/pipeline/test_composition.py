@@ -1,0 +1,77 @@
+"""The pipeline as a whole: order, a stage added without touching the others, accounting."""
+
+from __future__ import annotations
+
+import pytest
+from redis.asyncio import Redis
+
+from gateway.audit import AuditLog
+from gateway.errors import GatewayError
+from gateway.metrics import GatewayMetrics
+from gateway.pipeline import Account, Pipeline, RequestContext
+from protocol import ErrorCode, Principal
+
+pytestmark = pytest.mark.anyio
+
+
+class _Recorder:
+    def __init__(self, name: str, log: list[str], refuse: bool = False) -> None:
+        self.name = name
+        self.log = log
+        self.refuse = refuse
+
+    async def __call__(self, ctx: RequestContext) -> None:
+        self.log.append(self.name)
+        if self.refuse:
+            raise GatewayError.of(ErrorCode.TOOL_NOT_ALLOWED, f"{self.name} says no")
+
+
+async def test_stages_run_in_order_and_a_refusal_stops_them_but_not_account() -> None:
+    log: list[str] = []
+    pipeline = Pipeline(
+        [_Recorder("a", log), _Recorder("b", log, refuse=True), _Recorder("c", log)],
+        closing=[_Recorder("account", log)],
+    )
+    ctx = await pipeline.run(RequestContext("http", "x", {}))
+    assert log == ["a", "b", "account"]
+    assert ctx.error is not None and ctx.error.code is ErrorCode.TOOL_NOT_ALLOWED
+    assert ctx.failed_stage == "b"
+    assert ctx.error.trace_id == ctx.trace_id  # the refusal names the request's trace
+
+
+async def test_an_unexpected_exception_becomes_internal_and_is_accounted() -> None:
+    class Broken:
+        name = "broken"
+
+        async def __call__(self, ctx: RequestContext) -> None:
+            raise ZeroDivisionError("oops")
+
+    log: list[str] = []
+    ctx = await Pipeline([Broken()], closing=[_Recorder("account", log)]).run(
+        RequestContext("http", "x", {})
+    )
+    assert ctx.error is not None and ctx.error.code is ErrorCode.INTERNAL
+    assert log == ["account"]
+
+
+async def test_account_writes_audit_and_metrics(redis: Redis) -> None:
+    metrics = GatewayMetrics()
+    audit = AuditLog(redis)
+    ctx = RequestContext("mcp", "echo", {}, tool_name="echo")
+    ctx.principal = Principal(tenant="acme", agent="w", obo="alice", expires_at=0, token_id="j")
+    ctx.error = GatewayError.of(ErrorCode.RATE_LIMITED, "slow down", retry_after_ms=10).error
+    ctx.failed_stage = "budget"
+    await Account(audit, metrics)(ctx)
+    [record] = await audit.query(agent="w")
+    assert (record.tenant, record.obo, record.outcome, record.code) == (
+        "acme",
+        "alice",
+        "refused",
+        "RATE_LIMITED",
+    )
+    assert record.trace_id == ctx.trace_id
+    assert metrics.registry.get_sample_value("conclave_errors_total", {"code": "RATE_LIMITED"}) == 1
+    limited = metrics.registry.get_sample_value(
+        "conclave_rate_limited_total", {"operation": "(unresolved tool)"}
+    )
+    assert limited == 1

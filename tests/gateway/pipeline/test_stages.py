@@ -1,0 +1,200 @@
+"""Each pipeline stage on its own, against a real Redis."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from redis.asyncio import Redis
+
+import tools.builtin  # noqa: F401  (registers the built-in tools)
+from gateway.agent_directory import AgentDirectory
+from gateway.auth import issue_token
+from gateway.errors import GatewayError
+from gateway.pipeline import (
+    Authenticate,
+    Authorize,
+    Budget,
+    Dispatch,
+    RequestContext,
+    Scope,
+    fit_limits,
+)
+from gateway.rate_limit import RateLimiter
+from gateway.settings import Settings
+from protocol import AgentRegistration, ErrorCode, Principal, ResourceIntent, ResourceRequest
+from protocol.budget import Budget as BudgetModel
+from sandbox.inprocess import InProcessExecutor
+from tools.registry import default_registry
+
+pytestmark = pytest.mark.anyio
+
+
+def _ctx(headers: dict[str, str] | None = None, **kwargs: object) -> RequestContext:
+    return RequestContext("http", "test", headers or {}, **kwargs)  # type: ignore[arg-type]
+
+
+def _principal(*scopes: str) -> Principal:
+    return Principal(tenant="acme", agent="w", scopes=scopes, expires_at=0, token_id="jti-1")
+
+
+async def _refusal(stage: object, ctx: RequestContext) -> ErrorCode:
+    with pytest.raises(GatewayError) as info:
+        await stage(ctx)  # type: ignore[operator]
+    return info.value.error.code
+
+
+# authenticate -------------------------------------------------------------------------
+
+
+async def test_authenticate_turns_a_token_into_the_principal(
+    settings: Settings, redis: Redis
+) -> None:
+    token = issue_token(settings, tenant="acme", agent="w", scopes=["tool:echo"], obo="alice")
+    ctx = _ctx({"authorization": f"Bearer {token}"})
+    await Authenticate(settings, redis)(ctx)
+    assert ctx.principal is not None
+    assert (ctx.principal.tenant, ctx.principal.agent, ctx.principal.obo) == ("acme", "w", "alice")
+
+
+async def test_authenticate_refuses_missing_bad_and_revoked_tokens(
+    settings: Settings, redis: Redis
+) -> None:
+    stage = Authenticate(settings, redis)
+    assert await _refusal(stage, _ctx()) is ErrorCode.AUTH_REQUIRED
+    assert await _refusal(stage, _ctx({"authorization": "Bearer x.y.z"})) is ErrorCode.AUTH_INVALID
+    old = issue_token(settings, tenant="acme", agent="w", ttl_s=1, now=time.time() - 60)
+    expired = _ctx({"authorization": f"Bearer {old}"})
+    assert await _refusal(stage, expired) is ErrorCode.AUTH_EXPIRED
+
+    directory = AgentDirectory(redis, settings)
+    issued = await directory.register(AgentRegistration(tenant="acme", agent="r", tools=["*"]))
+    await directory.revoke("acme", "r")
+    revoked = _ctx({"authorization": f"Bearer {issued.token}"})
+    assert await _refusal(stage, revoked) is ErrorCode.AUTH_REVOKED
+    again = await directory.register(AgentRegistration(tenant="acme", agent="r", tools=["*"]))
+    await stage(_ctx({"authorization": f"Bearer {again.token}"}))  # re-admitted on purpose
+
+
+# scope --------------------------------------------------------------------------------
+
+
+async def test_scope_builds_the_tool_context_from_principal_and_headers() -> None:
+    trace = "0af7651916cd43dd8448eb211c80319c"
+    headers = {
+        "traceparent": f"00-{trace}-b7ad6b7169203331-01",
+        "x-conclave-session": "run-42",
+        "x-conclave-deadline": "4102444800000",
+    }
+    ctx = _ctx(headers, principal=_principal("tool:*"))
+    await Scope()(ctx)
+    assert ctx.tool_context is not None
+    assert ctx.tool_context.trace_id == trace
+    assert ctx.tool_context.traceparent.startswith(f"00-{trace}-")
+    assert not ctx.tool_context.traceparent.endswith("b7ad6b7169203331-01")  # our own span
+    assert ctx.tool_context.session_id == "run-42"
+    assert ctx.tool_context.deadline_ms == 4102444800000
+    assert ctx.tool_context.principal.agent == "w"
+
+
+async def test_scope_defaults_and_refusals() -> None:
+    ctx = _ctx({"traceparent": "garbage"}, principal=_principal())
+    await Scope()(ctx)
+    assert ctx.tool_context is not None
+    assert ctx.tool_context.session_id == "jti-1"  # the token's id
+    assert len(ctx.tool_context.trace_id) == 32
+    body_deadline = _ctx(principal=_principal(), budget=BudgetModel(deadline_ms=123))
+    await Scope()(body_deadline)
+    assert body_deadline.tool_context is not None
+    assert body_deadline.tool_context.deadline_ms == 123
+    bad = _ctx({"x-conclave-deadline": "soon"}, principal=_principal())
+    assert await _refusal(Scope(), bad) is ErrorCode.INVALID_REQUEST
+    bad_session = _ctx({"x-conclave-session": "a b"}, principal=_principal())
+    assert await _refusal(Scope(), bad_session) is ErrorCode.INVALID_REQUEST
+
+
+# authorize ----------------------------------------------------------------------------
+
+
+async def test_authorize_applies_tool_globs_and_namespaces() -> None:
+    stage = Authorize(default_registry)
+    allowed = _ctx(principal=_principal("tool:ec*"), tool_name="echo")
+    await stage(allowed)
+    assert allowed.tool is not None and allowed.tool.name == "echo"
+    denied = _ctx(principal=_principal("tool:ec*"), tool_name="run_shell")
+    assert await _refusal(stage, denied) is ErrorCode.TOOL_NOT_ALLOWED
+    hidden = _ctx(principal=_principal("tool:ec*"), tool_name="no_such")
+    assert await _refusal(stage, hidden) is ErrorCode.TOOL_NOT_ALLOWED  # leaks nothing
+    unknown = _ctx(principal=_principal("tool:*"), tool_name="no_such")
+    assert await _refusal(stage, unknown) is ErrorCode.TOOL_NOT_FOUND
+    reader = _principal("state:notes:read")
+    await stage(_ctx(principal=reader, namespace="notes", access="read"))
+    write = _ctx(principal=reader, namespace="notes", access="write")
+    assert await _refusal(stage, write) is ErrorCode.NAMESPACE_FORBIDDEN
+
+
+# budget -------------------------------------------------------------------------------
+
+
+async def test_budget_rate_limits_per_identity_and_tool(redis: Redis) -> None:
+    stage = Budget(RateLimiter(redis, rate_per_s=1.0, burst=2))
+    for _ in range(2):
+        await stage(_ctx(principal=_principal(), tool_name="echo"))
+    with pytest.raises(GatewayError) as info:
+        await stage(_ctx(principal=_principal(), tool_name="echo"))
+    assert info.value.error.code is ErrorCode.RATE_LIMITED
+    assert (
+        info.value.error.retry_after_ms is not None and 0 < info.value.error.retry_after_ms <= 1000
+    )
+    await stage(_ctx(principal=_principal(), tool_name="read_file"))  # another bucket
+
+
+async def test_budget_refuses_a_passed_deadline_and_clamps_the_timeout(redis: Redis) -> None:
+    stage = Budget(RateLimiter(redis, rate_per_s=100.0, burst=100))
+    now_ms = int(time.time() * 1000)
+    ctx = _ctx(
+        {"x-conclave-deadline": str(now_ms - 5)}, principal=_principal("tool:*"), tool_name="echo"
+    )
+    await Authorize(default_registry)(ctx)
+    await Scope()(ctx)
+    assert await _refusal(stage, ctx) is ErrorCode.DEADLINE_EXCEEDED
+    soon = _ctx(
+        {"x-conclave-deadline": str(now_ms + 500)}, principal=_principal("tool:*"), tool_name="echo"
+    )
+    await Authorize(default_registry)(soon)
+    await Scope()(soon)
+    await stage(soon)
+    assert soon.granted_ms is not None and 0 < soon.granted_ms <= 500  # echo declares 2000
+
+
+# dispatch -----------------------------------------------------------------------------
+
+
+def test_fit_limits_lowers_never_raises() -> None:
+    intent = ResourceIntent(memory_mb=64, cpu_seconds=1, timeout_ms=2000)
+    limits = fit_limits(intent, ResourceRequest(memory_mb=32), granted_ms=500)
+    assert (limits.memory_mb, limits.timeout_ms) == (32, 500)
+    with pytest.raises(GatewayError) as info:
+        fit_limits(intent, ResourceRequest(memory_mb=128), None)
+    assert info.value.error.code is ErrorCode.LIMIT_ABOVE_INTENT
+    assert "limits.memory_mb" in info.value.error.param_hints
+
+
+async def _ready(ctx: RequestContext) -> RequestContext:
+    await Authorize(default_registry)(ctx)
+    await Scope()(ctx)
+    return ctx
+
+
+async def test_dispatch_validates_before_running_and_passes_the_context() -> None:
+    stage = Dispatch(InProcessExecutor(default_registry))
+    ok = await _ready(
+        _ctx(principal=_principal("tool:*"), tool_name="echo", arguments={"message": "hi"})
+    )
+    await stage(ok)
+    assert ok.result == "hi" and ok.usage is not None and ok.usage.sandbox == "inprocess"
+    bad = await _ready(
+        _ctx(principal=_principal("tool:*"), tool_name="echo", arguments={"message": 1})
+    )
+    assert await _refusal(stage, bad) is ErrorCode.INVALID_ARGUMENTS
+    assert not bad.executed  # nothing ran
