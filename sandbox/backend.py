@@ -1,0 +1,78 @@
+"""What a sandbox backend is: something that starts a runner in isolation and tears it down.
+
+A backend turns a `SandboxSpec` (who it is for, its limits profile, its workspace) into a
+`LaunchedSandbox`: a runner that will connect to the workspace's socket. Everything above
+(connecting, calls, the pool) is shared, so one conformance suite covers every backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+# Where the tool code and the workspace appear inside an isolating sandbox.
+SANDBOX_CODE_DIR = "/opt/conclave/code"
+SANDBOX_RUNNER = "/opt/conclave/runner.py"
+SANDBOX_WORKSPACE = "/workspace"
+SANDBOX_UID = 65534  # nobody
+
+
+class SandboxError(Exception):
+    """Root of the sandbox package's errors; the pool turns them into SERF codes."""
+
+
+class SandboxStartError(SandboxError):
+    """A sandbox could not be started; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class SandboxProfile:
+    """The ceiling a sandbox runs under; each call's own limits sit below it."""
+
+    memory_mb: int
+    cpus: float = 1.0
+    pids: int = 128
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    sandbox_id: str
+    tenant: str
+    agent: str
+    profile: SandboxProfile
+    workspace: Path  # on the host; mounted read-write at SANDBOX_WORKSPACE
+    tool_modules: tuple[str, ...]
+
+
+class LaunchedSandbox(Protocol):
+    """A started sandbox whose runner is about to connect."""
+
+    @property
+    def description(self) -> str: ...
+
+    async def exit_reason(self) -> str | None:
+        """Why the sandbox already died (for startup errors); None while it runs."""
+        ...
+
+    async def oom_kills(self) -> int:
+        """How many processes the kernel's OOM killer has killed in it (0 if unknown)."""
+        ...
+
+    async def kill(self) -> None:
+        """Tear down every process of the sandbox and release what it holds."""
+        ...
+
+
+class SandboxBackend(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def isolates(self) -> bool: ...
+
+    async def launch(self, spec: SandboxSpec) -> LaunchedSandbox: ...
+
+    async def aclose(self) -> None:
+        """Release backend-wide resources (clients); sandboxes are killed by their owner."""
+        ...

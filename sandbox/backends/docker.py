@@ -1,0 +1,190 @@
+"""The `docker` backend: one container per sandbox, the runner as its main process.
+
+Every blocking docker SDK call goes through `DockerBackend._blocking`, the one
+`anyio.to_thread` seam, which also translates the SDK's exceptions. Containers run the runtime
+image (`conclave sandbox build-image`) with no network, a read-only root, a private /tmp,
+the workspace read-write, the tool code read-only, memory = memory+swap, a CPU quota, a pids
+limit, no capabilities, no-new-privileges and user 65534. A tiny init (docker's `--init`)
+is pid 1, so the runner is an ordinary process that can be stopped or killed like anywhere
+else. Labels name the sandbox, its identity and the owning process, for `conclave sandbox gc`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import docker
+from docker.errors import DockerException, NotFound
+
+from sandbox.backend import (
+    SANDBOX_CODE_DIR,
+    SANDBOX_RUNNER,
+    SANDBOX_UID,
+    SANDBOX_WORKSPACE,
+    LaunchedSandbox,
+    SandboxSpec,
+    SandboxStartError,
+)
+from sandbox.channel import SOCKET_NAME
+from sandbox.layout import RUNNER_PATH, code_packages, runner_argv
+
+T = TypeVar("T")
+LABEL = "conclave.sandbox"
+OWNER_LABEL = "conclave.owner_pid"
+CGROUP_MEMORY = Path("/sys/fs/cgroup/memory/docker")
+STATUS_EVERY_S = 0.1  # how often a starting container's state is asked for
+
+
+class DockerSandbox:
+    def __init__(self, backend: DockerBackend, container_id: str, sandbox_id: str) -> None:
+        self._backend = backend
+        self.container_id = container_id
+        self._id = sandbox_id
+        self._checked = 0.0
+
+    @property
+    def description(self) -> str:
+        return f"docker sandbox {self._id} (container {self.container_id[:12]})"
+
+    async def exit_reason(self) -> str | None:
+        if time.monotonic() - self._checked < STATUS_EVERY_S:
+            return None
+        self._checked = time.monotonic()
+        state = await self._backend.container_state(self.container_id)
+        if state.get("Running", True):
+            return None
+        return f"the container exited with {state.get('ExitCode')}: {state.get('Error') or ''}"
+
+    async def oom_kills(self) -> int:
+        control = CGROUP_MEMORY / self.container_id / "memory.oom_control"
+        try:
+            text = await anyio.Path(control).read_text()
+        except OSError:
+            return 0
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+        return 0
+
+    async def kill(self) -> None:
+        await self._backend.remove(self.container_id)
+
+
+class DockerBackend:
+    name = "docker"
+    isolates = True
+
+    def __init__(self, docker_host: str, image: str) -> None:
+        self.docker_host = docker_host
+        self.image = image
+        self._client: Any = None
+
+    async def _blocking(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """The one seam where the blocking docker SDK runs, and its errors are translated."""
+        try:
+            return await anyio.to_thread.run_sync(partial(call, *args, **kwargs))
+        except NotFound:
+            raise
+        except DockerException as exc:
+            raise SandboxStartError(
+                f"Docker engine at {self.docker_host} refused: {exc}. Is dockerd running and "
+                "the image built ('conclave sandbox build-image')? Or use CONCLAVE_SANDBOX_BACKEND"
+                "=bwrap"
+            ) from exc
+
+    async def _docker(self) -> Any:
+        if self._client is None:
+            self._client = await self._blocking(docker.DockerClient, base_url=self.docker_host)
+        return self._client
+
+    async def launch(self, spec: SandboxSpec) -> LaunchedSandbox:
+        client = await self._docker()
+        volumes = {
+            str(host_path): {"bind": f"{SANDBOX_CODE_DIR}/{name}", "mode": "ro"}
+            for name, host_path in code_packages(spec.tool_modules).items()
+        }
+        volumes[str(RUNNER_PATH)] = {"bind": SANDBOX_RUNNER, "mode": "ro"}
+        volumes[str(spec.workspace)] = {"bind": SANDBOX_WORKSPACE, "mode": "rw"}
+        socket_path = f"{SANDBOX_WORKSPACE}/{SOCKET_NAME}"
+        command = runner_argv(
+            "python3", SANDBOX_RUNNER, socket_path, SANDBOX_WORKSPACE, spec.tool_modules
+        )
+        memory = f"{spec.profile.memory_mb}m"
+        container = await self._blocking(
+            client.containers.run,
+            self.image,
+            command,
+            name=f"conclave-{spec.sandbox_id}",
+            detach=True,
+            init=True,
+            user=f"{SANDBOX_UID}:{SANDBOX_UID}",
+            network_mode="none",
+            read_only=True,
+            tmpfs={"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"},
+            volumes=volumes,
+            working_dir=SANDBOX_WORKSPACE,
+            environment={
+                "PYTHONPATH": SANDBOX_CODE_DIR,
+                "HOME": SANDBOX_WORKSPACE,
+                "CONCLAVE_WORKSPACE": SANDBOX_WORKSPACE,
+            },
+            mem_limit=memory,
+            memswap_limit=memory,
+            nano_cpus=int(spec.profile.cpus * 1e9),
+            pids_limit=spec.profile.pids,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            labels={
+                LABEL: "1",
+                "conclave.tenant": spec.tenant,
+                "conclave.agent": spec.agent,
+                "conclave.sandbox_id": spec.sandbox_id,
+                OWNER_LABEL: str(os.getpid()),
+            },
+        )
+        return DockerSandbox(self, container.id, spec.sandbox_id)
+
+    async def container_state(self, container_id: str) -> dict[str, Any]:
+        client = await self._docker()
+        try:
+            info = await self._blocking(client.api.inspect_container, container_id)
+        except NotFound:
+            return {"Running": False, "ExitCode": None, "Error": "the container is gone"}
+        state: dict[str, Any] = info.get("State", {})
+        return state
+
+    async def remove(self, container_id: str) -> None:
+        client = await self._docker()
+        try:
+            await self._blocking(client.api.remove_container, container_id, force=True)
+        except NotFound:
+            return
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._blocking(self._client.close)
+            self._client = None
+
+
+def remove_orphans(docker_host: str, *, include_live_owners: bool = False) -> list[str]:
+    """Remove sandbox containers whose owning process is gone (all of them if asked)."""
+    client = docker.DockerClient(base_url=docker_host)
+    removed: list[str] = []
+    try:
+        for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
+            owner = container.labels.get(OWNER_LABEL, "")
+            alive = owner.isdigit() and Path(f"/proc/{owner}").exists()
+            if alive and not include_live_owners:
+                continue
+            container.remove(force=True)
+            removed.append(container.name)
+    finally:
+        client.close()
+    return removed

@@ -1,0 +1,70 @@
+"""`create_executor`: the sandbox pool for a configuration, on the backend it names.
+
+The settings object is the gateway's `Settings`; only the fields below are read, so this
+package does not import the gateway.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from sandbox.backend import SandboxBackend, SandboxStartError
+from sandbox.detect import bwrap_status, docker_status, strongest_available
+from sandbox.pool import SandboxPool
+
+log = logging.getLogger("conclave.sandbox")
+
+
+class SandboxSettings(Protocol):
+    @property
+    def sandbox_backend(self) -> str: ...
+    @property
+    def docker_host(self) -> str: ...
+    @property
+    def sandbox_image(self) -> str: ...
+    @property
+    def tool_modules(self) -> tuple[str, ...]: ...
+    @property
+    def sandbox_pool_max(self) -> int: ...
+    @property
+    def sandbox_idle_s(self) -> float: ...
+    @property
+    def sandbox_recycle_after(self) -> int: ...
+
+
+def create_backend(settings: SandboxSettings) -> SandboxBackend:
+    choice = settings.sandbox_backend
+    if choice == "auto":
+        picked = strongest_available(settings.docker_host, settings.sandbox_image)
+        log.info("sandbox backend %s: %s", picked.name, picked.reason)
+        choice = picked.name
+    if choice == "docker":
+        missing = docker_status(settings.docker_host, settings.sandbox_image)
+        if missing is not None:
+            raise SandboxStartError(missing)
+        from sandbox.backends.docker import DockerBackend
+
+        return DockerBackend(settings.docker_host, settings.sandbox_image)
+    if choice == "bwrap":
+        missing = bwrap_status()
+        if missing is not None:
+            raise SandboxStartError(f"{missing}; or use CONCLAVE_SANDBOX_BACKEND=process")
+        from sandbox.backends.bwrap import BwrapBackend
+
+        return BwrapBackend()
+    if choice == "process":
+        from sandbox.backends.process import ProcessBackend
+
+        return ProcessBackend()
+    raise SandboxStartError(f"unknown sandbox backend {choice!r}: use docker, bwrap or process")
+
+
+def create_executor(settings: SandboxSettings) -> SandboxPool:
+    return SandboxPool(
+        create_backend(settings),
+        tool_modules=settings.tool_modules,
+        max_sandboxes=settings.sandbox_pool_max,
+        idle_s=settings.sandbox_idle_s,
+        recycle_after=settings.sandbox_recycle_after,
+    )

@@ -1,0 +1,190 @@
+"""One running sandbox: a launched backend process and the runner connected to it.
+
+`Sandbox.open` listens on the workspace socket, asks the backend to launch, and waits for the
+runner's hello (or for the sandbox to die, whichever comes first). `Sandbox.call` sends one
+invocation and turns the runner's answer into an `Outcome`. When the runner does not answer
+within the call's wall limit plus a grace period, the whole sandbox is torn down: the call
+is dead for real even if the runner itself was stopped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import anyio
+
+from protocol.serf import ErrorCode, SerfError
+from protocol.tools import CallUsage, ExitReason
+from sandbox.backend import LaunchedSandbox, SandboxBackend, SandboxSpec, SandboxStartError
+from sandbox.channel import ChannelClosed, RunnerChannel, accept, listen
+from sandbox.executor import Invocation, Outcome
+
+# How long past a call's wall limit the host waits for the runner's own kill to report.
+RUNNER_GRACE_S = 0.25
+_KILL_REASONS = {ExitReason.TIMEOUT, ExitReason.OOM, ExitReason.KILLED}
+
+
+@dataclass
+class CallResult:
+    outcome: Outcome
+    recycle: bool  # the sandbox must not serve another call
+
+
+class Sandbox:
+    def __init__(
+        self, spec: SandboxSpec, backend: SandboxBackend, launched: LaunchedSandbox
+    ) -> None:
+        self.spec = spec
+        self.backend_name = backend.name
+        self.launched = launched
+        self.channel: RunnerChannel | None = None
+        self.hello: dict[str, Any] = {}
+        self.calls = 0
+        self.created = time.monotonic()
+        self.last_used = self.created
+        self.closed = False
+        self._ids = itertools.count(1)
+
+    @property
+    def label(self) -> str:
+        return f"{self.backend_name}:{self.spec.sandbox_id}"
+
+    @classmethod
+    async def open(
+        cls, backend: SandboxBackend, spec: SandboxSpec, startup_timeout_s: float
+    ) -> Sandbox:
+        listener, _ = await listen(spec.workspace)
+        sandbox: Sandbox | None = None
+        try:
+            sandbox = cls(spec, backend, await backend.launch(spec))
+            await sandbox._connect(listener, startup_timeout_s)
+            return sandbox
+        except BaseException:
+            if sandbox is not None:
+                await sandbox.close()
+            raise
+        finally:
+            await listener.aclose()
+
+    async def _connect(self, listener: Any, startup_timeout_s: float) -> None:
+        died: list[str] = []
+
+        async def watch_for_death(scope: anyio.CancelScope) -> None:
+            while True:
+                await anyio.sleep(0.01)
+                reason = await self.launched.exit_reason()
+                if reason is not None:
+                    died.append(reason)
+                    scope.cancel()
+                    return
+
+        with anyio.move_on_after(startup_timeout_s) as timeout_scope:
+            async with anyio.create_task_group() as group:
+                group.start_soon(watch_for_death, group.cancel_scope)
+                self.channel = await accept(listener)
+                self.hello = await self.channel.receive()
+                group.cancel_scope.cancel()
+        if died:
+            raise SandboxStartError(f"sandbox {self.label} died while starting: {died[0]}")
+        if timeout_scope.cancelled_caught or self.channel is None:
+            raise SandboxStartError(
+                f"the runner in {self.launched.description} did not connect within "
+                f"{startup_timeout_s} s: check the runtime image / Python in the sandbox"
+            )
+        errors = self.hello.get("import_errors") or {}
+        if errors:
+            raise SandboxStartError(f"tool modules failed to import in the sandbox: {errors}")
+
+    async def call(self, invocation: Invocation) -> CallResult:
+        assert self.channel is not None, "call() on a sandbox that is not open"
+        self.calls += 1
+        request = {
+            "id": next(self._ids),
+            "tool": invocation.tool,
+            "entrypoint": invocation.entrypoint,
+            "arguments": invocation.arguments,
+            "context": invocation.context.model_dump(mode="json"),
+            "limits": {**asdict(invocation.limits), "max_processes": self.spec.profile.pids},
+        }
+        started = time.monotonic()
+        reply: dict[str, Any] | None = None
+        gone = ""
+        with anyio.move_on_after(invocation.limits.timeout_ms / 1000 + RUNNER_GRACE_S):
+            try:
+                await self.channel.send(request)
+                reply = await self.channel.receive()
+            except ChannelClosed as exc:
+                gone = str(exc)
+        self.last_used = time.monotonic()
+        wall_ms = (self.last_used - started) * 1000
+        if reply is None:
+            return await self._runner_lost(invocation, wall_ms, gone)
+        return await self._outcome(reply, wall_ms)
+
+    async def _runner_lost(self, invocation: Invocation, wall_ms: float, gone: str) -> CallResult:
+        await self.close()  # kills every process in the sandbox: the call is dead for real
+        if gone:
+            code, reason = ErrorCode.SANDBOX_KILLED, ExitReason.KILLED
+            message = f"the sandbox's runner died during the call ({gone}); it was replaced"
+        else:
+            code, reason = ErrorCode.TOOL_TIMEOUT, ExitReason.TIMEOUT
+            message = (
+                f"the call ran past its wall-clock limit of {invocation.limits.timeout_ms} ms "
+                "and its runner stopped answering; the sandbox was torn down"
+            )
+        usage = CallUsage(wall_ms=wall_ms, exit_reason=reason, sandbox=self.label)
+        error = SerfError.of(code, message, details={"sandbox_killed": True})
+        return CallResult(Outcome(usage=usage, error=error), recycle=True)
+
+    async def _outcome(self, reply: dict[str, Any], wall_ms: float) -> CallResult:
+        measured = reply.get("usage") or {}
+        reason = ExitReason(reply.get("exit_reason", "error"))
+        raw_error = reply.get("error")
+        unexplained_kill = raw_error is not None and raw_error.get("code") == "SANDBOX_KILLED"
+        # A SIGKILL the runner did not send: the kernel's OOM killer at the profile ceiling.
+        if unexplained_kill and await self.launched.oom_kills() > 0:
+            reason = ExitReason.OOM
+            raw_error = {
+                "code": "SANDBOX_OOM",
+                "message": (
+                    f"the call was OOM-killed at the sandbox's {self.spec.profile.memory_mb}"
+                    " MB ceiling; ask for less work per call, or a larger memory_mb"
+                ),
+                "details": {"peak_rss_kb": measured.get("peak_rss_kb", 0)},
+            }
+        usage = CallUsage(
+            wall_ms=float(measured.get("wall_ms", wall_ms)),
+            cpu_ms=float(measured.get("cpu_ms", 0.0)),
+            peak_rss_kb=int(measured.get("peak_rss_kb", 0)),
+            exit_reason=reason,
+            sandbox=self.label,
+        )
+        recycle = reason in _KILL_REASONS
+        if raw_error is None:
+            return CallResult(Outcome(usage=usage, result=reply.get("result")), recycle)
+        error = SerfError.of(
+            _code(raw_error.get("code")),
+            str(raw_error.get("message", "the tool failed")),
+            param_hints=raw_error.get("param_hints") or None,
+            details=raw_error.get("details") or None,
+        )
+        return CallResult(Outcome(usage=usage, error=error), recycle)
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        with anyio.CancelScope(shield=True):
+            if self.channel is not None:
+                await self.channel.aclose()
+            await self.launched.kill()
+
+
+def _code(raw: Any) -> ErrorCode:
+    try:
+        return ErrorCode(raw)
+    except ValueError:
+        return ErrorCode.INTERNAL

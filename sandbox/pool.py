@@ -1,0 +1,212 @@
+"""The warm pool: the `ToolExecutor` the gateway dispatches to.
+
+Sandboxes are keyed by (tenant, agent, limits profile) and never shared across identities;
+each sandbox serves one call at a time, so an agent's parallel calls get parallel sandboxes.
+A sandbox is started on first use (or by `prewarm`), returned warm after each call, recycled
+after `recycle_after` calls or after any kill (timeout, OOM, CPU, output cap, dead runner),
+and reaped after `idle_s` without calls. At most `max_sandboxes` exist at once; when all are
+busy a call gets `SANDBOX_UNAVAILABLE` (retryable) instead of waiting.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+
+import anyio
+
+from protocol.serf import ErrorCode, SerfError
+from protocol.tools import CallUsage, ExitReason
+from sandbox.backend import SandboxBackend, SandboxError, SandboxProfile, SandboxSpec
+from sandbox.executor import CallLimits, Invocation, Outcome
+from sandbox.instance import Sandbox
+
+# A sandbox's memory ceiling: the call's limit rounded up to a tier, plus the runner's own.
+MEMORY_TIERS_MB = (256, 1024, 4096, 16384, 65536)
+RUNNER_OVERHEAD_MB = 192
+PoolKey = tuple[str, str, SandboxProfile]
+
+
+class PoolFullError(SandboxError):
+    pass
+
+
+def profile_for(limits: CallLimits) -> SandboxProfile:
+    tier = next((t for t in MEMORY_TIERS_MB if t >= limits.memory_mb), limits.memory_mb)
+    return SandboxProfile(memory_mb=tier + RUNNER_OVERHEAD_MB)
+
+
+class SandboxPool:
+    def __init__(
+        self,
+        backend: SandboxBackend,
+        *,
+        tool_modules: Iterable[str] = ("tools.builtin",),
+        max_sandboxes: int = 32,
+        idle_s: float = 300.0,
+        recycle_after: int = 500,
+        startup_timeout_s: float = 30.0,
+        workspace_root: Path | None = None,
+    ) -> None:
+        self.backend = backend
+        self.tool_modules = tuple(tool_modules)
+        self.max_sandboxes = max_sandboxes
+        self.idle_s = idle_s
+        self.recycle_after = recycle_after
+        self.startup_timeout_s = startup_timeout_s
+        root = workspace_root or Path(tempfile.gettempdir()) / "conclave-sandboxes"
+        self.workspace_root = root
+        self._idle: dict[PoolKey, list[Sandbox]] = {}
+        self._busy: set[Sandbox] = set()
+        self._starting = 0
+        self._lock = anyio.Lock()
+        self._closed = False
+        self.started = 0  # sandboxes ever started, for tests and the bench
+        self.recycled = 0
+
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+    @property
+    def size(self) -> int:
+        return self._starting + len(self._busy) + sum(len(v) for v in self._idle.values())
+
+    async def execute(self, invocation: Invocation) -> Outcome:
+        principal = invocation.context.principal
+        key = (principal.tenant, principal.agent, profile_for(invocation.limits))
+        started = time.monotonic()
+        try:
+            sandbox = await self._checkout(key)
+        except SandboxError as exc:
+            usage = CallUsage(
+                wall_ms=(time.monotonic() - started) * 1000, exit_reason=ExitReason.ERROR
+            )
+            retry = 250 if isinstance(exc, PoolFullError) else 1000
+            error = SerfError.of(ErrorCode.SANDBOX_UNAVAILABLE, str(exc), retry_after_ms=retry)
+            return Outcome(usage=usage, error=error)
+        recycle = True  # if the call is cancelled midway, the sandbox cannot be trusted
+        try:
+            result = await sandbox.call(invocation)
+            recycle = result.recycle or sandbox.calls >= self.recycle_after
+            return result.outcome
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._checkin(key, sandbox, recycle)
+
+    async def prewarm(self, tenant: str, agent: str, limits: CallLimits) -> None:
+        """Start a sandbox for this identity and profile now, so its first call is warm."""
+        key = (tenant, agent, profile_for(limits))
+        sandbox = await self._checkout(key)
+        await self._checkin(key, sandbox, recycle=False)
+
+    async def _checkout(self, key: PoolKey) -> Sandbox:
+        evicted: list[Sandbox] = []
+        async with self._lock:
+            if self._closed:
+                raise PoolFullError("the sandbox pool is shut down")
+            evicted += self._take_expired()
+            idle = self._idle.get(key)
+            if idle:
+                sandbox = idle.pop()
+                self._busy.add(sandbox)
+                return sandbox
+            if self.size >= self.max_sandboxes:
+                victim = self._oldest_idle()
+                if victim is None:
+                    raise PoolFullError(
+                        f"all {self.max_sandboxes} sandboxes are busy; retry shortly "
+                        "(or raise CONCLAVE_SANDBOX_POOL_MAX)"
+                    )
+                evicted.append(victim)
+            self._starting += 1
+        try:
+            for old in evicted:
+                await self._destroy(old)
+            sandbox = await self._start(key)
+        finally:
+            async with self._lock:
+                self._starting -= 1
+        async with self._lock:
+            self._busy.add(sandbox)
+        return sandbox
+
+    async def _start(self, key: PoolKey) -> Sandbox:
+        tenant, agent, profile = key
+        sandbox_id = f"sbx-{uuid.uuid4().hex[:12]}"
+        workspace = self.workspace_root / sandbox_id
+        workspace.mkdir(parents=True, mode=0o777)
+        workspace.chmod(0o777)  # the sandbox's user (65534) writes here
+        spec = SandboxSpec(sandbox_id, tenant, agent, profile, workspace, self.tool_modules)
+        try:
+            sandbox = await Sandbox.open(self.backend, spec, self.startup_timeout_s)
+        except BaseException:
+            shutil.rmtree(workspace, ignore_errors=True)
+            raise
+        self.started += 1
+        return sandbox
+
+    async def _checkin(self, key: PoolKey, sandbox: Sandbox, recycle: bool) -> None:
+        async with self._lock:
+            self._busy.discard(sandbox)
+            keep = not (recycle or sandbox.closed or self._closed)
+            if keep:
+                self._idle.setdefault(key, []).append(sandbox)
+        if not keep:
+            self.recycled += 1
+            await self._destroy(sandbox)
+
+    def _take_expired(self) -> list[Sandbox]:
+        now = time.monotonic()
+        expired: list[Sandbox] = []
+        for key, sandboxes in list(self._idle.items()):
+            keep = [s for s in sandboxes if now - s.last_used < self.idle_s]
+            expired += [s for s in sandboxes if now - s.last_used >= self.idle_s]
+            if keep:
+                self._idle[key] = keep
+            else:
+                del self._idle[key]
+        return expired
+
+    def _oldest_idle(self) -> Sandbox | None:
+        candidates = [(s.last_used, key, s) for key, v in self._idle.items() for s in v]
+        if not candidates:
+            return None
+        _, key, oldest = min(candidates, key=lambda c: c[0])
+        self._idle[key].remove(oldest)
+        if not self._idle[key]:
+            del self._idle[key]
+        return oldest
+
+    async def reap_idle(self) -> int:
+        """Tear down sandboxes idle for longer than `idle_s`; returns how many."""
+        async with self._lock:
+            expired = self._take_expired()
+        for sandbox in expired:
+            await self._destroy(sandbox)
+        return len(expired)
+
+    async def run_reaper(self, interval_s: float | None = None) -> None:
+        """Reap idle sandboxes forever (run it in the owner's task group)."""
+        while True:
+            await anyio.sleep(interval_s or max(1.0, self.idle_s / 4))
+            await self.reap_idle()
+
+    async def _destroy(self, sandbox: Sandbox) -> None:
+        await sandbox.close()
+        shutil.rmtree(sandbox.spec.workspace, ignore_errors=True)
+
+    async def aclose(self) -> None:
+        """Tear down every sandbox (idle and busy) and the backend."""
+        async with self._lock:
+            self._closed = True
+            everything = [s for v in self._idle.values() for s in v] + list(self._busy)
+            self._idle.clear()
+        with anyio.CancelScope(shield=True):
+            for sandbox in everything:
+                await self._destroy(sandbox)
+            await self.backend.aclose()

@@ -1,0 +1,385 @@
+"""The in-sandbox runner: imports the tool modules once, then runs each call in a forked child.
+
+Standard library only (Python 3.11+): it runs inside every sandbox, whatever the backend. It
+connects to the host's Unix socket (in the sandbox workspace), says hello, then answers
+framed JSON requests one at a time. Per call it forks a child in its own process group with
+the call's rlimits (address space on top of the runner's own, CPU seconds, file size and, for
+an unprivileged user, process count), kills the whole group at the wall-clock deadline, reads
+at most `max_output_bytes` of result, and reports usage (wall ms, CPU ms, peak RSS, exit
+reason). It is the processes' subreaper, so a detached (setsid) child cannot outlive its call.
+
+Frames: 4-byte big-endian length, then UTF-8 JSON. Tool code is reached through the tool
+registry when the `tools` package is importable (so the `ToolContext` is injected), else as
+a plain `module:function`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ctypes
+import importlib
+import json
+import math
+import os
+import resource
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+from typing import Any
+
+MAX_FRAME = 64 * 1024 * 1024
+FILE_SIZE_LIMIT = 1024 * 1024 * 1024  # a call may write at most 1 GiB per file
+PR_SET_CHILD_SUBREAPER = 36
+_HEADER = struct.Struct(">I")
+
+
+def send_frame(sock: socket.socket, message: dict[str, Any]) -> None:
+    data = json.dumps(message, separators=(",", ":")).encode()
+    sock.sendall(_HEADER.pack(len(data)) + data)
+
+
+def recv_frame(sock: socket.socket) -> dict[str, Any] | None:
+    header = _recv_exactly(sock, _HEADER.size)
+    if header is None:
+        return None
+    (size,) = _HEADER.unpack(header)
+    if size > MAX_FRAME:
+        raise ValueError(f"frame of {size} bytes exceeds {MAX_FRAME}")
+    body = _recv_exactly(sock, size)
+    return None if body is None else dict(json.loads(body))
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
+    chunks, got = [], 0
+    while got < size:
+        chunk = sock.recv(size - got)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _vm_size_bytes() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class Runner:
+    def __init__(self, modules: list[str], workspace: str) -> None:
+        self.workspace = workspace
+        self.import_errors: dict[str, str] = {}
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # reported in the hello, the host refuses the sandbox
+                self.import_errors[name] = f"{type(exc).__name__}: {exc}"
+        self._registry = getattr(sys.modules.get("tools.registry"), "default_registry", None)
+        self._context_model = getattr(sys.modules.get("protocol.tools"), "ToolContext", None)
+        # The child's address-space limit sits on top of what the runner already maps.
+        self.baseline_vm = _vm_size_bytes()
+        self._resolved: dict[str, Any] = {}
+
+    def hello(self) -> dict[str, Any]:
+        tools = [t.name for t in self._registry] if self._registry is not None else []
+        return {
+            "type": "hello",
+            "pid": os.getpid(),
+            "uid": os.getuid(),
+            "python": sys.version.split()[0],
+            "tools": tools,
+            "import_errors": self.import_errors,
+            "baseline_vm_kb": self.baseline_vm // 1024,
+        }
+
+    def _resolve(self, tool: str, entrypoint: str) -> Any:
+        """The registered tool (so arguments are validated and context injected), else the
+        bare function the entrypoint names."""
+        if entrypoint in self._resolved:
+            return self._resolved[entrypoint]
+        registered = self._registry.get(tool) if self._registry is not None else None
+        if registered is None or registered.entrypoint != entrypoint:
+            module_name, _, qualname = entrypoint.partition(":")
+            target: Any = importlib.import_module(module_name)
+            for part in qualname.split("."):
+                target = getattr(target, part)
+            # Importing the module may have registered it (and the registry itself).
+            self._registry = getattr(sys.modules.get("tools.registry"), "default_registry", None)
+            self._context_model = getattr(sys.modules.get("protocol.tools"), "ToolContext", None)
+            registered = self._registry.get(tool) if self._registry is not None else None
+            if registered is None or registered.entrypoint != entrypoint:
+                registered = target
+        self._resolved[entrypoint] = registered
+        return registered
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        limits = request["limits"]
+        try:
+            target = self._resolve(request["tool"], request["entrypoint"])
+        except Exception as exc:
+            return _reply(request, "error", error=_err("TOOL_NOT_FOUND", exc))
+        read_fd, write_fd = os.pipe()
+        started = time.monotonic()
+        pid = os.fork()
+        if pid == 0:  # the child never returns
+            os.close(read_fd)
+            self._child(target, request, write_fd)
+        os.close(write_fd)
+        outcome = _supervise(pid, read_fd, started, limits)
+        _sweep_orphans()
+        return _reply(request, outcome.pop("reason"), **outcome)
+
+    def _child(self, target: Any, request: dict[str, Any], write_fd: int) -> None:
+        me = os.getpid()
+        try:
+            os.setpgid(0, 0)
+            _apply_limits(request["limits"], self.baseline_vm)
+            _quiet_stdio()
+            os.chdir(self.workspace)
+            result = self._invoke(target, request)
+            data = json.dumps({"ok": True, "result": result}, separators=(",", ":")).encode()
+        except MemoryError:
+            data = b'{"ok":false,"oom":true}'
+        except BaseException as exc:
+            if os.getpid() != me:  # a process the tool forked: it reports nothing
+                os._exit(0)
+            data = json.dumps({"ok": False, "error": _tool_error(exc)}).encode()
+        if os.getpid() != me:
+            os._exit(0)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_fd, view) :]
+        finally:
+            os._exit(0)
+
+    def _invoke(self, target: Any, request: dict[str, Any]) -> Any:
+        arguments = request.get("arguments") or {}
+        if hasattr(target, "invoke"):
+            context = request.get("context")
+            if context is not None and self._context_model is not None:
+                context = self._context_model.model_validate(context)
+            result = target.invoke(arguments, context)
+        else:
+            result = target(**arguments)
+        if asyncio.iscoroutine(result):
+            result = asyncio.run(result)
+        return result
+
+
+def _apply_limits(limits: dict[str, Any], baseline_vm: int) -> None:
+    address_space = baseline_vm + int(limits["memory_mb"]) * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    cpu = max(1, math.ceil(float(limits["cpu_seconds"])))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+    # Past the file-size limit a write fails with EFBIG (a tool error) instead of a kill.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    processes = limits.get("max_processes")
+    if processes and os.getuid() != 0:  # RLIMIT_NPROC does not bind root
+        resource.setrlimit(resource.RLIMIT_NPROC, (int(processes), int(processes)))
+
+
+def _quiet_stdio() -> None:
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+
+
+def _supervise(pid: int, read_fd: int, started: float, limits: dict[str, Any]) -> dict[str, Any]:
+    """Collect the child's output until it exits, the deadline passes or output overflows."""
+    deadline = started + int(limits["timeout_ms"]) / 1000
+    cap = int(limits["max_output_bytes"])
+    pidfd = os.pidfd_open(pid)
+    os.set_blocking(read_fd, False)
+    poller = select.poll()
+    poller.register(read_fd, select.POLLIN)
+    poller.register(pidfd, select.POLLIN)
+    chunks: list[bytes] = []
+    size, killed_for, overshoot_ms = 0, None, 0.0
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            killed_for, overshoot_ms = "timeout", (time.monotonic() - deadline) * 1000
+            break
+        exited = False
+        for fd, _ in poller.poll(max(1, math.ceil(remaining * 1000))):
+            if fd == pidfd:
+                exited = True
+            elif fd == read_fd:
+                chunk = _read_some(read_fd)
+                if chunk:
+                    chunks.append(chunk)
+                    size += len(chunk)
+                else:
+                    poller.unregister(read_fd)
+        if size > cap:
+            killed_for = "output"
+            break
+        if exited:
+            while (chunk := _read_some(read_fd)) and size <= cap:
+                chunks.append(chunk)
+                size += len(chunk)
+            killed_for = "output" if size > cap else None
+            break
+    if killed_for is not None:
+        _kill_group(pid)
+    _, status, usage = os.wait4(pid, 0)
+    ended = time.monotonic()
+    os.close(pidfd)
+    os.close(read_fd)
+    measured = {
+        "wall_ms": (ended - started) * 1000,
+        "cpu_ms": (usage.ru_utime + usage.ru_stime) * 1000,
+        "peak_rss_kb": usage.ru_maxrss,
+    }
+    return _classify(killed_for, status, b"".join(chunks), limits, measured, overshoot_ms)
+
+
+def _read_some(fd: int) -> bytes:
+    try:
+        return os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return b""
+
+
+def _classify(
+    killed_for: str | None,
+    status: int,
+    output: bytes,
+    limits: dict[str, Any],
+    usage: dict[str, Any],
+    overshoot_ms: float,
+) -> dict[str, Any]:
+    if killed_for == "timeout":
+        message = f"the call ran past its wall-clock limit of {limits['timeout_ms']} ms"
+        details = {"timeout_ms": limits["timeout_ms"], "kill_overshoot_ms": overshoot_ms}
+        return {
+            "reason": "timeout",
+            "usage": usage,
+            "error": _err("TOOL_TIMEOUT", message, details),
+        }
+    if killed_for == "output":
+        message = (
+            f"the result exceeded the output cap of {limits['max_output_bytes']} bytes; "
+            "ask for less output (page through it, or write it to a workspace file)"
+        )
+        error = _err(
+            "SANDBOX_OUTPUT_LIMIT", message, {"max_output_bytes": limits["max_output_bytes"]}
+        )
+        return {"reason": "killed", "usage": usage, "error": error}
+    if os.WIFSIGNALED(status):
+        return _classify_signal(os.WTERMSIG(status), limits, usage)
+    try:
+        payload = json.loads(output) if output else None
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict):
+        message = f"the call's process exited (status {os.waitstatus_to_exitcode(status)})"
+        return {"reason": "killed", "usage": usage, "error": _err("SANDBOX_KILLED", message)}
+    if payload.get("ok"):
+        return {"reason": "ok", "usage": usage, "result": payload.get("result")}
+    if payload.get("oom"):
+        return {"reason": "oom", "usage": usage, "error": _oom_error(limits, usage)}
+    return {"reason": "error", "usage": usage, "error": payload["error"]}
+
+
+def _classify_signal(signum: int, limits: dict[str, Any], usage: dict[str, Any]) -> dict[str, Any]:
+    cpu_limit_ms = max(1, math.ceil(float(limits["cpu_seconds"]))) * 1000
+    if signum == signal.SIGXCPU or (signum == signal.SIGKILL and usage["cpu_ms"] >= cpu_limit_ms):
+        message = (
+            f"the call used its {limits['cpu_seconds']} s of CPU and was stopped; "
+            "ask for less work per call or a larger cpu_seconds limit"
+        )
+        error = _err("SANDBOX_CPU_LIMIT", message, {"cpu_seconds": limits["cpu_seconds"]})
+        return {"reason": "killed", "usage": usage, "error": error}
+    message = f"the call's process was killed by signal {signal.Signals(signum).name}"
+    return {"reason": "killed", "usage": usage, "error": _err("SANDBOX_KILLED", message)}
+
+
+def _oom_error(limits: dict[str, Any], usage: dict[str, Any]) -> dict[str, Any]:
+    peak_mb = usage["peak_rss_kb"] / 1024
+    message = (
+        f"the call ran out of memory at its {limits['memory_mb']} MB limit "
+        f"(peak resident {peak_mb:.0f} MB); ask for less work per call, or a larger memory_mb "
+        "within the tool's intent"
+    )
+    details = {"memory_mb": limits["memory_mb"], "peak_rss_kb": usage["peak_rss_kb"]}
+    return _err("SANDBOX_OOM", message, details)
+
+
+def _err(code: str, message: Any, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    text = message if isinstance(message, str) else f"{type(message).__name__}: {message}"
+    return {"code": code, "message": text, "details": details or {}}
+
+
+def _tool_error(exc: BaseException) -> dict[str, Any]:
+    hints = getattr(exc, "hints", None)
+    if isinstance(exc, ValueError) and isinstance(hints, dict):  # tools.ToolArgumentsError
+        return {"code": "INVALID_ARGUMENTS", "message": str(exc), "param_hints": hints}
+    details = {"type": type(exc).__name__, "message": str(exc)[:2000]}
+    return _err("TOOL_FAILED", f"{type(exc).__name__}: {str(exc)[:2000]}", details)
+
+
+def _kill_group(pid: int) -> None:
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(ProcessLookupError):
+            kill(pid, signal.SIGKILL)
+
+
+def _children() -> list[int]:
+    me = os.getpid()
+    try:
+        with open(f"/proc/{me}/task/{me}/children") as listing:
+            return [int(p) for p in listing.read().split()]
+    except OSError:
+        return []
+
+
+def _sweep_orphans() -> None:
+    """Kill whatever the call left behind: as subreaper, every orphan is our child."""
+    for _ in range(100):
+        children = _children()
+        if not children:
+            return
+        for child in children:
+            for kill in (os.killpg, os.kill):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    kill(child, signal.SIGKILL)
+        for child in children:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(child, 0)
+
+
+def _reply(request: dict[str, Any], reason: str, **fields: Any) -> dict[str, Any]:
+    return {"type": "result", "id": request.get("id"), "exit_reason": reason, **fields}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--connect", required=True, help="the host's Unix socket")
+    parser.add_argument("--module", action="append", default=[], help="a tool module to import")
+    parser.add_argument("--workspace", default=os.getcwd())
+    args = parser.parse_args(argv)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    runner = Runner(args.module, args.workspace)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(args.connect)
+    send_frame(sock, runner.hello())
+    while (request := recv_frame(sock)) is not None:
+        send_frame(sock, runner.handle(request))
+    _sweep_orphans()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

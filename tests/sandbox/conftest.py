@@ -1,0 +1,102 @@
+"""Fixtures for the sandbox suites: one pool per backend, invocations, leftover checks."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from protocol.identity import Principal
+from protocol.tools import ToolContext
+from sandbox.backend import SandboxBackend
+from sandbox.executor import CallLimits, Invocation
+from sandbox.pool import SandboxPool
+
+TOOL_MODULES = ("tools.builtin", "tools.testing")
+ISOLATING = ["bwrap"]
+ALL_BACKENDS = ["process", *ISOLATING]
+
+DEFAULT_LIMITS = CallLimits(
+    memory_mb=256, cpu_seconds=10, timeout_ms=10_000, max_output_bytes=1 << 20
+)
+
+
+def make_backend(name: str, request: pytest.FixtureRequest) -> SandboxBackend:
+    if name == "docker":
+        host = request.getfixturevalue("docker_engine")
+        from sandbox.backends.docker import DockerBackend
+
+        from gateway.settings import Settings
+
+        return DockerBackend(host, Settings().sandbox_image)
+    if name == "bwrap":
+        request.getfixturevalue("bwrap_available")
+        from sandbox.backends.bwrap import BwrapBackend
+
+        return BwrapBackend()
+    from sandbox.backends.process import ProcessBackend
+
+    return ProcessBackend()
+
+
+def invocation(
+    tool: str,
+    arguments: dict[str, Any] | None = None,
+    *,
+    agent: str = "alice",
+    tenant: str = "acme",
+    module: str = "tools.testing",
+    **limits: Any,
+) -> Invocation:
+    principal = Principal(
+        tenant=tenant, agent=agent, expires_at=int(time.time()) + 600, token_id="t-1"
+    )
+    context = ToolContext(
+        principal=principal,
+        session_id="s-1",
+        trace_id="0af7651916cd43dd8448eb211c80319c",
+        traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    )
+    fitted = CallLimits(**{**DEFAULT_LIMITS.__dict__, **limits})
+    return Invocation(tool, f"{module}:{tool}", arguments or {}, context, fitted)
+
+
+PoolFactory = Callable[..., SandboxPool]
+
+
+@pytest.fixture
+async def make_pool(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[PoolFactory]:
+    """Build pools on the test's backend (`request.param` via `backend_name`); all closed after."""
+    pools: list[SandboxPool] = []
+
+    def build(backend_name: str, **options: Any) -> SandboxPool:
+        root = Path(f"/tmp/cnc-{os.getpid()}-{len(pools)}-{time.monotonic_ns() % 10**6}")
+        options.setdefault("tool_modules", TOOL_MODULES)
+        pool = SandboxPool(make_backend(backend_name, request), workspace_root=root, **options)
+        pools.append(pool)
+        return pool
+
+    yield build
+    for pool in pools:
+        await pool.aclose()
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Host processes whose command line mentions `text` (a pool's workspace root)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                if text.encode() in cmdline.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
