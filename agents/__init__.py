@@ -1,3 +1,39 @@
 """The agent SDK: agents, the gateway client, model providers and team topologies."""
 
-__all__: list[str] = []
+from agents.agent import Agent, AgentBudget
+from agents.client import GatewayClient, budget_headers, retry_transient
+from agents.errors import AgentError, BudgetSpent, GatewayCallError, StateConflict
+from agents.loop import AgentRun, CallRecord, LoopBudget, run_loop, tool_definitions
+from agents.models import (
+    ChatModel,
+    ChatReply,
+    LocalModel,
+    OpenAICompatible,
+    ScriptedCall,
+    ScriptedModel,
+    ToolCall,
+)
+
+__all__ = [
+    "Agent",
+    "AgentBudget",
+    "AgentError",
+    "AgentRun",
+    "BudgetSpent",
+    "CallRecord",
+    "ChatModel",
+    "ChatReply",
+    "GatewayCallError",
+    "GatewayClient",
+    "LocalModel",
+    "LoopBudget",
+    "OpenAICompatible",
+    "ScriptedCall",
+    "ScriptedModel",
+    "StateConflict",
+    "ToolCall",
+    "budget_headers",
+    "retry_transient",
+    "run_loop",
+    "tool_definitions",
+]

@@ -1,0 +1,203 @@
+"""`GatewayClient`: one agent's pooled HTTP connection to the gateway.
+
+Tools, shared state, leases, commits and history, each a typed method over the wire models
+in `protocol/`. Time budgets travel as headers (`X-Conclave-Deadline`, `-Plan`, `-Reserve`).
+Every refusal raises `GatewayCallError` carrying the gateway's SERF envelope.
+
+Recovery is a small seam: `retry` decides, from the SERF envelope alone, whether and after
+how long to resend. The default resends only what the gateway marks `retry_same` or
+`retry_backoff` (rate limits, sandboxes or Redis briefly away), a few times; conflicts
+(`reread_and_retry`, `reacquire`) go back to the caller, who must reread before retrying.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import httpx
+
+from agents.errors import error_from_response, error_from_transport
+from protocol.agents import ADMIN_KEY_HEADER, AgentRegistration, AgentToken
+from protocol.budget import DEADLINE_HEADER, PLAN_HEADER, RESERVE_HEADER, SESSION_HEADER, Budget
+from protocol.serf import RecoveryAction, SerfError
+from protocol.state import (
+    CommitRequest,
+    CommitResult,
+    HistoryEntry,
+    LeaseGrants,
+    LeaseRequest,
+    NamespaceConfig,
+    ReadResult,
+)
+from protocol.tools import ResourceRequest, ToolCallRequest, ToolCallResult, ToolSpec
+
+RetryDecision = Callable[[SerfError, int], float | None]  # -> seconds to wait, or None: raise
+
+
+def retry_transient(max_attempts: int = 4) -> RetryDecision:
+    """Resend what the gateway says to resend as-is, waiting `retry_after_ms` (or backoff)."""
+
+    def decide(error: SerfError, attempt: int) -> float | None:
+        if attempt >= max_attempts or not error.retryable:
+            return None
+        if error.action not in (RecoveryAction.RETRY_SAME, RecoveryAction.RETRY_BACKOFF):
+            return None
+        if error.retry_after_ms is not None:
+            return error.retry_after_ms / 1000
+        return 0.0 if error.action is RecoveryAction.RETRY_SAME else 0.05 * 2**attempt
+
+    return decide
+
+
+def budget_headers(budget: Budget | None) -> dict[str, str]:
+    if budget is None:
+        return {}
+    headers: dict[str, str] = {}
+    if budget.deadline_ms is not None:
+        headers[DEADLINE_HEADER] = str(budget.deadline_ms)
+    if budget.plan:
+        headers[PLAN_HEADER] = ",".join(budget.plan)
+    if budget.reserve_ms:
+        headers[RESERVE_HEADER] = str(budget.reserve_ms)
+    return headers
+
+
+class GatewayClient:
+    """Async client for one identity (an agent token, or the admin key for registration)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        admin_key: str | None = None,
+        session: str | None = None,
+        budget: Budget | None = None,
+        retry: RetryDecision | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout_s: float = 120.0,
+    ) -> None:
+        headers: dict[str, str] = {}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        if admin_key:
+            headers[ADMIN_KEY_HEADER] = admin_key
+        if session:
+            headers[SESSION_HEADER] = session
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.session = session
+        self.budget = budget
+        self._retry = retry or retry_transient()
+        limits = httpx.Limits(max_connections=64, max_keepalive_connections=16)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=headers,
+            transport=transport,
+            timeout=timeout_s,
+            limits=limits,
+        )
+        self._transport = transport
+
+    def for_token(self, token: str, *, session: str | None = None) -> GatewayClient:
+        """A new client for another identity on the same gateway (and the same transport)."""
+        return GatewayClient(
+            self.base_url,
+            token,
+            session=session,
+            budget=self.budget,
+            retry=self._retry,
+            transport=self._transport,
+        )
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.request(method, path, json=json, headers=headers)
+            except httpx.HTTPError as exc:
+                error = error_from_transport(exc, self.base_url)
+            else:
+                if response.status_code < 400:
+                    return response.json() if response.content else None
+                error = error_from_response(response)
+            attempt += 1
+            wait_s = self._retry(error.serf, attempt)
+            if wait_s is None:
+                raise error
+            await anyio.sleep(wait_s)
+
+    # --- identity -----------------------------------------------------------------------
+
+    async def register_agent(self, registration: AgentRegistration) -> AgentToken:
+        """Admin only: give an agent its own identity and scopes."""
+        body = registration.model_dump(mode="json")
+        return AgentToken.model_validate(await self._request("POST", "/v1/agents", json=body))
+
+    # --- tools --------------------------------------------------------------------------
+
+    async def list_tools(self) -> list[ToolSpec]:
+        payload = await self._request("GET", "/v1/tools")
+        items = payload.get("tools", payload) if isinstance(payload, dict) else payload
+        return [ToolSpec.model_validate(item) for item in items]
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        limits: ResourceRequest | None = None,
+        budget: Budget | None = None,
+    ) -> ToolCallResult:
+        body = ToolCallRequest(arguments=arguments or {}, limits=limits)
+        payload = await self._request(
+            "POST",
+            f"/v1/tools/{name}/call",
+            json=body.model_dump(mode="json", exclude_none=True),
+            headers=budget_headers(budget or self.budget),
+        )
+        return ToolCallResult.model_validate(payload)
+
+    # --- shared state -------------------------------------------------------------------
+
+    async def create_namespace(self, namespace: str, config: NamespaceConfig) -> None:
+        await self._request("PUT", f"/v1/state/{namespace}", json=config.model_dump(mode="json"))
+
+    async def read(self, namespace: str, key: str) -> ReadResult:
+        return ReadResult.model_validate(await self._request("GET", f"/v1/state/{namespace}/{key}"))
+
+    async def acquire(self, namespace: str, keys: list[str], ttl_ms: int = 10_000) -> LeaseGrants:
+        body = LeaseRequest(keys=keys, ttl_ms=ttl_ms).model_dump(mode="json")
+        payload = await self._request("POST", f"/v1/state/{namespace}/leases", json=body)
+        return LeaseGrants.model_validate(payload)
+
+    async def release(self, namespace: str, key: str) -> None:
+        await self._request("DELETE", f"/v1/state/{namespace}/leases/{key}")
+
+    async def commit(self, namespace: str, request: CommitRequest) -> CommitResult:
+        body = request.model_dump(mode="json", exclude_none=True)
+        payload = await self._request("POST", f"/v1/state/{namespace}/commit", json=body)
+        return CommitResult.model_validate(payload)
+
+    async def history(self, namespace: str) -> list[HistoryEntry]:
+        payload = await self._request("GET", f"/v1/state/{namespace}/history")
+        items = payload.get("entries", payload) if isinstance(payload, dict) else payload
+        return [HistoryEntry.model_validate(item) for item in items]
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> GatewayClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
