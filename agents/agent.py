@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agents.client import GatewayClient
-from agents.loop import AgentRun, LoopBudget, run_loop
+from agents.loop import AgentRun, LocalTool, LoopBudget, run_loop
 from agents.models.base import ChatModel, Message
 from protocol.agents import AgentRegistration
 
@@ -43,6 +43,7 @@ class Agent:
     namespaces: dict[str, Access] = field(default_factory=dict)
     budget: AgentBudget = field(default_factory=AgentBudget)
     tenant: str = "default"
+    local_tools: list[LocalTool] = field(default_factory=list)
     client: GatewayClient | None = None
 
     def registration(self) -> AgentRegistration:
@@ -66,11 +67,13 @@ class Agent:
     async def run(self, task: str, *, history: list[Message] | None = None) -> AgentRun:
         """Work on `task` until the model answers or the budget ends."""
         client = self._client()
-        tools = [spec for spec in await client.list_tools()] if self.tools else []
+        tools = await client.list_tools() if self.tools else []
         messages: list[Message] = [{"role": "system", "content": self.instructions}]
         messages += history or []
         messages.append({"role": "user", "content": task})
-        return await run_loop(self.model, client, messages, tools, self.budget.start())
+        return await run_loop(
+            self.model, client, messages, tools, self.budget.start(), self.local_tools
+        )
 
     async def aclose(self) -> None:
         if self.client is not None:

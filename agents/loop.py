@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -31,6 +32,18 @@ class LoopBudget:
     max_turns: int = 8
     deadline_ms: int | None = None
     reserve_ms: int = 0  # kept back for the model's own turns when the gateway splits time
+
+
+@dataclass(frozen=True)
+class LocalTool:
+    """A tool the agent runs itself (e.g. shared-state access through its own client)."""
+
+    definition: ToolDefinition  # OpenAI tool shape
+    handler: Callable[[dict[str, Any]], Awaitable[Any]]
+
+    @property
+    def name(self) -> str:
+        return str(self.definition["function"]["name"])
 
 
 @dataclass(frozen=True)
@@ -72,9 +85,19 @@ def _now_ms() -> int:
 
 
 async def run_tool_call(
-    client: GatewayClient, name: str, arguments: dict[str, Any], budget: LoopBudget
+    client: GatewayClient,
+    name: str,
+    arguments: dict[str, Any],
+    budget: LoopBudget,
+    local: LocalTool | None = None,
 ) -> CallRecord:
     started = time.perf_counter()
+    if local is not None:
+        try:
+            value = await local.handler(arguments)
+        except GatewayCallError as exc:
+            return CallRecord(name, arguments, error=exc.serf)
+        return CallRecord(name, arguments, value, None, (time.perf_counter() - started) * 1000)
     grant = Budget(deadline_ms=budget.deadline_ms, plan=(name,), reserve_ms=budget.reserve_ms)
     try:
         result = await client.call_tool(name, arguments, budget=grant)
@@ -91,8 +114,10 @@ async def run_loop(
     messages: list[Message],
     tools: list[ToolSpec],
     budget: LoopBudget,
+    local_tools: list[LocalTool] | None = None,
 ) -> AgentRun:
-    definitions = tool_definitions(tools)
+    local = {t.name: t for t in local_tools or []}
+    definitions = tool_definitions(tools) + [t.definition for t in local.values()]
     run = AgentRun(answer=None, stopped="turns", turns=0, messages=messages)
     while run.turns < budget.max_turns:
         if budget.deadline_ms is not None and _now_ms() >= budget.deadline_ms:
@@ -105,7 +130,9 @@ async def run_loop(
             run.answer, run.stopped = reply.content or "", "answered"
             return run
         for call in reply.tool_calls:
-            record = await run_tool_call(client, call.name, call.arguments, budget)
+            record = await run_tool_call(
+                client, call.name, call.arguments, budget, local.get(call.name)
+            )
             run.calls.append(record)
             if record.error is not None:
                 content = json.dumps({"error": record.error.model_dump(mode="json")})
