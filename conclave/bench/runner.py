@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table as RichTable
 
 from conclave.bench.registry import SUITES, load_suite
+from conclave.bench.report import open_report, write_report
 from conclave.bench.suite import BenchContext, SuiteResult, Table
 from conclave.stack import EmbeddedStack
 from gateway.settings import Settings
@@ -79,4 +80,7 @@ def run_bench(
         json.dumps({"suites": [r.suite for r in results], "quick": quick, "seed": seed}, indent=2)
     )
     console.print(f"results: {out_dir}")
+    report = write_report(out_dir, results, quick=quick, seed=seed)
+    console.print(f"report:  {report}")
+    open_report(report)
     return results

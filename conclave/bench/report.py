@@ -1,0 +1,90 @@
+"""The HTML report: `index.html` next to the suites' JSON, with their tables and plots.
+
+One self-contained page per run (PNG plots beside it), so a run's folder can be copied or
+archived as it is. It opens in a browser only where a person can see it: a display exists
+and this is not CI.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import time
+import webbrowser
+from pathlib import Path
+
+from conclave.bench.plots import plot_series
+from conclave.bench.suite import SuiteResult, Table
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; max-width: 1100px; }
+table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; }
+th, td { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: right; }
+th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
+.no { color: #b00; font-weight: bold; } .yes { color: #070; }
+img { max-width: 100%; border: 1px solid #eee; margin: 0.5rem 0; }
+"""
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        text = f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
+    elif isinstance(value, int) and not isinstance(value, bool):
+        text = f"{value:,}"
+    else:
+        text = str(value)
+    css = {"NO": "no", "yes": "yes"}.get(text)
+    return f'<td class="{css}">{html.escape(text)}</td>' if css else f"<td>{html.escape(text)}</td>"
+
+
+def _table(table: Table) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in table.columns)
+    rows = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in table.rows)
+    return f"<h3>{html.escape(table.title)}</h3><table><tr>{head}</tr>{rows}</table>"
+
+
+def summary_table(results: list[SuiteResult]) -> Table:
+    summary = Table("Summary", ["suite", "goal", "target", "measured", "met"])
+    for result in results:
+        for goal in result.goals:
+            met = "yes" if goal.met else "NO"
+            summary.rows.append([result.suite, goal.name, goal.target, goal.measured, met])
+    return summary
+
+
+def write_report(out_dir: Path, results: list[SuiteResult], *, quick: bool, seed: int) -> Path:
+    """Write `index.html` (and its PNGs) into the run's folder; return its path."""
+    sections = [_table(summary_table(results))]
+    for result in results:
+        parts = [f'<h2 id="{html.escape(result.suite)}">{html.escape(result.suite)}</h2>']
+        parts += [_table(table) for table in result.tables]
+        for key, data in result.series.items():
+            image = plot_series(result.suite, key, data, out_dir)
+            if image is not None:
+                parts.append(f'<img src="{image.name}" alt="{html.escape(key)}">')
+        parts += [f"<p>{html.escape(note)}</p>" for note in result.notes]
+        parts.append(f'<p><a href="{html.escape(result.suite)}.json">raw JSON</a></p>')
+        sections.append("\n".join(parts))
+    mode = "quick" if quick else "full"
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    page = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>Conclave bench {stamp}</title>"
+        f"<style>{_STYLE}</style></head><body><h1>Conclave bench</h1>"
+        f"<p>{stamp}, {mode} pass, seed {seed}</p>" + "\n".join(sections) + "</body></html>"
+    )
+    path = out_dir / "index.html"
+    path.write_text(page)
+    return path
+
+
+def can_show_browser() -> bool:
+    """Open a browser only for a person at a display, never in CI."""
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        return False
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def open_report(path: Path) -> bool:
+    if not can_show_browser():
+        return False
+    return webbrowser.open(path.resolve().as_uri())
