@@ -10,15 +10,18 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from docker.errors import DockerException, ImageNotFound
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from protocol.serf import ErrorCode, RecoveryAction, SerfError
+from tools.registry import ToolArgumentsError
 
 log = logging.getLogger("conclave.gateway")
 
@@ -52,6 +55,33 @@ def translate(exc: BaseException, trace_id: str | None = None) -> SerfError:
             ErrorCode.STATE_UNAVAILABLE,
             "the state store (Redis) is not reachable; retry shortly",
             retry_after_ms=500,
+            trace_id=trace_id,
+        )
+    if isinstance(exc, RedisError):  # OOM, loading, read-only replica: the store refused
+        return SerfError.of(
+            ErrorCode.STATE_UNAVAILABLE,
+            f"the state store (Redis) refused the operation ({type(exc).__name__}); retry shortly",
+            trace_id=trace_id,
+        )
+    if isinstance(exc, ImageNotFound):
+        return SerfError.of(
+            ErrorCode.SANDBOX_UNAVAILABLE,
+            "the sandbox runtime image is missing: run 'conclave sandbox build-image'",
+            action=RecoveryAction.ABORT,
+            trace_id=trace_id,
+        )
+    if isinstance(exc, DockerException):
+        return SerfError.of(
+            ErrorCode.SANDBOX_UNAVAILABLE,
+            f"the Docker engine failed ({type(exc).__name__}): check that it is running, or"
+            " use --sandbox bwrap",
+            trace_id=trace_id,
+        )
+    if isinstance(exc, ToolArgumentsError):
+        return SerfError.of(
+            ErrorCode.INVALID_ARGUMENTS,
+            f"the arguments do not fit tool {exc.tool!r}: see param_hints",
+            param_hints=exc.hints,
             trace_id=trace_id,
         )
     if isinstance(exc, RequestValidationError | ValidationError):

@@ -47,3 +47,11 @@ class Settings(BaseSettings):
 
     # Structured JSON logs: answers log at debug, refusals and failures at info.
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    # Time budgets (ATBA): the per-tool latency window, the grant's safety margin, the breaker.
+    latency_window_s: float = Field(default=600.0, gt=0)
+    latency_window_max: int = Field(default=200, gt=0)
+    latency_min_samples: int = Field(default=5, gt=0)
+    budget_margin_ms: int = Field(default=10, ge=0)  # kept back for the kill and the reply
+    breaker_failures: int = Field(default=5, gt=0)  # consecutive failures that open it
+    breaker_cooldown_ms: int = Field(default=10_000, gt=0)

@@ -46,6 +46,7 @@ class ErrorCode(StrEnum):
     AUTH_REVOKED = "AUTH_REVOKED"
     # policy
     TOOL_NOT_ALLOWED = "TOOL_NOT_ALLOWED"
+    PERMISSION_DENIED = "PERMISSION_DENIED"  # a tool refused an operation (PermissionError)
     NAMESPACE_FORBIDDEN = "NAMESPACE_FORBIDDEN"
     ADMIN_REQUIRED = "ADMIN_REQUIRED"
     # caller
@@ -92,6 +93,7 @@ class CodeInfo:
     http_status: int
     retryable: bool
     action: RecoveryAction
+    retry_after_ms: int | None = None  # the default wait for retryable codes
 
 
 _C = ErrorCategory
@@ -103,6 +105,7 @@ CODE_TABLE: dict[ErrorCode, CodeInfo] = {
     ErrorCode.AUTH_EXPIRED: CodeInfo(_C.AUTH, 401, False, _A.REAUTH),
     ErrorCode.AUTH_REVOKED: CodeInfo(_C.AUTH, 401, False, _A.ABORT),
     ErrorCode.TOOL_NOT_ALLOWED: CodeInfo(_C.POLICY, 403, False, _A.SWITCH_TOOL),
+    ErrorCode.PERMISSION_DENIED: CodeInfo(_C.POLICY, 403, False, _A.ABORT),
     ErrorCode.NAMESPACE_FORBIDDEN: CodeInfo(_C.POLICY, 403, False, _A.ABORT),
     ErrorCode.ADMIN_REQUIRED: CodeInfo(_C.POLICY, 403, False, _A.ABORT),
     ErrorCode.INVALID_REQUEST: CodeInfo(_C.CALLER, 400, False, _A.FIX_ARGS),
@@ -115,17 +118,17 @@ CODE_TABLE: dict[ErrorCode, CodeInfo] = {
     ErrorCode.PARSE_ERROR: CodeInfo(_C.CALLER, 400, False, _A.FIX_ARGS),
     ErrorCode.LIMIT_ABOVE_INTENT: CodeInfo(_C.CALLER, 422, False, _A.FIX_ARGS),
     ErrorCode.STATE_CONFLICT: CodeInfo(_C.CONFLICT, 409, True, _A.REREAD_AND_RETRY),
-    ErrorCode.LEASE_HELD: CodeInfo(_C.CONFLICT, 409, True, _A.RETRY_BACKOFF),
+    ErrorCode.LEASE_HELD: CodeInfo(_C.CONFLICT, 409, True, _A.RETRY_BACKOFF, 250),
     ErrorCode.LEASE_REQUIRED: CodeInfo(_C.CONFLICT, 409, True, _A.REACQUIRE),
     ErrorCode.LEASE_EXPIRED: CodeInfo(_C.CONFLICT, 409, True, _A.REACQUIRE),
     ErrorCode.FENCED: CodeInfo(_C.CONFLICT, 409, True, _A.REACQUIRE),
     ErrorCode.BUDGET_EXHAUSTED: CodeInfo(_C.BUDGET, 504, False, _A.REPLAN),
     ErrorCode.DEADLINE_EXCEEDED: CodeInfo(_C.BUDGET, 504, False, _A.ABORT),
     ErrorCode.TOOL_TIMEOUT: CodeInfo(_C.BUDGET, 504, True, _A.REPLAN),
-    ErrorCode.RATE_LIMITED: CodeInfo(_C.BUDGET, 429, True, _A.RETRY_BACKOFF),
-    ErrorCode.STATE_UNAVAILABLE: CodeInfo(_C.TRANSIENT, 503, True, _A.RETRY_BACKOFF),
-    ErrorCode.SANDBOX_UNAVAILABLE: CodeInfo(_C.TRANSIENT, 503, True, _A.RETRY_BACKOFF),
-    ErrorCode.UPSTREAM_UNAVAILABLE: CodeInfo(_C.TRANSIENT, 503, True, _A.SWITCH_TOOL),
+    ErrorCode.RATE_LIMITED: CodeInfo(_C.BUDGET, 429, True, _A.RETRY_BACKOFF, 1000),
+    ErrorCode.STATE_UNAVAILABLE: CodeInfo(_C.TRANSIENT, 503, True, _A.RETRY_BACKOFF, 500),
+    ErrorCode.SANDBOX_UNAVAILABLE: CodeInfo(_C.TRANSIENT, 503, True, _A.RETRY_BACKOFF, 1000),
+    ErrorCode.UPSTREAM_UNAVAILABLE: CodeInfo(_C.TRANSIENT, 503, True, _A.SWITCH_TOOL, 1000),
     ErrorCode.SANDBOX_OOM: CodeInfo(_C.RESOURCE, 507, False, _A.FIX_ARGS),
     ErrorCode.SANDBOX_CPU_LIMIT: CodeInfo(_C.RESOURCE, 507, False, _A.FIX_ARGS),
     ErrorCode.SANDBOX_OUTPUT_LIMIT: CodeInfo(_C.RESOURCE, 507, False, _A.FIX_ARGS),
@@ -184,7 +187,7 @@ class SerfError(BaseModel):
             code=code,
             category=info.category,
             retryable=info.retryable,
-            retry_after_ms=retry_after_ms,
+            retry_after_ms=retry_after_ms if retry_after_ms is not None else info.retry_after_ms,
             action=action or info.action,
             message=message,
             param_hints=param_hints or {},

@@ -1,0 +1,143 @@
+"""A circuit breaker per tool, in Redis so every replica sees the same state.
+
+Closed: calls pass; consecutive tool failures are counted and any success resets the count.
+After `failures` in a row the breaker opens for `cooldown_ms`: calls are refused before they
+start with `UPSTREAM_UNAVAILABLE` and a `retry_after_ms` until the cool-down ends. Then it is
+half-open: exactly one call (the probe) is let through, across all replicas; the probe's
+success closes the breaker, its failure opens it for another cool-down. If a probe never
+reports (its gateway died), another probe is allowed once its lease runs out.
+
+What counts as a failure of the *tool* is decided by `counts_against_tool`: a caller's bad
+arguments or a deadline too tight for the tool are not the tool's fault.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from redis.asyncio import Redis
+
+from gateway.errors import GatewayError
+from protocol.serf import ErrorCode, RecoveryAction
+
+KEY_PREFIX = "conclave:breaker:"
+
+# Returns {admitted (0/1), wait ms, state}. A half-open breaker admits one probe per lease.
+_ADMIT = """
+local key = KEYS[1]
+local now = tonumber(ARGV[1])
+local open_until = tonumber(redis.call('HGET', key, 'open_until') or '0')
+if open_until == 0 then return {1, 0, 'closed'} end
+if now < open_until then return {0, open_until - now, 'open'} end
+local probe_until = tonumber(redis.call('HGET', key, 'probe_until') or '0')
+if probe_until > now then return {0, probe_until - now, 'half_open'} end
+redis.call('HSET', key, 'probe_until', now + tonumber(ARGV[2]))
+return {1, 0, 'probe'}
+"""
+
+# Returns the state after the outcome. A failure while open or half-open (the probe) reopens.
+_RECORD = """
+local key = KEYS[1]
+local now = tonumber(ARGV[1])
+if ARGV[2] == '1' then redis.call('DEL', key) return 'closed' end
+local failures = redis.call('HINCRBY', key, 'failures', 1)
+local open_until = tonumber(redis.call('HGET', key, 'open_until') or '0')
+if open_until > 0 or failures >= tonumber(ARGV[3]) then
+  redis.call('HSET', key, 'open_until', now + tonumber(ARGV[4]), 'probe_until', 0)
+  redis.call('PEXPIRE', key, tonumber(ARGV[4]) * 10)
+  return 'open'
+end
+return 'closed'
+"""
+
+BreakerStateName = Literal["closed", "open", "half_open"]
+
+_TOOL_FAULTS = frozenset(
+    {ErrorCode.TOOL_FAILED, ErrorCode.UPSTREAM_UNAVAILABLE, ErrorCode.SANDBOX_UNAVAILABLE}
+)
+
+
+def counts_against_tool(code: ErrorCode, *, granted_ms: float, expected_ms: float) -> bool:
+    """Whether a failed call is evidence that the tool is unhealthy.
+
+    A timeout counts only when the call had at least the tool's expected (p95) time: killing
+    a call that a tight deadline starved says nothing about the tool.
+    """
+    if code is ErrorCode.TOOL_TIMEOUT:
+        return granted_ms >= expected_ms
+    return code in _TOOL_FAULTS
+
+
+@dataclass(frozen=True)
+class BreakerState:
+    state: BreakerStateName
+    failures: int
+    retry_after_ms: int
+
+
+def _key(tool: str) -> str:
+    return f"{KEY_PREFIX}{{{tool}}}"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class CircuitBreaker:
+    def __init__(self, redis: Redis, *, failures: int = 5, cooldown_ms: int = 10_000) -> None:
+        self._redis = redis
+        self.threshold = failures
+        self.cooldown_ms = cooldown_ms
+        self._admit = redis.register_script(_ADMIT)
+        self._record = redis.register_script(_RECORD)
+
+    async def admit(
+        self,
+        tool: str,
+        *,
+        probe_ttl_ms: int,
+        remaining_ms: float | None = None,
+        now_ms: int | None = None,
+    ) -> bool:
+        """Let a call through or raise `UPSTREAM_UNAVAILABLE`; True when it is the probe.
+
+        The refusal says `retry_backoff` when the wait fits in the caller's remaining time
+        (or there is no deadline), otherwise `switch_tool`.
+        """
+        now = now_ms if now_ms is not None else _now_ms()
+        admitted, wait_ms, state = await self._admit(
+            keys=[_key(tool)], args=[now, max(1, probe_ttl_ms)]
+        )
+        if int(admitted):
+            return bool(state == "probe")
+        wait = int(wait_ms)
+        fits = remaining_ms is None or wait < remaining_ms
+        raise GatewayError.of(
+            ErrorCode.UPSTREAM_UNAVAILABLE,
+            f"tool {tool!r} failed {self.threshold} times in a row; its circuit is {state}"
+            f" for {wait} ms more: "
+            + ("retry after that" if fits else "use another tool, it will not recover in time"),
+            retry_after_ms=wait,
+            action=RecoveryAction.RETRY_BACKOFF if fits else RecoveryAction.SWITCH_TOOL,
+            details={"tool": tool, "breaker": state},
+        )
+
+    async def record(self, tool: str, *, ok: bool, now_ms: int | None = None) -> BreakerStateName:
+        now = now_ms if now_ms is not None else _now_ms()
+        state = await self._record(
+            keys=[_key(tool)], args=[now, "1" if ok else "0", self.threshold, self.cooldown_ms]
+        )
+        return "closed" if state == "closed" else "open"
+
+    async def state(self, tool: str, *, now_ms: int | None = None) -> BreakerState:
+        now = now_ms if now_ms is not None else _now_ms()
+        fields = await self._redis.hgetall(_key(tool))
+        failures = int(fields.get("failures", 0))
+        open_until = int(fields.get("open_until", 0))
+        if open_until == 0:
+            return BreakerState("closed", failures, 0)
+        if now < open_until:
+            return BreakerState("open", failures, open_until - now)
+        return BreakerState("half_open", failures, 0)

@@ -1,0 +1,154 @@
+"""Per-tool latency windows in Redis, shared by every gateway replica.
+
+Each tool has one sorted set (score: when the call ended) holding its recent durations; a
+write trims it by age (`window_s`) and by count (`max_samples`) in the same transaction, so
+the window stays bounded however busy the tool is. A call the sandbox killed at its
+allocation is recorded *censored*: its true duration is only known to be at least the
+allocation. Quantiles come from the Kaplan-Meier estimator, which treats censored samples as
+lower bounds instead of pretending the call finished when it was killed; where censoring
+hides the quantile, the largest sample stands in as a lower bound.
+
+Until a tool has `min_samples` samples its declared timeout (`ToolSpec.intent.timeout_ms`)
+stands in for both quantiles, and the estimate says so (`source="declared"`).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from redis.asyncio import Redis
+
+KEY_PREFIX = "conclave:latency:"
+
+
+@dataclass(frozen=True)
+class LatencySample:
+    duration_ms: float
+    censored: bool  # killed at duration_ms: the real duration is at least this
+
+
+@dataclass(frozen=True)
+class LatencyEstimate:
+    tool: str
+    p50_ms: float
+    p95_ms: float
+    samples: int
+    censored: int
+    source: Literal["observed", "declared"]
+
+    @property
+    def observed(self) -> bool:
+        return self.source == "observed"
+
+
+def censored_quantile(samples: Sequence[LatencySample], q: float) -> float:
+    """The q-quantile of durations with right-censored samples (Kaplan-Meier).
+
+    Samples must be non-empty. When censoring keeps the survival curve above 1 - q, the
+    quantile lies beyond every observation: the largest sample is returned as a lower bound.
+    """
+    # At equal durations a finished call counts before a killed one, the usual KM convention.
+    ordered = sorted(samples, key=lambda s: (s.duration_ms, s.censored))
+    at_risk = len(ordered)
+    survival = 1.0
+    for sample in ordered:
+        if not sample.censored:
+            survival *= 1.0 - 1.0 / at_risk
+            if survival <= 1.0 - q + 1e-12:
+                return sample.duration_ms
+        at_risk -= 1
+    return ordered[-1].duration_ms
+
+
+def _key(tool: str) -> str:
+    return f"{KEY_PREFIX}{{{tool}}}"  # hash tag: one tool's window lives on one cluster slot
+
+
+def _member(sample: LatencySample) -> str:
+    # Unique per call, so two calls with the same duration are two samples.
+    return f"{sample.duration_ms:.3f}|{'c' if sample.censored else 'o'}|{uuid.uuid4().hex[:12]}"
+
+
+def _parse(member: str) -> LatencySample:
+    duration, flag, _ = member.split("|", 2)
+    return LatencySample(float(duration), flag == "c")
+
+
+class LatencyWindow:
+    """Records call durations per tool and answers p50/p95 from the recent window."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        window_s: float = 600.0,
+        max_samples: int = 200,
+        min_samples: int = 5,
+    ) -> None:
+        self._redis = redis
+        self.window_ms = int(window_s * 1000)
+        self.max_samples = max_samples
+        self.min_samples = min_samples
+
+    async def record(
+        self,
+        tool: str,
+        duration_ms: float,
+        *,
+        censored: bool = False,
+        now_ms: int | None = None,
+    ) -> None:
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        key = _key(tool)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.zadd(key, {_member(LatencySample(max(0.0, duration_ms), censored)): now})
+            pipe.zremrangebyscore(key, "-inf", now - self.window_ms)
+            pipe.zremrangebyrank(key, 0, -(self.max_samples + 1))
+            pipe.pexpire(key, self.window_ms)
+            await pipe.execute()
+
+    async def samples(self, tool: str, *, now_ms: int | None = None) -> list[LatencySample]:
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        members = await self._redis.zrangebyscore(_key(tool), f"({now - self.window_ms}", "+inf")
+        return [_parse(str(m)) for m in members]
+
+    async def estimate(
+        self, tool: str, declared_timeout_ms: int, *, now_ms: int | None = None
+    ) -> LatencyEstimate:
+        found = await self.estimates({tool: declared_timeout_ms}, now_ms=now_ms)
+        return found[tool]
+
+    async def estimates(
+        self, declared: Mapping[str, int], *, now_ms: int | None = None
+    ) -> dict[str, LatencyEstimate]:
+        """Estimates for several tools (a call and its plan) in one round trip."""
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        tools = list(declared)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for tool in tools:
+                pipe.zrangebyscore(_key(tool), f"({now - self.window_ms}", "+inf")
+            answers: list[list[str]] = await pipe.execute()
+        return {
+            tool: self._summarize(tool, [_parse(str(m)) for m in members], declared[tool])
+            for tool, members in zip(tools, answers, strict=True)
+        }
+
+    def _summarize(
+        self, tool: str, samples: Iterable[LatencySample], declared_ms: int
+    ) -> LatencyEstimate:
+        found = list(samples)
+        censored = sum(1 for s in found if s.censored)
+        if len(found) < self.min_samples:
+            return LatencyEstimate(tool, declared_ms, declared_ms, len(found), censored, "declared")
+        return LatencyEstimate(
+            tool,
+            censored_quantile(found, 0.50),
+            censored_quantile(found, 0.95),
+            len(found),
+            censored,
+            "observed",
+        )
