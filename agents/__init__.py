@@ -2,7 +2,7 @@
 
 from agents.agent import Agent, AgentBudget
 from agents.client import GatewayClient, budget_headers, retry_transient
-from agents.errors import AgentError, BudgetSpent, GatewayCallError, StateConflict
+from agents.errors import AgentError, BudgetSpent, GatewayCallError, RecoveryFailed, StateConflict
 from agents.loop import AgentRun, CallRecord, LoopBudget, run_loop, tool_definitions
 from agents.models import (
     ChatModel,
@@ -13,6 +13,7 @@ from agents.models import (
     ScriptedModel,
     ToolCall,
 )
+from agents.recovery import RecoveryHooks, RecoveryPolicy, RecoveryStep
 
 __all__ = [
     "Agent",
@@ -28,6 +29,10 @@ __all__ = [
     "LocalModel",
     "LoopBudget",
     "OpenAICompatible",
+    "RecoveryFailed",
+    "RecoveryHooks",
+    "RecoveryPolicy",
+    "RecoveryStep",
     "ScriptedCall",
     "ScriptedModel",
     "StateConflict",

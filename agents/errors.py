@@ -66,3 +66,15 @@ def error_from_transport(exc: httpx.HTTPError, url: str) -> GatewayCallError:
             action=RecoveryAction.RETRY_BACKOFF,
         )
     )
+
+
+class RecoveryFailed(GatewayCallError):
+    """The recovery policy gave up; `serf` is the last failure, `reason` why it stopped."""
+
+    def __init__(self, serf: SerfError, *, attempts: int, reason: str) -> None:
+        super().__init__(serf, serf.http_status)
+        self.attempts = attempts
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"gave up after {self.attempts} attempt(s) ({self.reason}): {super().__str__()}"

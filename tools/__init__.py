@@ -1,6 +1,14 @@
 """The tool registry and the built-in tools."""
 
 from tools import builtin
+from tools.errors import (
+    TOOL_EXCEPTION_CODES,
+    ToolConflict,
+    ToolPermissionDenied,
+    ToolRateLimited,
+    ToolUnavailable,
+    tool_exception_code,
+)
 from tools.registry import (
     DuplicateToolError,
     RegisteredTool,
@@ -12,12 +20,18 @@ from tools.registry import (
 )
 
 __all__ = [
+    "TOOL_EXCEPTION_CODES",
     "DuplicateToolError",
     "RegisteredTool",
     "ToolArgumentsError",
+    "ToolConflict",
+    "ToolPermissionDenied",
+    "ToolRateLimited",
     "ToolRegistry",
+    "ToolUnavailable",
     "build_tool",
     "builtin",
     "default_registry",
     "tool",
+    "tool_exception_code",
 ]

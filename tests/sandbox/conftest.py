@@ -28,9 +28,8 @@ DEFAULT_LIMITS = CallLimits(
 def make_backend(name: str, request: pytest.FixtureRequest) -> SandboxBackend:
     if name == "docker":
         host = request.getfixturevalue("docker_engine")
-        from sandbox.backends.docker import DockerBackend
-
         from gateway.settings import Settings
+        from sandbox.backends.docker import DockerBackend
 
         return DockerBackend(host, Settings().sandbox_image)
     if name == "bwrap":
