@@ -24,6 +24,7 @@ from agents.client import GatewayClient
 from agents.langgraph import GraphState, TeamState, agent_node
 from agents.loop import LocalTool
 from agents.shared_state import SharedState
+from protocol.state import NamespaceConfig
 
 
 @dataclass
@@ -34,8 +35,11 @@ class Team:
     namespace: str | None = None
 
     async def register(self, admin: GatewayClient) -> None:
+        """Give every agent its identity; create the team's namespace (idempotent)."""
         for agent in self.agents:
             await agent.register(admin)
+        if self.namespace is not None and self.agents[0].client is not None:
+            await self.agents[0].client.create_namespace(self.namespace, NamespaceConfig())
 
     async def run(self, task: str) -> dict[str, Any]:
         result: dict[str, Any] = await self.graph.ainvoke({"task": task})
