@@ -85,5 +85,10 @@ def bench(
         raise typer.BadParameter(str(exc.args[0])) from exc
 
 
+from conclave.run_cli import run_file  # noqa: E402  (its own module; registered here)
+
+app.command(name="run")(run_file)
+
+
 def main() -> None:
     app()

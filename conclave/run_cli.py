@@ -1,0 +1,91 @@
+"""`conclave run FILE.py`: run a team (or one agent) defined in a user's Python file.
+
+The file defines `team` (from `agents.teams`) or `agent` (an `Agent`), and may define `task`
+(the text to work on; `--task` overrides it). Without `--gateway`, the embedded stack is
+started for the run and stopped after it; with `--gateway URL`, agents are registered there
+with `--admin-key`.
+"""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from agents.agent import Agent
+from agents.client import GatewayClient
+from agents.teams import Team, single
+from conclave.stack import EmbeddedStack
+from gateway.settings import Settings
+
+console = Console()
+
+
+def load_team(path: Path) -> tuple[Team, str | None]:
+    """The `team` (or a single `agent`) and the `task` the file defines."""
+    if not path.is_file():
+        raise typer.BadParameter(f"{path} is not a file")
+    scope = runpy.run_path(str(path), run_name="__conclave_run__")
+    team, agent = scope.get("team"), scope.get("agent")
+    if isinstance(team, Team):
+        found = team
+    elif isinstance(agent, Agent):
+        found = single(agent)
+    else:
+        raise typer.BadParameter(
+            f"{path} defines neither `team` (agents.teams.single/independent/centralized/"
+            "decentralized) nor `agent` (agents.Agent)"
+        )
+    task = scope.get("task")
+    return found, str(task) if task is not None else None
+
+
+async def run_team(team: Team, task: str, url: str, admin_key: str) -> dict[str, Any]:
+    async with GatewayClient(url, admin_key=admin_key) as admin:
+        await team.register(admin)
+        try:
+            return await team.run(task)
+        finally:
+            await team.aclose()
+
+
+def show(result: dict[str, Any]) -> None:
+    table = Table(title="Answers", title_justify="left")
+    for column in ("agent", "stopped", "tool calls", "answer"):
+        table.add_column(column)
+    for answer in result.get("answers", []):
+        table.add_row(
+            answer["agent"], answer["stopped"], str(answer["tool_calls"]), str(answer["answer"])
+        )
+    console.print(table)
+
+
+def run_file(
+    file: Annotated[Path, typer.Argument(help="a Python file defining `team` or `agent`")],
+    task: Annotated[str | None, typer.Option(help="the task; default: the file's `task`")] = None,
+    gateway: Annotated[
+        str | None, typer.Option(help="gateway URL; default: start the embedded stack")
+    ] = None,
+    admin_key: Annotated[
+        str | None, typer.Option(help="admin key for --gateway (default: CONCLAVE_ADMIN_KEY)")
+    ] = None,
+) -> None:
+    """Run a team defined in FILE.py against the embedded stack (or --gateway URL)."""
+    team, file_task = load_team(file)
+    text = task or file_task
+    if not text:
+        raise typer.BadParameter("no task: pass --task or define `task` in the file")
+    settings = Settings(port=0)
+    key = admin_key or settings.admin_key.get_secret_value()
+    if gateway is not None:
+        result = anyio.run(run_team, team, text, gateway, key)
+    else:
+        with EmbeddedStack(settings) as stack:
+            console.print(f"[bold]gateway[/] {stack.url} (embedded)")
+            result = anyio.run(run_team, team, text, stack.url, key)
+    show(result)
