@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from conclave.cli import app
 
-TEAM_FILE = '''
+TEAM_FILE = """
 from agents import Agent, ScriptedCall, ScriptedModel
 from agents.teams import independent
 
@@ -20,7 +20,7 @@ team = independent([
         [[ScriptedCall("echo", {"message": "north"})], echo_back]), tools=["echo"]),
 ])
 task = "look around"
-'''
+"""
 
 
 def test_a_team_file_runs_end_to_end_on_the_embedded_stack(tmp_path: Path) -> None:
