@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from conclave.sandbox_cli import sandbox_app
 from conclave.stack import EmbeddedStack
 from gateway.auth import issue_token
 from gateway.settings import Settings
@@ -17,6 +18,7 @@ from gateway.settings import Settings
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 token_app = typer.Typer(no_args_is_help=True, help="Agent tokens.")
 app.add_typer(token_app, name="token")
+app.add_typer(sandbox_app, name="sandbox")
 console = Console()
 
 

@@ -17,7 +17,7 @@ from sandbox.executor import CallLimits, Invocation
 from sandbox.pool import SandboxPool
 
 TOOL_MODULES = ("tools.builtin", "tools.testing")
-ISOLATING = ["bwrap"]
+ISOLATING = ["bwrap", "docker"]
 ALL_BACKENDS = ["process", *ISOLATING]
 
 DEFAULT_LIMITS = CallLimits(

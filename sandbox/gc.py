@@ -1,0 +1,56 @@
+"""Find and remove what a crashed gateway left behind: containers, cgroups, workspaces."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+from docker.errors import DockerException
+
+from sandbox.backends.cgroup import CGROUP_ROOT, GROUP_PARENT, V1_CONTROLLERS, cgroup_v2
+from sandbox.backends.docker import remove_orphans
+
+
+def _cgroup_dirs() -> list[Path]:
+    parents = (
+        [CGROUP_ROOT / GROUP_PARENT]
+        if cgroup_v2()
+        else [CGROUP_ROOT / c / GROUP_PARENT for c in V1_CONTROLLERS]
+    )
+    return [d for parent in parents if parent.is_dir() for d in parent.iterdir() if d.is_dir()]
+
+
+def collect_orphans(docker_host: str, *, include_live_owners: bool = False) -> list[str]:
+    """Remove orphans; returns one line per thing removed (or why something could not be)."""
+    report: list[str] = []
+    try:
+        removed = remove_orphans(docker_host, include_live_owners=include_live_owners)
+        report += [f"removed container {name}" for name in removed]
+    except DockerException as exc:
+        report.append(f"docker skipped: engine not reachable at {docker_host} ({exc})")
+    # A bwrap sandbox dies with its gateway (--die-with-parent); empty groups may remain.
+    for group in _cgroup_dirs():
+        pids = []
+        with contextlib.suppress(OSError):
+            pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
+        if pids and not include_live_owners:
+            continue
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            group.rmdir()
+            report.append(f"removed cgroup {group}")
+        except OSError as exc:
+            report.append(f"cgroup {group} still busy: {exc}")
+    workspaces = Path(tempfile.gettempdir()) / "conclave-sandboxes"
+    if workspaces.is_dir() and include_live_owners:
+        for workspace in workspaces.iterdir():
+            with contextlib.suppress(OSError):
+                shutil.rmtree(workspace)
+                report.append(f"removed workspace {workspace}")
+    return report or ["nothing to remove"]
