@@ -6,7 +6,8 @@ new values, and commits them with the versions it read as `read_set` and
 refuses with 409 `STATE_CONFLICT` (action `reread_and_retry`) and the transaction starts
 over from fresh reads: an update is retried, never lost. In an `owned` namespace it first
 takes the keys' leases and writes with their fencing tokens; a lease held by someone else
-(`LEASE_HELD`, `retry_backoff`) is waited out.
+(`LEASE_HELD`, `retry_backoff`) is waited out. A transaction that still conflicts after
+`max_attempts` raises `RecoveryFailed`.
 """
 
 from __future__ import annotations
@@ -14,24 +15,16 @@ from __future__ import annotations
 import inspect
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-import anyio
-
 from agents.client import GatewayClient
-from agents.errors import StateConflict
-from protocol.serf import RecoveryAction
+from agents.recovery import RecoveryHooks, RecoveryPolicy, RecoveryStep
+from protocol.serf import SerfError
 from protocol.state import CommitRequest, Write
 
 Values = dict[str, Any]
 Update = Callable[[Values], Values | Awaitable[Values]]
-_RETRY_ACTIONS = (
-    RecoveryAction.REREAD_AND_RETRY,
-    RecoveryAction.REACQUIRE,
-    RecoveryAction.RETRY_BACKOFF,
-    RecoveryAction.RETRY_SAME,
-)
 
 
 @dataclass(frozen=True)
@@ -40,10 +33,6 @@ class TransactionResult:
     versions: dict[str, int]  # the keys' versions after the commit
     attempts: int  # 1 when nobody interfered
     conflicts: int  # refusals (409) that forced a reread
-
-
-class TransactionAborted(RuntimeError):
-    """Still conflicting after `max_attempts` rereads."""
 
 
 class SharedState:
@@ -57,37 +46,40 @@ class SharedState:
         leases: bool = False,
         lease_ttl_ms: int = 10_000,
         max_attempts: int = 50,
+        seed: int = 0,
     ) -> None:
         self.client = client
         self.namespace = namespace
         self.leases = leases
         self.lease_ttl_ms = lease_ttl_ms
-        self.max_attempts = max_attempts
+        self.policy = RecoveryPolicy(max_attempts=max_attempts, base_delay_ms=5, seed=seed)
 
     async def get(self, key: str, default: Any = None) -> Any:
         read = await self.client.read(self.namespace, key)
         return read.value if read.version > 0 else default
 
     async def transact(self, keys: list[str], update: Update) -> TransactionResult:
-        """Apply `update` to the current values of `keys` atomically, retrying on conflict."""
-        conflicts = 0
+        """Apply `update` to the current values of `keys` atomically, retrying on conflict.
+
+        Recovery follows the SERF action through `RecoveryPolicy`: `reread_and_retry` and
+        `reacquire` start the attempt over (it rereads and re-leases), `retry_backoff`
+        (a lease held by someone else) waits first; anything else is raised.
+        """
         idempotency = uuid.uuid4().hex
-        for attempt in range(1, self.max_attempts + 1):
-            try:
-                return await self._attempt(keys, update, attempt, conflicts, idempotency)
-            except StateConflict as exc:
-                if exc.action not in _RETRY_ACTIONS:
-                    raise
-                conflicts += 1
-                wait_ms = exc.serf.retry_after_ms or min(200, 5 * 2 ** min(attempt, 5))
-                if exc.action is not RecoveryAction.REREAD_AND_RETRY:
-                    await anyio.sleep(wait_ms / 1000)
-        raise TransactionAborted(
-            f"{self.namespace}: {keys} still conflicting after {self.max_attempts} attempts"
-        )
+        trace: list[RecoveryStep] = []
+
+        async def again(_error: SerfError) -> None:
+            return None  # the attempt itself rereads (and re-leases): run it again
+
+        async def attempt() -> TransactionResult:
+            return await self._attempt(keys, update, len(trace) + 1, idempotency)
+
+        hooks = RecoveryHooks[TransactionResult](reread=again, reacquire=again)
+        result = await self.policy.run(attempt, hooks, trace=trace)
+        return replace(result, conflicts=len(trace))
 
     async def _attempt(
-        self, keys: list[str], update: Update, attempt: int, conflicts: int, idempotency: str
+        self, keys: list[str], update: Update, attempt: int, idempotency: str
     ) -> TransactionResult:
         fencing: dict[str, int] = {}
         if self.leases:
@@ -117,4 +109,4 @@ class SharedState:
             if self.leases:
                 for key in fencing:
                     await self.client.release(self.namespace, key)
-        return TransactionResult(dict(new_values), result.versions, attempt, conflicts)
+        return TransactionResult(dict(new_values), result.versions, attempt, 0)
