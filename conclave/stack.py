@@ -69,10 +69,7 @@ class EmbeddedStack:
         port = self._socket.getsockname()[1]
         self.url = f"http://{self.host}:{port}"
         self.settings = self.settings.model_copy(update={"port": port, "host": self.host})
-        command = [
-            sys.executable, "-m", "uvicorn", "gateway.app:create_app", "--factory",
-            "--fd", str(self._socket.fileno()), "--log-level", "warning", "--no-access-log",
-        ]  # fmt: skip
+        command = [sys.executable, "-m", "conclave.gateway_process", str(self._socket.fileno())]
         self._gateway = subprocess.Popen(
             command,
             env=self._gateway_env(),
