@@ -6,12 +6,13 @@ import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
 from fastapi import FastAPI
 
 from gateway import mcp
 from gateway.agent_directory import AgentDirectory
 from gateway.errors import install_error_handlers
-from gateway.executors import create_executor
+from gateway.executors import create_executor, create_reaper
 from gateway.json_logs import install_json_logging
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline import build_pipeline
@@ -48,7 +49,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             settings, app.state.redis, app.state.registry, app.state.executor, app.state.metrics
         )
         try:
-            yield
+            async with anyio.create_task_group() as background:
+                if (reaper := create_reaper(app.state.executor)) is not None:
+                    background.start_soon(reaper)
+                yield
+                background.cancel_scope.cancel()
         finally:
             await app.state.executor.aclose()
             await app.state.redis.aclose()

@@ -1,17 +1,26 @@
 """Which `ToolExecutor` the gateway dispatches to: the one place that decides.
 
-Until the sandbox pool is wired in here (by `settings.sandbox_backend`), every backend name
-runs tools in-process; `/readyz` reports the executor actually in use.
+Tools run in the sandbox pool on `settings.sandbox_backend` (docker, bwrap, process, or
+auto: the strongest available). `create_reaper` gives the lifespan the pool's idle reaper.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
+from typing import Any
+
 from gateway.settings import Settings
 from sandbox.executor import ToolExecutor
-from sandbox.inprocess import InProcessExecutor
+from sandbox.factory import create_executor as create_sandbox_pool
+from sandbox.pool import SandboxPool
 from tools.registry import ToolRegistry
 
 
 def create_executor(settings: Settings, registry: ToolRegistry) -> ToolExecutor:
-    del settings  # the sandbox pool will choose by settings.sandbox_backend
-    return InProcessExecutor(registry)
+    del registry  # the sandbox's runner imports the same tool modules itself
+    return create_sandbox_pool(settings)
+
+
+def create_reaper(executor: ToolExecutor) -> Callable[[], Coroutine[Any, Any, None]] | None:
+    """The background task that reaps idle sandboxes, if the executor keeps any."""
+    return executor.run_reaper if isinstance(executor, SandboxPool) else None

@@ -15,12 +15,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import anyio
+from pydantic_core import to_jsonable_python
 
 from protocol.serf import ErrorCode, SerfError
 from protocol.tools import CallUsage, ExitReason
 from sandbox.backend import LaunchedSandbox, SandboxBackend, SandboxSpec, SandboxStartError
 from sandbox.channel import ChannelClosed, RunnerChannel, accept, listen
 from sandbox.executor import Invocation, Outcome
+from tools.errors import TOOL_EXCEPTION_CODES
 
 # How long past a call's wall limit the host waits for the runner's own kill to report.
 RUNNER_GRACE_S = 0.25
@@ -39,6 +41,9 @@ class Sandbox:
     ) -> None:
         self.spec = spec
         self.backend_name = backend.name
+        # RLIMIT_NPROC counts a uid's processes host-wide: isolating backends leave the
+        # process cap to their cgroup / pids limit, so sandboxes cannot starve each other.
+        self._nproc = None if backend.isolates else spec.profile.pids
         self.launched = launched
         self.channel: RunnerChannel | None = None
         self.hello: dict[str, Any] = {}
@@ -105,9 +110,9 @@ class Sandbox:
             "id": next(self._ids),
             "tool": invocation.tool,
             "entrypoint": invocation.entrypoint,
-            "arguments": invocation.arguments,
+            "arguments": to_jsonable_python(invocation.arguments),
             "context": invocation.context.model_dump(mode="json"),
-            "limits": {**asdict(invocation.limits), "max_processes": self.spec.profile.pids},
+            "limits": {**asdict(invocation.limits), "max_processes": self._nproc},
         }
         started = time.monotonic()
         reply: dict[str, Any] | None = None
@@ -166,7 +171,7 @@ class Sandbox:
         if raw_error is None:
             return CallResult(Outcome(usage=usage, result=reply.get("result")), recycle)
         error = SerfError.of(
-            _code(raw_error.get("code")),
+            _code(raw_error.get("code"), (raw_error.get("details") or {}).get("mro")),
             str(raw_error.get("message", "the tool failed")),
             param_hints=raw_error.get("param_hints") or None,
             details=raw_error.get("details") or None,
@@ -183,8 +188,14 @@ class Sandbox:
             await self.launched.kill()
 
 
-def _code(raw: Any) -> ErrorCode:
+def _code(raw: Any, exception_mro: list[str] | None) -> ErrorCode:
+    """The runner's code; a tool exception's by its type names (`tools.errors`)."""
     try:
-        return ErrorCode(raw)
+        code = ErrorCode(raw)
     except ValueError:
         return ErrorCode.INTERNAL
+    if code == ErrorCode.TOOL_FAILED and exception_mro:
+        for name in exception_mro:
+            if name in TOOL_EXCEPTION_CODES:
+                return TOOL_EXCEPTION_CODES[name]
+    return code

@@ -84,6 +84,7 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
         argv += ["--ro-bind", str(host_path), f"{SANDBOX_CODE_DIR}/{name}"]
     argv += ["--ro-bind", str(RUNNER_PATH), SANDBOX_RUNNER]
     argv += ["--bind", str(spec.workspace), SANDBOX_WORKSPACE, "--chdir", SANDBOX_WORKSPACE]
+    argv += ["--remount-ro", "/"]  # the root bwrap built is a tmpfs: make it read-only too
     argv += ["--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin"]
     argv += ["--setenv", "PYTHONPATH", SANDBOX_CODE_DIR, "--setenv", "HOME", SANDBOX_WORKSPACE]
     argv += ["--setenv", "CONCLAVE_WORKSPACE", SANDBOX_WORKSPACE, "--"]
