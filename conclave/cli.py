@@ -12,6 +12,7 @@ from rich.console import Console
 
 from conclave.sandbox_cli import sandbox_app
 from conclave.stack import EmbeddedStack
+from conclave.state_cli import state_app
 from gateway.auth import issue_token
 from gateway.settings import Settings
 
@@ -19,6 +20,7 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 token_app = typer.Typer(no_args_is_help=True, help="Agent tokens.")
 app.add_typer(token_app, name="token")
 app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(state_app, name="state")
 console = Console()
 
 

@@ -11,6 +11,7 @@ import importlib
 from conclave.bench.suite import Suite
 
 SUITES: dict[str, str] = {
+    "contention": "conclave.bench.contention",
     "tasks": "conclave.bench.tasks",
 }
 

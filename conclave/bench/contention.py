@@ -1,0 +1,240 @@
+"""`conclave bench contention`: concurrent agents on shared state, against two baselines.
+
+N agents (4, 16, 64; quick: 16) run each workload (see `contention_agents`) in each mode:
+Conclave's ``owned`` and ``optimistic`` namespaces over the real HTTP API of the embedded
+gateway (its own process), and, in the same process and run, the naive last-writer-wins
+store and raw WATCH/MULTI straight on Redis. Every agent is a task of one asyncio client
+process (uvloop, one pooled httpx client), which shares the machine's cores with the gateway
+and Redis. After each run the history checker reads the namespace's stream: Conclave's runs
+must be serializable; the naive store's anomalies must show.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+import anyio
+import httpx
+from redis.asyncio import Redis
+
+from conclave.bench.baselines import NaiveStore
+from conclave.bench.contention_agents import (
+    HttpAgent,
+    RunProgress,
+    run_http_agent,
+    run_naive_agent,
+    run_watch_agent,
+)
+from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
+from gateway.redis_client import connect_redis
+from gateway.state import NamespaceKeys, check_namespace_history
+
+TENANT = "bench"
+WORKLOADS = ("counter", "dedicated", "cross")
+MODES = ("watch", "naive", "optimistic", "owned")
+CONCLAVE_MODES = ("optimistic", "owned")
+CONTENDED = ("counter", "cross")
+
+
+@dataclass
+class RunResult:
+    workload: str
+    mode: str
+    agents: int
+    commits: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    conflicts: int
+    retries: int
+    anomalies: int | None
+
+    @property
+    def commits_per_s(self) -> float:
+        return self.commits / self.seconds if self.seconds else 0.0
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class _Runner:
+    def __init__(self, ctx: BenchContext, client: httpx.AsyncClient, redis: Redis) -> None:
+        self.ctx = ctx
+        self.client = client
+        self.redis = redis
+        self.prefix = uuid.uuid4().hex[:6]
+        self.headers: dict[int, dict[str, str]] = {}
+
+    def agent_headers(self, index: int) -> dict[str, str]:
+        if index not in self.headers:
+            token = self.ctx.stack.token(TENANT, f"agent-{index}", ["state:*:write"])
+            self.headers[index] = {"Authorization": f"Bearer {token}"}
+        return self.headers[index]
+
+    async def run(
+        self, workload: str, mode: str, agents: int, target: int, pace_s: float = 0.0
+    ) -> RunResult:
+        paced = "paced-" if pace_s else ""
+        namespace = f"{paced}{workload}-{mode}-{agents}-{self.prefix}"
+        keys = NamespaceKeys(TENANT, namespace)
+        # A paced agent holds a lease for one transaction; a saturating one for a batch.
+        progress = RunProgress(target, pace_s=pace_s, owned_batch=1 if pace_s else 8)
+        if mode in CONCLAVE_MODES:
+            created = await self.client.put(
+                f"/v1/state/{namespace}", json={"mode": mode}, headers=self.agent_headers(0)
+            )
+            created.raise_for_status()
+        started = time.perf_counter()
+        async with anyio.create_task_group() as tasks:
+            for index in range(agents):
+                if mode in CONCLAVE_MODES:
+                    agent = HttpAgent(self.client, self.agent_headers(index), namespace, progress)
+                    tasks.start_soon(run_http_agent, agent, workload, index, mode == "owned")
+                elif mode == "naive":
+                    store = NaiveStore(self.redis, keys)
+                    tasks.start_soon(run_naive_agent, store, workload, index, progress)
+                else:
+                    tasks.start_soon(run_watch_agent, self.redis, keys, workload, index, progress)
+        seconds = time.perf_counter() - started
+        anomalies = None
+        if mode != "watch":
+            anomalies = len((await check_namespace_history(self.redis, keys)).anomalies)
+        return RunResult(
+            workload, mode, agents, progress.commits, seconds,
+            _percentile(progress.latencies_ms, 0.50), _percentile(progress.latencies_ms, 0.99),
+            progress.conflicts, progress.retries, anomalies,
+        )  # fmt: skip
+
+
+PACE_S = 0.25  # paced runs: each agent thinks ~250 ms between transactions, as LLM agents do
+PACED_AGENTS = 16
+
+
+async def run_contention(
+    ctx: BenchContext, agent_counts: tuple[int, ...], target: int, paced_target: int
+) -> tuple[list[RunResult], list[RunResult]]:
+    limits = httpx.Limits(max_connections=max(agent_counts), max_keepalive_connections=None)
+    redis_url = ctx.stack.settings.redis_url
+    assert redis_url
+    redis = connect_redis(redis_url)
+    results: list[RunResult] = []
+    paced: list[RunResult] = []
+    task = ctx.progress.add_task("contention", total=len(agent_counts) * 12 + 4)
+    try:
+        async with httpx.AsyncClient(base_url=ctx.stack.url, limits=limits, timeout=60) as client:
+            runner = _Runner(ctx, client, redis)
+            await runner.run("dedicated", "optimistic", 4, 200)  # warm-up: connections, caches
+            for agents in agent_counts:
+                for workload in WORKLOADS:
+                    for mode in MODES:
+                        ctx.progress.update(task, description=f"{workload} {mode} x{agents}")
+                        results.append(await runner.run(workload, mode, agents, target))
+                        ctx.progress.advance(task)
+            for workload in CONTENDED:
+                for mode in CONCLAVE_MODES:
+                    ctx.progress.update(task, description=f"paced {workload} {mode}")
+                    paced.append(
+                        await runner.run(workload, mode, PACED_AGENTS, paced_target, PACE_S)
+                    )
+                    ctx.progress.advance(task)
+    finally:
+        await redis.aclose()
+    return results, paced
+
+
+def _ratio(results: list[RunResult], run: RunResult) -> float | None:
+    for other in results:
+        if (other.workload, other.agents, other.mode) == (run.workload, run.agents, "watch"):
+            return run.commits_per_s / other.commits_per_s if other.commits_per_s else None
+    return None
+
+
+def run(ctx: BenchContext) -> SuiteResult:
+    agent_counts = (16,) if ctx.quick else (4, 16, 64)
+    target, paced_target = (800, 200) if ctx.quick else (8500, 1000)
+    results, paced = anyio.run(
+        run_contention,
+        ctx,
+        agent_counts,
+        target,
+        paced_target,
+        backend_options={"use_uvloop": True},
+    )
+    table = Table(
+        "Shared state under contention (Conclave over HTTP; baselines straight on Redis)",
+        ["workload", "mode", "agents", "commits", "commits/s", "p50 ms", "p99 ms", "409s",
+         "retries", "anomalies", "vs WATCH/MULTI"],
+    )  # fmt: skip
+    for r in results:
+        ratio = _ratio(results, r) if r.mode in CONCLAVE_MODES else None
+        table.rows.append([
+            r.workload, r.mode, r.agents, r.commits, r.commits_per_s, r.p50_ms, r.p99_ms,
+            r.conflicts, r.retries, "-" if r.anomalies is None else r.anomalies,
+            "-" if ratio is None else f"{ratio:.0%}",
+        ])  # fmt: skip
+    paced_table = Table(
+        f"Paced agents: {PACED_AGENTS} agents, each thinking ~{PACE_S * 1000:.0f} ms between "
+        "transactions (Conclave over HTTP)",
+        ["workload", "mode", "commits", "commits/s", "p50 ms", "p99 ms", "409s", "anomalies"],
+    )
+    for r in paced:
+        paced_table.rows.append([
+            r.workload, r.mode, r.commits, r.commits_per_s, r.p50_ms, r.p99_ms, r.conflicts,
+            r.anomalies,
+        ])  # fmt: skip
+    return SuiteResult(
+        "contention",
+        tables=[table, paced_table],
+        goals=_goals(results, paced),
+        figures=_figures(results) | _figures(paced, "paced_"),
+        series={"runs": [r.__dict__ for r in results], "paced": [r.__dict__ for r in paced]},
+        notes=["commit latency: the commit request (WATCH/MULTI: the whole transaction)"],
+    )
+
+
+def _figures(results: list[RunResult], prefix: str = "") -> dict[str, float]:
+    figures: dict[str, float] = {}
+    for r in results:
+        name = f"{prefix}{r.workload}_{r.mode}_{r.agents}"
+        figures[f"{name}_commits_per_s"] = round(r.commits_per_s, 1)
+        figures[f"{name}_p50_ms"] = round(r.p50_ms, 3)
+        figures[f"{name}_p99_ms"] = round(r.p99_ms, 3)
+    return figures
+
+
+def _goals(results: list[RunResult], paced: list[RunResult]) -> list[Goal]:
+    conclave = [r for r in results if r.mode in CONCLAVE_MODES] + paced
+    anomalies = sum(r.anomalies or 0 for r in conclave)
+    contended = sum(r.commits for r in conclave if r.workload in CONTENDED)
+    naive = sum(r.anomalies or 0 for r in results if r.mode == "naive")
+    at16 = [r for r in conclave if r.agents == 16 and r.workload in CONTENDED]
+    goals = [
+        Goal("zero anomalies, Conclave modes", "0 over >= 100,000 contended commits",
+             f"{anomalies} over {contended:,}", anomalies == 0 and contended >= 100_000),
+        Goal("naive baseline shows anomalies", "> 0", str(naive), naive > 0),
+    ]  # fmt: skip
+    for label, runs in (("saturating", at16), ("paced", paced)):
+        if not runs:
+            continue
+        p50 = max(runs, key=lambda r: r.p50_ms)
+        p99 = max(runs, key=lambda r: r.p99_ms)
+        goals += [
+            Goal(f"contended commit p50, 16 agents, {label} (worst run)", "<= 3 ms",
+                 f"{p50.p50_ms:.2f} ms ({p50.workload} {p50.mode})", p50.p50_ms <= 3),
+            Goal(f"contended commit p99, 16 agents, {label} (worst run)", "<= 15 ms",
+                 f"{p99.p99_ms:.2f} ms ({p99.workload} {p99.mode})", p99.p99_ms <= 15),
+        ]  # fmt: skip
+    reference = [r for r in at16 if (r.workload, r.mode) == ("counter", "optimistic")]
+    ratio = _ratio(results, reference[0]) if reference else None
+    if ratio is not None:
+        goals.append(
+            Goal("commits/s vs WATCH/MULTI (counter, optimistic, 16)", ">= 50%",
+                 f"{ratio:.0%}", ratio >= 0.5)
+        )  # fmt: skip
+    return goals

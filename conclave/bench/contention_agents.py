@@ -1,0 +1,186 @@
+"""What one agent of the contention suite does, per mode: transactions until the run is done.
+
+A transaction reads the keys of its workload, computes one write from them and commits it:
+
+- ``counter``: every agent increments one shared key;
+- ``dedicated``: every agent increments its own key (no contention: the floor);
+- ``cross``: agent i reads ``x[i % 4]`` and writes ``x[(i + 1) % 4]`` = read + 1, so the key it
+  read is being written by other agents (the read-then-write anomaly naive stores let by).
+
+Modes: ``optimistic`` (HTTP: GET each key, POST commit; a 409 re-reads the listed keys and
+retries), ``owned`` (HTTP: lease the written key, then a batch of read + commit with the
+fencing token, then release; ``LEASE_HELD`` backs off and retries), ``naive`` (the
+last-writer-wins store, straight on Redis) and ``watch`` (WATCH/MULTI/EXEC on Redis).
+Commit latency is the time of the commit request (for ``watch``, of the whole transaction).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import httpx
+from redis.asyncio import Redis
+
+from conclave.bench.baselines import NaiveStore, watch_multi_transaction
+from gateway.state.keys import NamespaceKeys
+
+CROSS_KEYS = 4
+
+
+class LeaseLost(Exception):
+    """The owner's lease lapsed mid-batch (a slow machine): acquire it again."""
+
+
+@dataclass
+class RunProgress:
+    target: int
+    pace_s: float = 0.0  # think time between an agent's transactions (0: saturate)
+    owned_batch: int = 8  # commits an owner makes per lease before handing the key on
+    commits: int = 0
+    conflicts: int = 0  # 409 answers (STATE_CONFLICT, LEASE_HELD, ...)
+    retries: int = 0  # transactions redone (after a 409 or a WATCH abort)
+    latencies_ms: list[float] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self.commits >= self.target
+
+
+def plan(workload: str, agent: int) -> tuple[list[str], str]:
+    """(keys read, key written) of one agent's transactions."""
+    if workload == "counter":
+        return ["counter"], "counter"
+    if workload == "dedicated":
+        return [f"own-{agent}"], f"own-{agent}"
+    return [f"x{agent % CROSS_KEYS}"], f"x{(agent + 1) % CROSS_KEYS}"
+
+
+def next_value(values: dict[str, Any]) -> int:
+    return sum(int(v or 0) for v in values.values()) + 1
+
+
+@dataclass
+class HttpAgent:
+    client: httpx.AsyncClient
+    headers: dict[str, str]
+    namespace: str
+    run: RunProgress
+
+    async def read(self, key: str) -> Any:
+        response = await self.client.get(f"/v1/state/{self.namespace}/{key}", headers=self.headers)
+        response.raise_for_status()
+        return response.json()["value"]
+
+    async def commit(self, target: str, value: int, token: int | None) -> dict[str, Any]:
+        write: dict[str, Any] = {"key": target, "value": value}
+        if token is not None:
+            write["fencing_token"] = token
+        started = time.perf_counter()
+        response = await self.client.post(
+            f"/v1/state/{self.namespace}/commit", json={"writes": [write]}, headers=self.headers
+        )
+        self.run.latencies_ms.append((time.perf_counter() - started) * 1000)
+        if response.status_code not in (200, 409):
+            response.raise_for_status()
+        body: dict[str, Any] = response.json()
+        return body
+
+    async def transaction(self, reads: list[str], target: str, token: int | None) -> None:
+        """One committed transaction, redone after each 409 with the listed keys read again."""
+        fresh: dict[str, Any] = {}  # values re-read after a conflict: no need to read twice
+        while not self.run.done:
+            values = {key: fresh[key] if key in fresh else await self.read(key) for key in reads}
+            outcome = await self.commit(target, next_value(values), token)
+            if "commit_id" in outcome:
+                self.run.commits += 1
+                return
+            self.run.conflicts += 1
+            self.run.retries += 1
+            if outcome["code"] in ("LEASE_EXPIRED", "FENCED"):
+                raise LeaseLost(outcome["message"])
+            if outcome["code"] != "STATE_CONFLICT":
+                raise RuntimeError(f"unexpected refusal {outcome['code']}: {outcome['message']}")
+            stale = {c["key"] for c in outcome["details"]["conflicts"]}
+            fresh = {key: await self.read(key) for key in stale}  # refreshes the read log too
+
+    async def lease(self, key: str, rng: random.Random) -> int:
+        backoff_s = 0.002
+        while True:
+            response = await self.client.post(
+                f"/v1/state/{self.namespace}/leases",
+                json={"keys": [key], "ttl_ms": 5000},
+                headers=self.headers,
+            )
+            if response.status_code == 200:
+                token: int = response.json()["leases"][0]["fencing_token"]
+                return token
+            if response.status_code != 409:
+                response.raise_for_status()
+            self.run.conflicts += 1
+            await anyio.sleep(backoff_s * (0.5 + rng.random()))
+            backoff_s = min(backoff_s * 2, 0.032)
+
+    async def release(self, key: str) -> None:
+        response = await self.client.delete(
+            f"/v1/state/{self.namespace}/leases/{key}", headers=self.headers
+        )
+        response.raise_for_status()
+
+
+async def run_http_agent(agent: HttpAgent, workload: str, index: int, owned: bool) -> None:
+    reads, target = plan(workload, index)
+    rng = random.Random(index)
+    if not owned:
+        while not agent.run.done:
+            await agent.transaction(reads, target, None)
+            await _think(agent.run, rng)
+        return
+    while not agent.run.done:
+        token = await agent.lease(target, rng)
+        try:
+            for n in range(agent.run.owned_batch):
+                if n:
+                    await _think(agent.run, rng)
+                await agent.transaction(reads, target, token)
+        except LeaseLost:
+            continue
+        await agent.release(target)
+        await _think(agent.run, rng)  # think without holding the lease
+        await anyio.lowlevel.checkpoint()  # give waiting agents a chance at the lease
+
+
+async def _think(run: RunProgress, rng: random.Random) -> None:
+    if run.pace_s and not run.done:
+        await anyio.sleep(run.pace_s * (0.5 + rng.random()))
+
+
+async def run_naive_agent(store: NaiveStore, workload: str, index: int, run: RunProgress) -> None:
+    reads, target = plan(workload, index)
+    while not run.done:
+        read_set: dict[str, int] = {}
+        values: dict[str, Any] = {}
+        for key in reads:
+            values[key], read_set[key] = await store.read(key)
+        started = time.perf_counter()
+        await store.commit(f"agent-{index}", "bench", {target: next_value(values)}, read_set)
+        run.latencies_ms.append((time.perf_counter() - started) * 1000)
+        run.commits += 1
+
+
+async def run_watch_agent(
+    redis: Redis, keys: NamespaceKeys, workload: str, index: int, run: RunProgress
+) -> None:
+    reads, target = plan(workload, index)
+    while not run.done:
+        started = time.perf_counter()
+        retries = await watch_multi_transaction(
+            redis, keys, reads, lambda values: {target: next_value(values)}
+        )
+        run.latencies_ms.append((time.perf_counter() - started) * 1000)
+        run.retries += retries
+        run.commits += 1
