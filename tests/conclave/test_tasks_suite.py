@@ -35,7 +35,8 @@ async def test_the_agentdojo_oracle_reaches_ground_truth_utility(admin: GatewayC
         ("banking", 2, 2, 2),
         ("slack", 2, 2, 2),
     ]
-    assert all(s.calls > 0 and len(s.overhead_ms) == s.calls for s in scores)
+    assert all(s.calls > 1 and len(s.overhead_ms) == s.calls - 1 for s in scores)
+    assert all(s.cold_start_ms is not None for s in scores)
 
 
 async def test_an_agent_that_does_nothing_scores_no_utility(admin: GatewayClient) -> None:
