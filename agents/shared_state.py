@@ -18,10 +18,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import anyio
+
 from agents.client import GatewayClient
 from agents.recovery import RecoveryHooks, RecoveryPolicy, RecoveryStep
 from protocol.serf import SerfError
-from protocol.state import CommitRequest, Write
+from protocol.state import CommitRequest, ReadResult, Write
 
 Values = dict[str, Any]
 Update = Callable[[Values], Values | Awaitable[Values]]
@@ -78,6 +80,18 @@ class SharedState:
         result = await self.policy.run(attempt, hooks, trace=trace)
         return replace(result, conflicts=len(trace))
 
+    async def _read_all(self, keys: list[str]) -> dict[str, ReadResult]:
+        """Read the keys concurrently: one round trip of latency, not one per key."""
+        reads: dict[str, ReadResult] = {}
+
+        async def read(key: str) -> None:
+            reads[key] = await self.client.read(self.namespace, key)
+
+        async with anyio.create_task_group() as group:
+            for key in keys:
+                group.start_soon(read, key)
+        return {key: reads[key] for key in keys}
+
     async def _attempt(
         self, keys: list[str], update: Update, attempt: int, idempotency: str
     ) -> TransactionResult:
@@ -86,7 +100,7 @@ class SharedState:
             grants = await self.client.acquire(self.namespace, keys, self.lease_ttl_ms)
             fencing = {grant.key: grant.fencing_token for grant in grants.leases}
         try:
-            reads = {key: await self.client.read(self.namespace, key) for key in keys}
+            reads = await self._read_all(keys)
             current = {key: r.value for key, r in reads.items() if r.version > 0}
             produced = update(current)
             new_values = await produced if inspect.isawaitable(produced) else produced
