@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import contextlib
 import ctypes
+import gc
 import importlib
 import json
 import math
@@ -36,6 +37,7 @@ MAX_FRAME = 64 * 1024 * 1024
 FILE_SIZE_LIMIT = 1024 * 1024 * 1024  # a call may write at most 1 GiB per file
 PR_SET_CHILD_SUBREAPER = 36
 _HEADER = struct.Struct(">I")
+_RESULT = struct.Struct(">Q")  # a child's result: its length, then the JSON
 
 
 def send_frame(sock: socket.socket, message: dict[str, Any]) -> None:
@@ -65,6 +67,20 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
     return b"".join(chunks)
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
 def _vm_size_bytes() -> int:
     with open("/proc/self/status") as status:
         for line in status:
@@ -87,6 +103,11 @@ class Runner:
         # The child's address-space limit sits on top of what the runner already maps.
         self.baseline_vm = _vm_size_bytes()
         self._resolved: dict[str, Any] = {}
+        self._spare: tuple[int, int, int] | None = None  # (pid, request fd, result fd)
+        self.host_fd: int | None = None
+        self._unreaped, self._child_pid = False, 0
+        # Children share the imported modules' pages; keep the collector from dirtying them.
+        gc.freeze()
 
     def hello(self) -> dict[str, Any]:
         tools = [t.name for t in self._registry] if self._registry is not None else []
@@ -120,44 +141,86 @@ class Runner:
         self._resolved[entrypoint] = registered
         return registered
 
+    def prepare(self) -> None:
+        """Fork the next call's child ahead of time, off the next call's critical path."""
+        if self._spare is None:
+            self._spare = self._fork_spare()
+
+    def _fork_spare(self) -> tuple[int, int, int]:
+        request_read, request_write = os.pipe()
+        result_read, result_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child never returns
+            os.close(request_write)
+            os.close(result_read)
+            self._child(request_read, result_write)
+        os.close(request_read)
+        os.close(result_write)
+        os.setpgid(pid, pid)  # also done by the child: whichever runs first
+        return pid, request_write, result_read
+
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         limits = request["limits"]
         try:
-            target = self._resolve(request["tool"], request["entrypoint"])
+            self._resolve(request["tool"], request["entrypoint"])
         except Exception as exc:
             return _reply(request, "error", error=_err("TOOL_NOT_FOUND", exc))
-        read_fd, write_fd = os.pipe()
+        pid, request_write, result_read = self._spare or self._fork_spare()
+        self._spare = None
         started = time.monotonic()
-        pid = os.fork()
-        if pid == 0:  # the child never returns
-            os.close(read_fd)
-            self._child(target, request, write_fd)
-        os.close(write_fd)
-        outcome = _supervise(pid, read_fd, started, limits)
-        _sweep_orphans()
+        try:
+            _write_all(request_write, json.dumps(request).encode())
+        except OSError:
+            pass  # the child is gone: its exit status tells what happened
+        finally:
+            os.close(request_write)
+        outcome, self._unreaped = _supervise(pid, result_read, started, limits)
+        self._child_pid = pid
         return _reply(request, outcome.pop("reason"), **outcome)
 
-    def _child(self, target: Any, request: dict[str, Any], write_fd: int) -> None:
+    def finish(self) -> None:
+        """After the reply: reap the call's child, kill what it left, fork the next one."""
+        if self._unreaped:
+            _kill_group(self._child_pid)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self._child_pid, 0)
+            self._unreaped = False
+        _sweep_orphans()
+        self.prepare()
+
+    def _child(self, request_read: int, result_write: int) -> None:
         me = os.getpid()
+        body: dict[str, Any]
         try:
+            if self.host_fd is not None:
+                os.close(self.host_fd)  # only the runner talks to the host
             os.setpgid(0, 0)
-            _apply_limits(request["limits"], self.baseline_vm)
             _quiet_stdio()
             os.chdir(self.workspace)
-            result = self._invoke(target, request)
-            data = json.dumps({"ok": True, "result": result}, separators=(",", ":")).encode()
+            raw = _read_all(request_read)
+            if not raw:  # the runner went away before handing over a call
+                os._exit(0)
+            request = json.loads(raw)
+            _apply_limits(request["limits"], self.baseline_vm)
+            target = self._resolve(request["tool"], request["entrypoint"])
+            body = {"ok": True, "result": self._invoke(target, request)}
         except MemoryError:
-            data = b'{"ok":false,"oom":true}'
+            body = {"ok": False, "oom": True}
         except BaseException as exc:
             if os.getpid() != me:  # a process the tool forked: it reports nothing
                 os._exit(0)
-            data = json.dumps({"ok": False, "error": _tool_error(exc)}).encode()
+            body = {"ok": False, "error": _tool_error(exc)}
         if os.getpid() != me:
             os._exit(0)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(write_fd, view) :]
+            body["usage"] = _self_usage()
+            data = json.dumps(body, separators=(",", ":")).encode()
+        except MemoryError:
+            data = b'{"ok":false,"oom":true}'
+        except BaseException as exc:  # a result that is not JSON
+            data = json.dumps({"ok": False, "error": _tool_error(exc)}).encode()
+        try:
+            _write_all(result_write, _RESULT.pack(len(data)) + data)
         finally:
             os._exit(0)
 
@@ -194,8 +257,11 @@ def _quiet_stdio() -> None:
         os.dup2(devnull, fd)
 
 
-def _supervise(pid: int, read_fd: int, started: float, limits: dict[str, Any]) -> dict[str, Any]:
-    """Collect the child's output until it exits, the deadline passes or output overflows."""
+def _supervise(
+    pid: int, read_fd: int, started: float, limits: dict[str, Any]
+) -> tuple[dict[str, Any], bool]:
+    """Collect the child's result until it is complete, the child dies, the deadline passes
+    or the output overflows. True with the outcome when the child still has to be reaped."""
     deadline = started + int(limits["timeout_ms"]) / 1000
     cap = int(limits["max_output_bytes"])
     pidfd = os.pidfd_open(pid)
@@ -203,32 +269,35 @@ def _supervise(pid: int, read_fd: int, started: float, limits: dict[str, Any]) -
     poller = select.poll()
     poller.register(read_fd, select.POLLIN)
     poller.register(pidfd, select.POLLIN)
-    chunks: list[bytes] = []
-    size, killed_for, overshoot_ms = 0, None, 0.0
+    buffer = bytearray()
+    killed_for, overshoot_ms, exited = None, 0.0, False
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             killed_for, overshoot_ms = "timeout", (time.monotonic() - deadline) * 1000
             break
-        exited = False
         for fd, _ in poller.poll(max(1, math.ceil(remaining * 1000))):
             if fd == pidfd:
                 exited = True
-            elif fd == read_fd:
-                chunk = _read_some(read_fd)
-                if chunk:
-                    chunks.append(chunk)
-                    size += len(chunk)
-                else:
-                    poller.unregister(read_fd)
-        if size > cap:
+            elif not (chunk := _read_some(read_fd)):
+                poller.unregister(read_fd)
+            else:
+                buffer += chunk
+        if exited:
+            while (chunk := _read_some(read_fd)) and len(buffer) <= cap + _RESULT.size:
+                buffer += chunk
+        expected = _RESULT.unpack_from(buffer)[0] if len(buffer) >= _RESULT.size else None
+        if expected is not None and expected > cap:
             killed_for = "output"
             break
+        if expected is not None and len(buffer) >= _RESULT.size + expected:
+            # Complete: answer now; the child's exit (address-space teardown) is reaped later.
+            os.close(pidfd)
+            os.close(read_fd)
+            wall_ms = (time.monotonic() - started) * 1000
+            payload = bytes(buffer[_RESULT.size : _RESULT.size + expected])
+            return _classify_result(payload, limits, wall_ms), True
         if exited:
-            while (chunk := _read_some(read_fd)) and size <= cap:
-                chunks.append(chunk)
-                size += len(chunk)
-            killed_for = "output" if size > cap else None
             break
     if killed_for is not None:
         _kill_group(pid)
@@ -241,7 +310,14 @@ def _supervise(pid: int, read_fd: int, started: float, limits: dict[str, Any]) -
         "cpu_ms": (usage.ru_utime + usage.ru_stime) * 1000,
         "peak_rss_kb": usage.ru_maxrss,
     }
-    return _classify(killed_for, status, b"".join(chunks), limits, measured, overshoot_ms)
+    return _classify_death(killed_for, status, limits, measured, overshoot_ms), False
+
+
+def _self_usage() -> dict[str, Any]:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return {"cpu_ms": cpu * 1000, "peak_rss_kb": max(own.ru_maxrss, children.ru_maxrss)}
 
 
 def _read_some(fd: int) -> bytes:
@@ -251,45 +327,42 @@ def _read_some(fd: int) -> bytes:
         return b""
 
 
-def _classify(
+def _classify_death(
     killed_for: str | None,
     status: int,
-    output: bytes,
     limits: dict[str, Any],
     usage: dict[str, Any],
     overshoot_ms: float,
 ) -> dict[str, Any]:
+    """The outcome of a child that did not deliver a complete result."""
     if killed_for == "timeout":
         message = f"the call ran past its wall-clock limit of {limits['timeout_ms']} ms"
         details = {"timeout_ms": limits["timeout_ms"], "kill_overshoot_ms": overshoot_ms}
-        return {
-            "reason": "timeout",
-            "usage": usage,
-            "error": _err("TOOL_TIMEOUT", message, details),
-        }
+        error = _err("TOOL_TIMEOUT", message, details)
+        return {"reason": "timeout", "usage": usage, "error": error}
     if killed_for == "output":
         message = (
             f"the result exceeded the output cap of {limits['max_output_bytes']} bytes; "
             "ask for less output (page through it, or write it to a workspace file)"
         )
-        error = _err(
-            "SANDBOX_OUTPUT_LIMIT", message, {"max_output_bytes": limits["max_output_bytes"]}
-        )
+        details = {"max_output_bytes": limits["max_output_bytes"]}
+        error = _err("SANDBOX_OUTPUT_LIMIT", message, details)
         return {"reason": "killed", "usage": usage, "error": error}
     if os.WIFSIGNALED(status):
         return _classify_signal(os.WTERMSIG(status), limits, usage)
-    try:
-        payload = json.loads(output) if output else None
-    except ValueError:
-        payload = None
-    if not isinstance(payload, dict):
-        message = f"the call's process exited (status {os.waitstatus_to_exitcode(status)})"
-        return {"reason": "killed", "usage": usage, "error": _err("SANDBOX_KILLED", message)}
-    if payload.get("ok"):
-        return {"reason": "ok", "usage": usage, "result": payload.get("result")}
-    if payload.get("oom"):
+    message = f"the call's process exited (status {os.waitstatus_to_exitcode(status)})"
+    return {"reason": "killed", "usage": usage, "error": _err("SANDBOX_KILLED", message)}
+
+
+def _classify_result(payload: bytes, limits: dict[str, Any], wall_ms: float) -> dict[str, Any]:
+    """The outcome of a complete result the child reported, with its own usage."""
+    body = json.loads(payload)
+    usage = {"wall_ms": wall_ms, "cpu_ms": 0.0, "peak_rss_kb": 0, **body.get("usage", {})}
+    if body.get("ok"):
+        return {"reason": "ok", "usage": usage, "result": body.get("result")}
+    if body.get("oom"):
         return {"reason": "oom", "usage": usage, "error": _oom_error(limits, usage)}
-    return {"reason": "error", "usage": usage, "error": payload["error"]}
+    return {"reason": "error", "usage": usage, "error": body["error"]}
 
 
 def _classify_signal(signum: int, limits: dict[str, Any], usage: dict[str, Any]) -> dict[str, Any]:
@@ -376,9 +449,12 @@ def main(argv: list[str] | None = None) -> int:
     runner = Runner(args.module, args.workspace)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(args.connect)
+    runner.host_fd = sock.fileno()
     send_frame(sock, runner.hello())
+    runner.prepare()
     while (request := recv_frame(sock)) is not None:
         send_frame(sock, runner.handle(request))
+        runner.finish()
     _sweep_orphans()
     return 0
 

@@ -13,6 +13,7 @@ from conclave.bench.suite import Suite
 SUITES: dict[str, str] = {
     "contention": "conclave.bench.contention",
     "tasks": "conclave.bench.tasks",
+    "sandbox": "conclave.bench.sandbox",
 }
 
 
