@@ -79,8 +79,9 @@ conclave_stop_engine() {
 build_runtime_image() {
     # The sandbox runtime image (Python 3.11 + the tools package), built without a registry.
     # Cached by content: nothing is rebuilt when the inputs did not change.
+    # debootstrap needs root.
     if "$VENV/bin/conclave" sandbox --help >/dev/null 2>&1; then
-        "$VENV/bin/conclave" sandbox build-image
+        as_root env DOCKER_HOST="$DOCKER_HOST" "$VENV/bin/conclave" sandbox build-image
     fi
 }
 

@@ -32,7 +32,6 @@ PRODUCERS: dict[ErrorCode, Producer] = {}
 
 _GATEWAY = "the gateway pipeline (issue 4)"
 _STATE = "the state store (issue 3)"
-_SANDBOX = "the sandbox (issue 5)"
 PENDING: dict[ErrorCode, str] = {
     ErrorCode.AUTH_REVOKED: _GATEWAY,
     ErrorCode.TOOL_NOT_ALLOWED: _GATEWAY,
@@ -46,12 +45,6 @@ PENDING: dict[ErrorCode, str] = {
     ErrorCode.LEASE_REQUIRED: _STATE,
     ErrorCode.LEASE_EXPIRED: _STATE,
     ErrorCode.FENCED: _STATE,
-    ErrorCode.TOOL_TIMEOUT: _SANDBOX,
-    ErrorCode.SANDBOX_UNAVAILABLE: _SANDBOX,
-    ErrorCode.SANDBOX_OOM: _SANDBOX,
-    ErrorCode.SANDBOX_CPU_LIMIT: _SANDBOX,
-    ErrorCode.SANDBOX_OUTPUT_LIMIT: _SANDBOX,
-    ErrorCode.SANDBOX_KILLED: _SANDBOX,
 }
 
 
@@ -183,6 +176,40 @@ PRODUCERS[ErrorCode.RATE_LIMITED] = _tool_failure("rate_limited", key="cov", lim
 PRODUCERS[ErrorCode.STATE_CONFLICT] = _tool_failure("versioned_put", key="cov", expected_version=9)
 PRODUCERS[ErrorCode.PERMISSION_DENIED] = _tool_failure("forbidden", path="/etc/shadow")
 PRODUCERS[ErrorCode.TOOL_FAILED] = _tool_failure("broken")
+
+
+def _sandboxed(tool: str, arguments: dict[str, object], **limits: object) -> Producer:
+    """Run a misbehaving tool from tools.testing in a real (process) sandbox."""
+
+    async def produce(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
+        from sandbox.backends.process import ProcessBackend
+        from sandbox.pool import SandboxPool
+        from tests.sandbox.conftest import invocation
+
+        pool = SandboxPool(ProcessBackend(), tool_modules=("tools.builtin", "tools.testing"))
+        try:
+            if tool == "":  # a pool that is shut down refuses: SANDBOX_UNAVAILABLE
+                await pool.aclose()
+                tool_call = invocation("echo", {"message": "x"}, module="tools.builtin")
+            else:
+                tool_call = invocation(tool, arguments, **limits)
+            outcome = await pool.execute(tool_call)
+        finally:
+            await pool.aclose()
+        assert outcome.error is not None
+        return outcome.error
+
+    return produce
+
+
+PRODUCERS[ErrorCode.TOOL_TIMEOUT] = _sandboxed("sleep", {"seconds": 30}, timeout_ms=200)
+PRODUCERS[ErrorCode.SANDBOX_UNAVAILABLE] = _sandboxed("", {})
+PRODUCERS[ErrorCode.SANDBOX_OOM] = _sandboxed("allocate", {"megabytes": 2048}, memory_mb=64)
+PRODUCERS[ErrorCode.SANDBOX_CPU_LIMIT] = _sandboxed("spin", {}, cpu_seconds=1)
+PRODUCERS[ErrorCode.SANDBOX_OUTPUT_LIMIT] = _sandboxed(
+    "big_output", {"size": 10_000}, max_output_bytes=1000
+)
+PRODUCERS[ErrorCode.SANDBOX_KILLED] = _sandboxed("kill_runner", {})
 
 
 @produces(ErrorCode.INTERNAL)

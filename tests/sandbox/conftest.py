@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -75,7 +74,7 @@ async def make_pool(
     pools: list[SandboxPool] = []
 
     def build(backend_name: str, **options: Any) -> SandboxPool:
-        root = Path(f"/tmp/cnc-{os.getpid()}-{len(pools)}-{time.monotonic_ns() % 10**6}")
+        root = tmp_path_factory.mktemp("pool")  # short enough for a Unix socket path
         options.setdefault("tool_modules", TOOL_MODULES)
         pool = SandboxPool(make_backend(backend_name, request), workspace_root=root, **options)
         pools.append(pool)
