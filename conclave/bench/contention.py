@@ -11,6 +11,7 @@ must be serializable; the naive store's anomalies must show.
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 from dataclasses import dataclass
@@ -94,7 +95,10 @@ class _Runner:
         async with anyio.create_task_group() as tasks:
             for index in range(agents):
                 if mode in CONCLAVE_MODES:
-                    agent = HttpAgent(self.client, self.agent_headers(index), namespace, progress)
+                    rng = random.Random(self.ctx.seed * 1000 + index)
+                    agent = HttpAgent(
+                        self.client, self.agent_headers(index), namespace, progress, rng
+                    )
                     tasks.start_soon(run_http_agent, agent, workload, index, mode == "owned")
                 elif mode == "naive":
                     store = NaiveStore(self.redis, keys)
@@ -119,7 +123,11 @@ PACED_AGENTS = 16
 async def run_contention(
     ctx: BenchContext, agent_counts: tuple[int, ...], target: int, paced_target: int
 ) -> tuple[list[RunResult], list[RunResult]]:
-    limits = httpx.Limits(max_connections=max(agent_counts), max_keepalive_connections=None)
+    limits = httpx.Limits(
+        max_connections=max(agent_counts, default=1) + 16,
+        max_keepalive_connections=None,
+        keepalive_expiry=2.0,  # below uvicorn's 5 s, so the client closes idle ones first
+    )
     redis_url = ctx.stack.settings.redis_url
     assert redis_url
     redis = connect_redis(redis_url)

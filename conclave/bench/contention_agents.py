@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,9 +71,23 @@ class HttpAgent:
     headers: dict[str, str]
     namespace: str
     run: RunProgress
+    rng: random.Random = field(default_factory=random.Random)
+
+    async def _send(self, method: str, path: str, body: Any = None) -> httpx.Response:
+        """One request, sent again once if a pooled connection turned out to be closed (the
+        server drops idle keep-alive connections); commits carry an idempotency key, so a
+        resent commit cannot apply twice."""
+        url = f"/v1/state/{self.namespace}/{path}"
+        for attempt in range(2):
+            try:
+                return await self.client.request(method, url, json=body, headers=self.headers)
+            except httpx.TransportError:
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
 
     async def read(self, key: str) -> Any:
-        response = await self.client.get(f"/v1/state/{self.namespace}/{key}", headers=self.headers)
+        response = await self._send("GET", key)
         response.raise_for_status()
         return response.json()["value"]
 
@@ -80,19 +95,19 @@ class HttpAgent:
         write: dict[str, Any] = {"key": target, "value": value}
         if token is not None:
             write["fencing_token"] = token
+        body = {"writes": [write], "idempotency_key": uuid.uuid4().hex}
         started = time.perf_counter()
-        response = await self.client.post(
-            f"/v1/state/{self.namespace}/commit", json={"writes": [write]}, headers=self.headers
-        )
+        response = await self._send("POST", "commit", body)
         self.run.latencies_ms.append((time.perf_counter() - started) * 1000)
         if response.status_code not in (200, 409):
             response.raise_for_status()
-        body: dict[str, Any] = response.json()
-        return body
+        outcome: dict[str, Any] = response.json()
+        return outcome
 
     async def transaction(self, reads: list[str], target: str, token: int | None) -> None:
         """One committed transaction, redone after each 409 with the listed keys read again."""
         fresh: dict[str, Any] = {}  # values re-read after a conflict: no need to read twice
+        backoff_s = 0.001
         while not self.run.done:
             values = {key: fresh[key] if key in fresh else await self.read(key) for key in reads}
             outcome = await self.commit(target, next_value(values), token)
@@ -105,17 +120,17 @@ class HttpAgent:
                 raise LeaseLost(outcome["message"])
             if outcome["code"] != "STATE_CONFLICT":
                 raise RuntimeError(f"unexpected refusal {outcome['code']}: {outcome['message']}")
+            # Back off with jitter before re-reading, as a SERF client does on a retryable
+            # conflict: racing again at once mostly loses again to the same herd.
+            await anyio.sleep(backoff_s * self.rng.random())
+            backoff_s = min(backoff_s * 2, 0.016)
             stale = {c["key"] for c in outcome["details"]["conflicts"]}
             fresh = {key: await self.read(key) for key in stale}  # refreshes the read log too
 
     async def lease(self, key: str, rng: random.Random) -> int:
-        backoff_s = 0.002
+        backoff_s = 0.004
         while True:
-            response = await self.client.post(
-                f"/v1/state/{self.namespace}/leases",
-                json={"keys": [key], "ttl_ms": 5000},
-                headers=self.headers,
-            )
+            response = await self._send("POST", "leases", {"keys": [key], "ttl_ms": 5000})
             if response.status_code == 200:
                 token: int = response.json()["leases"][0]["fencing_token"]
                 return token
@@ -123,18 +138,16 @@ class HttpAgent:
                 response.raise_for_status()
             self.run.conflicts += 1
             await anyio.sleep(backoff_s * (0.5 + rng.random()))
-            backoff_s = min(backoff_s * 2, 0.032)
+            backoff_s = min(backoff_s * 2, 0.064)
 
     async def release(self, key: str) -> None:
-        response = await self.client.delete(
-            f"/v1/state/{self.namespace}/leases/{key}", headers=self.headers
-        )
+        response = await self._send("DELETE", f"leases/{key}")
         response.raise_for_status()
 
 
 async def run_http_agent(agent: HttpAgent, workload: str, index: int, owned: bool) -> None:
     reads, target = plan(workload, index)
-    rng = random.Random(index)
+    rng = agent.rng
     if not owned:
         while not agent.run.done:
             await agent.transaction(reads, target, None)
