@@ -13,15 +13,12 @@ import time
 import anyio
 from redis.asyncio import Redis
 
+from gateway.admission import revocation_key
 from gateway.auth import issue_token
 from gateway.settings import Settings
 from protocol.agents import AgentRecord, AgentRegistration, AgentToken
 
 _AGENTS = "conclave:agents"  # hash: "tenant/agent" -> AgentRecord JSON
-
-
-def revocation_key(tenant: str, agent: str) -> str:
-    return f"conclave:revoked:{tenant}/{agent}"
 
 
 class AgentDirectory:

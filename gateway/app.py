@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from gateway import mcp
 from gateway.agent_directory import AgentDirectory
+from gateway.audit import AuditLog, AuditWriter
 from gateway.errors import install_error_handlers
 from gateway.executors import create_executor, create_reaper
 from gateway.json_logs import install_json_logging
@@ -45,8 +46,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.redis = connect_redis(redis_url)
         app.state.executor = create_executor(settings, app.state.registry)
         app.state.agents = AgentDirectory(app.state.redis, settings)
+        app.state.audit = AuditWriter(AuditLog(app.state.redis))
+        app.state.audit.start()
         app.state.pipeline = build_pipeline(
-            settings, app.state.redis, app.state.registry, app.state.executor, app.state.metrics
+            settings,
+            app.state.redis,
+            app.state.registry,
+            app.state.executor,
+            app.state.metrics,
+            app.state.audit,
         )
         try:
             async with anyio.create_task_group() as background:
@@ -55,6 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 yield
                 background.cancel_scope.cancel()
         finally:
+            await app.state.audit.aclose()
             await app.state.executor.aclose()
             await app.state.redis.aclose()
 

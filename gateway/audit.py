@@ -3,15 +3,24 @@
 Who (tenant, agent, on behalf of whom), what (transport, operation, tool), the outcome
 (ok, refused before anything ran, or failed while running), the SERF code, the duration and
 the call's usage. Capped (approximately) at `MAX_RECORDS`; read newest first.
+
+`AuditWriter` takes records off the request's path: the account stage hands a record over
+and returns; a background task appends whatever has gathered in one pipelined round trip.
+A record is in the stream a few milliseconds after its answer left; `flush` waits for that.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import logging
 from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict
 from redis.asyncio import Redis
+
+log = logging.getLogger("conclave.gateway.audit")
 
 AUDIT_STREAM = "conclave:audit"
 MAX_RECORDS = 100_000
@@ -42,15 +51,18 @@ class AuditLog:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
 
-    async def append(self, record: AuditRecord) -> None:
-        fields = record.model_dump(exclude={"id", "usage"})
-        fields["usage"] = json.dumps(record.usage) if record.usage else ""
-        await self.redis.xadd(
-            AUDIT_STREAM,
-            {k: str(v) for k, v in fields.items()},
-            maxlen=MAX_RECORDS,
-            approximate=True,
-        )
+    async def append(self, *records: AuditRecord) -> None:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for record in records:
+                fields = record.model_dump(exclude={"id", "usage"})
+                fields["usage"] = json.dumps(record.usage) if record.usage else ""
+                pipe.xadd(
+                    AUDIT_STREAM,
+                    {k: str(v) for k, v in fields.items()},
+                    maxlen=MAX_RECORDS,
+                    approximate=True,
+                )
+            await pipe.execute()
 
     async def query(
         self,
@@ -80,3 +92,56 @@ class AuditLog:
             if len(found) >= limit:
                 break
         return found
+
+
+class AuditWriter:
+    """Appends audit records in batches from one background task."""
+
+    def __init__(self, audit: AuditLog, max_pending: int = 100_000) -> None:
+        self.audit = audit
+        self.max_pending = max_pending
+        self._pending: list[AuditRecord] = []
+        self._wake = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+
+    def submit(self, record: AuditRecord) -> None:
+        if len(self._pending) >= self.max_pending:  # Redis is gone for long: keep the newest
+            del self._pending[: len(self._pending) // 10]
+            log.error("audit backlog full: dropped the oldest records")
+        self._pending.append(record)
+        self._wake.set()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def flush(self) -> None:
+        """Write everything submitted so far."""
+        async with self._lock:
+            batch, self._pending = self._pending, []
+            if not batch:
+                return
+            try:
+                await self.audit.append(*batch)
+            except Exception:
+                self._pending[:0] = batch  # kept for the next try
+                raise
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self.flush()
+            except Exception:
+                log.exception("audit records could not be written; retrying")
+                await asyncio.sleep(0.5)
+                self._wake.set()
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        with contextlib.suppress(Exception):
+            await self.flush()

@@ -7,7 +7,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-SandboxChoice = Literal["auto", "docker", "bwrap", "process"]
+# "inprocess" runs tools in the gateway's own threads: no isolation, for measuring overhead.
+SandboxChoice = Literal["auto", "docker", "bwrap", "process", "inprocess"]
 
 
 class Settings(BaseSettings):

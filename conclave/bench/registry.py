@@ -14,6 +14,7 @@ SUITES: dict[str, str] = {
     "contention": "conclave.bench.contention",
     "tasks": "conclave.bench.tasks",
     "sandbox": "conclave.bench.sandbox",
+    "gateway": "conclave.bench.gateway",
 }
 
 

@@ -16,8 +16,8 @@ from fastapi.responses import JSONResponse
 from gateway.body import read_body
 from gateway.errors import GatewayError
 from gateway.mcp.messages import (
-    TOOL_FAILURE_STAGES,
     McpMessage,
+    is_tool_failure,
     parse_message,
     request_id_of,
     rpc_error,
@@ -120,7 +120,7 @@ async def mcp_post(request: Request) -> Response:
     request_id = message.id if message is not None else request_id_of(body)
     if ctx.error is not None:
         is_call = message is not None and message.method == "tools/call"
-        if is_call and request_id is not None and ctx.failed_stage in TOOL_FAILURE_STAGES:
+        if is_call and request_id is not None and is_tool_failure(ctx.error, ctx.failed_stage):
             return JSONResponse(rpc_result(request_id, tool_failure(ctx.error, ctx.usage)))
         headers = {"WWW-Authenticate": "Bearer"} if ctx.error.http_status == 401 else None
         return JSONResponse(

@@ -17,7 +17,7 @@ from gateway.errors import GatewayError
 from protocol import jsonrpc
 from protocol.jsonrpc import JsonRpcNotification, JsonRpcRequest, RequestId
 from protocol.mcp import CallToolResult, TextContent
-from protocol.serf import ErrorCode, SerfError
+from protocol.serf import ErrorCategory, ErrorCode, SerfError
 from protocol.tools import CallUsage
 
 # The SERF codes that have a JSON-RPC spelling of their own; the rest are SERVER_ERROR.
@@ -31,6 +31,11 @@ _RPC_CODES = {
     ErrorCode.INTERNAL: jsonrpc.INTERNAL_ERROR,
 }
 TOOL_FAILURE_STAGES = ("budget", "dispatch")
+
+
+def is_tool_failure(error: SerfError, stage: str | None) -> bool:
+    """A failure the model should see as the tool's (isError), not the protocol's."""
+    return stage in TOOL_FAILURE_STAGES and error.category is not ErrorCategory.AUTH
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Stage 6, account: whatever happened, record it.
 
-An audit record in the Redis stream, metrics (requests, latency per operation and per stage,
-errors by code, rate-limit hits) and one structured log line carrying the trace id.
+An audit record (handed to the background `AuditWriter`), metrics (requests, latency per
+operation and per stage, errors by code, rate-limit hits) and one structured log line
+carrying the trace id.
 Runs as the pipeline's closing stage, so refusals are accounted like answers.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 
-from gateway.audit import AuditLog, AuditRecord
+from gateway.audit import AuditRecord, AuditWriter
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline.context import RequestContext
 from protocol.serf import ErrorCode
@@ -42,7 +43,7 @@ def audit_record(ctx: RequestContext, duration_s: float) -> AuditRecord:
 class Account:
     name = "account"
 
-    def __init__(self, audit: AuditLog, metrics: GatewayMetrics) -> None:
+    def __init__(self, audit: AuditWriter, metrics: GatewayMetrics) -> None:
         self.audit = audit
         self.metrics = metrics
 
@@ -66,4 +67,4 @@ class Account:
         level = logging.DEBUG if ctx.error is None else logging.INFO
         if log.isEnabledFor(level):
             log.log(level, "request", extra=record.model_dump(exclude={"id"}))
-        await self.audit.append(record)
+        self.audit.submit(record)

@@ -1,23 +1,30 @@
 """Stage 1, authenticate: the bearer token becomes a `Principal`, or an AUTH_* refusal.
 
 HS256 tokens are checked with the gateway's secret (`gateway.auth`); when `jwks_url` is set,
-RS256 tokens from an external identity provider are checked against its keys. Then the
-revocation marker in Redis is read, so a revoked agent is refused on its next request on every
-replica.
+RS256 tokens from an external identity provider are checked against its keys. Verified claims
+are kept in a small cache keyed by the token, so a busy agent's token is decoded once, and
+re-checked for expiry on every request.
+
+Revocation (a marker in Redis, so it holds across replicas from the next request on) is read
+in the same Redis round trip as the rate limit, by the budget stage's admission script:
+one round trip per request instead of two. A request refused before the budget stage (say,
+a tool outside the allow-list) is refused for that reason even if its agent was revoked.
 """
 
 from __future__ import annotations
 
-from redis.asyncio import Redis
+import time
+from collections import OrderedDict
 
-from gateway.agent_directory import revocation_key
 from gateway.auth import verify_claims
 from gateway.errors import GatewayError
 from gateway.jwks import JwksVerifier
 from gateway.pipeline.context import RequestContext
 from gateway.settings import Settings
-from protocol.identity import Principal
+from protocol.identity import Principal, TokenClaims
 from protocol.serf import ErrorCode
+
+_CACHE_SIZE = 4096
 
 
 def _bearer(header: str) -> str:
@@ -33,22 +40,26 @@ def _bearer(header: str) -> str:
 class Authenticate:
     name = "authenticate"
 
-    def __init__(self, settings: Settings, redis: Redis, jwks: JwksVerifier | None = None) -> None:
+    def __init__(self, settings: Settings, jwks: JwksVerifier | None = None) -> None:
         self.settings = settings
-        self.redis = redis
         self.jwks = jwks
+        self._verified: OrderedDict[str, tuple[TokenClaims, Principal]] = OrderedDict()
 
     async def __call__(self, ctx: RequestContext) -> None:
         token = _bearer(ctx.headers.get("authorization", ""))
-        if self.jwks is not None and self.jwks.handles(token):
-            claims = await self.jwks.verify(token)
+        cached = self._verified.get(token)
+        if cached is not None and cached[0].exp > time.time():
+            claims, principal = cached
         else:
-            claims = verify_claims(self.settings, token)
-        marker = await self.redis.get(revocation_key(claims.tenant, claims.sub))
-        if marker is not None and claims.iat <= int(marker):
-            raise GatewayError.of(
-                ErrorCode.AUTH_REVOKED,
-                f"agent {claims.tenant}/{claims.sub} was revoked: an admin must register it again",
-            )
-        ctx.principal = Principal.from_claims(claims)
+            claims = await self._verify(token)
+            principal = Principal.from_claims(claims)
+            self._verified[token] = (claims, principal)
+            if len(self._verified) > _CACHE_SIZE:
+                self._verified.popitem(last=False)
+        ctx.principal = principal
         ctx.token_issued_at = claims.iat
+
+    async def _verify(self, token: str) -> TokenClaims:
+        if self.jwks is not None and self.jwks.handles(token):
+            return await self.jwks.verify(token)
+        return verify_claims(self.settings, token)

@@ -1,8 +1,10 @@
-"""Stage 4, budget: the rate limit per identity x target, then the call's time budget.
+"""Stage 4, budget: admission (revocation + rate limit per identity x target), then time.
 
-Time allocation is a pluggable `TimeAllocator` so ATBA (deadline split across a planned
-chain, from latency windows) slots in without touching the rest. The default one grants the
-tool's declared timeout, cut to what is left before the run's deadline.
+Admission is one Redis script (`gateway.admission`): a revoked agent is refused AUTH_REVOKED
+there, an agent over its bucket RATE_LIMITED with `retry_after_ms`. Time allocation is a
+pluggable `TimeAllocator`, the seam for ATBA (deadline split across a planned chain, from
+latency windows); the default grants the tool's declared timeout, cut to what is left before
+the run's deadline.
 """
 
 from __future__ import annotations
@@ -10,9 +12,9 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
+from gateway.admission import Admission
 from gateway.errors import GatewayError
 from gateway.pipeline.context import RequestContext
-from gateway.rate_limit import RateLimiter
 from protocol.serf import ErrorCode
 
 
@@ -42,20 +44,24 @@ class DeadlineClamp:
 class Budget:
     name = "budget"
 
-    def __init__(self, limiter: RateLimiter, allocator: TimeAllocator | None = None) -> None:
-        self.limiter = limiter
+    def __init__(self, admission: Admission, allocator: TimeAllocator | None = None) -> None:
+        self.admission = admission
         self.allocator: TimeAllocator = allocator or DeadlineClamp()
 
     async def __call__(self, ctx: RequestContext) -> None:
-        principal = ctx.require_principal()
+        p = ctx.require_principal()
         target = ctx.tool_name or (f"state:{ctx.namespace}" if ctx.namespace else None)
-        if target is not None:
-            decision = await self.limiter.take(f"{principal.tenant}/{principal.agent}", target)
-            if not decision.allowed:
-                raise GatewayError.of(
-                    ErrorCode.RATE_LIMITED,
-                    f"{principal.tenant}/{principal.agent} is over its rate limit for {target}"
-                    f" ({self.limiter.rate_per_s:g}/s, burst {self.limiter.burst})",
-                    retry_after_ms=decision.retry_after_ms,
-                )
+        decision = await self.admission.admit(p.tenant, p.agent, ctx.token_issued_at, target)
+        if decision.revoked:
+            raise GatewayError.of(
+                ErrorCode.AUTH_REVOKED,
+                f"agent {p.tenant}/{p.agent} was revoked: an admin must register it again",
+            )
+        if not decision.allowed:
+            raise GatewayError.of(
+                ErrorCode.RATE_LIMITED,
+                f"{p.tenant}/{p.agent} is over its rate limit for {target}"
+                f" ({self.admission.rate_per_s:g}/s, burst {self.admission.burst})",
+                retry_after_ms=decision.retry_after_ms,
+            )
         ctx.granted_ms = await self.allocator.allocate(ctx)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
-from gateway.audit import AuditLog
+from gateway.admission import Admission
+from gateway.audit import AuditWriter
 from gateway.jwks import JwksVerifier
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline.account import Account
@@ -14,7 +15,6 @@ from gateway.pipeline.budget import Budget
 from gateway.pipeline.dispatch import Dispatch
 from gateway.pipeline.pipeline import Pipeline
 from gateway.pipeline.scope import Scope
-from gateway.rate_limit import RateLimiter
 from gateway.settings import Settings
 from sandbox.executor import ToolExecutor
 from tools.registry import ToolRegistry
@@ -26,16 +26,17 @@ def build_pipeline(
     registry: ToolRegistry,
     executor: ToolExecutor,
     metrics: GatewayMetrics,
+    audit: AuditWriter,
 ) -> Pipeline:
     jwks = JwksVerifier(settings.jwks_url) if settings.jwks_url else None
-    limiter = RateLimiter(redis, settings.rate_limit_per_s, settings.rate_limit_burst)
+    admission = Admission(redis, settings.rate_limit_per_s, settings.rate_limit_burst)
     return Pipeline(
         stages=[
-            Authenticate(settings, redis, jwks),
+            Authenticate(settings, jwks),
             Scope(),
             Authorize(registry),
-            Budget(limiter),
+            Budget(admission),
             Dispatch(executor),
         ],
-        closing=[Account(AuditLog(redis), metrics)],
+        closing=[Account(audit, metrics)],
     )

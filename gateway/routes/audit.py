@@ -22,6 +22,7 @@ async def read_audit(
     code: str | None = None,
     limit: Annotated[int, Query(gt=0, le=1000)] = 100,
 ) -> list[AuditRecord]:
+    await request.app.state.audit.flush()  # this replica's own records, up to now
     audit = AuditLog(request.app.state.redis)
     return await audit.query(
         tenant=tenant, agent=agent, tool=tool, outcome=outcome, code=code, limit=limit

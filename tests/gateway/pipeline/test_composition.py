@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from redis.asyncio import Redis
 
-from gateway.audit import AuditLog
+from gateway.audit import AuditLog, AuditWriter
 from gateway.errors import GatewayError
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline import Account, Pipeline, RequestContext
@@ -57,11 +57,13 @@ async def test_an_unexpected_exception_becomes_internal_and_is_accounted() -> No
 async def test_account_writes_audit_and_metrics(redis: Redis) -> None:
     metrics = GatewayMetrics()
     audit = AuditLog(redis)
+    writer = AuditWriter(audit)
     ctx = RequestContext("mcp", "echo", {}, tool_name="echo")
     ctx.principal = Principal(tenant="acme", agent="w", obo="alice", expires_at=0, token_id="j")
     ctx.error = GatewayError.of(ErrorCode.RATE_LIMITED, "slow down", retry_after_ms=10).error
     ctx.failed_stage = "budget"
-    await Account(audit, metrics)(ctx)
+    await Account(writer, metrics)(ctx)
+    await writer.flush()
     [record] = await audit.query(agent="w")
     assert (record.tenant, record.obo, record.outcome, record.code) == (
         "acme",

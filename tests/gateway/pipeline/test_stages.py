@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import time
 
+import anyio
 import pytest
 from redis.asyncio import Redis
 
 import tools.builtin  # noqa: F401  (registers the built-in tools)
+from gateway.admission import Admission
 from gateway.agent_directory import AgentDirectory
 from gateway.auth import issue_token
 from gateway.errors import GatewayError
@@ -20,7 +22,6 @@ from gateway.pipeline import (
     Scope,
     fit_limits,
 )
-from gateway.rate_limit import RateLimiter
 from gateway.settings import Settings
 from protocol import AgentRegistration, ErrorCode, Principal, ResourceIntent, ResourceRequest
 from protocol.budget import Budget as BudgetModel
@@ -47,33 +48,32 @@ async def _refusal(stage: object, ctx: RequestContext) -> ErrorCode:
 # authenticate -------------------------------------------------------------------------
 
 
-async def test_authenticate_turns_a_token_into_the_principal(
-    settings: Settings, redis: Redis
-) -> None:
+async def test_authenticate_turns_a_token_into_the_principal(settings: Settings) -> None:
     token = issue_token(settings, tenant="acme", agent="w", scopes=["tool:echo"], obo="alice")
     ctx = _ctx({"authorization": f"Bearer {token}"})
-    await Authenticate(settings, redis)(ctx)
+    await Authenticate(settings)(ctx)
     assert ctx.principal is not None
     assert (ctx.principal.tenant, ctx.principal.agent, ctx.principal.obo) == ("acme", "w", "alice")
 
 
-async def test_authenticate_refuses_missing_bad_and_revoked_tokens(
-    settings: Settings, redis: Redis
-) -> None:
-    stage = Authenticate(settings, redis)
+async def test_authenticate_refuses_missing_bad_and_expired_tokens(settings: Settings) -> None:
+    stage = Authenticate(settings)
     assert await _refusal(stage, _ctx()) is ErrorCode.AUTH_REQUIRED
     assert await _refusal(stage, _ctx({"authorization": "Bearer x.y.z"})) is ErrorCode.AUTH_INVALID
     old = issue_token(settings, tenant="acme", agent="w", ttl_s=1, now=time.time() - 60)
     expired = _ctx({"authorization": f"Bearer {old}"})
     assert await _refusal(stage, expired) is ErrorCode.AUTH_EXPIRED
+    soon = issue_token(settings, tenant="acme", agent="w", ttl_s=1)  # exp: the next second
+    await stage(_ctx({"authorization": f"Bearer {soon}"}))  # valid now, and cached...
+    await anyio.sleep(max(0.0, jwt_exp(soon) - time.time() + 0.05))
+    cached = _ctx({"authorization": f"Bearer {soon}"})
+    assert await _refusal(stage, cached) is ErrorCode.AUTH_EXPIRED  # ...but not past expiry
 
-    directory = AgentDirectory(redis, settings)
-    issued = await directory.register(AgentRegistration(tenant="acme", agent="r", tools=["*"]))
-    await directory.revoke("acme", "r")
-    revoked = _ctx({"authorization": f"Bearer {issued.token}"})
-    assert await _refusal(stage, revoked) is ErrorCode.AUTH_REVOKED
-    again = await directory.register(AgentRegistration(tenant="acme", agent="r", tools=["*"]))
-    await stage(_ctx({"authorization": f"Bearer {again.token}"}))  # re-admitted on purpose
+
+def jwt_exp(token: str) -> float:
+    import jwt
+
+    return float(jwt.decode(token, options={"verify_signature": False})["exp"])
 
 
 # scope --------------------------------------------------------------------------------
@@ -136,8 +136,30 @@ async def test_authorize_applies_tool_globs_and_namespaces() -> None:
 # budget -------------------------------------------------------------------------------
 
 
+async def _admitted(stage: Budget, settings: Settings, token: str) -> RequestContext:
+    ctx = _ctx({"authorization": f"Bearer {token}"}, tool_name="echo")
+    await Authenticate(settings)(ctx)
+    await stage(ctx)
+    return ctx
+
+
+async def test_budget_refuses_a_revoked_agent_in_its_admission_round_trip(
+    settings: Settings, redis: Redis
+) -> None:
+    stage = Budget(Admission(redis, rate_per_s=100.0, burst=100))
+    directory = AgentDirectory(redis, settings)
+    issued = await directory.register(AgentRegistration(tenant="acme", agent="r", tools=["*"]))
+    await _admitted(stage, settings, issued.token)
+    await directory.revoke("acme", "r")
+    with pytest.raises(GatewayError) as info:
+        await _admitted(stage, settings, issued.token)
+    assert info.value.error.code is ErrorCode.AUTH_REVOKED
+    again = await directory.register(AgentRegistration(tenant="acme", agent="r", tools=["*"]))
+    await _admitted(stage, settings, again.token)  # re-admitted on purpose
+
+
 async def test_budget_rate_limits_per_identity_and_tool(redis: Redis) -> None:
-    stage = Budget(RateLimiter(redis, rate_per_s=1.0, burst=2))
+    stage = Budget(Admission(redis, rate_per_s=1.0, burst=2))
     for _ in range(2):
         await stage(_ctx(principal=_principal(), tool_name="echo"))
     with pytest.raises(GatewayError) as info:
@@ -150,7 +172,7 @@ async def test_budget_rate_limits_per_identity_and_tool(redis: Redis) -> None:
 
 
 async def test_budget_refuses_a_passed_deadline_and_clamps_the_timeout(redis: Redis) -> None:
-    stage = Budget(RateLimiter(redis, rate_per_s=100.0, burst=100))
+    stage = Budget(Admission(redis, rate_per_s=100.0, burst=100))
     now_ms = int(time.time() * 1000)
     ctx = _ctx(
         {"x-conclave-deadline": str(now_ms - 5)}, principal=_principal("tool:*"), tool_name="echo"

@@ -1,0 +1,243 @@
+"""`conclave bench gateway`: what the gateway adds to a tool call, and how many it carries.
+
+`echo` is called three ways in the same run: directly through an `InProcessExecutor` (no
+gateway), through a gateway over real HTTP (`POST /v1/tools/echo/call`), and through `/mcp`
+(raw JSON-RPC over httpx, and the official `mcp` client). The gateway measured for overhead
+runs tools in-process, so the difference is the gateway itself: HTTP, the six stages and
+their Redis round trips. One more row calls the bench stack's own gateway, whose executor is
+the configured sandbox, to show what a sandboxed call costs end to end.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import httpx
+
+from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
+from conclave.stack import EmbeddedStack
+from gateway.settings import Settings
+from protocol.identity import Principal
+from protocol.tools import ToolContext
+from sandbox.executor import CallLimits, Invocation
+from sandbox.inprocess import InProcessExecutor
+from tools.registry import default_registry
+
+Call = Callable[[], Awaitable[Any]]
+GOAL_P50_MS, GOAL_P99_MS, GOAL_RATE = 1.5, 5.0, 1500.0
+
+
+def _percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def _latencies(call: Call, count: int) -> list[float]:
+    for _ in range(min(50, count)):  # warm connections, caches and scripts
+        await call()
+    samples = []
+    for _ in range(count):
+        began = time.perf_counter()
+        await call()
+        samples.append((time.perf_counter() - began) * 1000)
+    return samples
+
+
+async def _throughput(make_call: Callable[[int], Call], workers: int, seconds: float) -> float:
+    done = 0
+    stop = time.perf_counter() + seconds
+
+    async def worker(index: int) -> None:
+        nonlocal done
+        call = make_call(index)
+        while time.perf_counter() < stop:
+            await call()
+            done += 1
+
+    began = time.perf_counter()
+    async with anyio.create_task_group() as group:
+        for index in range(workers):
+            group.start_soon(worker, index)
+    return done / (time.perf_counter() - began)
+
+
+def _invocation() -> Invocation:
+    principal = Principal(tenant="bench", agent="direct", expires_at=0, token_id="direct")
+    context = ToolContext(
+        principal=principal, session_id="bench", trace_id="0" * 32, traceparent=""
+    )
+    return Invocation(
+        "echo",
+        "tools.builtin:echo",
+        {"message": "ping"},
+        context,
+        CallLimits(memory_mb=64, cpu_seconds=1, timeout_ms=2000, max_output_bytes=1 << 20),
+    )
+
+
+def _expect(response: httpx.Response) -> None:
+    if response.status_code != 200:
+        raise RuntimeError(f"the gateway refused a bench call: {response.text}")
+
+
+class _Target:
+    """One gateway, with a token per worker so no two workers share a rate-limit bucket."""
+
+    def __init__(self, stack: EmbeddedStack, http: httpx.AsyncClient) -> None:
+        self.stack = stack
+        self.http = http
+        self.tokens = [
+            stack.token("bench", f"w{i}-{uuid.uuid4().hex[:6]}", ["tool:echo"]) for i in range(17)
+        ]
+
+    def rest(self, index: int) -> Call:
+        headers = {"Authorization": f"Bearer {self.tokens[index]}"}
+        url = f"{self.stack.url}/v1/tools/echo/call"
+        body = {"arguments": {"message": "ping"}}
+
+        async def call() -> None:
+            _expect(await self.http.post(url, json=body, headers=headers))
+
+        return call
+
+    def jsonrpc(self, index: int) -> Call:
+        headers = {
+            "Authorization": f"Bearer {self.tokens[index]}",
+            "Accept": "application/json, text/event-stream",
+        }
+        url = f"{self.stack.url}/mcp"
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"message": "ping"}},
+        }
+
+        async def call() -> None:
+            response = await self.http.post(url, json=body, headers=headers)
+            _expect(response)
+            if response.json()["result"].get("isError"):
+                raise RuntimeError(f"the gateway refused a bench call: {response.text}")
+
+        return call
+
+
+async def _official_client_rows(target: _Target, count: int, seconds: float) -> list[list[Any]]:
+    from contextlib import AsyncExitStack
+
+    from mcp.client.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async with AsyncExitStack() as stack:
+        clients = []
+        for index in range(17):
+            http = create_mcp_http_client(
+                headers={"Authorization": f"Bearer {target.tokens[index]}"}
+            )
+            await stack.enter_async_context(http)
+            transport = streamable_http_client(f"{target.stack.url}/mcp", http_client=http)
+            clients.append(await stack.enter_async_context(Client(transport)))
+
+        def make(index: int) -> Call:
+            async def call() -> None:
+                answer = await clients[index].call_tool("echo", {"message": "ping"})
+                if answer.is_error:
+                    raise RuntimeError(f"the gateway refused a bench call: {answer}")
+
+            return call
+
+        samples = await _latencies(make(16), count)
+        rate = await _throughput(make, 16, seconds)
+    return [samples, rate]  # type: ignore[list-item]
+
+
+async def _measure(ctx: BenchContext, overhead_stack: EmbeddedStack) -> dict[str, Any]:
+    count = 300 if ctx.quick else 2000
+    seconds = 2.0 if ctx.quick else 8.0
+    executor = InProcessExecutor(default_registry)
+    invocation = _invocation()
+
+    async def direct() -> None:
+        outcome = await executor.execute(invocation)
+        if not outcome.ok:
+            raise RuntimeError(f"echo failed in-process: {outcome.error}")
+
+    rows: dict[str, Any] = {}
+    rows["direct (in-process executor)"] = (
+        await _latencies(direct, count),
+        await _throughput(lambda _: direct, 16, seconds),
+    )
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    async with httpx.AsyncClient(limits=limits, timeout=30) as http:
+        target = _Target(overhead_stack, http)
+        rows["gateway HTTP /v1/tools"] = (
+            await _latencies(target.rest(16), count),
+            await _throughput(target.rest, 16, seconds),
+        )
+        rows["gateway /mcp (JSON-RPC, httpx)"] = (
+            await _latencies(target.jsonrpc(16), count),
+            await _throughput(target.jsonrpc, 16, seconds),
+        )
+        samples, rate = await _official_client_rows(target, count, seconds)
+        rows["gateway /mcp (official mcp client)"] = (samples, rate)
+        sandboxed = _Target(ctx.stack, http)
+        name = ctx.stack.backend.name if ctx.stack.backend else "?"
+        rows[f"stack gateway HTTP, {name} executor"] = (
+            await _latencies(sandboxed.rest(16), max(50, count // 4)),
+            await _throughput(sandboxed.rest, 16, seconds / 2),
+        )
+    return rows
+
+
+def run(ctx: BenchContext) -> SuiteResult:
+    base = ctx.stack.settings
+    settings = Settings(
+        redis_url=base.redis_url,
+        port=0,
+        sandbox_backend="inprocess",
+        rate_limit_per_s=1_000_000.0,  # measure the limiter's cost, never its refusals
+        rate_limit_burst=1_000_000,
+        log_level="warning",
+    )
+    task = ctx.progress.add_task("gateway: echo direct vs through the gateway", total=1)
+    with EmbeddedStack(settings) as overhead_stack:
+        rows = anyio.run(_measure, ctx, overhead_stack)
+    ctx.progress.advance(task)
+
+    direct_samples, _ = rows["direct (in-process executor)"]
+    d50, d99 = statistics.median(direct_samples), _percentile(direct_samples, 0.99)
+    table = Table(
+        "gateway: echo, direct vs through the gateway (ms; calls/s at concurrency 16)",
+        ["path", "p50", "p99", "added p50", "added p99", "calls/s c=16"],
+    )
+    result = SuiteResult("gateway", tables=[table])
+    for path, (samples, rate) in rows.items():
+        p50, p99 = statistics.median(samples), _percentile(samples, 0.99)
+        added50, added99 = p50 - d50, p99 - d99
+        table.rows.append([path, p50, p99, added50, added99, round(rate)])
+        key = path.split(" (")[0] if path.startswith("gateway HTTP") else path
+        result.figures[f"{key} added_p50_ms"] = added50
+        result.figures[f"{key} added_p99_ms"] = added99
+        result.figures[f"{key} calls_per_s"] = rate
+        result.series[path] = {"p50": p50, "p99": p99, "rate": rate}
+        if path.startswith("gateway"):
+            result.goals += [
+                Goal(f"{path}: added p50", f"<= {GOAL_P50_MS} ms", f"{added50:.3f} ms",
+                     added50 <= GOAL_P50_MS),
+                Goal(f"{path}: added p99", f"<= {GOAL_P99_MS} ms", f"{added99:.3f} ms",
+                     added99 <= GOAL_P99_MS),
+                Goal(f"{path}: calls/s c=16", f">= {GOAL_RATE:.0f}", f"{rate:.0f}",
+                     rate >= GOAL_RATE),
+            ]  # fmt: skip
+    result.notes.append(
+        "overhead rows: a gateway whose executor is in-process (settings sandbox_backend="
+        "inprocess), so 'added' is HTTP + the six stages + Redis; the client (httpx or the mcp "
+        "SDK) runs in the bench process on the same 2 cores and is part of the figure"
+    )
+    return result
