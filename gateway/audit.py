@@ -104,6 +104,7 @@ class AuditWriter:
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
 
     def submit(self, record: AuditRecord) -> None:
         if len(self._pending) >= self.max_pending:  # Redis is gone for long: keep the newest
@@ -128,7 +129,7 @@ class AuditWriter:
                 raise
 
     async def _run(self) -> None:
-        while True:
+        while not self._closing:
             await self._wake.wait()
             self._wake.clear()
             try:
@@ -139,9 +140,11 @@ class AuditWriter:
                 self._wake.set()
 
     async def aclose(self) -> None:
+        # A flag, not Task.cancel(): the task may run under a host's cancel scopes (anyio) that
+        # would swallow a foreign cancellation and leave this waiting forever.
+        self._closing = True
+        self._wake.set()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await self._task
         with contextlib.suppress(Exception):
             await self.flush()
