@@ -40,16 +40,18 @@ class LeaseLost(Exception):
 @dataclass
 class RunProgress:
     target: int
+    limit_s: float = float("inf")  # a run also ends after this long, so slow machines finish
     pace_s: float = 0.0  # think time between an agent's transactions (0: saturate)
     owned_batch: int = 8  # commits an owner makes per lease before handing the key on
     commits: int = 0
     conflicts: int = 0  # 409 answers (STATE_CONFLICT, LEASE_HELD, ...)
     retries: int = 0  # transactions redone (after a 409 or a WATCH abort)
     latencies_ms: list[float] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
 
     @property
     def done(self) -> bool:
-        return self.commits >= self.target
+        return self.commits >= self.target or time.perf_counter() - self.started > self.limit_s
 
 
 def plan(workload: str, agent: int) -> tuple[list[str], str]:
@@ -130,6 +132,8 @@ class HttpAgent:
     async def lease(self, key: str, rng: random.Random) -> int:
         backoff_s = 0.004
         while True:
+            if self.run.done:
+                raise LeaseLost("the run is over")
             response = await self._send("POST", "leases", {"keys": [key], "ttl_ms": 5000})
             if response.status_code == 200:
                 token: int = response.json()["leases"][0]["fencing_token"]
@@ -154,8 +158,8 @@ async def run_http_agent(agent: HttpAgent, workload: str, index: int, owned: boo
             await _think(agent.run, rng)
         return
     while not agent.run.done:
-        token = await agent.lease(target, rng)
         try:
+            token = await agent.lease(target, rng)
             for n in range(agent.run.owned_batch):
                 if n:
                     await _think(agent.run, rng)
