@@ -10,6 +10,7 @@ is dead for real even if the runner itself was stopped.
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -19,7 +20,13 @@ from pydantic_core import to_jsonable_python
 
 from protocol.serf import ErrorCode, SerfError
 from protocol.tools import CallUsage, ExitReason
-from sandbox.backend import LaunchedSandbox, SandboxBackend, SandboxSpec, SandboxStartError
+from sandbox.backend import (
+    LaunchedSandbox,
+    SandboxBackend,
+    SandboxError,
+    SandboxSpec,
+    SandboxStartError,
+)
 from sandbox.channel import ChannelClosed, RunnerChannel, accept, listen
 from sandbox.executor import Invocation, Outcome
 from tools.errors import TOOL_EXCEPTION_CODES
@@ -27,6 +34,13 @@ from tools.errors import TOOL_EXCEPTION_CODES
 # How long past a call's wall limit the host waits for the runner's own kill to report.
 RUNNER_GRACE_S = 0.25
 _KILL_REASONS = {ExitReason.TIMEOUT, ExitReason.OOM, ExitReason.KILLED}
+
+
+log = logging.getLogger("conclave.sandbox")
+
+
+class StaleSandboxError(SandboxError):
+    """The sandbox's runner was already gone when a call was handed to it."""
 
 
 @dataclass
@@ -117,9 +131,14 @@ class Sandbox:
         started = time.monotonic()
         reply: dict[str, Any] | None = None
         gone = ""
+        try:
+            await self.channel.send(request)
+        except ChannelClosed as exc:
+            # The runner died while idle: the call never started, another sandbox may run it.
+            await self.close()
+            raise StaleSandboxError(str(exc)) from exc
         with anyio.move_on_after(invocation.limits.timeout_ms / 1000 + RUNNER_GRACE_S):
             try:
-                await self.channel.send(request)
                 reply = await self.channel.receive()
             except ChannelClosed as exc:
                 gone = str(exc)
@@ -185,7 +204,10 @@ class Sandbox:
         with anyio.CancelScope(shield=True):
             if self.channel is not None:
                 await self.channel.aclose()
-            await self.launched.kill()
+            try:
+                await self.launched.kill()
+            except Exception:  # teardown must go on; `conclave sandbox gc` finds what is left
+                log.warning("could not tear down %s", self.launched.description, exc_info=True)
 
 
 def _code(raw: Any, exception_mro: list[str] | None) -> ErrorCode:

@@ -23,7 +23,7 @@ from protocol.serf import ErrorCode, SerfError
 from protocol.tools import CallUsage, ExitReason
 from sandbox.backend import SandboxBackend, SandboxError, SandboxProfile, SandboxSpec
 from sandbox.executor import CallLimits, Invocation, Outcome
-from sandbox.instance import Sandbox
+from sandbox.instance import Sandbox, StaleSandboxError
 
 # A sandbox's memory ceiling: the call's limit rounded up to a tier, plus the runner's own.
 MEMORY_TIERS_MB = (256, 1024, 4096, 16384, 65536)
@@ -80,23 +80,28 @@ class SandboxPool:
         principal = invocation.context.principal
         key = (principal.tenant, principal.agent, profile_for(invocation.limits))
         started = time.monotonic()
-        try:
-            sandbox = await self._checkout(key)
-        except SandboxError as exc:
-            usage = CallUsage(
-                wall_ms=(time.monotonic() - started) * 1000, exit_reason=ExitReason.ERROR
-            )
-            retry = 250 if isinstance(exc, PoolFullError) else 1000
-            error = SerfError.of(ErrorCode.SANDBOX_UNAVAILABLE, str(exc), retry_after_ms=retry)
-            return Outcome(usage=usage, error=error)
-        recycle = True  # if the call is cancelled midway, the sandbox cannot be trusted
-        try:
-            result = await sandbox.call(invocation)
-            recycle = result.recycle or sandbox.calls >= self.recycle_after
-            return result.outcome
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._checkin(key, sandbox, recycle)
+        for attempt in (1, 2):
+            try:
+                sandbox = await self._checkout(key)
+            except SandboxError as exc:
+                usage = CallUsage(
+                    wall_ms=(time.monotonic() - started) * 1000, exit_reason=ExitReason.ERROR
+                )
+                retry = 250 if isinstance(exc, PoolFullError) else 1000
+                error = SerfError.of(ErrorCode.SANDBOX_UNAVAILABLE, str(exc), retry_after_ms=retry)
+                return Outcome(usage=usage, error=error)
+            recycle = True  # if the call is cancelled midway, the sandbox cannot be trusted
+            try:
+                result = await sandbox.call(invocation)
+                recycle = result.recycle or sandbox.calls >= self.recycle_after
+                return result.outcome
+            except StaleSandboxError:
+                if attempt == 2:
+                    raise
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._checkin(key, sandbox, recycle)
+        raise AssertionError("unreachable")
 
     async def prewarm(self, tenant: str, agent: str, limits: CallLimits) -> None:
         """Start a sandbox for this identity and profile now, so its first call is warm."""

@@ -85,6 +85,7 @@ class DockerBackend:
         self.docker_host = docker_host
         self.image = image
         self._client: Any = None
+        self._client_lock = anyio.Lock()
 
     async def _blocking(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """The one seam where the blocking docker SDK runs, and its errors are translated."""
@@ -100,8 +101,9 @@ class DockerBackend:
             ) from exc
 
     async def _docker(self) -> Any:
-        if self._client is None:
-            self._client = await self._blocking(docker.DockerClient, base_url=self.docker_host)
+        async with self._client_lock:  # concurrent first launches share one client
+            if self._client is None:
+                self._client = await self._blocking(docker.DockerClient, base_url=self.docker_host)
         return self._client
 
     async def launch(self, spec: SandboxSpec) -> LaunchedSandbox:
