@@ -24,6 +24,7 @@ log = logging.getLogger("conclave.gateway.audit")
 
 AUDIT_STREAM = "conclave:audit"
 MAX_RECORDS = 100_000
+BATCH_WINDOW_S = 0.005
 Outcome = Literal["ok", "refused", "failed"]
 
 
@@ -40,6 +41,7 @@ class AuditRecord(BaseModel):
     transport: str
     operation: str
     tool: str = ""
+    namespace: str = ""
     outcome: Outcome
     code: str = ""
     stage: str = ""
@@ -131,6 +133,8 @@ class AuditWriter:
     async def _run(self) -> None:
         while not self._closing:
             await self._wake.wait()
+            if not self._closing:  # let a batch gather: one round trip for many records
+                await asyncio.sleep(BATCH_WINDOW_S)
             self._wake.clear()
             try:
                 await self.flush()

@@ -32,6 +32,7 @@ def audit_record(ctx: RequestContext, duration_s: float) -> AuditRecord:
         transport=ctx.transport,
         operation=ctx.operation,
         tool=ctx.tool_name or "",
+        namespace=ctx.namespace or "",
         outcome="ok" if error is None else ("failed" if ctx.executed else "refused"),
         code=error.code.value if error else "",
         stage=ctx.failed_stage or "",

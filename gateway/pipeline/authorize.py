@@ -3,13 +3,17 @@
 Tools: the principal's `tool:<glob>` scopes; a tool outside them is refused as
 TOOL_NOT_ALLOWED whether or not it exists, so the refusal leaks nothing. A permitted name
 the gateway does not serve is TOOL_NOT_FOUND. State: `state:<glob>:read|write` scopes over
-the caller's own tenant's namespaces (a scope never reaches another tenant).
+the caller's own tenant's namespaces (a scope never reaches another tenant): one it may not
+read is NAMESPACE_NOT_FOUND, exactly like a missing one; a write it may only read is
+NAMESPACE_FORBIDDEN.
 """
 
 from __future__ import annotations
 
 from gateway.errors import GatewayError
 from gateway.pipeline.context import RequestContext
+from gateway.state.keys import check_namespace
+from gateway.state.refusals import namespace_not_found
 from protocol.serf import ErrorCode
 from tools.registry import ToolRegistry
 
@@ -36,10 +40,12 @@ class Authorize:
                     f"no tool {ctx.tool_name!r} is served here; GET /v1/tools lists them",
                 )
         if ctx.namespace is not None:
-            access = ctx.access or "read"
-            if not principal.may_access(ctx.namespace, access):
+            namespace = check_namespace(ctx.namespace)
+            if not principal.may_access(namespace, "read"):
+                raise namespace_not_found(namespace)  # the same as a missing one: leaks nothing
+            if ctx.access == "write" and not principal.may_access(namespace, "write"):
                 raise GatewayError.of(
                     ErrorCode.NAMESPACE_FORBIDDEN,
-                    f"agent {principal.tenant}/{principal.agent} has no {access} access to"
-                    f" namespace {ctx.namespace!r} of tenant {principal.tenant!r}",
+                    f"your token may read but not write state namespace {namespace!r}: ask for"
+                    f" scope state:{namespace}:write",
                 )

@@ -50,7 +50,8 @@ class Budget:
 
     async def __call__(self, ctx: RequestContext) -> None:
         p = ctx.require_principal()
-        target = ctx.tool_name or (f"state:{ctx.namespace}" if ctx.namespace else None)
+        # Buckets are per identity x tool (state operations are checked for revocation only).
+        target = ctx.tool_name
         decision = await self.admission.admit(p.tenant, p.agent, ctx.token_issued_at, target)
         if decision.revoked:
             raise GatewayError.of(

@@ -9,15 +9,13 @@ A request that could not be read or parsed is refused here, after we know who se
 
 from __future__ import annotations
 
-import re
-
 from gateway.errors import GatewayError
 from gateway.pipeline.context import RequestContext
+from gateway.state.keys import check_session
 from protocol.budget import DEADLINE_HEADER, SESSION_HEADER
 from protocol.serf import ErrorCode
 from protocol.tools import ToolContext
 
-_SESSION = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 META_DEADLINE_KEYS = ("conclave/deadline_ms", "deadline_ms")
 
 
@@ -51,13 +49,7 @@ class Scope:
         principal = ctx.require_principal()
         if ctx.input_error is not None:
             raise ctx.input_error
-        session = ctx.headers.get(SESSION_HEADER.lower()) or principal.token_id
-        if not _SESSION.match(session):
-            raise GatewayError.of(
-                ErrorCode.INVALID_REQUEST,
-                f"{SESSION_HEADER} must be 1-128 letters, digits or _.:-",
-                param_hints={SESSION_HEADER: "invalid characters or length"},
-            )
+        session = check_session(ctx.headers.get(SESSION_HEADER.lower()) or principal.token_id)
         ctx.tool_context = ToolContext(
             principal=principal,
             session_id=session,

@@ -1,35 +1,39 @@
 """HTTP routes of shared state, `/v1/state/...`: thin handlers over `StateStore`.
 
-Visibility rules, the same for every route: a namespace is addressed within the caller's
-tenant only (another tenant's namespace is simply not there: 404); without read scope on a
-namespace the caller gets the same 404 `NAMESPACE_NOT_FOUND` as for a missing one, so scopes
-do not leak what exists; with read but not write scope, writes (namespace creation, leases,
-commits) are 403 `NAMESPACE_FORBIDDEN`. Bodies: not JSON is 400 `PARSE_ERROR`, wrong shape
-or a bad key is 422 `INVALID_ARGUMENTS`, over `max_body_bytes` (or a value over
-`max_value_bytes`) is 413 `PAYLOAD_TOO_LARGE`. The session is `X-Conclave-Session`, by
-default the token's id.
+Every route runs the gateway's pipeline: authenticate, scope (the session is
+`X-Conclave-Session`, by default the token's id), authorize, budget (the revocation check),
+the store operation as the dispatch stage's action, and account (audit, metrics).
+
+Visibility rules, enforced by the authorize stage, the same for every route: a namespace is
+addressed within the caller's tenant only (another tenant's namespace is simply not there:
+404); without read scope on a namespace the caller gets the same 404 `NAMESPACE_NOT_FOUND` as
+for a missing one, so scopes do not leak what exists; with read but not write scope, writes
+(namespace creation, leases, commits) are 403 `NAMESPACE_FORBIDDEN`. Bodies: not JSON is 400
+`PARSE_ERROR`, wrong shape or a bad key is 422 `INVALID_ARGUMENTS`, over `max_body_bytes` (or
+a value over `max_value_bytes`) is 413 `PAYLOAD_TOO_LARGE`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ValidationError
 
-from gateway.auth import authenticated
+from gateway.body import read_body
 from gateway.errors import GatewayError, validation_hints
+from gateway.pipeline import Pipeline, RequestContext
+from gateway.routes.tools import refusal
 from gateway.settings import Settings
-from gateway.state import Actor, StateStore, check_namespace
-from gateway.state.keys import check_session
-from gateway.state.refusals import namespace_not_found
-from protocol.budget import SESSION_HEADER
-from protocol.identity import Access, Principal
+from gateway.state import Actor, StateStore
+from protocol.identity import Access
 from protocol.serf import ErrorCode
 from protocol.state import CommitRequest, LeaseRequest, NamespaceConfig
 
 router = APIRouter(prefix="/v1/state", tags=["state"])
 Body = TypeVar("Body", bound=BaseModel)
+Operation = Callable[[Actor], Awaitable[Response]]
 
 
 def _store(request: Request) -> StateStore:
@@ -41,31 +45,8 @@ def _store(request: Request) -> StateStore:
     return store
 
 
-def _authorize(principal: Principal, namespace: str, access: Access) -> None:
-    check_namespace(namespace)
-    if not principal.may_access(namespace, "read"):
-        raise namespace_not_found(namespace)
-    if access == "write" and not principal.may_access(namespace, "write"):
-        raise GatewayError.of(
-            ErrorCode.NAMESPACE_FORBIDDEN,
-            f"your token may read but not write state namespace {namespace!r}: ask for "
-            f"scope state:{namespace}:write",
-        )
-
-
-def _actor(request: Request, principal: Principal) -> Actor:
-    session = request.headers.get(SESSION_HEADER) or principal.token_id
-    return Actor(principal.tenant, principal.agent, check_session(session))
-
-
 async def _body(request: Request, model: type[Body], *, empty_ok: bool = False) -> Body:
-    raw = await request.body()
-    limit: int = request.app.state.settings.max_body_bytes
-    if len(raw) > limit:
-        raise GatewayError.of(
-            ErrorCode.PAYLOAD_TOO_LARGE,
-            f"the request body is {len(raw)} bytes; the limit is {limit}",
-        )
+    raw = await read_body(request, request.app.state.settings.max_body_bytes)
     if empty_ok and not raw.strip():
         raw = b"{}"
     try:
@@ -84,6 +65,38 @@ async def _body(request: Request, model: type[Body], *, empty_ok: bool = False) 
         ) from exc
 
 
+async def _through_pipeline(
+    request: Request,
+    name: str,
+    namespace: str,
+    access: Access,
+    operation: Operation | None,
+    input_error: BaseException | None = None,
+) -> Response:
+    async def perform(ctx: RequestContext) -> Response:
+        assert ctx.tool_context is not None and operation is not None  # scope ran; body parsed
+        principal = ctx.tool_context.principal
+        return await operation(
+            Actor(principal.tenant, principal.agent, ctx.tool_context.session_id)
+        )
+
+    ctx = RequestContext(
+        "http",
+        f"state:{name}",
+        request.headers,
+        namespace=namespace,
+        access=access,
+        action=perform,
+        input_error=input_error,
+    )
+    pipeline: Pipeline = request.app.state.pipeline
+    await pipeline.run(ctx)
+    if ctx.error is not None:
+        return refusal(ctx.error)
+    response: Response = ctx.result
+    return response
+
+
 def _json(model: BaseModel, status_code: int = 200) -> Response:
     return Response(model.model_dump_json(), status_code, media_type="application/json")
 
@@ -95,24 +108,27 @@ class NamespaceView(BaseModel):
 
 
 @router.put("/{namespace}")
-async def put_namespace(
-    namespace: str, request: Request, principal: Principal = Depends(authenticated)
-) -> Response:
-    _authorize(principal, namespace, "write")
-    config = await _body(request, NamespaceConfig, empty_ok=True)
-    created = await _store(request).create_namespace(principal.tenant, namespace, config)
-    return _json(
-        NamespaceView(namespace=namespace, config=config, created=created), 201 if created else 200
-    )
+async def put_namespace(namespace: str, request: Request) -> Response:
+    try:
+        config = await _body(request, NamespaceConfig, empty_ok=True)
+    except GatewayError as exc:
+        return await _through_pipeline(request, "create", namespace, "write", None, exc)
+
+    async def create(actor: Actor) -> Response:
+        created = await _store(request).create_namespace(actor.tenant, namespace, config)
+        view = NamespaceView(namespace=namespace, config=config, created=created)
+        return _json(view, 201 if created else 200)
+
+    return await _through_pipeline(request, "create", namespace, "write", create)
 
 
 @router.get("/{namespace}")
-async def get_namespace(
-    namespace: str, request: Request, principal: Principal = Depends(authenticated)
-) -> Response:
-    _authorize(principal, namespace, "read")
-    config = await _store(request).namespace(principal.tenant, namespace)
-    return _json(NamespaceView(namespace=namespace, config=config))
+async def get_namespace(namespace: str, request: Request) -> Response:
+    async def describe(actor: Actor) -> Response:
+        config = await _store(request).namespace(actor.tenant, namespace)
+        return _json(NamespaceView(namespace=namespace, config=config))
+
+    return await _through_pipeline(request, "namespace", namespace, "read", describe)
 
 
 class HistoryPage(BaseModel):
@@ -126,51 +142,56 @@ async def get_history(
     request: Request,
     after: str | None = Query(default=None, pattern=r"^\d+-\d+$"),
     limit: int = Query(default=100, ge=1, le=1000),
-    principal: Principal = Depends(authenticated),
 ) -> Response:
-    _authorize(principal, namespace, "read")
-    entries = await _store(request).history(principal.tenant, namespace, after=after, limit=limit)
-    page = HistoryPage(
-        entries=[e.model_dump(mode="json") for e in entries],
-        next_after=entries[-1].commit_id if entries else after,
-    )
-    return _json(page)
+    async def history(actor: Actor) -> Response:
+        entries = await _store(request).history(actor.tenant, namespace, after=after, limit=limit)
+        page = HistoryPage(
+            entries=[e.model_dump(mode="json") for e in entries],
+            next_after=entries[-1].commit_id if entries else after,
+        )
+        return _json(page)
+
+    return await _through_pipeline(request, "history", namespace, "read", history)
 
 
 @router.get("/{namespace}/{key:path}")
-async def get_key(
-    namespace: str, key: str, request: Request, principal: Principal = Depends(authenticated)
-) -> Response:
-    _authorize(principal, namespace, "read")
-    result = await _store(request).read(_actor(request, principal), namespace, key)
-    return _json(result)
+async def get_key(namespace: str, key: str, request: Request) -> Response:
+    async def read(actor: Actor) -> Response:
+        return _json(await _store(request).read(actor, namespace, key))
+
+    return await _through_pipeline(request, "read", namespace, "read", read)
 
 
 @router.post("/{namespace}/leases")
-async def post_leases(
-    namespace: str, request: Request, principal: Principal = Depends(authenticated)
-) -> Response:
-    _authorize(principal, namespace, "write")
-    body = await _body(request, LeaseRequest)
-    actor = _actor(request, principal)
-    grants = await _store(request).acquire(actor, namespace, body.keys, body.ttl_ms)
-    return _json(grants)
+async def post_leases(namespace: str, request: Request) -> Response:
+    try:
+        body = await _body(request, LeaseRequest)
+    except GatewayError as exc:
+        return await _through_pipeline(request, "lease", namespace, "write", None, exc)
+
+    async def acquire(actor: Actor) -> Response:
+        return _json(await _store(request).acquire(actor, namespace, body.keys, body.ttl_ms))
+
+    return await _through_pipeline(request, "lease", namespace, "write", acquire)
 
 
 @router.delete("/{namespace}/leases/{key:path}", status_code=204)
-async def delete_lease(
-    namespace: str, key: str, request: Request, principal: Principal = Depends(authenticated)
-) -> Response:
-    _authorize(principal, namespace, "write")
-    await _store(request).release(_actor(request, principal), namespace, key)
-    return Response(status_code=204)
+async def delete_lease(namespace: str, key: str, request: Request) -> Response:
+    async def release(actor: Actor) -> Response:
+        await _store(request).release(actor, namespace, key)
+        return Response(status_code=204)
+
+    return await _through_pipeline(request, "release", namespace, "write", release)
 
 
 @router.post("/{namespace}/commit")
-async def post_commit(
-    namespace: str, request: Request, principal: Principal = Depends(authenticated)
-) -> Response:
-    _authorize(principal, namespace, "write")
-    body = await _body(request, CommitRequest)
-    result = await _store(request).commit(_actor(request, principal), namespace, body)
-    return _json(result)
+async def post_commit(namespace: str, request: Request) -> Response:
+    try:
+        body = await _body(request, CommitRequest)
+    except GatewayError as exc:
+        return await _through_pipeline(request, "commit", namespace, "write", None, exc)
+
+    async def commit(actor: Actor) -> Response:
+        return _json(await _store(request).commit(actor, namespace, body))
+
+    return await _through_pipeline(request, "commit", namespace, "write", commit)

@@ -216,3 +216,28 @@ async def test_the_context_reaches_the_tool_and_the_body_cannot_override_it(
         "/v1/tools/echo/call", json={"arguments": {"message": "hi"}}, headers=headers
     )
     assert response.status_code == 200 and response.json()["trace_id"] == trace
+
+
+async def test_another_tenants_namespace_is_not_there(
+    http: httpx.AsyncClient, stack: EmbeddedStack
+) -> None:
+    ns = f"notes{uuid.uuid4().hex[:6]}"
+    owner = _bearer(stack.token("acme", _agent(), [f"state:{ns}:write"]))
+    assert (await http.put(f"/v1/state/{ns}", json={}, headers=owner)).status_code == 201
+    commit = {"writes": [{"key": "plan", "value": {"step": 1}}]}
+    committed = await http.post(f"/v1/state/{ns}/commit", json=commit, headers=owner)
+    assert committed.status_code == 200, committed.text
+    assert (await http.get(f"/v1/state/{ns}/plan", headers=owner)).json()["value"] == {"step": 1}
+
+    intruder = _bearer(stack.token("evil", _agent(), [f"state:{ns}:write"]))
+    response = await http.get(f"/v1/state/{ns}/plan", headers=intruder)
+    await _refused(http, stack, response, "NAMESPACE_NOT_FOUND", 404)
+    response = await http.post(f"/v1/state/{ns}/commit", json=commit, headers=intruder)
+    await _refused(http, stack, response, "NAMESPACE_NOT_FOUND", 404)
+    unscoped = _bearer(stack.token("acme", _agent(), ["tool:*"]))
+    response = await http.get(f"/v1/state/{ns}/plan", headers=unscoped)
+    await _refused(http, stack, response, "NAMESPACE_NOT_FOUND", 404)
+    reader = _bearer(stack.token("acme", _agent(), [f"state:{ns}:read"]))
+    response = await http.post(f"/v1/state/{ns}/commit", json=commit, headers=reader)
+    await _refused(http, stack, response, "NAMESPACE_FORBIDDEN", 403)
+    assert (await http.get(f"/v1/state/{ns}/plan", headers=owner)).json()["value"] == {"step": 1}

@@ -30,15 +30,8 @@ pytestmark = pytest.mark.anyio
 Producer = Callable[[Settings, Redis, httpx.AsyncClient], Awaitable[SerfError]]
 PRODUCERS: dict[ErrorCode, Producer] = {}
 
-_GATEWAY = "the gateway pipeline (issue 4)"
 _STATE = "the state store (issue 3)"
 PENDING: dict[ErrorCode, str] = {
-    ErrorCode.AUTH_REVOKED: _GATEWAY,
-    ErrorCode.TOOL_NOT_ALLOWED: _GATEWAY,
-    ErrorCode.ADMIN_REQUIRED: _GATEWAY,
-    ErrorCode.PAYLOAD_TOO_LARGE: _GATEWAY,
-    ErrorCode.TOOL_NOT_FOUND: _GATEWAY,
-    ErrorCode.LIMIT_ABOVE_INTENT: _GATEWAY,
     ErrorCode.NAMESPACE_FORBIDDEN: _STATE,
     ErrorCode.NAMESPACE_NOT_FOUND: _STATE,
     ErrorCode.LEASE_HELD: _STATE,
@@ -210,6 +203,55 @@ PRODUCERS[ErrorCode.SANDBOX_OUTPUT_LIMIT] = _sandboxed(
     "big_output", {"size": 10_000}, max_output_bytes=1000
 )
 PRODUCERS[ErrorCode.SANDBOX_KILLED] = _sandboxed("kill_runner", {})
+
+
+async def _gateway_refusal(
+    client: httpx.AsyncClient, method: str, url: str, **kw: object
+) -> SerfError:
+    response = await client.request(method, url, **kw)  # type: ignore[arg-type]
+    return SerfError.model_validate(response.json())
+
+
+def _call(token: str, tool: str, **body: object) -> tuple[str, str, dict[str, object]]:
+    return "POST", f"/v1/tools/{tool}/call", {"json": body, "headers": _bearer(token)}
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@produces(ErrorCode.AUTH_REVOKED)
+async def _revoked(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
+    admin = {"X-Conclave-Admin-Key": settings.admin_key.get_secret_value()}
+    issued = await client.post("/v1/agents", json={"tenant": "t", "agent": "gone"}, headers=admin)
+    await client.delete("/v1/agents/t/gone", headers=admin)
+    return await _gateway_refusal(
+        client, "GET", "/v1/tools", headers=_bearer(issued.json()["token"])
+    )
+
+
+@produces(ErrorCode.ADMIN_REQUIRED)
+async def _not_admin(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
+    return await _gateway_refusal(client, "GET", "/v1/agents")
+
+
+def _gateway_call(scopes: list[str], tool: str, **body: object) -> Producer:
+    async def produce(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
+        token = issue_token(settings, tenant="t", agent="caller", scopes=scopes)
+        method, url, kw = _call(token, tool, **body)
+        return await _gateway_refusal(client, method, url, **kw)
+
+    return produce
+
+
+PRODUCERS[ErrorCode.TOOL_NOT_ALLOWED] = _gateway_call(["tool:echo"], "run_shell")
+PRODUCERS[ErrorCode.TOOL_NOT_FOUND] = _gateway_call(["tool:*"], "no_such_tool")
+PRODUCERS[ErrorCode.LIMIT_ABOVE_INTENT] = _gateway_call(
+    ["tool:*"], "echo", arguments={"message": "x"}, limits={"memory_mb": 100_000}
+)
+PRODUCERS[ErrorCode.PAYLOAD_TOO_LARGE] = _gateway_call(
+    ["tool:*"], "echo", arguments={"message": "x" * 2_000_000}
+)
 
 
 @produces(ErrorCode.INTERNAL)

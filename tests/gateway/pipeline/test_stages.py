@@ -110,7 +110,7 @@ async def test_scope_defaults_and_refusals() -> None:
     bad = _ctx({"x-conclave-deadline": "soon"}, principal=_principal())
     assert await _refusal(Scope(), bad) is ErrorCode.INVALID_REQUEST
     bad_session = _ctx({"x-conclave-session": "a b"}, principal=_principal())
-    assert await _refusal(Scope(), bad_session) is ErrorCode.INVALID_REQUEST
+    assert await _refusal(Scope(), bad_session) is ErrorCode.INVALID_ARGUMENTS
 
 
 # authorize ----------------------------------------------------------------------------
@@ -131,6 +131,8 @@ async def test_authorize_applies_tool_globs_and_namespaces() -> None:
     await stage(_ctx(principal=reader, namespace="notes", access="read"))
     write = _ctx(principal=reader, namespace="notes", access="write")
     assert await _refusal(stage, write) is ErrorCode.NAMESPACE_FORBIDDEN
+    unseen = _ctx(principal=reader, namespace="secrets", access="read")
+    assert await _refusal(stage, unseen) is ErrorCode.NAMESPACE_NOT_FOUND  # like a missing one
 
 
 # budget -------------------------------------------------------------------------------
