@@ -2,8 +2,8 @@
 
 from agents.agent import Agent, AgentBudget
 from agents.client import GatewayClient, budget_headers, retry_transient
-from agents.errors import AgentError, BudgetSpent, GatewayCallError, RecoveryFailed, StateConflict
-from agents.loop import AgentRun, CallRecord, LoopBudget, run_loop, tool_definitions
+from agents.errors import AgentError, GatewayCallError, RecoveryFailed, StateConflict
+from agents.loop import AgentRun, CallRecord, LocalTool, LoopBudget, run_loop, tool_definitions
 from agents.models import (
     ChatModel,
     ChatReply,
@@ -14,19 +14,20 @@ from agents.models import (
     ToolCall,
 )
 from agents.recovery import RecoveryHooks, RecoveryPolicy, RecoveryStep
+from agents.shared_state import SharedState, TransactionResult
 
 __all__ = [
     "Agent",
     "AgentBudget",
     "AgentError",
     "AgentRun",
-    "BudgetSpent",
     "CallRecord",
     "ChatModel",
     "ChatReply",
     "GatewayCallError",
     "GatewayClient",
     "LocalModel",
+    "LocalTool",
     "LoopBudget",
     "OpenAICompatible",
     "RecoveryFailed",
@@ -35,8 +36,10 @@ __all__ = [
     "RecoveryStep",
     "ScriptedCall",
     "ScriptedModel",
+    "SharedState",
     "StateConflict",
     "ToolCall",
+    "TransactionResult",
     "budget_headers",
     "retry_transient",
     "run_loop",

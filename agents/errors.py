@@ -38,10 +38,6 @@ class StateConflict(GatewayCallError):
     """A commit, lease or write lost to another agent (409): reread, reacquire, retry."""
 
 
-class BudgetSpent(AgentError):
-    """The agent's own budget (turns or deadline) ended before it answered."""
-
-
 def error_from_response(response: httpx.Response) -> GatewayCallError:
     """Read the SERF envelope the gateway answered with; a non-SERF body becomes one too."""
     try:

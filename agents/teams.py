@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -148,7 +147,3 @@ def decentralized(peers: list[Agent], namespace: str) -> Team:
         graph.add_edge(START, peer.name)
         graph.add_edge(peer.name, END)
     return Team("decentralized", peers, graph.compile(), namespace)
-
-
-def describe(team: Team) -> str:
-    return json.dumps({"topology": team.topology, "agents": [a.name for a in team.agents]})
