@@ -20,12 +20,15 @@ import importlib.util
 import statistics
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from agents.client import GatewayClient
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
+
+if TYPE_CHECKING:
+    from conclave.bench.agentdojo_tasks import SuiteScore
 from conclave.stack import EmbeddedStack
 from sandbox.detect import bwrap_status
 
@@ -53,6 +56,36 @@ def _with_admin(stack: EmbeddedStack, work: Callable[[GatewayClient], Awaitable[
     return anyio.run(main)
 
 
+def agentdojo_table(scores: list[SuiteScore]) -> Table:
+    table = Table(
+        "AgentDojo v1.2.2 (oracle agent through the gateway)",
+        [
+            "suite",
+            "tasks",
+            "utility",
+            "ground truth",
+            "calls",
+            "first call ms",
+            "overhead p50 ms",
+            "p95 ms",
+        ],
+    )
+    for score in scores:
+        table.rows.append(
+            [
+                score.suite,
+                score.tasks,
+                score.utility,
+                score.reference,
+                score.calls,
+                score.cold_start_ms or 0.0,
+                score.median_overhead_ms(),
+                _p95(score.overhead_ms),
+            ]
+        )
+    return table
+
+
 def _agentdojo(ctx: BenchContext, result: SuiteResult) -> None:
     from conclave.bench.agentdojo_tasks import run_agentdojo, task_count
 
@@ -75,32 +108,9 @@ def _agentdojo(ctx: BenchContext, result: SuiteResult) -> None:
             ),
         )
     ctx.progress.remove_task(progress)
-    table = Table(
-        "AgentDojo v1.2.2 (oracle agent through the gateway)",
-        [
-            "suite",
-            "tasks",
-            "utility",
-            "ground truth",
-            "calls",
-            "first call ms",
-            "overhead p50 ms",
-            "p95 ms",
-        ],
-    )
+    table = agentdojo_table(scores)
     overheads: list[float] = []
     for score in scores:
-        table.rows.append(
-            [
-                score.suite,
-                score.tasks,
-                score.utility,
-                score.reference,
-                score.calls,
-                score.median_overhead_ms(),
-                _p95(score.overhead_ms),
-            ]
-        )
         overheads += score.overhead_ms
         result.series.setdefault("latency_ms", {})[f"agentdojo {score.suite}"] = score.overhead_ms
     utility = sum(s.utility for s in scores)

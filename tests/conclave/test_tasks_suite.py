@@ -10,9 +10,10 @@ import pytest
 from redis.asyncio import Redis
 
 from agents import GatewayClient, ScriptedModel
-from conclave.bench.agentdojo_tasks import run_agentdojo
+from conclave.bench.agentdojo_tasks import SuiteScore, run_agentdojo
 from conclave.bench.humaneval_tasks import run_humaneval
 from conclave.bench.ledger_task import run_ledger
+from conclave.bench.tasks import agentdojo_table
 from gateway.app import create_app
 from gateway.settings import Settings
 
@@ -59,3 +60,12 @@ async def test_a_contended_ledger_ends_correct_and_serializable(admin: GatewayCl
     assert (score.final_total, score.final_count) == (score.expected_total, 12)
     assert score.anomalies == [] and score.commits_checked == 12
     assert score.conflicts > 0  # three clerks on two keys do collide; none of it was lost
+
+
+def test_the_agentdojo_table_has_one_cell_per_column() -> None:
+    score = SuiteScore("banking", tasks=2, utility=2, reference=2, calls=3, cold_start_ms=900.0)
+    score.tool_call_ms, score.tool_own_ms, score.store_ms = [12.0, 14.0], [2.0, 2.0], [3.0, 5.0]
+    table = agentdojo_table([score])
+    assert len(table.rows[0]) == len(table.columns)
+    row = dict(zip(table.columns, table.rows[0], strict=True))
+    assert (row["first call ms"], row["overhead p50 ms"]) == (900.0, 15.0)
