@@ -66,6 +66,7 @@ class Sandbox:
         self.last_used = self.created
         self.closed = False
         self._ids = itertools.count(1)
+        self._oom_kills_seen = 0
 
     @property
     def label(self) -> str:
@@ -167,9 +168,10 @@ class Sandbox:
         measured = reply.get("usage") or {}
         reason = ExitReason(reply.get("exit_reason", "error"))
         raw_error = reply.get("error")
-        unexplained_kill = raw_error is not None and raw_error.get("code") == "SANDBOX_KILLED"
-        # A SIGKILL the runner did not send: the kernel's OOM killer at the profile ceiling.
-        if unexplained_kill and await self.launched.oom_kills() > 0:
+        if raw_error is not None and await self._oom_killed_since_last_look():
+            # The kernel's OOM killer struck at the sandbox's ceiling (several processes of
+            # the call together, each under its own limit): whatever the tool then reported,
+            # the cause is memory.
             reason = ExitReason.OOM
             raw_error = {
                 "code": "SANDBOX_OOM",
@@ -177,7 +179,10 @@ class Sandbox:
                     f"the call was OOM-killed at the sandbox's {self.spec.profile.memory_mb}"
                     " MB ceiling; ask for less work per call, or a larger memory_mb"
                 ),
-                "details": {"peak_rss_kb": measured.get("peak_rss_kb", 0)},
+                "details": {
+                    "peak_rss_kb": measured.get("peak_rss_kb", 0),
+                    "ceiling_mb": self.spec.profile.memory_mb,
+                },
             }
         usage = CallUsage(
             wall_ms=float(measured.get("wall_ms", wall_ms)),
@@ -196,6 +201,11 @@ class Sandbox:
             details=raw_error.get("details") or None,
         )
         return CallResult(Outcome(usage=usage, error=error), recycle)
+
+    async def _oom_killed_since_last_look(self) -> bool:
+        kills = await self.launched.oom_kills()
+        seen, self._oom_kills_seen = self._oom_kills_seen, kills
+        return kills > seen
 
     async def close(self) -> None:
         if self.closed:

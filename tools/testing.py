@@ -49,6 +49,26 @@ def allocate(megabytes: int) -> int:
 
 
 @tool(intent=_BIG)
+def allocate_in_children(processes: int, megabytes: int) -> int:
+    """Fork children that each allocate this much: together past the sandbox's ceiling."""
+    children = []
+    for _ in range(processes):
+        pid = os.fork()
+        if pid == 0:
+            block = bytearray(megabytes * 1024 * 1024)
+            for offset in range(0, len(block), 4096):
+                block[offset] = 1
+            time.sleep(3600)
+            os._exit(0)
+        children.append(pid)
+    for pid in children:
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status):
+            raise RuntimeError(f"child {pid} was killed by signal {os.WTERMSIG(status)}")
+    return processes
+
+
+@tool(intent=_BIG)
 def spin(seconds: float = 3600.0) -> int:
     """Burn CPU for this long (default: practically forever)."""
     end, turns = time.monotonic() + seconds, 0

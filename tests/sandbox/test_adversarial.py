@@ -71,6 +71,18 @@ async def test_fork_bomb_is_contained_and_others_keep_working(
     await _assert_nothing_left(backend, pool, _sandbox_ids(before, bombed, again))
 
 
+async def test_memory_past_the_sandbox_ceiling_is_oom(backend: str, make_pool: PoolFactory) -> None:
+    pool = make_pool(backend)
+    # Each child stays under the call's 256 MB; together they pass the 448 MB ceiling.
+    hog = invocation("allocate_in_children", {"processes": 4, "megabytes": 200}, memory_mb=256)
+    outcome = await pool.execute(hog)
+    assert outcome.error is not None and outcome.error.code == ErrorCode.SANDBOX_OOM
+    assert outcome.error.details["ceiling_mb"] == 448 and "memory_mb" in outcome.error.message
+    after = await _echo(pool, agent="alice")
+    assert after.ok and after.usage.sandbox != outcome.usage.sandbox  # recycled
+    await _assert_nothing_left(backend, pool, _sandbox_ids(outcome, after))
+
+
 async def test_writes_outside_the_workspace_fail_and_the_host_is_untouched(
     backend: str, make_pool: PoolFactory, tmp_path: Path
 ) -> None:
