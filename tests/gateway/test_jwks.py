@@ -1,0 +1,111 @@
+"""RS256 tokens from an external identity provider, checked against its JWKS over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
+
+from gateway.auth import issue_token
+from gateway.errors import GatewayError
+from gateway.jwks import JwksVerifier
+from gateway.pipeline import Authenticate, RequestContext
+from gateway.settings import Settings
+from protocol import ErrorCode
+
+pytestmark = pytest.mark.anyio
+
+KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+OTHER_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+@pytest.fixture(scope="module")
+def jwks_url() -> Iterator[str]:
+    jwk = json.loads(RSAAlgorithm.to_jwk(KEY.public_key()))
+    body = json.dumps({"keys": [{**jwk, "kid": "idp-1", "alg": "RS256", "use": "sig"}]}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/.well-known/jwks.json"
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+
+
+def _idp_token(key: Any = KEY, kid: str = "idp-1", ttl: int = 300, **extra: Any) -> str:
+    now = int(time.time())
+    claims = {
+        "sub": "planner",
+        "tenant": "acme",
+        "scopes": ["tool:echo"],
+        "iat": now,
+        "exp": now + ttl,
+        "jti": uuid.uuid4().hex,
+        "iss": "https://idp.example",
+        **extra,
+    }
+    return jwt.encode(claims, key, algorithm="RS256", headers={"kid": kid})
+
+
+async def _authenticate(settings: Settings, token: str) -> RequestContext:
+    stage = Authenticate(settings, JwksVerifier(settings.jwks_url or ""))
+    ctx = RequestContext("http", "test", {"authorization": f"Bearer {token}"})
+    await stage(ctx)
+    return ctx
+
+
+async def _code(settings: Settings, token: str) -> ErrorCode:
+    with pytest.raises(GatewayError) as info:
+        await _authenticate(settings, token)
+    return info.value.error.code
+
+
+async def test_a_provider_token_becomes_the_principal(jwks_url: str) -> None:
+    settings = Settings(redis_url="unix:///unused", jwks_url=jwks_url)
+    ctx = await _authenticate(settings, _idp_token())
+    assert ctx.principal is not None
+    assert (ctx.principal.tenant, ctx.principal.agent, ctx.principal.scopes) == (
+        "acme",
+        "planner",
+        ("tool:echo",),
+    )
+    own = issue_token(settings, tenant="acme", agent="local")  # HS256 tokens still work
+    assert (await _authenticate(settings, own)).principal is not None
+
+
+async def test_forged_unknown_and_expired_provider_tokens_are_refused(jwks_url: str) -> None:
+    settings = Settings(redis_url="unix:///unused", jwks_url=jwks_url)
+    assert await _code(settings, _idp_token(key=OTHER_KEY)) is ErrorCode.AUTH_INVALID
+    assert await _code(settings, _idp_token(kid="someone-else")) is ErrorCode.AUTH_INVALID
+    assert await _code(settings, _idp_token(ttl=-60)) is ErrorCode.AUTH_EXPIRED
+    assert await _code(settings, _idp_token(scopes=["root"])) is ErrorCode.AUTH_INVALID
+
+
+async def test_an_unreachable_key_set_is_a_transient_failure() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = Settings(redis_url="unix:///unused", jwks_url=f"http://127.0.0.1:{port}/jwks")
+    assert await _code(settings, _idp_token()) is ErrorCode.UPSTREAM_UNAVAILABLE
