@@ -72,11 +72,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sandbox_name = settings.sandbox_backend
     app.state.metrics = GatewayMetrics()
     install_error_handlers(app)
+    # Hot routes first: routes are matched in order.
+    app.include_router(tools.router)
+    app.include_router(mcp.router)
     app.include_router(health.router)
     app.include_router(state_routes.router)
     app.include_router(agents.router)
-    app.include_router(tools.router)
-    app.include_router(mcp.router)
     app.include_router(audit.router)
     app.include_router(metrics.router)
     return app

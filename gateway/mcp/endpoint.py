@@ -102,8 +102,8 @@ def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> R
     return ctx
 
 
-@router.post("/mcp")
 async def mcp_post(request: Request) -> Response:
+    """`POST /mcp`: one JSON-RPC message in, its answer (or 202 for a notification) out."""
     pipeline: Pipeline = request.app.state.pipeline
     registry: ToolRegistry = request.app.state.registry
     body = b""
@@ -135,8 +135,11 @@ async def mcp_post(request: Request) -> Response:
     return JSONResponse(rpc_result(message.id, ctx.result))
 
 
-@router.get("/mcp")
-@router.delete("/mcp")
-async def mcp_no_stream() -> Response:
+async def mcp_no_stream(request: Request) -> Response:
     # No server-initiated stream and no sessions to end: the spec's answer is 405.
     return Response(status_code=405, headers={"Allow": "POST"})
+
+
+# Plain Starlette routes: no dependency solving on the hot path (see routes/tools.py).
+router.add_route("/mcp", mcp_post, methods=["POST"])
+router.add_route("/mcp", mcp_no_stream, methods=["GET", "DELETE"])
