@@ -13,7 +13,8 @@ from __future__ import annotations
 import statistics
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
@@ -28,7 +29,7 @@ from sandbox.executor import CallLimits, Invocation
 from sandbox.inprocess import InProcessExecutor
 from tools.registry import default_registry
 
-Call = Callable[[], Awaitable[Any]]
+Call = Callable[[], Coroutine[Any, Any, None]]
 GOAL_P50_MS, GOAL_P99_MS, GOAL_RATE = 1.5, 5.0, 1500.0
 
 
@@ -49,12 +50,16 @@ async def _latencies(call: Call, count: int) -> list[float]:
 
 
 async def _throughput(make_call: Callable[[int], Call], workers: int, seconds: float) -> float:
+    calls = [make_call(index) for index in range(workers)]
+    async with anyio.create_task_group() as warm:  # one call each first: sandboxes start warm
+        for call in calls:
+            warm.start_soon(call)
     done = 0
     stop = time.perf_counter() + seconds
 
     async def worker(index: int) -> None:
         nonlocal done
-        call = make_call(index)
+        call = calls[index]
         while time.perf_counter() < stop:
             await call()
             done += 1
@@ -86,11 +91,12 @@ def _expect(response: httpx.Response) -> None:
 
 
 class _Target:
-    """One gateway, with a token per worker so no two workers share a rate-limit bucket."""
+    """One gateway, with a token and a client per worker: no two workers share a rate-limit
+    bucket, and no worker waits on another's connection pool (httpx's pool serializes)."""
 
-    def __init__(self, stack: EmbeddedStack, http: httpx.AsyncClient) -> None:
+    def __init__(self, stack: EmbeddedStack, clients: list[httpx.AsyncClient]) -> None:
         self.stack = stack
-        self.http = http
+        self.clients = clients
         self.tokens = [
             stack.token("bench", f"w{i}-{uuid.uuid4().hex[:6]}", ["tool:echo"]) for i in range(17)
         ]
@@ -100,8 +106,10 @@ class _Target:
         url = f"{self.stack.url}/v1/tools/echo/call"
         body = {"arguments": {"message": "ping"}}
 
+        http = self.clients[index]
+
         async def call() -> None:
-            _expect(await self.http.post(url, json=body, headers=headers))
+            _expect(await http.post(url, json=body, headers=headers))
 
         return call
 
@@ -118,8 +126,10 @@ class _Target:
             "params": {"name": "echo", "arguments": {"message": "ping"}},
         }
 
+        http = self.clients[index]
+
         async def call() -> None:
-            response = await self.http.post(url, json=body, headers=headers)
+            response = await http.post(url, json=body, headers=headers)
             _expect(response)
             if response.json()["result"].get("isError"):
                 raise RuntimeError(f"the gateway refused a bench call: {response.text}")
@@ -128,8 +138,6 @@ class _Target:
 
 
 async def _official_client_rows(target: _Target, count: int, seconds: float) -> list[list[Any]]:
-    from contextlib import AsyncExitStack
-
     from mcp.client.client import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
@@ -173,9 +181,11 @@ async def _measure(ctx: BenchContext, overhead_stack: EmbeddedStack) -> dict[str
         await _latencies(direct, count),
         await _throughput(lambda _: direct, 16, seconds),
     )
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-    async with httpx.AsyncClient(limits=limits, timeout=30) as http:
-        target = _Target(overhead_stack, http)
+    async with AsyncExitStack() as exits:
+        clients = [
+            await exits.enter_async_context(httpx.AsyncClient(timeout=30)) for _ in range(17)
+        ]
+        target = _Target(overhead_stack, clients)
         rows["gateway HTTP /v1/tools"] = (
             await _latencies(target.rest(16), count),
             await _throughput(target.rest, 16, seconds),
@@ -186,7 +196,7 @@ async def _measure(ctx: BenchContext, overhead_stack: EmbeddedStack) -> dict[str
         )
         samples, rate = await _official_client_rows(target, count, seconds)
         rows["gateway /mcp (official mcp client)"] = (samples, rate)
-        sandboxed = _Target(ctx.stack, http)
+        sandboxed = _Target(ctx.stack, clients)
         name = ctx.stack.backend.name if ctx.stack.backend else "?"
         rows[f"stack gateway HTTP, {name} executor"] = (
             await _latencies(sandboxed.rest(16), max(50, count // 4)),
