@@ -18,7 +18,7 @@ from gateway.json_logs import install_json_logging
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline import build_pipeline
 from gateway.redis_client import connect_redis
-from gateway.routes import agents, audit, health, metrics, tools
+from gateway.routes import agents, audit, health, latency, metrics, tools
 from gateway.routes import state as state_routes
 from gateway.settings import Settings
 from tools.registry import default_registry
@@ -75,6 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Hot routes first: routes are matched in order.
     app.include_router(tools.router)
     app.include_router(mcp.router)
+    app.include_router(latency.router)
     app.include_router(health.router)
     app.include_router(state_routes.router)
     app.include_router(agents.router)

@@ -8,6 +8,7 @@ from protocol.budget import (
     SESSION_HEADER,
     Budget,
     BudgetGrant,
+    ToolLatency,
 )
 from protocol.identity import Principal, TokenClaims, validate_scope
 from protocol.jsonrpc import (
@@ -96,6 +97,7 @@ __all__ = [
     "ToolCallRequest",
     "ToolCallResult",
     "ToolContext",
+    "ToolLatency",
     "ToolSpec",
     "Write",
     "validate_scope",

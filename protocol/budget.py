@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 DEADLINE_HEADER = "X-Conclave-Deadline"
@@ -27,3 +29,20 @@ class BudgetGrant(BaseModel):
 
     granted_ms: int = Field(ge=0)
     remaining_ms: int | None = Field(default=None, description="deadline minus now, after the call")
+
+
+class ToolLatency(BaseModel):
+    """`GET /v1/tools/{name}/latency`: what the gateway's window says about a tool's duration."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool: str
+    p50_ms: float
+    p95_ms: float
+    samples: int = Field(ge=0)
+    censored: int = Field(ge=0, description="samples of calls killed at their limit")
+    source: Literal["observed", "declared"] = Field(
+        description="declared: too few samples yet, the tool's declared timeout stands in"
+    )
+    window_s: float
+    breaker: Literal["closed", "open", "half_open"] = "closed"

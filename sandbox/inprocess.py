@@ -50,6 +50,7 @@ class InProcessExecutor:
                 began,
                 ErrorCode.TOOL_FAILED,
                 f"{invocation.tool} raised {type(exc).__name__}: {exc}",
+                details={"type": type(exc).__name__},  # as the runner reports it
             )
         return Outcome(usage=self._usage(began, cpu[0]), result=result)
 
@@ -79,8 +80,9 @@ class InProcessExecutor:
         message: str,
         reason: ExitReason = ExitReason.ERROR,
         hints: dict[str, str] | None = None,
+        details: dict[str, str] | None = None,
     ) -> Outcome:
-        error = SerfError.of(code, message, param_hints=hints)
+        error = SerfError.of(code, message, param_hints=hints, details=details)
         return Outcome(usage=self._usage(began, 0.0, reason), error=error)
 
     async def aclose(self) -> None:

@@ -1,7 +1,10 @@
 """Time budgets (ATBA): per-tool latency windows, the allocation, and circuit breakers."""
 
 from gateway.budgets.allocation import Allocation, allocate_budget, planned_chain
+from gateway.budgets.allocator import AtbaAllocator
 from gateway.budgets.breaker import BreakerState, CircuitBreaker, counts_against_tool
+from gateway.budgets.compose import TimeBudgets, build_time_budgets
+from gateway.budgets.guard import GuardedExecutor, refine_tool_error
 from gateway.budgets.latency import (
     LatencyEstimate,
     LatencySample,
@@ -11,13 +14,18 @@ from gateway.budgets.latency import (
 
 __all__ = [
     "Allocation",
+    "AtbaAllocator",
     "BreakerState",
     "CircuitBreaker",
+    "GuardedExecutor",
     "LatencyEstimate",
     "LatencySample",
     "LatencyWindow",
+    "TimeBudgets",
     "allocate_budget",
+    "build_time_budgets",
     "censored_quantile",
     "counts_against_tool",
     "planned_chain",
+    "refine_tool_error",
 ]

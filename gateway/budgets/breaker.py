@@ -54,9 +54,7 @@ return 'closed'
 
 BreakerStateName = Literal["closed", "open", "half_open"]
 
-_TOOL_FAULTS = frozenset(
-    {ErrorCode.TOOL_FAILED, ErrorCode.UPSTREAM_UNAVAILABLE, ErrorCode.SANDBOX_UNAVAILABLE}
-)
+_TOOL_FAULTS = frozenset({ErrorCode.TOOL_FAILED, ErrorCode.UPSTREAM_UNAVAILABLE})
 
 
 def counts_against_tool(code: ErrorCode, *, granted_ms: float, expected_ms: float) -> bool:

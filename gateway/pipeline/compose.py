@@ -6,6 +6,7 @@ from redis.asyncio import Redis
 
 from gateway.admission import Admission
 from gateway.audit import AuditWriter
+from gateway.budgets.compose import build_time_budgets
 from gateway.jwks import JwksVerifier
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline.account import Account
@@ -30,13 +31,14 @@ def build_pipeline(
 ) -> Pipeline:
     jwks = JwksVerifier(settings.jwks_url) if settings.jwks_url else None
     admission = Admission(redis, settings.rate_limit_per_s, settings.rate_limit_burst)
+    budgets = build_time_budgets(settings, redis, registry, executor)  # ATBA + breaker
     return Pipeline(
         stages=[
             Authenticate(settings, jwks),
             Scope(),
             Authorize(registry),
-            Budget(admission),
-            Dispatch(executor),
+            Budget(admission, budgets.allocator),
+            Dispatch(budgets.executor),
         ],
         closing=[Account(audit, metrics)],
     )

@@ -1,0 +1,98 @@
+"""Around every tool execution: latency samples, the breaker's evidence, precise SERF codes.
+
+`GuardedExecutor` wraps the gateway's `ToolExecutor` (sandbox pool or in-process), so the
+dispatch stage is unchanged. After each call it
+
+- records the call's wall time in the tool's latency window; a call killed at its limit
+  (`TOOL_TIMEOUT`) is recorded *censored* at that limit: it would have taken at least that;
+- tells the tool's circuit breaker whether the call was evidence of a healthy tool;
+- turns a tool's exception, reported by the runner as `TOOL_FAILED` with its type name, into
+  the code `tools.errors` maps that type to (a rate limit, a conflict, a flaky upstream...);
+- puts the grant and the time left before the deadline into a failure's `details`.
+"""
+
+from __future__ import annotations
+
+import time
+
+from gateway.budgets.breaker import CircuitBreaker, counts_against_tool
+from gateway.budgets.latency import LatencyWindow
+from protocol.serf import ErrorCode, SerfError
+from sandbox.executor import Invocation, Outcome, ToolExecutor
+from tools.errors import tool_exception_code
+from tools.registry import ToolRegistry
+
+# Failures decided before the tool did any work: they say nothing about its latency.
+_NOT_RUN = frozenset(
+    {ErrorCode.INVALID_ARGUMENTS, ErrorCode.TOOL_NOT_FOUND, ErrorCode.SANDBOX_UNAVAILABLE}
+)
+
+
+def refine_tool_error(error: SerfError) -> SerfError:
+    """A runner's `TOOL_FAILED` becomes the code its exception type maps to, if any."""
+    if error.code is not ErrorCode.TOOL_FAILED:
+        return error
+    exc_type = error.details.get("type")
+    code = tool_exception_code(exc_type) if isinstance(exc_type, str) else ErrorCode.TOOL_FAILED
+    if code is ErrorCode.TOOL_FAILED:
+        return error
+    return SerfError.of(
+        code,
+        error.message,
+        param_hints=error.param_hints,
+        trace_id=error.trace_id,
+        details=error.details,
+    )
+
+
+class GuardedExecutor:
+    def __init__(
+        self,
+        inner: ToolExecutor,
+        window: LatencyWindow,
+        breaker: CircuitBreaker,
+        registry: ToolRegistry,
+    ) -> None:
+        self.inner = inner
+        self.window = window
+        self.breaker = breaker
+        self.registry = registry
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    async def execute(self, invocation: Invocation) -> Outcome:
+        outcome = await self.inner.execute(invocation)
+        error = outcome.error
+        granted = invocation.limits.timeout_ms
+        timed_out = error is not None and error.code is ErrorCode.TOOL_TIMEOUT
+        if error is None or error.code not in _NOT_RUN:
+            duration = granted if timed_out else outcome.usage.wall_ms
+            await self.window.record(invocation.tool, duration, censored=timed_out)
+        if error is None:
+            await self.breaker.record(invocation.tool, ok=True)
+            return outcome
+        error = refine_tool_error(error)
+        if await self._is_tool_fault(invocation, error, granted):
+            await self.breaker.record(invocation.tool, ok=False)
+        deadline = invocation.context.deadline_ms
+        details = {**error.details, "granted_ms": granted}
+        if deadline is not None:
+            details["remaining_ms"] = deadline - int(time.time() * 1000)
+        if timed_out:
+            details.setdefault("censored_sample_ms", granted)
+        error = error.model_copy(update={"details": details})
+        return Outcome(usage=outcome.usage, result=outcome.result, error=error)
+
+    async def _is_tool_fault(self, invocation: Invocation, error: SerfError, granted: int) -> bool:
+        expected = 0.0
+        if error.code is ErrorCode.TOOL_TIMEOUT:
+            registered = self.registry.get(invocation.tool)
+            declared = registered.spec.intent.timeout_ms if registered else granted
+            estimate = await self.window.estimate(invocation.tool, declared)
+            expected = estimate.p95_ms if estimate.observed else declared
+        return counts_against_tool(error.code, granted_ms=granted, expected_ms=expected)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
