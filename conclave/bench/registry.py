@@ -12,6 +12,8 @@ from conclave.bench.suite import Suite
 
 SUITES: dict[str, str] = {
     "contention": "conclave.bench.contention",
+    "budgets": "conclave.bench.budgets",
+    "errors": "conclave.bench.errors",
     "tasks": "conclave.bench.tasks",
     "sandbox": "conclave.bench.sandbox",
     "gateway": "conclave.bench.gateway",

@@ -48,20 +48,29 @@ def allocate_budget(
     upcoming: Sequence[LatencyEstimate] = (),
     max_ms: int,
     margin_ms: int = 0,
+    min_ms: int = 1,
 ) -> Allocation:
     """The grant for one call; raises `GatewayError(BUDGET_EXHAUSTED)` when it cannot fit.
 
     `remaining_ms` is D - e (deadline minus now), `upcoming` the planned calls after this
-    one, `max_ms` the most this call may get (the declared timeout or the caller's request).
+    one, `max_ms` the most this call may get (the declared timeout or the caller's request),
+    `min_ms` the least worth granting at all (a call also pays its executor's overhead).
     """
     available = remaining_ms - reserve_ms
     usable = available - margin_ms
-    floor = this.p50_ms if this.observed else 1.0
-    if usable <= 0 or usable < floor:
+    p50 = this.p50_ms if this.observed else 0.0
+    if usable <= 0 or available < p50:
         raise _exhausted(this, available, remaining_ms, reserve_ms)
     weights = [max(this.p95_ms, 1.0)] + [max(e.p95_ms, 1.0) for e in upcoming]
     share = usable * weights[0] / sum(weights)
-    granted = min(max(share, floor), float(max_ms), usable)
+    # Slack beyond what the rest of the plan needs at its p95 is this call's too: with a
+    # loose deadline nothing is killed early; with a tight one the share decides.
+    slack = usable - sum(weights[1:])
+    # And a call gets its own p95 when the rest of the plan can still have its p50s: a
+    # light-tailed tool next to heavy-tailed ones is not starved by their huge p95s.
+    rest_p50 = sum(e.p50_ms if e.observed else 0.0 for e in upcoming)
+    affordable = min(this.p95_ms, usable - rest_p50) if this.observed else 0.0
+    granted = min(max(share, slack, affordable, p50, float(min_ms)), float(max_ms), usable)
     return Allocation(max(1, int(granted)), int(available), share)
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.budgets.allocation import allocate_budget, planned_chain
 from gateway.budgets.breaker import CircuitBreaker
-from gateway.budgets.latency import LatencyWindow
+from gateway.budgets.latency import KILL_OVERSHOOT, LatencyWindow
 from gateway.errors import GatewayError
 from protocol.budget import PLAN_HEADER, RESERVE_HEADER
 from protocol.serf import ErrorCode
@@ -84,11 +84,13 @@ class AtbaAllocator:
         registry: ToolRegistry,
         *,
         margin_ms: int = 10,
+        min_grant_ms: int = 10,
     ) -> None:
         self.window = window
         self.breaker = breaker
         self.registry = registry
         self.margin_ms = margin_ms
+        self.min_grant_ms = min_grant_ms
 
     def _declared_ms(self, tool: str) -> int:
         registered = self.registry.get(tool)
@@ -108,14 +110,18 @@ class AtbaAllocator:
             return ceiling
         plan, reserve = _plan_of(ctx)
         chain = planned_chain(tool, plan)
-        estimates = await self.window.estimates({name: self._declared_ms(name) for name in chain})
+        timeouts = {name: self._declared_ms(name) for name in chain}
+        estimates = await self.window.estimates({**timeouts, KILL_OVERSHOOT: 0})
+        # Keep back the usual lateness of a kill, as measured here (0 until it is known).
+        margin = self.margin_ms + int(estimates[KILL_OVERSHOOT].p95_ms)
         grant = allocate_budget(
             remaining_ms=remaining,
             reserve_ms=reserve,
             this=estimates[tool],
             upcoming=[estimates[name] for name in chain[1:]],
             max_ms=ceiling,
-            margin_ms=self.margin_ms,
+            margin_ms=margin,
+            min_ms=self.min_grant_ms,
         )
         await self.breaker.admit(
             tool, probe_ttl_ms=grant.granted_ms + PROBE_GRACE_MS, remaining_ms=remaining

@@ -57,14 +57,15 @@ BreakerStateName = Literal["closed", "open", "half_open"]
 _TOOL_FAULTS = frozenset({ErrorCode.TOOL_FAILED, ErrorCode.UPSTREAM_UNAVAILABLE})
 
 
-def counts_against_tool(code: ErrorCode, *, granted_ms: float, expected_ms: float) -> bool:
+def counts_against_tool(code: ErrorCode, *, granted_ms: float, declared_ms: float) -> bool:
     """Whether a failed call is evidence that the tool is unhealthy.
 
-    A timeout counts only when the call had at least the tool's expected (p95) time: killing
-    a call that a tight deadline starved says nothing about the tool.
+    A timeout counts only when the call had the tool's whole declared timeout: the tool broke
+    its own promise. Killing a call that a deadline or the caller's limit cut short says
+    nothing about the tool.
     """
     if code is ErrorCode.TOOL_TIMEOUT:
-        return granted_ms >= expected_ms
+        return granted_ms >= declared_ms
     return code in _TOOL_FAULTS
 
 

@@ -43,7 +43,13 @@ def build_time_budgets(
 ) -> TimeBudgets:
     window = latency_window(settings, redis)
     breaker = circuit_breaker(settings, redis)
-    allocator = AtbaAllocator(window, breaker, registry, margin_ms=settings.budget_margin_ms)
+    allocator = AtbaAllocator(
+        window,
+        breaker,
+        registry,
+        margin_ms=settings.budget_margin_ms,
+        min_grant_ms=settings.budget_min_grant_ms,
+    )
     return TimeBudgets(
         window, breaker, allocator, GuardedExecutor(executor, window, breaker, registry)
     )

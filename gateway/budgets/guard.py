@@ -5,6 +5,8 @@ dispatch stage is unchanged. After each call it
 
 - records the call's wall time in the tool's latency window; a call killed at its limit
   (`TOOL_TIMEOUT`) is recorded *censored* at that limit: it would have taken at least that;
+  and how late the kill answered past the grant (`KILL_OVERSHOOT`), which the allocator
+  keeps back from later grants so a killed call still answers before the deadline;
 - tells the tool's circuit breaker whether the call was evidence of a healthy tool;
 - turns a tool's exception, reported by the runner as `TOOL_FAILED` with its type name, into
   the code `tools.errors` maps that type to (a rate limit, a conflict, a flaky upstream...);
@@ -16,7 +18,7 @@ from __future__ import annotations
 import time
 
 from gateway.budgets.breaker import CircuitBreaker, counts_against_tool
-from gateway.budgets.latency import LatencyWindow
+from gateway.budgets.latency import KILL_OVERSHOOT, LatencyWindow
 from protocol.serf import ErrorCode, SerfError
 from sandbox.executor import Invocation, Outcome, ToolExecutor
 from tools.errors import tool_exception_code
@@ -63,18 +65,22 @@ class GuardedExecutor:
         return self.inner.name
 
     async def execute(self, invocation: Invocation) -> Outcome:
+        began = time.perf_counter()
         outcome = await self.inner.execute(invocation)
+        elapsed_ms = (time.perf_counter() - began) * 1000
         error = outcome.error
         granted = invocation.limits.timeout_ms
         timed_out = error is not None and error.code is ErrorCode.TOOL_TIMEOUT
         if error is None or error.code not in _NOT_RUN:
             duration = granted if timed_out else outcome.usage.wall_ms
             await self.window.record(invocation.tool, duration, censored=timed_out)
+        if timed_out:
+            await self.window.record(KILL_OVERSHOOT, max(0.0, elapsed_ms - granted))
         if error is None:
             await self.breaker.record(invocation.tool, ok=True)
             return outcome
         error = refine_tool_error(error)
-        if await self._is_tool_fault(invocation, error, granted):
+        if self._is_tool_fault(invocation, error, granted):
             await self.breaker.record(invocation.tool, ok=False)
         deadline = invocation.context.deadline_ms
         details = {**error.details, "granted_ms": granted}
@@ -85,14 +91,10 @@ class GuardedExecutor:
         error = error.model_copy(update={"details": details})
         return Outcome(usage=outcome.usage, result=outcome.result, error=error)
 
-    async def _is_tool_fault(self, invocation: Invocation, error: SerfError, granted: int) -> bool:
-        expected = 0.0
-        if error.code is ErrorCode.TOOL_TIMEOUT:
-            registered = self.registry.get(invocation.tool)
-            declared = registered.spec.intent.timeout_ms if registered else granted
-            estimate = await self.window.estimate(invocation.tool, declared)
-            expected = estimate.p95_ms if estimate.observed else declared
-        return counts_against_tool(error.code, granted_ms=granted, expected_ms=expected)
+    def _is_tool_fault(self, invocation: Invocation, error: SerfError, granted: int) -> bool:
+        registered = self.registry.get(invocation.tool)
+        declared = registered.spec.intent.timeout_ms if registered else granted
+        return counts_against_tool(error.code, granted_ms=granted, declared_ms=declared)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -11,20 +11,34 @@ def _observed(tool: str, p50: float, p95: float) -> LatencyEstimate:
 
 
 def test_share_follows_p95_across_the_plan() -> None:
+    this, rest = _observed("this", 10, 100), _observed("rest", 150, 300)
+    grant = allocate_budget(
+        remaining_ms=300, reserve_ms=100, this=this, upcoming=[rest], max_ms=5_000
+    )
+    # (D - e - r) * q(i) / sum q = 200 * 100 / 400; the rest's p50 leaves this call 50 too
+    assert grant.granted_ms == 50 and grant.available_ms == 200
+
+
+def test_a_light_tool_gets_its_p95_when_the_rest_keeps_its_p50s() -> None:
+    light, heavy = _observed("light", 10, 20), _observed("heavy", 30, 3_000)
+    grant = allocate_budget(
+        remaining_ms=200, reserve_ms=0, this=light, upcoming=[heavy], max_ms=900
+    )
+    assert grant.share_ms < 2 and grant.granted_ms == 20
+
+
+def test_slack_beyond_the_rest_of_the_plans_p95_goes_to_this_call() -> None:
     fast, slow = _observed("fast", 10, 100), _observed("slow", 30, 300)
     grant = allocate_budget(
         remaining_ms=1_000, reserve_ms=200, this=fast, upcoming=[slow], max_ms=5_000
     )
-    # (D - e - r) * q(i) / sum q = 800 * 100 / 400
-    assert grant.granted_ms == 200 and grant.available_ms == 800
+    assert grant.share_ms == 200 and grant.granted_ms == 800 - 300
 
 
 def test_grant_is_clamped_to_p50_below_and_the_declared_timeout_above() -> None:
     this = _observed("t", 50, 60)
-    upcoming = [_observed("u", 10, 10_000)]
-    low = allocate_budget(
-        remaining_ms=1_000, reserve_ms=0, this=this, upcoming=upcoming, max_ms=900
-    )
+    upcoming = [_observed("u", 60, 10_000)]
+    low = allocate_budget(remaining_ms=100, reserve_ms=0, this=this, upcoming=upcoming, max_ms=900)
     assert low.granted_ms == 50 and low.share_ms < 50
     high = allocate_budget(remaining_ms=100_000, reserve_ms=0, this=this, max_ms=900)
     assert high.granted_ms == 900

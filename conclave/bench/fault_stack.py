@@ -1,0 +1,36 @@
+"""A gateway for the budgets and errors suites: the bench's Redis, plus the fault tools.
+
+The suites' tools (`tools.faults`) are not served by default, so each of these suites starts
+one more gateway process on the bench stack's Redis and sandbox backend, with the settings
+it needs, and clears the latency windows and breakers of the tools it uses first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from redis import Redis
+
+from conclave.bench.suite import BenchContext
+from conclave.stack import EmbeddedStack
+from gateway.budgets.breaker import KEY_PREFIX as BREAKER_PREFIX
+from gateway.budgets.latency import KEY_PREFIX as LATENCY_PREFIX
+from gateway.budgets.latency import KILL_OVERSHOOT
+
+FAULT_MODULES = ("tools.builtin", "tools.faults")
+
+
+@contextmanager
+def fault_stack(
+    ctx: BenchContext, tools: Iterable[str], **settings: Any
+) -> Iterator[EmbeddedStack]:
+    base = ctx.stack.settings
+    assert base.redis_url is not None
+    with Redis.from_url(base.redis_url) as redis:
+        for tool in (*tools, KILL_OVERSHOOT):
+            redis.delete(f"{LATENCY_PREFIX}{{{tool}}}", f"{BREAKER_PREFIX}{{{tool}}}")
+    update = {"port": 0, "tool_modules": FAULT_MODULES, **settings}
+    with EmbeddedStack(base.model_copy(update=update)) as stack:
+        yield stack
