@@ -15,6 +15,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -38,6 +39,18 @@ class PoolFullError(SandboxError):
 def profile_for(limits: CallLimits) -> SandboxProfile:
     tier = next((t for t in MEMORY_TIERS_MB if t >= limits.memory_mb), limits.memory_mb)
     return SandboxProfile(memory_mb=tier + RUNNER_OVERHEAD_MB)
+
+
+def within_deadline(invocation: Invocation) -> Invocation:
+    """The call's wall limit, cut so it never runs past the run's deadline however long
+    getting a sandbox took (a cold start happens after the gateway granted the time)."""
+    deadline = invocation.context.deadline_ms
+    if deadline is None:
+        return invocation
+    left = int(deadline - time.time() * 1000)
+    if left >= invocation.limits.timeout_ms:
+        return invocation
+    return replace(invocation, limits=replace(invocation.limits, timeout_ms=max(1, left)))
 
 
 class SandboxPool:
@@ -92,7 +105,7 @@ class SandboxPool:
                 return Outcome(usage=usage, error=error)
             recycle = True  # if the call is cancelled midway, the sandbox cannot be trusted
             try:
-                result = await sandbox.call(invocation)
+                result = await sandbox.call(within_deadline(invocation))
                 recycle = result.recycle or sandbox.calls >= self.recycle_after
                 return result.outcome
             except StaleSandboxError:
