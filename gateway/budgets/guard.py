@@ -10,19 +10,32 @@ dispatch stage is unchanged. After each call it
 - tells the tool's circuit breaker whether the call was evidence of a healthy tool;
 - turns a tool's exception, reported by the runner as `TOOL_FAILED` with its type name, into
   the code `tools.errors` maps that type to (a rate limit, a conflict, a flaky upstream...);
-- puts the grant and the time left before the deadline into a failure's `details`.
+- puts the grant and the time left before the deadline into a failure's `details`;
+- after a kill (which recycles the sandbox), starts a replacement sandbox for the same
+  identity in the background, so the retry that ATBA's kill invites is not a cold start.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
+from typing import Protocol, runtime_checkable
 
 from gateway.budgets.breaker import CircuitBreaker, counts_against_tool
 from gateway.budgets.latency import KILL_OVERSHOOT, LatencyWindow
 from protocol.serf import ErrorCode, SerfError
-from sandbox.executor import Invocation, Outcome, ToolExecutor
+from sandbox.executor import CallLimits, Invocation, Outcome, ToolExecutor
 from tools.errors import tool_exception_code
 from tools.registry import ToolRegistry
+
+log = logging.getLogger("conclave.gateway.budgets")
+
+
+@runtime_checkable
+class _Prewarming(Protocol):
+    async def prewarm(self, tenant: str, agent: str, limits: CallLimits) -> None: ...
+
 
 # Failures decided before the tool did any work: they say nothing about its latency.
 _NOT_RUN = frozenset(
@@ -59,6 +72,7 @@ class GuardedExecutor:
         self.window = window
         self.breaker = breaker
         self.registry = registry
+        self._warming: set[asyncio.Task[None]] = set()
 
     @property
     def name(self) -> str:
@@ -76,6 +90,7 @@ class GuardedExecutor:
             await self.window.record(invocation.tool, duration, censored=timed_out)
         if timed_out:
             await self.window.record(KILL_OVERSHOOT, max(0.0, elapsed_ms - granted))
+            self._replace_sandbox(invocation)
         if error is None:
             await self.breaker.record(invocation.tool, ok=True)
             return outcome
@@ -96,5 +111,23 @@ class GuardedExecutor:
         declared = registered.spec.intent.timeout_ms if registered else granted
         return counts_against_tool(error.code, granted_ms=granted, declared_ms=declared)
 
+    def _replace_sandbox(self, invocation: Invocation) -> None:
+        if not isinstance(self.inner, _Prewarming):
+            return
+        principal = invocation.context.principal
+        task = asyncio.create_task(self._prewarm(principal.tenant, principal.agent, invocation))
+        self._warming.add(task)
+        task.add_done_callback(self._warming.discard)
+
+    async def _prewarm(self, tenant: str, agent: str, invocation: Invocation) -> None:
+        assert isinstance(self.inner, _Prewarming)
+        try:
+            await self.inner.prewarm(tenant, agent, invocation.limits)
+        except Exception:  # a warm start is a courtesy; the next call starts one anyway
+            log.info("could not pre-warm a sandbox for %s/%s", tenant, agent, exc_info=True)
+
     async def aclose(self) -> None:
+        for task in list(self._warming):
+            task.cancel()
+        await asyncio.gather(*self._warming, return_exceptions=True)
         await self.inner.aclose()

@@ -85,6 +85,7 @@ async def test_a_call_that_cannot_fit_is_refused_before_it_starts(
 async def test_an_overrun_is_killed_at_its_grant_and_recorded_censored(
     http: httpx.AsyncClient,
 ) -> None:
+    assert (await _sleep_call(http, 1)).status_code == 200  # the agent's sandbox is warm
     deadline = int(_in_ms(300))
     began = time.monotonic()
     killed = await _sleep_call(http, 3_000, {"X-Conclave-Deadline": str(deadline)})
@@ -94,10 +95,10 @@ async def test_an_overrun_is_killed_at_its_grant_and_recorded_censored(
     assert error["code"] == "TOOL_TIMEOUT"
     granted = error["details"]["granted_ms"]
     assert granted <= 300 and error["details"]["censored_sample_ms"] == granted
-    assert took_ms < 1_000  # answered at the grant, not after the tool's 3 s
-    assert time.time() * 1000 <= deadline + 100
+    assert took_ms < granted + 250  # answered at the grant, not after the tool's 3 s
+    assert time.time() * 1000 <= deadline + 100  # the first kill: no overshoot measured yet
     window = await _latency(http, "heavy_tailed_sleep")
-    assert window["samples"] == 1 and window["censored"] == 1
+    assert window["samples"] == 2 and window["censored"] == 1
 
 
 async def test_every_result_carries_its_grant_and_what_is_left(http: httpx.AsyncClient) -> None:
