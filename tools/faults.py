@@ -128,10 +128,10 @@ def broken(reason: str = "it is broken") -> str:
 # Four tools for chains under a deadline, each with its own latency profile, so each has its
 # own latency window at the gateway: (distribution, median ms, shape).
 CHAIN_PROFILES: dict[str, tuple[Distribution, float, float]] = {
-    "chain_search": ("lognormal", 15.0, 0.9),
-    "chain_fetch": ("pareto", 25.0, 1.3),
-    "chain_parse": ("lognormal", 8.0, 0.6),
-    "chain_rank": ("pareto", 35.0, 1.6),
+    "chain_search": ("lognormal", 60.0, 0.9),
+    "chain_fetch": ("pareto", 100.0, 1.3),
+    "chain_parse": ("lognormal", 32.0, 0.6),
+    "chain_rank": ("pareto", 140.0, 1.6),
 }
 _CHAIN = ResourceIntent(memory_mb=64, cpu_seconds=2, timeout_ms=60_000)  # the common default
 
@@ -145,23 +145,23 @@ def _chain_step(name: str, seed: int) -> float:
 
 @tool(idempotent=True, intent=_CHAIN)
 def chain_search(seed: int) -> float:
-    """A search step: lognormal latency, median 15 ms."""
+    """A search step: lognormal latency, median 60 ms."""
     return _chain_step("chain_search", seed)
 
 
 @tool(idempotent=True, intent=_CHAIN)
 def chain_fetch(seed: int) -> float:
-    """A fetch step: Pareto latency (alpha 1.3), median 25 ms."""
+    """A fetch step: Pareto latency (alpha 1.3), median 100 ms."""
     return _chain_step("chain_fetch", seed)
 
 
 @tool(idempotent=True, intent=_CHAIN)
 def chain_parse(seed: int) -> float:
-    """A parse step: lognormal latency, median 8 ms."""
+    """A parse step: lognormal latency, median 32 ms."""
     return _chain_step("chain_parse", seed)
 
 
 @tool(idempotent=True, intent=_CHAIN)
 def chain_rank(seed: int) -> float:
-    """A rank step: Pareto latency (alpha 1.6), median 35 ms."""
+    """A rank step: Pareto latency (alpha 1.6), median 140 ms."""
     return _chain_step("chain_rank", seed)
