@@ -10,6 +10,7 @@ busy a call gets `SANDBOX_UNAVAILABLE` (retryable) instead of waiting.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import tempfile
 import time
@@ -78,6 +79,7 @@ class SandboxPool:
         self._starting = 0
         self._lock = anyio.Lock()
         self._closed = False
+        self._tearing_down: set[asyncio.Task[None]] = set()
         self.started = 0  # sandboxes ever started, for tests and the bench
         self.recycled = 0
 
@@ -176,7 +178,11 @@ class SandboxPool:
                 self._idle.setdefault(key, []).append(sandbox)
         if not keep:
             self.recycled += 1
-            await self._destroy(sandbox)
+            # Off the caller's path: a killed call answers at its limit, not after the
+            # teardown (which under load takes longer than the calls a deadline allows).
+            task = asyncio.get_running_loop().create_task(self._destroy(sandbox))
+            self._tearing_down.add(task)
+            task.add_done_callback(self._tearing_down.discard)
 
     def _take_expired(self) -> list[Sandbox]:
         now = time.monotonic()
@@ -227,4 +233,5 @@ class SandboxPool:
         with anyio.CancelScope(shield=True):
             for sandbox in everything:
                 await self._destroy(sandbox)
+            await asyncio.gather(*self._tearing_down, return_exceptions=True)
             await self.backend.aclose()
