@@ -60,7 +60,7 @@ def allocate_budget(
     usable = available - margin_ms
     p50 = this.p50_ms if this.observed else 0.0
     if usable <= 0 or available < p50:
-        raise _exhausted(this, available, remaining_ms, reserve_ms)
+        raise _exhausted(this, available, remaining_ms, reserve_ms, margin_ms)
     weights = [max(this.p95_ms, 1.0)] + [max(e.p95_ms, 1.0) for e in upcoming]
     share = usable * weights[0] / sum(weights)
     # Slack beyond what the rest of the plan needs at its p95 is this call's too: with a
@@ -75,7 +75,7 @@ def allocate_budget(
 
 
 def _exhausted(
-    this: LatencyEstimate, available: float, remaining_ms: float, reserve_ms: float
+    this: LatencyEstimate, available: float, remaining_ms: float, reserve_ms: float, margin: int
 ) -> GatewayError:
     if remaining_ms <= 0:
         return GatewayError.of(
@@ -86,6 +86,8 @@ def _exhausted(
     hint = f"{this.tool} typically takes {this.p50_ms:.0f} ms (p50 of {this.samples} calls)"
     if available <= 0:
         hint = "the reserve for model turns uses all that is left"
+    elif available - margin <= 0:
+        hint = f"all of it is kept back ({margin} ms) so a kill still answers in time"
     return GatewayError.of(
         ErrorCode.BUDGET_EXHAUSTED,
         f"not started: {max(0, int(available))} ms left for {this.tool!r}, {hint};"
@@ -95,6 +97,7 @@ def _exhausted(
             "available_ms": max(0, int(available)),
             "remaining_ms": max(0, int(remaining_ms)),
             "reserve_ms": int(reserve_ms),
+            "margin_ms": margin,
             "p50_ms": this.p50_ms,
             "samples": this.samples,
         },

@@ -79,9 +79,7 @@ class GuardedExecutor:
         return self.inner.name
 
     async def execute(self, invocation: Invocation) -> Outcome:
-        began = time.perf_counter()
         outcome = await self.inner.execute(invocation)
-        elapsed_ms = (time.perf_counter() - began) * 1000
         error = outcome.error
         granted = invocation.limits.timeout_ms
         timed_out = error is not None and error.code is ErrorCode.TOOL_TIMEOUT
@@ -89,7 +87,9 @@ class GuardedExecutor:
             duration = granted if timed_out else outcome.usage.wall_ms
             await self.window.record(invocation.tool, duration, censored=timed_out)
         if timed_out:
-            await self.window.record(KILL_OVERSHOOT, max(0.0, elapsed_ms - granted))
+            # Measured from the call's own start: a cold sandbox start before it is not
+            # lateness of the kill (and the pool cuts such a call to the deadline anyway).
+            await self.window.record(KILL_OVERSHOOT, max(0.0, outcome.usage.wall_ms - granted))
             self._replace_sandbox(invocation)
         if error is None:
             await self.breaker.record(invocation.tool, ok=True)
