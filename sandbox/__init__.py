@@ -10,11 +10,13 @@ from sandbox.backend import (
 )
 from sandbox.executor import CallLimits, Invocation, Outcome, ToolExecutor
 from sandbox.factory import create_backend, create_executor
+from sandbox.inprocess import InProcessExecutor
 from sandbox.instance import Sandbox
 from sandbox.pool import PoolFullError, SandboxPool, profile_for
 
 __all__ = [
     "CallLimits",
+    "InProcessExecutor",
     "Invocation",
     "LaunchedSandbox",
     "Outcome",
