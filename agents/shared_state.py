@@ -3,8 +3,10 @@
 A transaction reads its keys through the gateway (the gateway logs those reads), computes
 new values, and commits them with the versions it read as `read_set` and
 `expected_version`. If another agent committed one of those keys in between, the gateway
-refuses with 409 `STATE_CONFLICT` (action `reread_and_retry`) and the transaction starts
-over from fresh reads: an update is retried, never lost. In an `owned` namespace it first
+refuses with 409 `STATE_CONFLICT` (action `reread_and_retry`) listing each stale key's
+current value and version, and the transaction starts over from those (no reread: one
+request per retry, the versions declared in `read_set`): an update is retried, never lost.
+In an `owned` namespace it first
 takes the keys' leases and writes with their fencing tokens; a lease held by someone else
 (`LEASE_HELD`, `retry_backoff`) is waited out. A transaction that still conflicts after
 `max_attempts` raises `RecoveryFailed`.
@@ -22,7 +24,7 @@ import anyio
 
 from agents.client import GatewayClient
 from agents.recovery import RecoveryHooks, RecoveryPolicy, RecoveryStep
-from protocol.serf import SerfError
+from protocol.serf import ErrorCode, SerfError
 from protocol.state import CommitRequest, ReadResult, Write
 
 Values = dict[str, Any]
@@ -69,12 +71,34 @@ class SharedState:
         """
         idempotency = uuid.uuid4().hex
         trace: list[RecoveryStep] = []
+        carried: dict[str, ReadResult] = {}  # reads the next attempt may reuse, see `again`
 
-        async def again(_error: SerfError) -> None:
-            return None  # the attempt itself rereads (and re-leases): run it again
+        async def again(error: SerfError) -> None:
+            # A STATE_CONFLICT lists every stale key with its current value and version, read
+            # in the commit's own script: the retry reuses them and the previous attempt's
+            # other reads (current then, and declared again in read_set, so re-checked), one
+            # request instead of a reread. Anything else rereads everything.
+            carried.clear()
+            if self.leases or error.code != ErrorCode.STATE_CONFLICT:
+                return None
+            for stale in error.details.get("conflicts", []):
+                if stale.get("current_version") is None:
+                    return None
+                carried[stale["key"]] = ReadResult(
+                    namespace=self.namespace,
+                    key=stale["key"],
+                    value=stale.get("current_value"),
+                    version=stale["current_version"],
+                )
+            carried.update({k: r for k, r in previous.items() if k not in carried})
+            return None
+
+        previous: dict[str, ReadResult] = {}
 
         async def attempt() -> TransactionResult:
-            return await self._attempt(keys, update, len(trace) + 1, idempotency)
+            reuse = dict(carried)
+            carried.clear()
+            return await self._attempt(keys, update, len(trace) + 1, idempotency, reuse, previous)
 
         hooks = RecoveryHooks[TransactionResult](reread=again, reacquire=again)
         result = await self.policy.run(attempt, hooks, trace=trace)
@@ -93,14 +117,24 @@ class SharedState:
         return {key: reads[key] for key in keys}
 
     async def _attempt(
-        self, keys: list[str], update: Update, attempt: int, idempotency: str
+        self,
+        keys: list[str],
+        update: Update,
+        attempt: int,
+        idempotency: str,
+        reuse: dict[str, ReadResult],
+        previous: dict[str, ReadResult],
     ) -> TransactionResult:
         fencing: dict[str, int] = {}
         if self.leases:
             grants = await self.client.acquire(self.namespace, keys, self.lease_ttl_ms)
             fencing = {grant.key: grant.fencing_token for grant in grants.leases}
         try:
-            reads = await self._read_all(keys)
+            missing = [key for key in keys if key not in reuse]
+            reads = reuse | (await self._read_all(missing) if missing else {})
+            reads = {key: reads[key] for key in keys}
+            previous.clear()
+            previous.update(reads)
             current = {key: r.value for key, r in reads.items() if r.version > 0}
             produced = update(current)
             new_values = await produced if inspect.isawaitable(produced) else produced

@@ -153,6 +153,9 @@ class ConflictDetail(BaseModel):
     current_version: int | None = None
     owner: str | None = None
     lease_expires_at_ms: int | None = None
+    # STATE_CONFLICT: the key's value at current_version (absent: null or no value), so the
+    # caller can retry from it without reading again; it declares current_version in read_set.
+    current_value: Any = None
 
 
 class SerfError(BaseModel):

@@ -7,8 +7,9 @@ A transaction reads the keys of its workload, computes one write from them and c
 - ``cross``: agent i reads ``x[i % 4]`` and writes ``x[(i + 1) % 4]`` = read + 1, so the key it
   read is being written by other agents (the read-then-write anomaly naive stores let by).
 
-Modes: ``optimistic`` (HTTP: GET each key, POST commit; a 409 re-reads the listed keys and
-retries), ``owned`` (HTTP: lease the written key, then a batch of read + commit with the
+Modes: ``optimistic`` (HTTP: GET each key, POST commit; a 409 lists the stale keys' current
+values and versions, and the retry commits from them at once),
+``owned`` (HTTP: lease the written key, then a batch of read + commit with the
 fencing token, then release; ``LEASE_HELD`` backs off and retries), ``naive`` (the
 last-writer-wins store, straight on Redis) and ``watch`` (WATCH/MULTI/EXEC on Redis).
 Commit latency is the time of the commit request (for ``watch``, of the whole transaction).
@@ -93,11 +94,15 @@ class HttpAgent:
         response.raise_for_status()
         return response.json()["value"]
 
-    async def commit(self, target: str, value: int, token: int | None) -> dict[str, Any]:
+    async def commit(
+        self, target: str, value: int, token: int | None, read_set: dict[str, int]
+    ) -> dict[str, Any]:
         write: dict[str, Any] = {"key": target, "value": value}
         if token is not None:
             write["fencing_token"] = token
-        body = {"writes": [write], "idempotency_key": uuid.uuid4().hex}
+        body: dict[str, Any] = {"writes": [write], "idempotency_key": uuid.uuid4().hex}
+        if read_set:
+            body["read_set"] = read_set
         started = time.perf_counter()
         response = await self._send("POST", "commit", body)
         self.run.latencies_ms.append((time.perf_counter() - started) * 1000)
@@ -107,12 +112,15 @@ class HttpAgent:
         return outcome
 
     async def transaction(self, reads: list[str], target: str, token: int | None) -> None:
-        """One committed transaction, redone after each 409 with the listed keys read again."""
-        fresh: dict[str, Any] = {}  # values re-read after a conflict: no need to read twice
+        """One committed transaction. A 409 lists each stale key with its current value and
+        version (the gateway logged them as shown): the retry computes from those and
+        declares their versions in its read_set, one request with no reading again."""
+        shown: dict[str, Any] = {}  # key -> value a 409 showed
+        read_set: dict[str, int] = {}  # key -> version a 409 showed
         backoff_s = 0.001
         while not self.run.done:
-            values = {key: fresh[key] if key in fresh else await self.read(key) for key in reads}
-            outcome = await self.commit(target, next_value(values), token)
+            values = {key: shown[key] if key in shown else await self.read(key) for key in reads}
+            outcome = await self.commit(target, next_value(values), token, read_set)
             if "commit_id" in outcome:
                 self.run.commits += 1
                 return
@@ -122,12 +130,13 @@ class HttpAgent:
                 raise LeaseLost(outcome["message"])
             if outcome["code"] != "STATE_CONFLICT":
                 raise RuntimeError(f"unexpected refusal {outcome['code']}: {outcome['message']}")
-            # Back off with jitter before re-reading, as a SERF client does on a retryable
+            # Back off with jitter before retrying, as a SERF client does on a retryable
             # conflict: racing again at once mostly loses again to the same herd.
             await anyio.sleep(backoff_s * self.rng.random())
             backoff_s = min(backoff_s * 2, 0.016)
-            stale = {c["key"] for c in outcome["details"]["conflicts"]}
-            fresh = {key: await self.read(key) for key in stale}  # refreshes the read log too
+            for stale in outcome["details"]["conflicts"]:
+                shown[stale["key"]] = stale.get("current_value")
+                read_set[stale["key"]] = stale["current_version"]
 
     async def lease(self, key: str, rng: random.Random) -> int:
         backoff_s = 0.004

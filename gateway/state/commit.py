@@ -89,7 +89,7 @@ async def commit(
     if status == "NSNF":
         raise namespace_not_found(keys.namespace)
     if status == "CONFLICT":
-        raise conflict_from_script(reply[1], reply[2])
+        raise conflict_from_script(reply[1], reply[2], reply[3:])
     outcome = json.loads(reply[1])
     return CommitResult(
         commit_id=outcome["commit_id"],

@@ -36,8 +36,20 @@ def conflict(code: ErrorCode, conflicts: list[dict[str, Any]]) -> GatewayError:
     )
 
 
-def conflict_from_script(code: str, conflicts_json: str) -> GatewayError:
-    return conflict(ErrorCode(code), json.loads(conflicts_json))
+def conflict_from_script(
+    code: str, conflicts_json: str, shown: list[Any] | None = None
+) -> GatewayError:
+    """The script's refusal; `shown` is (key, value JSON, version) for each stale key, read in
+    the script itself, so each value is exactly the one at the version listed with it."""
+    conflicts: list[dict[str, Any]] = json.loads(conflicts_json)
+    shown = shown or []
+    values = {shown[i]: (shown[i + 1], int(shown[i + 2])) for i in range(0, len(shown), 3)}
+    for detail in conflicts:
+        if detail["key"] in values:
+            raw, version = values[detail["key"]]
+            detail["current_version"] = version
+            detail["current_value"] = json.loads(raw) if raw else None
+    return conflict(ErrorCode(code), conflicts)
 
 
 def value_too_large(key: str, size: int, limit: int) -> GatewayError:

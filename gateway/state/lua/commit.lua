@@ -24,10 +24,11 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- on first (a lost lease outranks a stale version).
 local RANK = {STATE_CONFLICT = 1, LEASE_REQUIRED = 2, LEASE_HELD = 3, LEASE_EXPIRED = 4,
               FENCED = 5}
-local conflicts, code, rank = {}, nil, 0
+local conflicts, code, rank, stale = {}, nil, 0, {}
 local function refuse(c, detail)
   conflicts[#conflicts + 1] = detail
   if RANK[c] > rank then code, rank = c, RANK[c] end
+  if c == 'STATE_CONFLICT' then stale[#stale + 1] = detail.key end
 end
 
 local writes = {}
@@ -78,13 +79,21 @@ end
 
 -- The reads this commit depends on: the caller's logged reads (when the namespace validates
 -- reads) and the explicit read set (always).
-local reads, checks = {}, {}
+-- A logged '~<version>' is a version an earlier 409 showed with its value (see the end): a
+-- commit may rely on it only by declaring it in its read_set, so a blind resend of a refused
+-- commit is refused again.
+local reads, checks, shown = {}, {}, {}
 if validate then
   local logged = redis.call('HGETALL', KEYS[2])
   for i = 1, #logged, 2 do
-    local v = tonumber(logged[i + 1])
-    reads[logged[i]] = v
-    checks[#checks + 1] = {logged[i], v, 'logged read'}
+    local k, raw = logged[i], logged[i + 1]
+    if string.byte(raw, 1) == 126 then
+      shown[#shown + 1] = {k, tonumber(string.sub(raw, 2))}
+    else
+      local v = tonumber(raw)
+      reads[k] = v
+      checks[#checks + 1] = {k, v, 'logged read'}
+    end
   end
 end
 local rbase = 9 + n * 5
@@ -101,8 +110,36 @@ for _, c in ipairs(checks) do
                               expected_version = c[2], current_version = cur})
   end
 end
-if code then return {'CONFLICT', code, cjson.encode(conflicts)} end
+for _, s in ipairs(shown) do
+  if reads[s[1]] == nil then
+    local cur = tonumber(redis.call('HGET', prefix .. 'k:' .. s[1], 'ver')) or 0
+    refuse('STATE_CONFLICT', {key = s[1], expected_version = s[2], current_version = cur,
+                              reason = 'a 409 showed version ' .. s[2] .. ': declare it in '
+                                .. 'read_set to retry from it, or read the key again'})
+  end
+end
+if code then
+  -- Each stale key's current value goes back with the refusal, and its version into the read
+  -- log (as shown), in this same script: the caller retries from them with one request,
+  -- declaring the versions in its read_set, instead of reading every key again.
+  local values, seen = {}, {}
+  for _, k in ipairs(stale) do
+    if not seen[k] then
+      seen[k] = true
+      local d = redis.call('HMGET', prefix .. 'k:' .. k, 'val', 'ver')
+      redis.call('HSET', KEYS[2], k, '~' .. (tonumber(d[2]) or 0))
+      values[#values + 1] = k
+      values[#values + 1] = d[1] or ''
+      values[#values + 1] = tonumber(d[2]) or 0
+    end
+  end
+  if #values > 0 then redis.call('EXPIRE', KEYS[2], ARGV[6]) end
+  return {'CONFLICT', code, cjson.encode(conflicts), unpack(values)}
+end
 
+-- A shown version the commit declared was current at this commit point: an ordinary read now
+-- (before the writes, which log their new versions).
+for _, s in ipairs(shown) do redis.call('HSET', KEYS[2], s[1], reads[s[1]]) end
 local changed, versions = {}, {}
 for _, w in ipairs(writes) do
   local nv = w.ver + 1

@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from gateway.state import NamespaceKeys, check_namespace_history
+
 pytestmark = pytest.mark.anyio
 
 
@@ -65,11 +67,54 @@ async def test_stale_logged_read_is_refused_and_rereading_fixes_it(agent: Any) -
     assert (body["code"], body["action"]) == ("STATE_CONFLICT", "reread_and_retry")
     assert body["details"]["conflicts"] == [
         {"key": "counter", "reason": "logged read is stale", "expected_version": 0,
-         "current_version": 1}
+         "current_version": 1, "current_value": 1}
     ]  # fmt: skip
     assert (await alice.read("team", "summary")).json()["version"] == 0
     await alice.read("team", "counter")
     assert (await alice.commit("team", {"key": "summary", "value": "1"})).status_code == 200
+
+
+async def test_a_retry_built_from_the_409_details_commits_in_one_request(
+    agent: Any, redis: Any
+) -> None:
+    alice, bob = agent("alice"), agent("bob")
+    await alice.put_namespace("team")
+    await alice.read("team", "counter")  # alice logs counter@0
+    await bob.commit("team", {"key": "counter", "value": 41})
+    refused = await alice.commit("team", {"key": "counter", "value": 1})
+    [stale] = refused.json()["details"]["conflicts"]
+    assert (stale["current_value"], stale["current_version"]) == (41, 1)
+    retry = await alice.commit(
+        "team",
+        {"key": "counter", "value": stale["current_value"] + 1},
+        read_set={"counter": stale["current_version"]},
+    )
+    assert retry.status_code == 200, retry.text
+    assert (await alice.read("team", "counter")).json() == {
+        "namespace": "team", "key": "counter", "value": 42, "version": 2,
+        "owner": None, "lease_expires_at_ms": None,
+    }  # fmt: skip
+    report = await check_namespace_history(redis, NamespaceKeys("acme", "team"))
+    assert report.anomalies == [] and report.commits == 2
+
+
+async def test_a_blind_resend_after_a_409_is_still_refused(agent: Any) -> None:
+    alice, bob = agent("alice"), agent("bob")
+    await alice.put_namespace("team")
+    await alice.read("team", "counter")
+    await bob.commit("team", {"key": "counter", "value": 5})
+    assert (await alice.commit("team", {"key": "counter", "value": 1})).status_code == 409
+    # The 409 logged counter@1 as shown only: a commit that does not declare it is stale.
+    resent = await alice.commit("team", {"key": "counter", "value": 1})
+    assert resent.status_code == 409
+    [stale] = resent.json()["details"]["conflicts"]
+    assert (stale["key"], stale["current_version"], stale["current_value"]) == ("counter", 1, 5)
+    # Declaring a version another commit has since replaced is refused too.
+    await bob.commit("team", {"key": "counter", "value": 6})
+    late = await alice.commit("team", {"key": "counter", "value": 6}, read_set={"counter": 1})
+    assert late.status_code == 409
+    assert late.json()["details"]["conflicts"][0]["current_version"] == 2
+    assert (await alice.read("team", "counter")).json()["value"] == 6
 
 
 async def test_a_successful_commit_refreshes_the_writers_read_log(agent: Any) -> None:

@@ -98,7 +98,7 @@ async def test_expected_version_mismatch_lists_the_key_and_writes_nothing(agent:
     body = _code(refused, 409, "STATE_CONFLICT")
     assert body["details"]["conflicts"] == [
         {"key": "a", "reason": "expected_version is not current", "expected_version": 0,
-         "current_version": 1}
+         "current_version": 1, "current_value": 1}
     ]  # fmt: skip
     await _unchanged(alice, "team", "b", 0, 1)
 
