@@ -7,11 +7,12 @@ A transaction reads the keys of its workload, computes one write from them and c
 - ``cross``: agent i reads ``x[i % 4]`` and writes ``x[(i + 1) % 4]`` = read + 1, so the key it
   read is being written by other agents (the read-then-write anomaly naive stores let by).
 
-Modes: ``optimistic`` (HTTP: GET each key, POST commit; a 409 lists the stale keys' current
-values and versions, and the retry commits from them at once),
-``owned`` (HTTP: lease the written key, then a batch of read + commit with the
-fencing token, then release; ``LEASE_HELD`` backs off and retries), ``naive`` (the
-last-writer-wins store, straight on Redis) and ``watch`` (WATCH/MULTI/EXEC on Redis).
+Modes: ``optimistic`` (HTTP: an agent GETs a key it knows nothing of, then POSTs commits
+declaring the versions it knows in ``read_set``; a 409 lists each stale key's current value
+and version, and the retry commits from them at once), ``owned`` (HTTP: lease the written
+key, then a batch of commits with the fencing token, then release; ``LEASE_HELD`` backs off
+and retries), ``naive`` (the last-writer-wins store, straight on Redis) and ``watch``
+(WATCH/MULTI/EXEC on Redis).
 Commit latency is the time of the commit request (for ``watch``, of the whole transaction).
 """
 
@@ -75,6 +76,7 @@ class HttpAgent:
     namespace: str
     run: RunProgress
     rng: random.Random = field(default_factory=random.Random)
+    known: dict[str, tuple[Any, int]] = field(default_factory=dict)  # key -> (value, version)
 
     async def _send(self, method: str, path: str, body: Any = None) -> httpx.Response:
         """One request, sent again once if a pooled connection turned out to be closed (the
@@ -92,7 +94,9 @@ class HttpAgent:
     async def read(self, key: str) -> Any:
         response = await self._send("GET", key)
         response.raise_for_status()
-        return response.json()["value"]
+        read = response.json()
+        self.known[key] = (read["value"], read["version"])
+        return read["value"]
 
     async def commit(
         self, target: str, value: int, token: int | None, read_set: dict[str, int]
@@ -100,9 +104,7 @@ class HttpAgent:
         write: dict[str, Any] = {"key": target, "value": value}
         if token is not None:
             write["fencing_token"] = token
-        body: dict[str, Any] = {"writes": [write], "idempotency_key": uuid.uuid4().hex}
-        if read_set:
-            body["read_set"] = read_set
+        body = {"writes": [write], "read_set": read_set, "idempotency_key": uuid.uuid4().hex}
         started = time.perf_counter()
         response = await self._send("POST", "commit", body)
         self.run.latencies_ms.append((time.perf_counter() - started) * 1000)
@@ -112,20 +114,31 @@ class HttpAgent:
         return outcome
 
     async def transaction(self, reads: list[str], target: str, token: int | None) -> None:
-        """One committed transaction. A 409 lists each stale key with its current value and
-        version (the gateway logged them as shown): the retry computes from those and
-        declares their versions in its read_set, one request with no reading again."""
-        shown: dict[str, Any] = {}  # key -> value a 409 showed
-        read_set: dict[str, int] = {}  # key -> version a 409 showed
+        """One committed transaction, from what the agent knows of its keys (read, committed
+        by itself, or shown by a 409), declared as its read_set: the commit checks each is
+        still current, so a stale one is refused with the current value and version, and the
+        retry computes from those: one request per attempt, no reading again."""
         backoff_s = 0.001
         while not self.run.done:
-            values = {key: shown[key] if key in shown else await self.read(key) for key in reads}
-            outcome = await self.commit(target, next_value(values), token, read_set)
+            for key in reads:
+                if key not in self.known:
+                    await self.read(key)
+            values = {key: self.known[key][0] for key in reads}
+            read_set = {key: self.known[key][1] for key in reads}
+            value = next_value(values)
+            outcome = await self.commit(target, value, token, read_set)
             if "commit_id" in outcome:
+                self.known[target] = (value, outcome["versions"][target])
                 self.run.commits += 1
                 return
             self.run.conflicts += 1
             self.run.retries += 1
+            for stale in outcome.get("details", {}).get("conflicts", []):
+                if "current_version" in stale:
+                    self.known[stale["key"]] = (
+                        stale.get("current_value"),
+                        stale["current_version"],
+                    )
             if outcome["code"] in ("LEASE_EXPIRED", "FENCED"):
                 raise LeaseLost(outcome["message"])
             if outcome["code"] != "STATE_CONFLICT":
@@ -134,9 +147,6 @@ class HttpAgent:
             # conflict: racing again at once mostly loses again to the same herd.
             await anyio.sleep(backoff_s * self.rng.random())
             backoff_s = min(backoff_s * 2, 0.016)
-            for stale in outcome["details"]["conflicts"]:
-                shown[stale["key"]] = stale.get("current_value")
-                read_set[stale["key"]] = stale["current_version"]
 
     async def lease(self, key: str, rng: random.Random) -> int:
         backoff_s = 0.004
