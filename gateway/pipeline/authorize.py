@@ -14,8 +14,11 @@ from gateway.errors import GatewayError
 from gateway.pipeline.context import RequestContext
 from gateway.state.keys import check_namespace
 from gateway.state.refusals import namespace_not_found
+from protocol.identity import Principal
 from protocol.serf import ErrorCode
 from tools.registry import ToolRegistry
+
+_DECISIONS_KEPT = 4096
 
 
 class Authorize:
@@ -23,11 +26,24 @@ class Authorize:
 
     def __init__(self, registry: ToolRegistry) -> None:
         self.registry = registry
+        # (scopes, tool) -> may call: glob matching every scope on every call was a measurable
+        # share of the hot path. The answer depends on nothing else, so it can never go stale.
+        self._may_call: dict[tuple[tuple[str, ...], str], bool] = {}
+
+    def _allowed(self, scopes: tuple[str, ...], tool: str, principal: Principal) -> bool:
+        key = (scopes, tool)
+        allowed = self._may_call.get(key)
+        if allowed is None:
+            allowed = principal.may_call(tool)
+            if len(self._may_call) >= _DECISIONS_KEPT:  # bounded: names come from requests
+                self._may_call.clear()
+            self._may_call[key] = allowed
+        return allowed
 
     async def __call__(self, ctx: RequestContext) -> None:
         principal = ctx.require_principal()
         if ctx.tool_name is not None:
-            if not principal.may_call(ctx.tool_name):
+            if not self._allowed(principal.scopes, ctx.tool_name, principal):
                 raise GatewayError.of(
                     ErrorCode.TOOL_NOT_ALLOWED,
                     f"agent {principal.tenant}/{principal.agent} may not call {ctx.tool_name!r};"

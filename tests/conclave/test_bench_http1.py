@@ -1,0 +1,50 @@
+"""The gateway bench's HTTP/1.1 client reads real answers off one kept-alive connection."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from conclave.bench.http1 import Http1Connection
+
+pytestmark = pytest.mark.anyio
+
+ANSWERS = [
+    b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}',
+    b"HTTP/1.1 429 Too Many Requests\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b'5\r\n{"cod\r\n6\r\ne":42}\r\n0\r\n\r\n',
+]
+
+
+async def test_answers_are_read_off_one_kept_alive_connection() -> None:
+    connections = 0
+    requests: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        for answer in ANSWERS:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+            requests.append(head + await reader.readexactly(length))
+            writer.write(answer)
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    connection = Http1Connection(f"http://127.0.0.1:{port}")
+    raw = b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}"
+    try:
+        first = await connection.request(raw)
+        second = await connection.request(raw)
+    finally:
+        await connection.aclose()
+        server.close()
+        await server.wait_closed()
+
+    assert first == (200, b'{"ok":true}')
+    assert second == (429, b'{"code":42}')  # a chunked body, reassembled
+    assert connections == 1  # both calls on the same connection
+    assert requests == [raw, raw]
