@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from gateway import mcp
 from gateway.agent_directory import AgentDirectory
@@ -26,6 +27,13 @@ from tools.registry import default_registry
 
 class ConfigurationError(RuntimeError):
     pass
+
+
+class GatewayApp(FastAPI):
+    """FastAPI with the tool-call fast path in front of its middleware stack."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return tools.ToolCallFastPath(super().build_middleware_stack())
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -67,7 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await app.state.executor.aclose()
             await app.state.redis.aclose()
 
-    app = FastAPI(title="Conclave gateway", version="0.1.0", lifespan=lifespan)
+    app = GatewayApp(title="Conclave gateway", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
     app.state.sandbox_name = settings.sandbox_backend
     app.state.metrics = GatewayMetrics()
