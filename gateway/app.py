@@ -15,6 +15,7 @@ from gateway.agent_directory import AgentDirectory
 from gateway.audit import AuditLog, AuditWriter
 from gateway.errors import install_error_handlers
 from gateway.executors import create_executor, create_reaper
+from gateway.fast_path import HotRoutes
 from gateway.json_logs import install_json_logging
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline import build_pipeline
@@ -30,10 +31,10 @@ class ConfigurationError(RuntimeError):
 
 
 class GatewayApp(FastAPI):
-    """FastAPI with the tool-call fast path in front of its middleware stack."""
+    """FastAPI with the hot routes (tool calls, /mcp) in front of its middleware stack."""
 
     def build_middleware_stack(self) -> ASGIApp:
-        return tools.ToolCallFastPath(super().build_middleware_stack())
+        return HotRoutes(super().build_middleware_stack())
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.body import read_body
-from gateway.errors import serf_response, translate
+from gateway.errors import serf_response
 from gateway.pipeline import Pipeline, RequestContext
 from protocol.serf import SerfError
 from protocol.tools import ToolCallRequest, ToolCallResult, ToolSpec
@@ -74,36 +72,3 @@ def _pipeline(request: Request) -> Pipeline:
 # The hot path is a plain Starlette route: FastAPI's dependency solving would cost more than a
 # pipeline stage, and the body is read (under the size limit) and validated here anyway.
 router.add_route("/v1/tools/{name}/call", call_tool, methods=["POST"])  # add_route: no prefix
-
-
-_CALL_PATH = re.compile(r"^/v1/tools/([^/]+)/call$")
-
-
-class ToolCallFastPath:
-    """ASGI in front of the app's middleware stack: a tool call goes straight to `call_tool`.
-
-    Seven middleware layers and the router's matching cost ~15% of a tool call's CPU in the
-    gateway (py-spy, issue 4), and do nothing for it: `call_tool` reads its body under the
-    size limit and answers every refusal itself. Anything else, and any exception the
-    handler lets out, takes the same path as before: the full stack, the same SERF handlers.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        found = (
-            _CALL_PATH.match(scope["path"])
-            if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path")
-            else None
-        )
-        if found is None:
-            await self.app(scope, receive, send)
-            return
-        scope["path_params"] = {"name": found.group(1)}
-        request = Request(scope, receive, send)
-        try:
-            response = await call_tool(request)
-        except Exception as exc:  # what the app's handler for Exception answers
-            response = refusal(translate(exc, None))
-        await response(scope, receive, send)

@@ -1,0 +1,43 @@
+"""The hot routes answer like the full stack: the same tool call, the same refusals."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from gateway.auth import issue_token
+from gateway.settings import Settings
+
+pytestmark = pytest.mark.anyio
+
+
+def _auth(settings: Settings) -> dict[str, str]:
+    token = issue_token(settings, tenant="fast", agent="a", scopes=["tool:echo"])
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def test_a_tool_call_on_the_hot_path_answers_and_refuses_as_before(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    ok = await client.post(
+        "/v1/tools/echo/call", json={"arguments": {"message": "hi"}}, headers=_auth(settings)
+    )
+    assert ok.status_code == 200
+    assert ok.json()["tool"] == "echo"
+    unauthenticated = await client.post("/v1/tools/echo/call", json={"arguments": {}})
+    assert unauthenticated.status_code == 401
+    assert unauthenticated.json()["code"] == "AUTH_REQUIRED"
+    assert unauthenticated.headers["WWW-Authenticate"] == "Bearer"
+
+
+async def test_other_methods_and_paths_still_take_the_full_stack(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    no_stream = await client.get("/mcp", headers=_auth(settings))
+    assert no_stream.status_code == 405  # the /mcp GET route, not the hot POST handler
+    assert no_stream.headers["Allow"] == "POST"
+    nested = await client.post("/v1/tools/a/b/call", json={}, headers=_auth(settings))
+    assert nested.status_code == 404
+    assert nested.json()["code"] == "NOT_FOUND"
+    listing = await client.get("/v1/tools", headers=_auth(settings))
+    assert [spec["name"] for spec in listing.json()] == ["echo"]
