@@ -8,14 +8,14 @@ from contextlib import asynccontextmanager
 
 import anyio
 from fastapi import FastAPI
-from starlette.types import ASGIApp
+from starlette.types import Receive, Scope, Send
 
 from gateway import mcp
 from gateway.agent_directory import AgentDirectory
 from gateway.audit import AuditLog, AuditWriter
 from gateway.errors import install_error_handlers
 from gateway.executors import create_executor, create_reaper
-from gateway.fast_path import HotRoutes
+from gateway.fast_path import hot_handler, serve_hot
 from gateway.json_logs import install_json_logging
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline import build_pipeline
@@ -31,10 +31,15 @@ class ConfigurationError(RuntimeError):
 
 
 class GatewayApp(FastAPI):
-    """FastAPI with the hot routes (tool calls, /mcp) in front of its middleware stack."""
+    """FastAPI with the hot routes (tool calls, /mcp) served ahead of its middleware stack."""
 
-    def build_middleware_stack(self) -> ASGIApp:
-        return HotRoutes(super().build_middleware_stack())
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        handler = None if self.root_path else hot_handler(scope)
+        if handler is None:
+            await super().__call__(scope, receive, send)
+            return
+        scope["app"] = self  # what Starlette sets: handlers reach app.state through it
+        await serve_hot(handler, scope, receive, send)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

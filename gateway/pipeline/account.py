@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 import time
 
+from prometheus_client import Counter, Histogram
+
 from gateway.audit import AuditRecord, AuditWriter
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline.context import RequestContext
@@ -47,6 +49,11 @@ class Account:
     def __init__(self, audit: AuditWriter, metrics: GatewayMetrics) -> None:
         self.audit = audit
         self.metrics = metrics
+        # Labelled children, looked up once: `labels()` takes a lock and builds a key per call.
+        # Bounded by what the gateway serves (unknown tool names are one label), so no eviction.
+        self._requests: dict[tuple[str, str, str], Counter] = {}
+        self._latency: dict[str, Histogram] = {}
+        self._stage_latency: dict[str, Histogram] = {}
 
     async def __call__(self, ctx: RequestContext) -> None:
         duration = time.perf_counter() - ctx.started
@@ -56,10 +63,17 @@ class Account:
         operation = ctx.tool.name if ctx.tool else ctx.operation
         if ctx.tool is None and ctx.tool_name is not None:
             operation = "(unresolved tool)"
-        m.requests.labels(ctx.transport, operation, record.outcome).inc()
-        m.latency.labels(operation).observe(duration)
+        key = (ctx.transport, operation, record.outcome)
+        if (requests := self._requests.get(key)) is None:
+            requests = self._requests[key] = m.requests.labels(*key)
+        requests.inc()
+        if (latency := self._latency.get(operation)) is None:
+            latency = self._latency[operation] = m.latency.labels(operation)
+        latency.observe(duration)
         for stage, seconds in ctx.stage_seconds.items():
-            m.stage_latency.labels(stage).observe(seconds)
+            if (stage_latency := self._stage_latency.get(stage)) is None:
+                stage_latency = self._stage_latency[stage] = m.stage_latency.labels(stage)
+            stage_latency.observe(seconds)
         if ctx.error is not None:
             m.errors.labels(ctx.error.code.value).inc()
             if ctx.error.code is ErrorCode.RATE_LIMITED:
