@@ -131,10 +131,10 @@ class SharedState:
             fencing = {grant.key: grant.fencing_token for grant in grants.leases}
         try:
             missing = [key for key in keys if key not in reuse]
-            reads = reuse | (await self._read_all(missing) if missing else {})
-            reads = {key: reads[key] for key in keys}
+            known = reuse | (await self._read_all(missing) if missing else {})
+            reads = {key: known[key] for key in keys}
             previous.clear()
-            previous.update(reads)
+            previous.update(known)
             current = {key: r.value for key, r in reads.items() if r.version > 0}
             produced = update(current)
             new_values = await produced if inspect.isawaitable(produced) else produced
@@ -149,7 +149,9 @@ class SharedState:
             ]
             request = CommitRequest(
                 writes=writes,
-                read_set={key: r.version for key, r in reads.items()},
+                # every key a 409 showed is declared, even one outside `keys` (a stale read
+                # logged earlier in the session), or the shown entry in the log refuses again
+                read_set={key: r.version for key, r in known.items()},
                 idempotency_key=f"{idempotency}-{attempt}",
             )
             result = await self.client.commit(self.namespace, request)

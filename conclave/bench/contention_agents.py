@@ -119,12 +119,14 @@ class HttpAgent:
         still current, so a stale one is refused with the current value and version, and the
         retry computes from those: one request per attempt, no reading again."""
         backoff_s = 0.001
+        shown: set[str] = set()  # keys a 409 listed: declared too, even one the agent only
+        # wrote (the gateway logs a writer's keys as read), or the log's shown entry refuses
         while not self.run.done:
             for key in reads:
                 if key not in self.known:
                     await self.read(key)
             values = {key: self.known[key][0] for key in reads}
-            read_set = {key: self.known[key][1] for key in reads}
+            read_set = {key: self.known[key][1] for key in [*reads, *shown]}
             value = next_value(values)
             outcome = await self.commit(target, value, token, read_set)
             if "commit_id" in outcome:
@@ -135,6 +137,7 @@ class HttpAgent:
             self.run.retries += 1
             for stale in outcome.get("details", {}).get("conflicts", []):
                 if "current_version" in stale:
+                    shown.add(stale["key"])
                     self.known[stale["key"]] = (
                         stale.get("current_value"),
                         stale["current_version"],
