@@ -54,6 +54,17 @@ def within_deadline(invocation: Invocation) -> Invocation:
     return replace(invocation, limits=replace(invocation.limits, timeout_ms=max(1, left)))
 
 
+def _too_late(invocation: Invocation, started: float) -> Outcome:
+    """No sandbox was ready before the deadline: nothing ran, and the caller hears it now."""
+    waited = (time.monotonic() - started) * 1000
+    error = SerfError.of(
+        ErrorCode.DEADLINE_EXCEEDED,
+        f"not started: no sandbox was ready before the deadline (waited {waited:.0f} ms)",
+        details={"tool": invocation.tool, "waited_ms": int(waited)},
+    )
+    return Outcome(usage=CallUsage(wall_ms=waited, exit_reason=ExitReason.ERROR), error=error)
+
+
 class SandboxPool:
     def __init__(
         self,
@@ -80,6 +91,7 @@ class SandboxPool:
         self._lock = anyio.Lock()
         self._closed = False
         self._tearing_down: set[asyncio.Task[None]] = set()
+        self._late_starts: set[asyncio.Task[Sandbox]] = set()  # outlived their call's deadline
         self.started = 0  # sandboxes ever started, for tests and the bench
         self.recycled = 0
 
@@ -97,7 +109,7 @@ class SandboxPool:
         started = time.monotonic()
         for attempt in (1, 2):
             try:
-                sandbox = await self._checkout(key)
+                sandbox = await self._checkout_by_deadline(key, invocation)
             except SandboxError as exc:
                 usage = CallUsage(
                     wall_ms=(time.monotonic() - started) * 1000, exit_reason=ExitReason.ERROR
@@ -105,6 +117,8 @@ class SandboxPool:
                 retry = 250 if isinstance(exc, PoolFullError) else 1000
                 error = SerfError.of(ErrorCode.SANDBOX_UNAVAILABLE, str(exc), retry_after_ms=retry)
                 return Outcome(usage=usage, error=error)
+            if sandbox is None:
+                return _too_late(invocation, started)
             recycle = True  # if the call is cancelled midway, the sandbox cannot be trusted
             try:
                 result = await sandbox.call(within_deadline(invocation))
@@ -117,6 +131,40 @@ class SandboxPool:
                 with anyio.CancelScope(shield=True):
                     await self._checkin(key, sandbox, recycle)
         raise AssertionError("unreachable")
+
+    async def _checkout_by_deadline(self, key: PoolKey, invocation: Invocation) -> Sandbox | None:
+        """A sandbox, or None when none is ready before the call's deadline.
+
+        A cold start (seconds under load) must not hold a call past its deadline: the caller
+        stops waiting then, and the start finishes in the background into the idle pool, so
+        the next call of this identity finds it warm."""
+        deadline = invocation.context.deadline_ms
+        if deadline is None:
+            return await self._checkout(key)
+        start = asyncio.get_running_loop().create_task(self._checkout(key))
+        try:
+            done, _ = await asyncio.wait({start}, timeout=max(0.0, deadline / 1000 - time.time()))
+        finally:
+            if not start.done():
+                self._late_starts.add(start)
+                start.add_done_callback(self._late_starts.discard)
+                start.add_done_callback(lambda task: self._keep_late_start(key, task))
+        if not done:
+            return None
+        sandbox = start.result()
+        if deadline - time.time() * 1000 < 1:
+            await self._checkin(key, sandbox, recycle=False)
+            return None
+        return sandbox
+
+    def _keep_late_start(self, key: PoolKey, start: asyncio.Task[Sandbox]) -> None:
+        if start.cancelled() or start.exception() is not None:
+            return  # nothing was started; the next call reports its own failure
+        task = asyncio.get_running_loop().create_task(
+            self._checkin(key, start.result(), recycle=False)
+        )
+        self._tearing_down.add(task)
+        task.add_done_callback(self._tearing_down.discard)
 
     async def prewarm(self, tenant: str, agent: str, limits: CallLimits) -> None:
         """Start a sandbox for this identity and profile now, so its first call is warm."""
@@ -226,6 +274,9 @@ class SandboxPool:
 
     async def aclose(self) -> None:
         """Tear down every sandbox (idle and busy) and the backend."""
+        with anyio.CancelScope(shield=True):  # late starts land in the idle pool first
+            await asyncio.gather(*self._late_starts, return_exceptions=True)
+            await asyncio.gather(*self._tearing_down, return_exceptions=True)
         async with self._lock:
             self._closed = True
             everything = [s for v in self._idle.values() for s in v] + list(self._busy)

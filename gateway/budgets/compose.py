@@ -51,5 +51,8 @@ def build_time_budgets(
         min_grant_ms=settings.budget_min_grant_ms,
     )
     return TimeBudgets(
-        window, breaker, allocator, GuardedExecutor(executor, window, breaker, registry)
+        window,
+        breaker,
+        allocator,
+        GuardedExecutor(executor, window, breaker, registry, margin_ms=settings.budget_margin_ms),
     )

@@ -20,10 +20,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 from gateway.budgets.breaker import CircuitBreaker, counts_against_tool
-from gateway.budgets.latency import KILL_OVERSHOOT, LatencyWindow
+from gateway.budgets.latency import KILL_OVERSHOOT, LatencyWindow, kill_margin_ms
 from protocol.serf import ErrorCode, SerfError
 from sandbox.executor import CallLimits, Invocation, Outcome, ToolExecutor
 from tools.errors import tool_exception_code
@@ -67,8 +68,11 @@ class GuardedExecutor:
         window: LatencyWindow,
         breaker: CircuitBreaker,
         registry: ToolRegistry,
+        *,
+        margin_ms: int = 10,
     ) -> None:
         self.inner = inner
+        self.margin_ms = margin_ms
         self.window = window
         self.breaker = breaker
         self.registry = registry
@@ -79,7 +83,9 @@ class GuardedExecutor:
         return self.inner.name
 
     async def execute(self, invocation: Invocation) -> Outcome:
-        outcome = await self.inner.execute(invocation)
+        stopping = await self._stopping_in_time(invocation)
+        outcome = await self.inner.execute(stopping)
+        answered_ms = time.time() * 1000
         error = outcome.error
         granted = invocation.limits.timeout_ms
         timed_out = error is not None and error.code is ErrorCode.TOOL_TIMEOUT
@@ -89,7 +95,12 @@ class GuardedExecutor:
         if timed_out:
             # Measured from the call's own start: a cold sandbox start before it is not
             # lateness of the kill (and the pool cuts such a call to the deadline anyway).
-            await self.window.record(KILL_OVERSHOOT, max(0.0, outcome.usage.wall_ms - granted))
+            # A call the executor cut at the (moved) deadline is late past that instead.
+            stop_by = stopping.context.deadline_ms
+            late = answered_ms - stop_by if stop_by is not None else 0.0
+            await self.window.record(
+                KILL_OVERSHOOT, max(0.0, outcome.usage.wall_ms - granted, late)
+            )
             self._replace_sandbox(invocation)
         if error is None:
             await self.breaker.record(invocation.tool, ok=True)
@@ -105,6 +116,20 @@ class GuardedExecutor:
             details.setdefault("censored_sample_ms", granted)
         error = error.model_copy(update={"details": details})
         return Outcome(usage=outcome.usage, result=outcome.result, error=error)
+
+    async def _stopping_in_time(self, invocation: Invocation) -> Invocation:
+        """The invocation with its deadline moved earlier by what a kill and the reply take.
+
+        The grant already leaves that margin, but the executor may spend part of the grant
+        getting a sandbox (a cold start): it then cuts the call, or gives up, at the
+        context's deadline; moved earlier, a call cut there still answers by the run's own.
+        """
+        deadline = invocation.context.deadline_ms
+        if deadline is None:
+            return invocation
+        margin = await kill_margin_ms(self.window, self.margin_ms)
+        context = invocation.context.model_copy(update={"deadline_ms": deadline - margin})
+        return replace(invocation, context=context)
 
     def _is_tool_fault(self, invocation: Invocation, error: SerfError, granted: int) -> bool:
         registered = self.registry.get(invocation.tool)
