@@ -23,9 +23,12 @@ import time
 from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
+import anyio
+
 from gateway.budgets.breaker import CircuitBreaker, counts_against_tool
 from gateway.budgets.latency import KILL_OVERSHOOT, LatencyWindow, kill_margin_ms
 from protocol.serf import ErrorCode, SerfError
+from protocol.tools import CallUsage, ExitReason
 from sandbox.executor import CallLimits, Invocation, Outcome, ToolExecutor
 from tools.errors import tool_exception_code
 from tools.registry import ToolRegistry
@@ -84,7 +87,7 @@ class GuardedExecutor:
 
     async def execute(self, invocation: Invocation) -> Outcome:
         stopping = await self._stopping_in_time(invocation)
-        outcome = await self.inner.execute(stopping)
+        outcome = await self._execute_by_deadline(stopping, invocation.context.deadline_ms)
         answered_ms = time.time() * 1000
         error = outcome.error
         granted = invocation.limits.timeout_ms
@@ -116,6 +119,26 @@ class GuardedExecutor:
             details.setdefault("censored_sample_ms", granted)
         error = error.model_copy(update={"details": details})
         return Outcome(usage=outcome.usage, result=outcome.result, error=error)
+
+    async def _execute_by_deadline(self, invocation: Invocation, deadline: int | None) -> Outcome:
+        """The executor's outcome, or a kill by the gateway's own clock when the sandbox has
+        not answered `margin_ms / 2` before the run's deadline (a starved runner can answer its
+        own kill, or a result finished past its limit, tens of ms late)."""
+        if deadline is None:
+            return await self.inner.execute(invocation)
+        began = time.monotonic()
+        # Half the fixed margin: the executor's own cut (at the moved deadline) comes first.
+        with anyio.move_on_after((deadline - self.margin_ms / 2) / 1000 - time.time()):
+            return await self.inner.execute(invocation)
+        wall_ms = (time.monotonic() - began) * 1000
+        error = SerfError.of(
+            ErrorCode.TOOL_TIMEOUT,
+            f"the call ran past its wall-clock limit of {invocation.limits.timeout_ms} ms"
+            " and was killed by the gateway at the run's deadline",
+            details={"timeout_ms": invocation.limits.timeout_ms, "killed_by": "gateway"},
+        )
+        usage = CallUsage(wall_ms=wall_ms, exit_reason=ExitReason.TIMEOUT)
+        return Outcome(usage=usage, error=error)
 
     async def _stopping_in_time(self, invocation: Invocation) -> Invocation:
         """The invocation with its deadline moved earlier by what a kill and the reply take.

@@ -77,5 +77,5 @@ async def test_a_chain_never_answers_after_its_deadline(stack: EmbeddedStack) ->
             )
             if code != "TOOL_TIMEOUT":
                 break
-    # Nothing could finish a 5 s sleep; the call that met the cold start ran nothing.
-    assert "OK" not in codes and codes[-1] in {"DEADLINE_EXCEEDED", "BUDGET_EXHAUSTED"}, codes
+    # Nothing could finish a 5 s sleep: every answer was a kill or a refusal, all in time.
+    assert codes and set(codes) <= {"TOOL_TIMEOUT", "DEADLINE_EXCEEDED", "BUDGET_EXHAUSTED"}
