@@ -122,13 +122,13 @@ class GuardedExecutor:
 
     async def _execute_by_deadline(self, invocation: Invocation, deadline: int | None) -> Outcome:
         """The executor's outcome, or a kill by the gateway's own clock when the sandbox has
-        not answered `margin_ms / 2` before the run's deadline (a starved runner can answer its
+        not answered `margin_ms` before the run's deadline (a starved runner can answer its
         own kill, or a result finished past its limit, tens of ms late)."""
         if deadline is None:
             return await self.inner.execute(invocation)
         began = time.monotonic()
-        # Half the fixed margin: the executor's own cut (at the moved deadline) comes first.
-        with anyio.move_on_after((deadline - self.margin_ms / 2) / 1000 - time.time()):
+        # The fixed margin is left for this guard's bookkeeping and the HTTP reply.
+        with anyio.move_on_after((deadline - self.margin_ms) / 1000 - time.time()):
             return await self.inner.execute(invocation)
         wall_ms = (time.monotonic() - began) * 1000
         error = SerfError.of(
