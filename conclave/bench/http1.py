@@ -34,12 +34,25 @@ class Http1Connection:
 
     async def request(self, raw: bytes) -> tuple[int, bytes]:
         """Send a complete request (head and body) and read its answer."""
+        reused = self._writer is not None
         reader, writer = await self._connect()
-        writer.write(raw)
-        status_line = await reader.readline()
+        try:
+            writer.write(raw)
+            status_line = await reader.readline()
+        except ConnectionError:
+            status_line = b""
         if not status_line:
             await self.aclose()
-            raise HttpError("the server closed the connection")
+            if not reused:
+                raise HttpError("the server closed the connection")
+            # The server closed an idle kept-alive connection (uvicorn does after 5 s), as
+            # httpx would notice too: it never read this request, so send it on a new one.
+            reader, writer = await self._connect()
+            writer.write(raw)
+            status_line = await reader.readline()
+            if not status_line:
+                await self.aclose()
+                raise HttpError("the server closed the connection")
         status = int(status_line.split(b" ", 2)[1])
         length = -1
         chunked = closing = False

@@ -48,3 +48,30 @@ async def test_answers_are_read_off_one_kept_alive_connection() -> None:
     assert second == (429, b'{"code":42}')  # a chunked body, reassembled
     assert connections == 1  # both calls on the same connection
     assert requests == [raw, raw]
+
+
+async def test_a_kept_alive_connection_the_server_closed_is_replaced() -> None:
+    connections = 0
+
+    async def serve_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        head = await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0]))
+        writer.write(ANSWERS[0])
+        await writer.drain()
+        writer.close()  # as uvicorn closes an idle kept-alive connection
+
+    server = await asyncio.start_server(serve_once, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    connection = Http1Connection(f"http://127.0.0.1:{port}")
+    raw = b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}"
+    try:
+        answers = [await connection.request(raw) for _ in range(3)]
+    finally:
+        await connection.aclose()
+        server.close()
+        await server.wait_closed()
+
+    assert answers == [(200, b'{"ok":true}')] * 3
+    assert connections == 3
