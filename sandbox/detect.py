@@ -45,7 +45,10 @@ def bwrap_status() -> str | None:
     """None when bubblewrap can start a namespace here; else why not."""
     if shutil.which("bwrap") is None:
         return "bubblewrap is not installed (apt-get install bubblewrap)"
-    probe = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"]
+    # The same namespaces and mounts the bwrap backend asks for: a fresh /proc in particular
+    # fails inside containers that mask /proc, where a bare `bwrap true` still succeeds.
+    probe = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/"]
+    probe += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "true"]
     try:
         done = subprocess.run(probe, capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
