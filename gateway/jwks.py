@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import anyio
 import jwt
-from pydantic import ValidationError
 
+from gateway.auth import decode_claims
 from gateway.errors import GatewayError
 from protocol.identity import TokenClaims
 from protocol.serf import ErrorCode
@@ -43,19 +43,10 @@ class JwksVerifier:
             raise GatewayError.of(
                 ErrorCode.AUTH_INVALID, f"the token's key is not in the provider's set ({exc})"
             ) from exc
-        try:
-            payload = jwt.decode(
-                token,
-                key.key,
-                algorithms=list(ASYMMETRIC),
-                options={"require": ["exp", "iat", "sub", "jti"], "verify_aud": False},
-            )
-            return TokenClaims.model_validate(payload)
-        except jwt.ExpiredSignatureError as exc:
-            raise GatewayError.of(
-                ErrorCode.AUTH_EXPIRED, "the token has expired: get a new one from your provider"
-            ) from exc
-        except (jwt.InvalidTokenError, ValidationError) as exc:
-            raise GatewayError.of(
-                ErrorCode.AUTH_INVALID, f"the token is not valid ({type(exc).__name__})"
-            ) from exc
+        return decode_claims(
+            token,
+            key.key,
+            algorithms=list(ASYMMETRIC),
+            verify_aud=False,
+            renew_hint="get a new one from your provider",
+        )
