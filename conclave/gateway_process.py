@@ -13,10 +13,12 @@ import sys
 
 import uvicorn
 
+from gateway.http_protocol import CoalescingHttpToolsProtocol
+
 
 def main() -> None:
     listener = socket.socket(fileno=int(sys.argv[1]))  # family and type detected from the fd
-    # loop/http "auto" pick uvloop and httptools (dependencies; checked in the process's maps).
+    # loop "auto" picks uvloop (a dependency); httptools parses, as "auto" would pick.
     # No proxy-header rewriting: nothing reads the client address, and it ran on every request.
     config = uvicorn.Config(
         "gateway.app:create_app",
@@ -24,6 +26,7 @@ def main() -> None:
         log_level="warning",
         access_log=False,
         proxy_headers=False,
+        http=CoalescingHttpToolsProtocol,  # one socket write per answer, not two
     )
     uvicorn.Server(config).run(sockets=[listener])
 
