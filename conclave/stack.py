@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -30,9 +31,18 @@ class StackError(RuntimeError):
 
 
 class EmbeddedStack:
-    def __init__(self, settings: Settings | None = None, *, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        host: str = "127.0.0.1",
+        log_path: Path | None = None,
+    ) -> None:
+        """`log_path`: where the gateway's output goes (appended); by default, ours."""
         self.base_settings = settings or Settings()
         self.host = host
+        self.log_path = log_path
+        self._log: IO[bytes] | None = None
         self.redis: EmbeddedRedis | None = None
         self.backend: BackendChoice | None = None
         self._gateway: subprocess.Popen[bytes] | None = None
@@ -73,10 +83,14 @@ class EmbeddedStack:
         self.url = f"http://{self.host}:{port}"
         self.settings = self.settings.model_copy(update={"port": port, "host": self.host})
         command = [sys.executable, "-m", "conclave.gateway_process", str(self._socket.fileno())]
+        if self.log_path is not None:
+            self._log = self.log_path.open("ab")
         self._gateway = subprocess.Popen(
             command,
             env=self._gateway_env(),
             pass_fds=(self._socket.fileno(),),
+            stdout=self._log,
+            stderr=subprocess.STDOUT if self._log else None,
         )
         self._wait_ready(timeout_s)
 
@@ -127,6 +141,9 @@ class EmbeddedStack:
         if self.redis is not None:
             self.redis.close()
             self.redis = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def token(
         self, tenant: str, agent: str, scopes: Iterable[str], *, obo: str | None = None

@@ -32,5 +32,6 @@ def fault_stack(
         for tool in (*tools, KILL_OVERSHOOT):
             redis.delete(f"{LATENCY_PREFIX}{{{tool}}}", f"{BREAKER_PREFIX}{{{tool}}}")
     update = {"port": 0, "tool_modules": FAULT_MODULES, **settings}
-    with EmbeddedStack(base.model_copy(update=update)) as stack:
+    log_path = ctx.gateway_log("faults")
+    with EmbeddedStack(base.model_copy(update=update), log_path=log_path) as stack:
         yield stack

@@ -49,7 +49,8 @@ def run_bench(
     out_dir = out_root / time.strftime("%Y%m%d-%H%M%S")
     out_dir.mkdir(parents=True, exist_ok=True)
     results: list[SuiteResult] = []
-    with EmbeddedStack(settings or Settings(port=0)) as stack:
+    log_path = out_dir / "gateway.log"
+    with EmbeddedStack(settings or Settings(port=0), log_path=log_path) as stack:
         assert stack.backend is not None
         console.print(
             f"[bold]gateway[/] {stack.url}  [bold]sandbox[/] {stack.backend.name}"

@@ -54,5 +54,9 @@ class BenchContext:
     out_dir: Path
     progress: Progress
 
+    def gateway_log(self, name: str) -> Path:
+        """Where a suite's own gateway logs: next to the results, not over the tables."""
+        return self.out_dir / f"{name}-gateway.log"
+
 
 Suite = Callable[[BenchContext], SuiteResult]

@@ -100,7 +100,7 @@ def _agentdojo(ctx: BenchContext, result: SuiteResult) -> None:
         }
     )
     progress = ctx.progress.add_task("tasks: AgentDojo", total=task_count(None, per_suite))
-    with EmbeddedStack(settings) as stack:
+    with EmbeddedStack(settings, log_path=ctx.gateway_log("agentdojo")) as stack:
         scores = _with_admin(
             stack,
             lambda admin: run_agentdojo(

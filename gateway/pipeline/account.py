@@ -19,6 +19,7 @@ from gateway.pipeline.context import RequestContext
 from protocol.serf import ErrorCode
 
 log = logging.getLogger("conclave.gateway.access")
+_CONTENTION = frozenset({ErrorCode.STATE_CONFLICT, ErrorCode.LEASE_HELD})
 
 
 def audit_record(ctx: RequestContext, duration_s: float) -> AuditRecord:
@@ -78,8 +79,11 @@ class Account:
             m.errors.labels(ctx.error.code.value).inc()
             if ctx.error.code is ErrorCode.RATE_LIMITED:
                 m.rate_limited.labels(operation).inc()
-        # Answers log at debug, refusals and failures at info: the hot path stays quiet.
-        level = logging.DEBUG if ctx.error is None else logging.INFO
+        # Answers and contention (a conflict or a held lease: the agent's ordinary retry path,
+        # thousands a second under load) log at debug, other refusals and failures at info;
+        # the audit stream and the metrics record every one of them either way.
+        quiet = ctx.error is None or ctx.error.code in _CONTENTION
+        level = logging.DEBUG if quiet else logging.INFO
         if log.isEnabledFor(level):
             log.log(level, "request", extra=record.model_dump(exclude={"id"}))
         self.audit.submit(record)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from redis.asyncio import Redis
 
@@ -77,3 +79,20 @@ async def test_account_writes_audit_and_metrics(redis: Redis) -> None:
         "conclave_rate_limited_total", {"operation": "(unresolved tool)"}
     )
     assert limited == 1
+
+
+async def test_refusals_log_at_info_but_contention_at_debug_and_both_are_audited(
+    redis: Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer = AuditWriter(AuditLog(redis))
+    account = Account(writer, GatewayMetrics())
+    caplog.set_level(logging.DEBUG, logger="conclave.gateway.access")
+    for code in (ErrorCode.TOOL_NOT_ALLOWED, ErrorCode.STATE_CONFLICT):
+        ctx = RequestContext("http", "state:commit", {}, namespace="ns")
+        ctx.error = GatewayError.of(code, "no").error
+        await account(ctx)
+    await writer.flush()
+    levels = {r.code: r.levelno for r in caplog.records}  # type: ignore[attr-defined]
+    assert levels == {"TOOL_NOT_ALLOWED": logging.INFO, "STATE_CONFLICT": logging.DEBUG}
+    audited = [r.code for r in await AuditLog(redis).query() if r.operation == "state:commit"]
+    assert sorted(audited) == ["STATE_CONFLICT", "TOOL_NOT_ALLOWED"]
