@@ -13,11 +13,14 @@ and version, and the retry commits from them at once), ``owned`` (HTTP: lease th
 key, then a batch of commits with the fencing token, then release; ``LEASE_HELD`` backs off
 and retries), ``naive`` (the last-writer-wins store, straight on Redis) and ``watch``
 (WATCH/MULTI/EXEC on Redis).
-Commit latency is the time of the commit request (for ``watch``, of the whole transaction).
+Commit latency is the time of the commit request (for ``watch``, of the whole transaction);
+transaction latency, from the start of a transaction to its commit, includes the refused
+attempts, the backoff between them and an owner's wait for its lease.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import time
 import uuid
@@ -26,10 +29,10 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
-import httpx
 from redis.asyncio import Redis
 
 from conclave.bench.baselines import NaiveStore, watch_multi_transaction
+from conclave.bench.http1 import Http1Connection, encode_request
 from gateway.state.keys import NamespaceKeys
 
 CROSS_KEYS = 4
@@ -48,7 +51,8 @@ class RunProgress:
     commits: int = 0
     conflicts: int = 0  # 409 answers (STATE_CONFLICT, LEASE_HELD, ...)
     retries: int = 0  # transactions redone (after a 409 or a WATCH abort)
-    latencies_ms: list[float] = field(default_factory=list)
+    latencies_ms: list[float] = field(default_factory=list)  # commit requests
+    transactions_ms: list[float] = field(default_factory=list)  # first attempt to commit
     started: float = field(default_factory=time.perf_counter)
 
     @property
@@ -69,32 +73,41 @@ def next_value(values: dict[str, Any]) -> int:
     return sum(int(v or 0) for v in values.values()) + 1
 
 
+class RequestFailed(RuntimeError):
+    """The gateway answered with a status the agent does not handle."""
+
+
 @dataclass
 class HttpAgent:
-    client: httpx.AsyncClient
+    """One agent on its own kept-alive connection (its requests are sequential), through the
+    bench's lean HTTP/1.1 client: httpx's client CPU would otherwise be what the suite
+    measures on two shared cores (see `conclave.bench.http1`)."""
+
+    connection: Http1Connection
+    base_url: str
     headers: dict[str, str]
     namespace: str
     run: RunProgress
     rng: random.Random = field(default_factory=random.Random)
     known: dict[str, tuple[Any, int]] = field(default_factory=dict)  # key -> (value, version)
 
-    async def _send(self, method: str, path: str, body: Any = None) -> httpx.Response:
-        """One request, sent again once if a pooled connection turned out to be closed (the
-        server drops idle keep-alive connections); commits carry an idempotency key, so a
-        resent commit cannot apply twice."""
-        url = f"/v1/state/{self.namespace}/{path}"
-        for attempt in range(2):
-            try:
-                return await self.client.request(method, url, json=body, headers=self.headers)
-            except httpx.TransportError:
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
+    async def _send(
+        self, method: str, path: str, body: Any = None, *, ok: tuple[int, ...] = (200,)
+    ) -> tuple[int, Any]:
+        """One request; its status (one of `ok`) and decoded answer. A commit resent
+        on a new connection (the client does when the server closed an idle one) carries its
+        idempotency key, so it cannot apply twice."""
+        payload = b"" if body is None else json.dumps(body).encode()
+        raw = encode_request(
+            method, self.base_url, f"/v1/state/{self.namespace}/{path}", self.headers, payload
+        )
+        status, answer = await self.connection.request(raw)
+        if status not in ok:
+            raise RequestFailed(f"{method} {path}: {status} {answer.decode(errors='replace')}")
+        return status, json.loads(answer) if answer else None
 
     async def read(self, key: str) -> Any:
-        response = await self._send("GET", key)
-        response.raise_for_status()
-        read = response.json()
+        _, read = await self._send("GET", key)
         self.known[key] = (read["value"], read["version"])
         return read["value"]
 
@@ -106,19 +119,20 @@ class HttpAgent:
             write["fencing_token"] = token
         body = {"writes": [write], "read_set": read_set, "idempotency_key": uuid.uuid4().hex}
         started = time.perf_counter()
-        response = await self._send("POST", "commit", body)
+        _, outcome = await self._send("POST", "commit", body, ok=(200, 409))
         self.run.latencies_ms.append((time.perf_counter() - started) * 1000)
-        if response.status_code not in (200, 409):
-            response.raise_for_status()
-        outcome: dict[str, Any] = response.json()
-        return outcome
+        return dict(outcome)
 
-    async def transaction(self, reads: list[str], target: str, token: int | None) -> None:
+    async def transaction(
+        self, reads: list[str], target: str, token: int | None, began: float | None = None
+    ) -> None:
         """One committed transaction, from what the agent knows of its keys (read, committed
         by itself, or shown by a 409), declared as its read_set: the commit checks each is
         still current, so a stale one is refused with the current value and version, and the
-        retry computes from those: one request per attempt, no reading again."""
+        retry computes from those: one request per attempt, no reading again. `began`: when
+        the transaction started, if before this call (an owner's wait for its lease)."""
         backoff_s = 0.001
+        began = began or time.perf_counter()
         shown: set[str] = set()  # keys a 409 listed: declared too, even one the agent only
         # wrote (the gateway logs a writer's keys as read), or the log's shown entry refuses
         while not self.run.done:
@@ -132,6 +146,7 @@ class HttpAgent:
             if "commit_id" in outcome:
                 self.known[target] = (value, outcome["versions"][target])
                 self.run.commits += 1
+                self.run.transactions_ms.append((time.perf_counter() - began) * 1000)
                 return
             self.run.conflicts += 1
             self.run.retries += 1
@@ -149,26 +164,25 @@ class HttpAgent:
             # Back off with jitter before retrying, as a SERF client does on a retryable
             # conflict: racing again at once mostly loses again to the same herd.
             await anyio.sleep(backoff_s * self.rng.random())
-            backoff_s = min(backoff_s * 2, 0.016)
+            backoff_s = min(backoff_s * 2, 0.064)
 
     async def lease(self, key: str, rng: random.Random) -> int:
         backoff_s = 0.004
         while True:
             if self.run.done:
                 raise LeaseLost("the run is over")
-            response = await self._send("POST", "leases", {"keys": [key], "ttl_ms": 5000})
-            if response.status_code == 200:
-                token: int = response.json()["leases"][0]["fencing_token"]
+            status, answer = await self._send(
+                "POST", "leases", {"keys": [key], "ttl_ms": 5000}, ok=(200, 409)
+            )
+            if status == 200:
+                token: int = answer["leases"][0]["fencing_token"]
                 return token
-            if response.status_code != 409:
-                response.raise_for_status()
             self.run.conflicts += 1
             await anyio.sleep(backoff_s * (0.5 + rng.random()))
             backoff_s = min(backoff_s * 2, 0.064)
 
     async def release(self, key: str) -> None:
-        response = await self._send("DELETE", f"leases/{key}")
-        response.raise_for_status()
+        await self._send("DELETE", f"leases/{key}", ok=(204,))
 
 
 async def run_http_agent(agent: HttpAgent, workload: str, index: int, owned: bool) -> None:
@@ -181,11 +195,13 @@ async def run_http_agent(agent: HttpAgent, workload: str, index: int, owned: boo
         return
     while not agent.run.done:
         try:
+            began = time.perf_counter()  # the first transaction waits for the lease too
             token = await agent.lease(target, rng)
             for n in range(agent.run.owned_batch):
                 if n:
                     await _think(agent.run, rng)
-                await agent.transaction(reads, target, token)
+                    began = time.perf_counter()
+                await agent.transaction(reads, target, token, began)
         except LeaseLost:
             continue
         await agent.release(target)
@@ -208,6 +224,7 @@ async def run_naive_agent(store: NaiveStore, workload: str, index: int, run: Run
         started = time.perf_counter()
         await store.commit(f"agent-{index}", "bench", {target: next_value(values)}, read_set)
         run.latencies_ms.append((time.perf_counter() - started) * 1000)
+        run.transactions_ms.append(run.latencies_ms[-1])
         run.commits += 1
 
 
@@ -221,5 +238,6 @@ async def run_watch_agent(
             redis, keys, reads, lambda values: {target: next_value(values)}
         )
         run.latencies_ms.append((time.perf_counter() - started) * 1000)
+        run.transactions_ms.append(run.latencies_ms[-1])
         run.retries += retries
         run.commits += 1

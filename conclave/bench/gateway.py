@@ -18,11 +18,10 @@ import uuid
 from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
 from typing import Any
-from urllib.parse import urlsplit
 
 import anyio
 
-from conclave.bench.http1 import Http1Connection
+from conclave.bench.http1 import Http1Connection, encode_request
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
 from conclave.stack import EmbeddedStack
 from gateway.settings import Settings
@@ -106,13 +105,8 @@ class _Target:
 
     def _raw(self, index: int, path: str, body: Any, accept: str) -> bytes:
         """The request's bytes, built once: the bench measures the gateway, not the encoding."""
-        payload = json.dumps(body).encode()
-        head = (
-            f"POST {path} HTTP/1.1\r\nHost: {urlsplit(self.stack.url).netloc}\r\n"
-            f"Authorization: Bearer {self.tokens[index]}\r\nAccept: {accept}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
-        )
-        return head.encode() + payload
+        headers = {"Authorization": f"Bearer {self.tokens[index]}", "Accept": accept}
+        return encode_request("POST", self.stack.url, path, headers, json.dumps(body).encode())
 
     def rest(self, index: int) -> Call:
         raw = self._raw(
@@ -226,7 +220,7 @@ def run(ctx: BenchContext) -> SuiteResult:
         log_level="warning",
     )
     task = ctx.progress.add_task("gateway: echo direct vs through the gateway", total=1)
-    with EmbeddedStack(settings) as overhead_stack:
+    with EmbeddedStack(settings, log_path=ctx.gateway_log("overhead")) as overhead_stack:
         # uvloop on the client side too: the bench's own event loop shares the gateway's 2 cores.
         rows = anyio.run(_measure, ctx, overhead_stack, backend_options={"use_uvloop": True})
     ctx.progress.advance(task)

@@ -17,6 +17,17 @@ class HttpError(RuntimeError):
     pass
 
 
+def encode_request(
+    method: str, base_url: str, path: str, headers: dict[str, str], body: bytes = b""
+) -> bytes:
+    """A complete HTTP/1.1 request (head and body) as `Http1Connection.request` sends it."""
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {urlsplit(base_url).netloc}"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    if body or method in ("POST", "PUT", "PATCH"):
+        lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
 class Http1Connection:
     """One persistent connection to `base_url`; calls on it are sequential."""
 
@@ -65,7 +76,9 @@ class Http1Connection:
                 chunked = b"chunked" in value.lower()
             elif name == b"connection":
                 closing = b"close" in value.lower()
-        if chunked:
+        if status in (204, 304) or 100 <= status < 200:
+            body = b""  # no body, whatever the headers say (RFC 9112, 6.3)
+        elif chunked:
             body = await self._read_chunked(reader)
         elif length >= 0:
             body = await reader.readexactly(length)
