@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+import anyio
 import pytest
 
-from conclave.bench.http1 import Http1Connection
+from conclave.bench.http1 import Http1Connection, encode_request
 
 pytestmark = pytest.mark.anyio
 
@@ -14,6 +15,7 @@ ANSWERS = [
     b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}',
     b"HTTP/1.1 429 Too Many Requests\r\nTransfer-Encoding: chunked\r\n\r\n"
     b'5\r\n{"cod\r\n6\r\ne":42}\r\n0\r\n\r\n',
+    b"HTTP/1.1 204 No Content\r\nServer: x\r\n\r\n",  # no body, and no length to say so
 ]
 
 
@@ -30,15 +32,18 @@ async def test_answers_are_read_off_one_kept_alive_connection() -> None:
             requests.append(head + await reader.readexactly(length))
             writer.write(answer)
             await writer.drain()
+        await reader.read()  # keep the connection open until the client closes it
         writer.close()
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     connection = Http1Connection(f"http://127.0.0.1:{port}")
-    raw = b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}"
+    raw = encode_request("POST", f"http://127.0.0.1:{port}", "/x", {"Accept": "a/b"}, b"{}")
     try:
         first = await connection.request(raw)
         second = await connection.request(raw)
+        with anyio.fail_after(5):  # a body read to the end of the stream would hang here
+            third = await connection.request(raw)
     finally:
         await connection.aclose()
         server.close()
@@ -46,8 +51,11 @@ async def test_answers_are_read_off_one_kept_alive_connection() -> None:
 
     assert first == (200, b'{"ok":true}')
     assert second == (429, b'{"code":42}')  # a chunked body, reassembled
-    assert connections == 1  # both calls on the same connection
-    assert requests == [raw, raw]
+    assert third == (204, b"")  # answered at once, not after the server closes
+    assert connections == 1  # every call on the same connection
+    assert requests == [raw, raw, raw]
+    assert raw.startswith(b"POST /x HTTP/1.1\r\nHost: 127.0.0.1:")
+    assert b"\r\nAccept: a/b\r\n" in raw and raw.endswith(b"Content-Length: 2\r\n\r\n{}")
 
 
 async def test_a_kept_alive_connection_the_server_closed_is_replaced() -> None:
