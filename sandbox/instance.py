@@ -2,9 +2,10 @@
 
 `Sandbox.open` listens on the workspace socket, asks the backend to launch, and waits for the
 runner's hello (or for the sandbox to die, whichever comes first). `Sandbox.call` sends one
-invocation and turns the runner's answer into an `Outcome`. When the runner does not answer
-within the call's wall limit plus a grace period, the whole sandbox is torn down: the call
-is dead for real even if the runner itself was stopped.
+invocation and turns the runner's answer into an `Outcome`. At the call's wall limit the
+runner kills the call's processes and answers; the sandbox stays warm. When the runner does
+not answer within the call's wall limit plus a grace period, the whole sandbox is torn down:
+the call is dead for real even if the runner itself was stopped.
 """
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ from tools.errors import TOOL_EXCEPTION_CODES
 
 # How long past a call's wall limit the host waits for the runner's own kill to report.
 RUNNER_GRACE_S = 0.25
-_KILL_REASONS = {ExitReason.TIMEOUT, ExitReason.OOM, ExitReason.KILLED}
+# A sandbox is torn down after these. Not after a timeout the runner reported: it killed the
+# call's process group and reaped it, and sweeps any orphan before the next call, so the
+# sandbox is clean and stays warm for the retry a kill invites. (A runner that does not
+# answer is torn down with its sandbox, see `_runner_lost`.)
+_RECYCLE_REASONS = {ExitReason.OOM, ExitReason.KILLED}
 
 
 log = logging.getLogger("conclave.sandbox")
@@ -191,7 +196,7 @@ class Sandbox:
             exit_reason=reason,
             sandbox=self.label,
         )
-        recycle = reason in _KILL_REASONS
+        recycle = reason in _RECYCLE_REASONS
         if raw_error is None:
             return CallResult(Outcome(usage=usage, result=reply.get("result")), recycle)
         error = SerfError.of(

@@ -2,9 +2,10 @@
 
 Sandboxes are keyed by (tenant, agent, limits profile) and never shared across identities;
 each sandbox serves one call at a time, so an agent's parallel calls get parallel sandboxes.
-A sandbox is started on first use (or by `prewarm`), returned warm after each call, recycled
-after `recycle_after` calls or after any kill (timeout, OOM, CPU, output cap, dead runner),
-and reaped after `idle_s` without calls. At most `max_sandboxes` exist at once; when all are
+A sandbox is started on first use (or by `prewarm`), returned warm after each call (also
+after a timeout the runner killed: only the call's processes died), recycled after
+`recycle_after` calls or after any other kill (OOM, CPU, output cap, dead runner), and
+reaped after `idle_s` without calls. At most `max_sandboxes` exist at once; when all are
 busy a call gets `SANDBOX_UNAVAILABLE` (retryable) instead of waiting.
 """
 

@@ -114,6 +114,15 @@ def spawn_detached(seconds: float = 3600.0) -> int:
 
 
 @tool(intent=_BIG)
+def spawn_then_hang(seconds: float = 3600.0) -> None:
+    """Start a detached child, note its pid in `hang.pid` (in the workspace), then hang."""
+    child = subprocess.Popen(["sleep", str(seconds)], start_new_session=True)
+    with open("hang.pid", "w") as handle:
+        handle.write(str(child.pid))
+    time.sleep(seconds)
+
+
+@tool(intent=_BIG)
 def is_alive(pid: int) -> bool:
     """Whether a process with this pid exists (and is not a zombie) in the sandbox."""
     try:

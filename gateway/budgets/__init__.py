@@ -11,6 +11,7 @@ from gateway.budgets.latency import (
     LatencyWindow,
     censored_quantile,
 )
+from gateway.budgets.outcome import OutcomeRecorder
 
 __all__ = [
     "Allocation",
@@ -21,6 +22,7 @@ __all__ = [
     "LatencyEstimate",
     "LatencySample",
     "LatencyWindow",
+    "OutcomeRecorder",
     "TimeBudgets",
     "allocate_budget",
     "build_time_budgets",

@@ -37,20 +37,28 @@ redis.call('HSET', key, 'probe_until', now + tonumber(ARGV[2]))
 return {1, 0, 'probe'}
 """
 
-# Returns the state after the outcome. A failure while open or half-open (the probe) reopens.
-_RECORD = """
-local key = KEYS[1]
-local now = tonumber(ARGV[1])
-if ARGV[2] == '1' then redis.call('DEL', key) return 'closed' end
-local failures = redis.call('HINCRBY', key, 'failures', 1)
-local open_until = tonumber(redis.call('HGET', key, 'open_until') or '0')
-if open_until > 0 or failures >= tonumber(ARGV[3]) then
-  redis.call('HSET', key, 'open_until', now + tonumber(ARGV[4]), 'probe_until', 0)
-  redis.call('PEXPIRE', key, tonumber(ARGV[4]) * 10)
-  return 'open'
+# The state after one call's outcome. A failure while open or half-open (the probe) reopens.
+# A Lua function, so the outcome script (`gateway.budgets.outcome`) runs it with the sample.
+RECORD_OUTCOME_LUA = """
+local function record_outcome(key, now, ok, threshold, cooldown_ms)
+  if ok then redis.call('DEL', key) return 'closed' end
+  local failures = redis.call('HINCRBY', key, 'failures', 1)
+  local open_until = tonumber(redis.call('HGET', key, 'open_until') or '0')
+  if open_until > 0 or failures >= threshold then
+    redis.call('HSET', key, 'open_until', now + cooldown_ms, 'probe_until', 0)
+    redis.call('PEXPIRE', key, cooldown_ms * 10)
+    return 'open'
+  end
+  return 'closed'
 end
-return 'closed'
 """
+_RECORD = (
+    RECORD_OUTCOME_LUA
+    + """
+return record_outcome(KEYS[1], tonumber(ARGV[1]), ARGV[2] == '1', tonumber(ARGV[3]),
+  tonumber(ARGV[4]))
+"""
+)
 
 BreakerStateName = Literal["closed", "open", "half_open"]
 
@@ -76,8 +84,8 @@ class BreakerState:
     retry_after_ms: int
 
 
-def _key(tool: str) -> str:
-    return f"{KEY_PREFIX}{{{tool}}}"
+def breaker_key(tool: str) -> str:
+    return f"{KEY_PREFIX}{{{tool}}}"  # the same hash tag as the tool's latency window
 
 
 def _now_ms() -> int:
@@ -91,6 +99,10 @@ class CircuitBreaker:
         self.cooldown_ms = cooldown_ms
         self._admit = redis.register_script(_ADMIT)
         self._record = redis.register_script(_RECORD)
+
+    @property
+    def redis(self) -> Redis:
+        return self._redis
 
     async def admit(
         self,
@@ -107,7 +119,7 @@ class CircuitBreaker:
         """
         now = now_ms if now_ms is not None else _now_ms()
         admitted, wait_ms, state = await self._admit(
-            keys=[_key(tool)], args=[now, max(1, probe_ttl_ms)]
+            keys=[breaker_key(tool)], args=[now, max(1, probe_ttl_ms)]
         )
         if int(admitted):
             return bool(state == "probe")
@@ -126,13 +138,14 @@ class CircuitBreaker:
     async def record(self, tool: str, *, ok: bool, now_ms: int | None = None) -> BreakerStateName:
         now = now_ms if now_ms is not None else _now_ms()
         state = await self._record(
-            keys=[_key(tool)], args=[now, "1" if ok else "0", self.threshold, self.cooldown_ms]
+            keys=[breaker_key(tool)],
+            args=[now, "1" if ok else "0", self.threshold, self.cooldown_ms],
         )
         return "closed" if state == "closed" else "open"
 
     async def state(self, tool: str, *, now_ms: int | None = None) -> BreakerState:
         now = now_ms if now_ms is not None else _now_ms()
-        fields = await self._redis.hgetall(_key(tool))
+        fields = await self._redis.hgetall(breaker_key(tool))
         failures = int(fields.get("failures", 0))
         open_until = int(fields.get("open_until", 0))
         if open_until == 0:

@@ -1,7 +1,8 @@
 """Around every tool execution: latency samples, the breaker's evidence, precise SERF codes.
 
 `GuardedExecutor` wraps the gateway's `ToolExecutor` (sandbox pool or in-process), so the
-dispatch stage is unchanged. After each call it
+dispatch stage is unchanged. After each call it (the sample and the evidence in one round
+trip, `gateway.budgets.outcome`)
 
 - records the call's wall time in the tool's latency window; a call killed at its limit
   (`TOOL_TIMEOUT`) is recorded *censored* at that limit: it would have taken at least that;
@@ -11,8 +12,10 @@ dispatch stage is unchanged. After each call it
 - turns a tool's exception, reported by the runner as `TOOL_FAILED` with its type name, into
   the code `tools.errors` maps that type to (a rate limit, a conflict, a flaky upstream...);
 - puts the grant and the time left before the deadline into a failure's `details`;
-- after a kill (which recycles the sandbox), starts a replacement sandbox for the same
-  identity in the background, so the retry that ATBA's kill invites is not a cold start.
+- after a kill that tore the sandbox down (its runner did not answer, or the gateway cut the
+  call at the deadline), starts a replacement for the same identity in the background, so
+  the retry that ATBA's kill invites is not a cold start. (A kill the runner reports leaves
+  the sandbox warm.)
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import anyio
 
 from gateway.budgets.breaker import CircuitBreaker, counts_against_tool
 from gateway.budgets.latency import KILL_OVERSHOOT, LatencyWindow, kill_margin_ms
+from gateway.budgets.outcome import OutcomeRecorder
 from protocol.serf import ErrorCode, SerfError
 from protocol.tools import CallUsage, ExitReason
 from sandbox.executor import CallLimits, Invocation, Outcome, ToolExecutor
@@ -45,6 +49,12 @@ class _Prewarming(Protocol):
 _NOT_RUN = frozenset(
     {ErrorCode.INVALID_ARGUMENTS, ErrorCode.TOOL_NOT_FOUND, ErrorCode.SANDBOX_UNAVAILABLE}
 )
+
+
+def _sandbox_lost(error: SerfError | None) -> bool:
+    """Whether a kill took the sandbox with it (the pool then recycles it)."""
+    details = error.details if error is not None else {}
+    return bool(details.get("sandbox_killed")) or details.get("killed_by") == "gateway"
 
 
 def refine_tool_error(error: SerfError) -> SerfError:
@@ -79,6 +89,7 @@ class GuardedExecutor:
         self.window = window
         self.breaker = breaker
         self.registry = registry
+        self.recorder = OutcomeRecorder(window, breaker)
         self._warming: set[asyncio.Task[None]] = set()
 
     @property
@@ -92,9 +103,9 @@ class GuardedExecutor:
         error = outcome.error
         granted = invocation.limits.timeout_ms
         timed_out = error is not None and error.code is ErrorCode.TOOL_TIMEOUT
+        duration: float | None = None
         if error is None or error.code not in _NOT_RUN:
             duration = granted if timed_out else outcome.usage.wall_ms
-            await self.window.record(invocation.tool, duration, censored=timed_out)
         if timed_out:
             # Measured from the call's own start: a cold sandbox start before it is not
             # lateness of the kill (and the pool cuts such a call to the deadline anyway).
@@ -104,13 +115,20 @@ class GuardedExecutor:
             await self.window.record(
                 KILL_OVERSHOOT, max(0.0, outcome.usage.wall_ms - granted, late)
             )
-            self._replace_sandbox(invocation)
+            if _sandbox_lost(outcome.error):
+                self._replace_sandbox(invocation)
         if error is None:
-            await self.breaker.record(invocation.tool, ok=True)
+            await self.recorder.record(invocation.tool, duration_ms=duration, healthy=True)
             return outcome
         error = refine_tool_error(error)
-        if self._is_tool_fault(invocation, error, granted):
-            await self.breaker.record(invocation.tool, ok=False)
+        # The sample and the breaker's evidence (only a fault of the tool's counts) together.
+        fault = self._is_tool_fault(invocation, error, granted)
+        await self.recorder.record(
+            invocation.tool,
+            duration_ms=duration,
+            censored=timed_out,
+            healthy=False if fault else None,
+        )
         deadline = invocation.context.deadline_ms
         details = {**error.details, "granted_ms": granted}
         if deadline is not None:

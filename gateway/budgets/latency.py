@@ -67,11 +67,30 @@ def censored_quantile(samples: Sequence[LatencySample], q: float) -> float:
     return ordered[-1].duration_ms
 
 
-def _key(tool: str) -> str:
+# Adds one sample and trims the window by age and by count, in one step. A Lua function, so
+# the outcome script (`gateway.budgets.outcome`) records a sample with the breaker's evidence.
+RECORD_SAMPLE_LUA = """
+local function record_sample(key, member, now, window_ms, max_samples)
+  redis.call('ZADD', key, now, member)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window_ms)
+  redis.call('ZREMRANGEBYRANK', key, 0, -(max_samples + 1))
+  redis.call('PEXPIRE', key, window_ms)
+end
+"""
+_RECORD = (
+    RECORD_SAMPLE_LUA
+    + """
+record_sample(KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]))
+return 1
+"""
+)
+
+
+def window_key(tool: str) -> str:
     return f"{KEY_PREFIX}{{{tool}}}"  # hash tag: one tool's window lives on one cluster slot
 
 
-def _member(sample: LatencySample) -> str:
+def sample_member(sample: LatencySample) -> str:
     # Unique per call, so two calls with the same duration are two samples.
     return f"{sample.duration_ms:.3f}|{'c' if sample.censored else 'o'}|{uuid.uuid4().hex[:12]}"
 
@@ -96,6 +115,11 @@ class LatencyWindow:
         self.window_ms = int(window_s * 1000)
         self.max_samples = max_samples
         self.min_samples = min_samples
+        self._record = redis.register_script(_RECORD)
+
+    @property
+    def redis(self) -> Redis:
+        return self._redis
 
     async def record(
         self,
@@ -106,17 +130,16 @@ class LatencyWindow:
         now_ms: int | None = None,
     ) -> None:
         now = now_ms if now_ms is not None else int(time.time() * 1000)
-        key = _key(tool)
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.zadd(key, {_member(LatencySample(max(0.0, duration_ms), censored)): now})
-            pipe.zremrangebyscore(key, "-inf", now - self.window_ms)
-            pipe.zremrangebyrank(key, 0, -(self.max_samples + 1))
-            pipe.pexpire(key, self.window_ms)
-            await pipe.execute()
+        member = sample_member(LatencySample(max(0.0, duration_ms), censored))
+        await self._record(
+            keys=[window_key(tool)], args=[member, now, self.window_ms, self.max_samples]
+        )
 
     async def samples(self, tool: str, *, now_ms: int | None = None) -> list[LatencySample]:
         now = now_ms if now_ms is not None else int(time.time() * 1000)
-        members = await self._redis.zrangebyscore(_key(tool), f"({now - self.window_ms}", "+inf")
+        members = await self._redis.zrangebyscore(
+            window_key(tool), f"({now - self.window_ms}", "+inf"
+        )
         return [_parse(str(m)) for m in members]
 
     async def estimate(
@@ -133,7 +156,7 @@ class LatencyWindow:
         tools = list(declared)
         async with self._redis.pipeline(transaction=False) as pipe:
             for tool in tools:
-                pipe.zrangebyscore(_key(tool), f"({now - self.window_ms}", "+inf")
+                pipe.zrangebyscore(window_key(tool), f"({now - self.window_ms}", "+inf")
             answers: list[list[str]] = await pipe.execute()
         return {
             tool: self._summarize(tool, [_parse(str(m)) for m in members], declared[tool])

@@ -47,16 +47,21 @@ async def test_tool_exceptions_are_tool_failed_without_traceback(
     assert pool.started == 1  # tool errors do not cost the sandbox
 
 
-async def test_a_call_past_its_wall_limit_dies_and_the_sandbox_is_recycled(
+async def test_a_call_past_its_wall_limit_dies_and_the_sandbox_stays_warm(
     backend: str, make_pool: PoolFactory
 ) -> None:
     pool = make_pool(backend)
-    outcome = await pool.execute(invocation("sleep", {"seconds": 30}, timeout_ms=300))
+    outcome = await pool.execute(invocation("spawn_then_hang", {"seconds": 30}, timeout_ms=300))
     assert outcome.error is not None and outcome.error.code == ErrorCode.TOOL_TIMEOUT
     assert outcome.usage.exit_reason == ExitReason.TIMEOUT
     assert 300 <= outcome.usage.wall_ms < 450
-    after = await pool.execute(invocation("echo", {"message": "ok"}, module="tools.builtin"))
-    assert after.result == "ok" and after.usage.sandbox != outcome.usage.sandbox
+    # The retry a kill invites finds the same sandbox warm, with nothing of the killed call
+    # left running in it (not even the child it detached).
+    noted = await pool.execute(invocation("read_path", {"path": "hang.pid"}))
+    assert noted.ok and noted.usage.sandbox == outcome.usage.sandbox
+    check = await pool.execute(invocation("is_alive", {"pid": int(noted.result)}))
+    assert check.result is False
+    assert pool.started == 1 and pool.recycled == 0
 
 
 async def test_cpu_spin_past_its_cpu_limit(backend: str, make_pool: PoolFactory) -> None:
