@@ -155,6 +155,9 @@ async def _measure(
 
     async def worker(index: int) -> None:
         async with GatewayClient(url, token(f"w{index}"), retry=lambda e, a: None) as client:
+            # Each identity has its own sandboxes: start this worker's before its first
+            # chain, so no policy's first chain pays a cold start that the others do not.
+            await client.call_tool(TOOLS[0], {"seed": seed})
             while jobs:
                 deadline, chain = jobs.pop()
                 for policy in POLICIES:
@@ -170,7 +173,7 @@ async def _measure(
 
 
 def run(ctx: BenchContext) -> SuiteResult:
-    chains = make_chains(ctx.seed, 12 if ctx.quick else 60)
+    chains = make_chains(ctx.seed, 20 if ctx.quick else 60)
     task = ctx.progress.add_task("budgets: chains", total=len(chains) * len(DEADLINES_MS))
     with fault_stack(ctx, TOOLS, breaker_failures=100_000) as stack:
 

@@ -51,10 +51,14 @@ _NOT_RUN = frozenset(
 )
 
 
+def _cut_by_gateway(error: SerfError | None) -> bool:
+    return error is not None and error.details.get("killed_by") == "gateway"
+
+
 def _sandbox_lost(error: SerfError | None) -> bool:
     """Whether a kill took the sandbox with it (the pool then recycles it)."""
     details = error.details if error is not None else {}
-    return bool(details.get("sandbox_killed")) or details.get("killed_by") == "gateway"
+    return bool(details.get("sandbox_killed")) or _cut_by_gateway(error)
 
 
 def refine_tool_error(error: SerfError) -> SerfError:
@@ -107,14 +111,14 @@ class GuardedExecutor:
         if error is None or error.code not in _NOT_RUN:
             duration = granted if timed_out else outcome.usage.wall_ms
         if timed_out:
-            # Measured from the call's own start: a cold sandbox start before it is not
-            # lateness of the kill (and the pool cuts such a call to the deadline anyway).
-            # A call the executor cut at the (moved) deadline is late past that instead.
+            # How late the kill answered. A kill in the sandbox is measured from the call's
+            # own start there: a cold sandbox start before it is not lateness of the kill.
+            # A call the gateway cut (its usage counts from before the sandbox was ready)
+            # and a call the executor cut at the (moved) deadline are late past that.
             stop_by = stopping.context.deadline_ms
             late = answered_ms - stop_by if stop_by is not None else 0.0
-            await self.window.record(
-                KILL_OVERSHOOT, max(0.0, outcome.usage.wall_ms - granted, late)
-            )
+            overrun = 0.0 if _cut_by_gateway(error) else outcome.usage.wall_ms - granted
+            await self.window.record(KILL_OVERSHOOT, max(0.0, overrun, late))
             if _sandbox_lost(outcome.error):
                 self._replace_sandbox(invocation)
         if error is None:

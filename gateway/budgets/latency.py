@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -42,10 +43,40 @@ class LatencyEstimate:
     samples: int
     censored: int
     source: Literal["observed", "declared"]
+    # The Kaplan-Meier curve: (duration, P(a call finishes within it)) at each finished
+    # sample, ascending; empty while the declared timeout stands in.
+    curve: tuple[tuple[float, float], ...] = ()
 
     @property
     def observed(self) -> bool:
         return self.source == "observed"
+
+    def finish_probability(self, within_ms: float) -> float:
+        """P(a call finishes within `within_ms`), from the window (0 without samples)."""
+        index = bisect_right(self.curve, (within_ms, 2.0))
+        return self.curve[index - 1][1] if index else 0.0
+
+    def quantile(self, q: float) -> float:
+        """The q-quantile from the window; p95 (a lower bound) where censoring hides it."""
+        for duration, finished in self.curve:
+            if finished >= q - 1e-12:
+                return duration
+        return self.p95_ms
+
+
+def finish_curve(samples: Sequence[LatencySample]) -> tuple[tuple[float, float], ...]:
+    """Kaplan-Meier with right-censored samples (a killed call took at least its grant)."""
+    # At equal durations a finished call counts before a killed one, the usual KM convention.
+    ordered = sorted(samples, key=lambda s: (s.duration_ms, s.censored))
+    at_risk = len(ordered)
+    survival = 1.0
+    curve: list[tuple[float, float]] = []
+    for sample in ordered:
+        if not sample.censored:
+            survival *= 1.0 - 1.0 / at_risk
+            curve.append((sample.duration_ms, 1.0 - survival))
+        at_risk -= 1
+    return tuple(curve)
 
 
 def censored_quantile(samples: Sequence[LatencySample], q: float) -> float:
@@ -54,17 +85,14 @@ def censored_quantile(samples: Sequence[LatencySample], q: float) -> float:
     Samples must be non-empty. When censoring keeps the survival curve above 1 - q, the
     quantile lies beyond every observation: the largest sample is returned as a lower bound.
     """
-    # At equal durations a finished call counts before a killed one, the usual KM convention.
-    ordered = sorted(samples, key=lambda s: (s.duration_ms, s.censored))
-    at_risk = len(ordered)
-    survival = 1.0
-    for sample in ordered:
-        if not sample.censored:
-            survival *= 1.0 - 1.0 / at_risk
-            if survival <= 1.0 - q + 1e-12:
-                return sample.duration_ms
-        at_risk -= 1
-    return ordered[-1].duration_ms
+    return _quantile(finish_curve(samples), q, max(s.duration_ms for s in samples))
+
+
+def _quantile(curve: Sequence[tuple[float, float]], q: float, longest_ms: float) -> float:
+    for duration, finished in curve:
+        if finished >= q - 1e-12:
+            return duration
+    return longest_ms
 
 
 # Adds one sample and trims the window by age and by count, in one step. A Lua function, so
@@ -170,13 +198,16 @@ class LatencyWindow:
         censored = sum(1 for s in found if s.censored)
         if len(found) < self.min_samples:
             return LatencyEstimate(tool, declared_ms, declared_ms, len(found), censored, "declared")
+        curve = finish_curve(found)
+        longest = max(s.duration_ms for s in found)
         return LatencyEstimate(
             tool,
-            censored_quantile(found, 0.50),
-            censored_quantile(found, 0.95),
+            _quantile(curve, 0.50, longest),
+            _quantile(curve, 0.95, longest),
             len(found),
             censored,
             "observed",
+            curve,
         )
 
 

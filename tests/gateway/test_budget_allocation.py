@@ -2,7 +2,15 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.budgets import LatencyEstimate, allocate_budget, planned_chain
+from gateway.budgets import (
+    LatencyEstimate,
+    LatencySample,
+    allocate_budget,
+    best_attempt,
+    censored_quantile,
+    finish_curve,
+    planned_chain,
+)
 from gateway.errors import GatewayError
 
 
@@ -10,29 +18,40 @@ def _observed(tool: str, p50: float, p95: float) -> LatencyEstimate:
     return LatencyEstimate(tool, p50, p95, 50, 0, "observed")
 
 
-def test_share_follows_p95_across_the_plan() -> None:
-    this, rest = _observed("this", 10, 100), _observed("rest", 150, 300)
+def _measured(tool: str, durations: list[float]) -> LatencyEstimate:
+    """An estimate as the window gives it, from these finished calls."""
+    samples = [LatencySample(d, False) for d in durations]
+    curve = finish_curve(samples)
+    p50, p95 = censored_quantile(samples, 0.5), censored_quantile(samples, 0.95)
+    return LatencyEstimate(tool, p50, p95, len(samples), 0, "observed", curve)
+
+
+STEADY = [40.0 + i for i in range(20)]  # 40..59 ms: a call that runs long is just slow
+# Half the calls take 20 ms, the other half hang for 2 s: a call still running after 20 ms
+# will hang, so killing it and starting again beats waiting.
+HANGS = [20.0] * 10 + [2_000.0] * 10
+
+
+def test_the_rest_of_the_plan_keeps_its_low_end_and_this_call_gets_the_room() -> None:
+    this, rest = _measured("this", STEADY), _measured("rest", [100.0 + i for i in range(20)])
     grant = allocate_budget(
-        remaining_ms=300, reserve_ms=100, this=this, upcoming=[rest], max_ms=5_000
-    )
-    # (D - e - r) * q(i) / sum q = 200 * 100 / 400; the rest's p50 leaves this call 50 too
-    assert grant.granted_ms == 50 and grant.available_ms == 200
+        remaining_ms=400, reserve_ms=50, this=this, upcoming=[rest, rest], max_ms=5_000,
+        margin_ms=10,
+    )  # fmt: skip
+    # 350 available, 340 usable; each later call keeps its p25 (104 ms) and 10 ms overhead.
+    assert grant.available_ms == 350 and grant.attempts == 1
+    assert grant.granted_ms == 340 - 2 * (104 + 10)
 
 
-def test_a_light_tool_gets_its_p95_when_the_rest_keeps_its_p50s() -> None:
-    light, heavy = _observed("light", 10, 20), _observed("heavy", 30, 3_000)
-    grant = allocate_budget(
-        remaining_ms=200, reserve_ms=0, this=light, upcoming=[heavy], max_ms=900
-    )
-    assert grant.share_ms < 2 and grant.granted_ms == 20
-
-
-def test_slack_beyond_the_rest_of_the_plans_p95_goes_to_this_call() -> None:
-    fast, slow = _observed("fast", 10, 100), _observed("slow", 30, 300)
-    grant = allocate_budget(
-        remaining_ms=1_000, reserve_ms=200, this=fast, upcoming=[slow], max_ms=5_000
-    )
-    assert grant.share_ms == 200 and grant.granted_ms == 800 - 300
+def test_a_call_prone_to_hang_is_cut_into_attempts_when_there_is_room() -> None:
+    hangs = _measured("hangs", HANGS)
+    grant = allocate_budget(remaining_ms=130, reserve_ms=0, this=hangs, max_ms=5_000, margin_ms=10)
+    # Four attempts of (120 - 3 * 10) / 4 = 22.5 ms: each finishes with 1/2, one of them 15/16.
+    assert grant.attempts == 4 and grant.granted_ms == 22
+    assert best_attempt(hangs, 25, 10) == (25, 1)  # no room for a second try that could finish
+    steady = allocate_budget(remaining_ms=130, reserve_ms=0, this=_measured("s", STEADY),
+                             max_ms=5_000, margin_ms=10)  # fmt: skip
+    assert steady.attempts == 1 and steady.granted_ms == 120  # waiting is what finishes
 
 
 def test_grant_is_clamped_to_p50_below_and_the_declared_timeout_above() -> None:
