@@ -53,7 +53,7 @@ class Settings(BaseSettings):
     latency_window_s: float = Field(default=600.0, gt=0)
     latency_window_max: int = Field(default=200, gt=0)
     latency_min_samples: int = Field(default=5, gt=0)
-    budget_margin_ms: int = Field(default=20, ge=0)  # kept back for the reply after a kill
+    budget_margin_ms: int = Field(default=30, ge=0)  # kept back for the reply after a kill
     budget_min_grant_ms: int = Field(default=10, gt=0)  # never kill a call sooner than this
     breaker_failures: int = Field(default=5, gt=0)  # consecutive failures that open it
     breaker_cooldown_ms: int = Field(default=10_000, gt=0)
