@@ -30,9 +30,8 @@ def _inside_workspace(path: str) -> Path:
 
 
 @tool(idempotent=True, intent=ResourceIntent(memory_mb=64, cpu_seconds=1, timeout_ms=2_000))
-async def echo(message: str) -> str:
+def echo(message: str) -> str:
     """Return the message unchanged (the reference tool for measuring overhead)."""
-    # async: no work to do, so no worker thread to hand it to in the in-process executor.
     return message
 
 
