@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
-import tempfile
 from pathlib import Path
 
 from docker.errors import DockerException
 
 from sandbox.backends.cgroup import CGROUP_ROOT, GROUP_PARENT, V1_CONTROLLERS, cgroup_v2
 from sandbox.backends.docker import remove_orphans
+from sandbox.workspace import abandoned_workspaces, remove_workspace
 
 
 def _cgroup_dirs() -> list[Path]:
@@ -47,10 +46,7 @@ def collect_orphans(docker_host: str, *, include_live_owners: bool = False) -> l
             report.append(f"removed cgroup {group}")
         except OSError as exc:
             report.append(f"cgroup {group} still busy: {exc}")
-    workspaces = Path(tempfile.gettempdir()) / "conclave-sandboxes"
-    if workspaces.is_dir() and include_live_owners:
-        for workspace in workspaces.iterdir():
-            with contextlib.suppress(OSError):
-                shutil.rmtree(workspace)
-                report.append(f"removed workspace {workspace}")
+    for workspace in abandoned_workspaces(include_live_owners=include_live_owners):
+        remove_workspace(workspace)
+        report.append(f"removed workspace {workspace}")
     return report or ["nothing to remove"]

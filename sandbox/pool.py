@@ -12,8 +12,6 @@ busy a call gets `SANDBOX_UNAVAILABLE` (retryable) instead of waiting.
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Iterable
@@ -27,6 +25,7 @@ from protocol.tools import CallUsage, ExitReason
 from sandbox.backend import SandboxBackend, SandboxError, SandboxProfile, SandboxSpec
 from sandbox.executor import CallLimits, Invocation, Outcome
 from sandbox.instance import Sandbox, StaleSandboxError
+from sandbox.workspace import DEFAULT_ROOT, create_workspace, remove_workspace
 
 # A sandbox's memory ceiling: the call's limit rounded up to a tier, plus the runner's own.
 MEMORY_TIERS_MB = (256, 1024, 4096, 16384, 65536)
@@ -84,8 +83,7 @@ class SandboxPool:
         self.idle_s = idle_s
         self.recycle_after = recycle_after
         self.startup_timeout_s = startup_timeout_s
-        root = workspace_root or Path(tempfile.gettempdir()) / "conclave-sandboxes"
-        self.workspace_root = root
+        self.workspace_root = workspace_root or DEFAULT_ROOT
         self._idle: dict[PoolKey, list[Sandbox]] = {}
         self._busy: set[Sandbox] = set()
         self._starting = 0
@@ -207,14 +205,12 @@ class SandboxPool:
     async def _start(self, key: PoolKey) -> Sandbox:
         tenant, agent, profile = key
         sandbox_id = f"sbx-{uuid.uuid4().hex[:12]}"
-        workspace = self.workspace_root / sandbox_id
-        workspace.mkdir(parents=True, mode=0o777)
-        workspace.chmod(0o777)  # the sandbox's user (65534) writes here
+        workspace = create_workspace(self.workspace_root, sandbox_id)
         spec = SandboxSpec(sandbox_id, tenant, agent, profile, workspace, self.tool_modules)
         try:
             sandbox = await Sandbox.open(self.backend, spec, self.startup_timeout_s)
         except BaseException:
-            shutil.rmtree(workspace, ignore_errors=True)
+            remove_workspace(workspace)
             raise
         self.started += 1
         return sandbox
@@ -270,8 +266,10 @@ class SandboxPool:
             await self.reap_idle()
 
     async def _destroy(self, sandbox: Sandbox) -> None:
-        await sandbox.close()
-        shutil.rmtree(sandbox.spec.workspace, ignore_errors=True)
+        try:
+            await sandbox.close()
+        finally:
+            remove_workspace(sandbox.spec.workspace)
 
     async def aclose(self) -> None:
         """Tear down every sandbox (idle and busy) and the backend."""
