@@ -99,6 +99,7 @@ class _Runner:
             await connection.aclose()
 
     async def _create(self, namespace: str, mode: str) -> None:
+        # Read log off: the agents declare every read in read_set (see the module docstring).
         raw = encode_request(
             "PUT", self.ctx.stack.url, f"/v1/state/{namespace}", self.agent_headers(0),
             json.dumps({"mode": mode, "validate_reads": False}).encode(),
