@@ -97,6 +97,28 @@ async def _through_pipeline(
     return response
 
 
+async def _write_with_body(
+    request: Request,
+    name: str,
+    namespace: str,
+    model: type[Body],
+    operation: Callable[[Actor, Body], Awaitable[Response]],
+    *,
+    empty_ok: bool = False,
+) -> Response:
+    """A write whose body is parsed first: a body that does not parse is refused through
+    the pipeline too, so it is authenticated and audited like any other refusal."""
+    try:
+        body = await _body(request, model, empty_ok=empty_ok)
+    except GatewayError as exc:
+        return await _through_pipeline(request, name, namespace, "write", None, exc)
+
+    async def perform(actor: Actor) -> Response:
+        return await operation(actor, body)
+
+    return await _through_pipeline(request, name, namespace, "write", perform)
+
+
 def _json(model: BaseModel, status_code: int = 200) -> Response:
     return Response(model.model_dump_json(), status_code, media_type="application/json")
 
@@ -109,17 +131,14 @@ class NamespaceView(BaseModel):
 
 @router.put("/{namespace}")
 async def put_namespace(namespace: str, request: Request) -> Response:
-    try:
-        config = await _body(request, NamespaceConfig, empty_ok=True)
-    except GatewayError as exc:
-        return await _through_pipeline(request, "create", namespace, "write", None, exc)
-
-    async def create(actor: Actor) -> Response:
+    async def create(actor: Actor, config: NamespaceConfig) -> Response:
         created = await _store(request).create_namespace(actor.tenant, namespace, config)
         view = NamespaceView(namespace=namespace, config=config, created=created)
         return _json(view, 201 if created else 200)
 
-    return await _through_pipeline(request, "create", namespace, "write", create)
+    return await _write_with_body(
+        request, "create", namespace, NamespaceConfig, create, empty_ok=True
+    )
 
 
 @router.get("/{namespace}")
@@ -164,15 +183,10 @@ async def get_key(namespace: str, key: str, request: Request) -> Response:
 
 @router.post("/{namespace}/leases")
 async def post_leases(namespace: str, request: Request) -> Response:
-    try:
-        body = await _body(request, LeaseRequest)
-    except GatewayError as exc:
-        return await _through_pipeline(request, "lease", namespace, "write", None, exc)
-
-    async def acquire(actor: Actor) -> Response:
+    async def acquire(actor: Actor, body: LeaseRequest) -> Response:
         return _json(await _store(request).acquire(actor, namespace, body.keys, body.ttl_ms))
 
-    return await _through_pipeline(request, "lease", namespace, "write", acquire)
+    return await _write_with_body(request, "lease", namespace, LeaseRequest, acquire)
 
 
 @router.delete("/{namespace}/leases/{key:path}", status_code=204)
@@ -186,12 +200,7 @@ async def delete_lease(namespace: str, key: str, request: Request) -> Response:
 
 @router.post("/{namespace}/commit")
 async def post_commit(namespace: str, request: Request) -> Response:
-    try:
-        body = await _body(request, CommitRequest)
-    except GatewayError as exc:
-        return await _through_pipeline(request, "commit", namespace, "write", None, exc)
-
-    async def commit(actor: Actor) -> Response:
+    async def commit(actor: Actor, body: CommitRequest) -> Response:
         return _json(await _store(request).commit(actor, namespace, body))
 
-    return await _through_pipeline(request, "commit", namespace, "write", commit)
+    return await _write_with_body(request, "commit", namespace, CommitRequest, commit)
