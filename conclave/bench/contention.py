@@ -42,6 +42,7 @@ from conclave.bench.contention_agents import (
     run_watch_agent,
 )
 from conclave.bench.http1 import Http1Connection, encode_request
+from conclave.bench.stats import percentile
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
 from gateway.redis_client import connect_redis
 from gateway.state import NamespaceKeys, check_namespace_history
@@ -71,13 +72,6 @@ class RunResult:
     @property
     def commits_per_s(self) -> float:
         return self.commits / self.seconds if self.seconds else 0.0
-
-
-def _percentile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 class _Runner:
@@ -145,9 +139,9 @@ class _Runner:
             anomalies = len((await check_namespace_history(self.redis, keys)).anomalies)
         return RunResult(
             workload, mode, agents, progress.commits, seconds,
-            _percentile(progress.latencies_ms, 0.50), _percentile(progress.latencies_ms, 0.99),
-            _percentile(progress.transactions_ms, 0.50),
-            _percentile(progress.transactions_ms, 0.99), progress.conflicts, progress.retries,
+            percentile(progress.latencies_ms, 0.50), percentile(progress.latencies_ms, 0.99),
+            percentile(progress.transactions_ms, 0.50),
+            percentile(progress.transactions_ms, 0.99), progress.conflicts, progress.retries,
             anomalies,
         )  # fmt: skip
 

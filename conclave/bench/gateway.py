@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 
 from conclave.bench.http1 import Http1Connection, encode_request
+from conclave.bench.stats import percentile
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
 from conclave.stack import EmbeddedStack
 from gateway.settings import Settings
@@ -33,11 +34,6 @@ from tools.registry import default_registry
 
 Call = Callable[[], Coroutine[Any, Any, None]]
 GOAL_P50_MS, GOAL_P99_MS, GOAL_RATE = 1.5, 5.0, 1500.0
-
-
-def _percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def _latencies(call: Call, count: int) -> list[float]:
@@ -226,14 +222,14 @@ def run(ctx: BenchContext) -> SuiteResult:
     ctx.progress.advance(task)
 
     direct_samples, _ = rows["direct (in-process executor)"]
-    d50, d99 = statistics.median(direct_samples), _percentile(direct_samples, 0.99)
+    d50, d99 = statistics.median(direct_samples), percentile(direct_samples, 0.99)
     table = Table(
         "gateway: echo, direct vs through the gateway (ms; calls/s at concurrency 16)",
         ["path", "p50", "p99", "added p50", "added p99", "calls/s c=16"],
     )
     result = SuiteResult("gateway", tables=[table])
     for path, (samples, rate) in rows.items():
-        p50, p99 = statistics.median(samples), _percentile(samples, 0.99)
+        p50, p99 = statistics.median(samples), percentile(samples, 0.99)
         added50, added99 = p50 - d50, p99 - d99
         table.rows.append([path, p50, p99, added50, added99, round(rate)])
         key = path.split(" (")[0] if path.startswith("gateway HTTP") else path

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import docker
 
+from conclave.bench.stats import percentile
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
 from protocol.identity import Principal
 from protocol.tools import ToolContext
@@ -43,11 +44,6 @@ def _invocation(tool: str, arguments: dict[str, Any], agent: str, **limits: Any)
     module = "tools.builtin" if tool == "echo" else "tools.testing"
     fitted = CallLimits(**{**LIMITS.__dict__, **limits})
     return Invocation(tool, f"{module}:{tool}", arguments, context, fitted)
-
-
-def _percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def _backends(docker_host: str, image: str) -> dict[str, Callable[[], SandboxBackend] | str]:
@@ -160,12 +156,12 @@ def run(ctx: BenchContext) -> SuiteResult:
         cold, warm, kills = figures["cold"], figures["warm"], figures["kills"]
         row = {
             "cold": statistics.median(cold),
-            "p50": _percentile(warm, 0.5),
-            "p99": _percentile(warm, 0.99),
+            "p50": percentile(warm, 0.5),
+            "p99": percentile(warm, 0.99),
             "kill": statistics.median(kills),
             "kill_max": max(kills),
-            "c50": _percentile(figures["concurrent"], 0.5),
-            "c99": _percentile(figures["concurrent"], 0.99),
+            "c50": percentile(figures["concurrent"], 0.5),
+            "c99": percentile(figures["concurrent"], 0.99),
         }
         latency.rows.append(
             [name, *(round(v, 2) for v in row.values()), round(figures["throughput"])]
@@ -202,7 +198,7 @@ def run(ctx: BenchContext) -> SuiteResult:
         exec_samples = _docker_exec(settings.docker_host, settings.sandbox_image, ctx.quick)
         latency.rows.append(
             ["plain docker exec `true`", "", round(statistics.median(exec_samples), 2),
-             round(_percentile(exec_samples, 0.99), 2), "", "", "", "", ""],
+             round(percentile(exec_samples, 0.99), 2), "", "", "", "", ""],
         )  # fmt: skip
         result.figures["docker_exec_p50_ms"] = statistics.median(exec_samples)
     result.tables.append(latency)

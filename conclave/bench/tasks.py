@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agents.client import GatewayClient
+from conclave.bench.stats import percentile
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
 
 if TYPE_CHECKING:
@@ -37,10 +38,6 @@ AGENTDOJO_MODULE = "tools.agentdojo_suites"
 
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
-
-
-def _p95(values: list[float]) -> float:
-    return statistics.quantiles(values, n=20)[-1] if len(values) >= 2 else _median(values)
 
 
 def _installed(module: str) -> bool:
@@ -80,7 +77,7 @@ def agentdojo_table(scores: list[SuiteScore]) -> Table:
                 score.calls,
                 score.cold_start_ms or 0.0,
                 score.median_overhead_ms(),
-                _p95(score.overhead_ms),
+                percentile(score.overhead_ms, 0.95),
             ]
         )
     return table
@@ -158,7 +155,7 @@ def _humaneval(ctx: BenchContext, result: SuiteResult) -> None:
                     score.passed,
                     score.per_second,
                     _median(score.call_ms),
-                    _p95(score.call_ms),
+                    percentile(score.call_ms, 0.95),
                 ]
             ],
         )
