@@ -100,10 +100,6 @@ class CircuitBreaker:
         self._admit = redis.register_script(_ADMIT)
         self._record = redis.register_script(_RECORD)
 
-    @property
-    def redis(self) -> Redis:
-        return self._redis
-
     async def admit(
         self,
         tool: str,
