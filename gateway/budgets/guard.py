@@ -1,8 +1,8 @@
 """Around every tool execution: latency samples, the breaker's evidence, precise SERF codes.
 
 `GuardedExecutor` wraps the gateway's `ToolExecutor` (sandbox pool or in-process), so the
-dispatch stage is unchanged. After each call it (the sample and the evidence in one round
-trip, `gateway.budgets.outcome`)
+dispatch stage is unchanged. After each call (the sample and the breaker's evidence in one
+Redis round trip, see `gateway.budgets.outcome`) it
 
 - records the call's wall time in the tool's latency window; a call killed at its limit
   (`TOOL_TIMEOUT`) is recorded *censored* at that limit: it would have taken at least that;
