@@ -1,8 +1,8 @@
 """The agent SDK: agents, the gateway client, model providers and team topologies."""
 
 from agents.agent import Agent, AgentBudget
+from agents.agent_errors import AgentError, GatewayCallError, RecoveryFailed, StateConflict
 from agents.client import GatewayClient, budget_headers, retry_transient
-from agents.errors import AgentError, GatewayCallError, RecoveryFailed, StateConflict
 from agents.loop import AgentRun, CallRecord, LocalTool, LoopBudget, run_loop, tool_definitions
 from agents.models import (
     ChatModel,

@@ -18,9 +18,8 @@ from typing import Any
 import anyio
 import httpx
 
-from agents.errors import error_from_response, error_from_transport
+from agents.agent_errors import error_from_response, error_from_transport
 from protocol.agents import ADMIN_KEY_HEADER, AgentRegistration, AgentToken
-from protocol.budget import DEADLINE_HEADER, PLAN_HEADER, RESERVE_HEADER, SESSION_HEADER, Budget
 from protocol.serf import RecoveryAction, SerfError
 from protocol.state import (
     CommitRequest,
@@ -30,6 +29,13 @@ from protocol.state import (
     LeaseRequest,
     NamespaceConfig,
     ReadResult,
+)
+from protocol.time_budget import (
+    DEADLINE_HEADER,
+    PLAN_HEADER,
+    RESERVE_HEADER,
+    SESSION_HEADER,
+    Budget,
 )
 from protocol.tools import ResourceRequest, ToolCallRequest, ToolCallResult, ToolSpec
 

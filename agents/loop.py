@@ -14,11 +14,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agents.agent_errors import GatewayCallError
 from agents.client import GatewayClient
-from agents.errors import GatewayCallError
 from agents.models.base import ChatModel, Message, ToolDefinition
-from protocol.budget import Budget
 from protocol.serf import RecoveryAction, SerfError
+from protocol.time_budget import Budget
 from protocol.tools import ToolSpec
 
 StopReason = Literal["answered", "turns", "deadline", "aborted"]

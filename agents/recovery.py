@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from agents.errors import GatewayCallError, RecoveryFailed
+from agents.agent_errors import GatewayCallError, RecoveryFailed
 from protocol.serf import RecoveryAction, SerfError
 
 T = TypeVar("T")

@@ -13,7 +13,7 @@ from rich.console import Console
 from conclave.sandbox_cli import sandbox_app
 from conclave.stack import EmbeddedStack
 from conclave.state_cli import state_app
-from gateway.auth import issue_token
+from gateway.identity.tokens import issue_token
 from gateway.settings import Settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
@@ -74,7 +74,7 @@ def bench(
     out: Annotated[Path, typer.Option(help="where results go")] = Path("bench-results"),
 ) -> None:
     """Run benchmark suites on the embedded stack and print their figures."""
-    from conclave.bench.runner import run_bench
+    from conclave.bench.suite_runner import run_bench
 
     names = suites or []
     try:

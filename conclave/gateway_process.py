@@ -13,7 +13,7 @@ import sys
 
 import uvicorn
 
-from gateway.http_protocol import CoalescingHttpToolsProtocol
+from gateway.http.uvicorn_protocol import CoalescingHttpToolsProtocol
 
 
 def main() -> None:
@@ -21,7 +21,7 @@ def main() -> None:
     # loop "auto" picks uvloop (a dependency); httptools parses, as "auto" would pick.
     # No proxy-header rewriting: nothing reads the client address, and it ran on every request.
     config = uvicorn.Config(
-        "gateway.app:create_app",
+        "gateway.assembly:create_app",
         factory=True,
         log_level="warning",
         access_log=False,

@@ -20,7 +20,7 @@ from typing import IO
 import httpx
 
 from conclave.embedded_redis import EmbeddedRedis
-from gateway.auth import issue_token
+from gateway.identity.tokens import issue_token
 from gateway.settings import Settings
 from protocol.agents import ADMIN_KEY_HEADER
 from sandbox.detect import BackendChoice, strongest_available

@@ -1,14 +1,17 @@
 """The broker gateway: the one door every agent request goes through."""
 
-from gateway.app import create_app
-from gateway.auth import authenticated, issue_token, verify_token
-from gateway.errors import GatewayError, translate
+from gateway.assembly import ConfigurationError, create_app
+from gateway.gateway_error import GatewayError, translate
+from gateway.identity import authenticated, issue_token, verify_token
+from gateway.redis_client import connect_redis
 from gateway.settings import Settings
 
 __all__ = [
+    "ConfigurationError",
     "GatewayError",
     "Settings",
     "authenticated",
+    "connect_redis",
     "create_app",
     "issue_token",
     "translate",

@@ -1,15 +1,6 @@
 """The wire contract between Conclave's parts: pydantic models only, no I/O."""
 
 from protocol.agents import ADMIN_KEY_HEADER, AgentRecord, AgentRegistration, AgentToken
-from protocol.budget import (
-    DEADLINE_HEADER,
-    PLAN_HEADER,
-    RESERVE_HEADER,
-    SESSION_HEADER,
-    Budget,
-    BudgetGrant,
-    ToolLatency,
-)
 from protocol.identity import Principal, TokenClaims, validate_scope
 from protocol.jsonrpc import (
     JsonRpcErrorObject,
@@ -39,6 +30,15 @@ from protocol.state import (
     NamespaceMode,
     ReadResult,
     Write,
+)
+from protocol.time_budget import (
+    DEADLINE_HEADER,
+    PLAN_HEADER,
+    RESERVE_HEADER,
+    SESSION_HEADER,
+    Budget,
+    BudgetGrant,
+    ToolLatency,
 )
 from protocol.tools import (
     CallUsage,

@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protocol.budget import Budget, BudgetGrant
 from protocol.identity import NAME_PATTERN, Principal
+from protocol.time_budget import Budget, BudgetGrant
 
 
 class ResourceIntent(BaseModel):

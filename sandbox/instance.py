@@ -30,7 +30,7 @@ from sandbox.backend import (
 )
 from sandbox.channel import ChannelClosed, RunnerChannel, accept, listen
 from sandbox.executor import Invocation, Outcome
-from tools.errors import TOOL_EXCEPTION_CODES
+from tools.tool_exceptions import TOOL_EXCEPTION_CODES
 
 # How long past a call's wall limit the host waits for the runner's own kill to report.
 RUNNER_GRACE_S = 0.25
@@ -226,7 +226,7 @@ class Sandbox:
 
 
 def _code(raw: Any, exception_mro: list[str] | None) -> ErrorCode:
-    """The runner's code; a tool exception's by its type names (`tools.errors`)."""
+    """The runner's code; a tool exception's by its type names (`tools.tool_exceptions`)."""
     try:
         code = ErrorCode(raw)
     except ValueError:

@@ -398,7 +398,7 @@ def _tool_error(exc: BaseException) -> dict[str, Any]:
     hints = getattr(exc, "hints", None)
     if isinstance(exc, ValueError) and isinstance(hints, dict):  # tools.ToolArgumentsError
         return {"code": "INVALID_ARGUMENTS", "message": str(exc), "param_hints": hints}
-    # The host maps the exception to a SERF code by these names (tools.errors).
+    # The host maps the exception to a SERF code by these names (tools.tool_exceptions).
     mro = [cls.__name__ for cls in type(exc).__mro__]
     details = {"type": type(exc).__name__, "message": str(exc)[:2000], "mro": mro}
     return _err("TOOL_FAILED", f"{type(exc).__name__}: {str(exc)[:2000]}", details)

@@ -10,7 +10,7 @@ import pytest
 from redis.asyncio import Redis
 
 from conclave.embedded_redis import EmbeddedRedis
-from gateway.app import create_app
+from gateway.assembly import create_app
 from gateway.redis_client import connect_redis
 from gateway.settings import Settings
 from sandbox.detect import bwrap_status, docker_status

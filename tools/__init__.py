@@ -1,14 +1,6 @@
 """The tool registry and the built-in tools."""
 
 from tools import builtin
-from tools.errors import (
-    TOOL_EXCEPTION_CODES,
-    ToolConflict,
-    ToolPermissionDenied,
-    ToolRateLimited,
-    ToolUnavailable,
-    tool_exception_code,
-)
 from tools.registry import (
     DuplicateToolError,
     RegisteredTool,
@@ -17,6 +9,14 @@ from tools.registry import (
     build_tool,
     default_registry,
     tool,
+)
+from tools.tool_exceptions import (
+    TOOL_EXCEPTION_CODES,
+    ToolConflict,
+    ToolPermissionDenied,
+    ToolRateLimited,
+    ToolUnavailable,
+    tool_exception_code,
 )
 
 __all__ = [

@@ -34,7 +34,7 @@ from agents.models.base import ChatModel
 from agents.models.scripted import ScriptedCall, ScriptedModel
 from protocol.agents import AgentRegistration
 from protocol.state import CommitRequest, NamespaceConfig, Write
-from tools.agentdojo_suites import BENCHMARK_VERSION, restore, tool_name
+from tools.harness.agentdojo_suites import BENCHMARK_VERSION, restore, tool_name
 
 ModelFor = Callable[[str, BaseUserTask[Any], Any], ChatModel]  # (suite, task, pre env) -> model
 

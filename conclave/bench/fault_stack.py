@@ -1,6 +1,6 @@
 """A gateway for the budgets and errors suites: the bench's Redis, plus the fault tools.
 
-The suites' tools (`tools.faults`) are not served by default, so each of these suites starts
+The suites' tools (`tools.harness.faults`) are not served by default, so each of these suites starts
 one more gateway process on the bench stack's Redis and sandbox backend, with the settings
 it needs, and clears the latency windows and breakers of the tools it uses first.
 """
@@ -16,10 +16,10 @@ from redis import Redis
 from conclave.bench.suite import BenchContext
 from conclave.stack import EmbeddedStack
 from gateway.budgets.breaker import KEY_PREFIX as BREAKER_PREFIX
-from gateway.budgets.latency import KEY_PREFIX as LATENCY_PREFIX
-from gateway.budgets.latency import KILL_OVERSHOOT
+from gateway.budgets.latency_window import KEY_PREFIX as LATENCY_PREFIX
+from gateway.budgets.latency_window import KILL_OVERSHOOT
 
-FAULT_MODULES = ("tools.builtin", "tools.faults")
+FAULT_MODULES = ("tools.builtin", "tools.harness.faults")
 
 
 @contextmanager

@@ -1,11 +1,17 @@
-"""Time budgets (ATBA): per-tool latency windows, the allocation, and circuit breakers."""
+"""Budgets: admission (revocation + rate limit), time (ATBA) and circuit breakers, in Redis.
 
-from gateway.budgets.allocation import Allocation, allocate_budget, best_attempt, planned_chain
+Each idea has its module: `admission` (one script per request), `latency_window` (p50/p95
+per tool, Kaplan-Meier over censored samples), `grant_rule` (the pure ATBA rule),
+`allocator` (the budget stage's seam over the rule), `breaker`, `outcome` (a call's sample
+and the breaker's evidence in one round trip). Their Lua lives in `lua/`, one file a script.
+"""
+
+from gateway.budgets.admission import Admission, AdmissionDecision
 from gateway.budgets.allocator import AtbaAllocator
 from gateway.budgets.breaker import BreakerState, CircuitBreaker, counts_against_tool
-from gateway.budgets.compose import TimeBudgets, build_time_budgets
+from gateway.budgets.grant_rule import Allocation, allocate_budget, best_attempt, planned_chain
 from gateway.budgets.guard import GuardedExecutor, refine_tool_error
-from gateway.budgets.latency import (
+from gateway.budgets.latency_window import (
     LatencyEstimate,
     LatencySample,
     LatencyWindow,
@@ -15,6 +21,8 @@ from gateway.budgets.latency import (
 from gateway.budgets.outcome import OutcomeRecorder
 
 __all__ = [
+    "Admission",
+    "AdmissionDecision",
     "Allocation",
     "AtbaAllocator",
     "BreakerState",
@@ -24,10 +32,8 @@ __all__ = [
     "LatencySample",
     "LatencyWindow",
     "OutcomeRecorder",
-    "TimeBudgets",
     "allocate_budget",
     "best_attempt",
-    "build_time_budgets",
     "censored_quantile",
     "counts_against_tool",
     "finish_curve",

@@ -19,12 +19,12 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from gateway.budgets.allocation import allocate_budget, planned_chain
 from gateway.budgets.breaker import CircuitBreaker
-from gateway.budgets.latency import KILL_OVERSHOOT, LatencyWindow
-from gateway.errors import GatewayError
-from protocol.budget import PLAN_HEADER, RESERVE_HEADER
+from gateway.budgets.grant_rule import allocate_budget, planned_chain
+from gateway.budgets.latency_window import KILL_OVERSHOOT, LatencyWindow
+from gateway.gateway_error import GatewayError
 from protocol.serf import ErrorCode
+from protocol.time_budget import PLAN_HEADER, RESERVE_HEADER
 from protocol.tools import ResourceIntent
 from tools.registry import ToolRegistry
 

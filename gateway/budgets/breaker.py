@@ -19,7 +19,7 @@ from typing import Literal
 
 from redis.asyncio import Redis
 
-from gateway.errors import GatewayError
+from gateway.gateway_error import GatewayError
 from protocol.serf import ErrorCode, RecoveryAction
 
 KEY_PREFIX = "conclave:breaker:"

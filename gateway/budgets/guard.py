@@ -10,7 +10,8 @@ Redis round trip, see `gateway.budgets.outcome`) it
   keeps back from later grants so a killed call still answers before the deadline;
 - tells the tool's circuit breaker whether the call was evidence of a healthy tool;
 - turns a tool's exception, reported by the runner as `TOOL_FAILED` with its type name, into
-  the code `tools.errors` maps that type to (a rate limit, a conflict, a flaky upstream...);
+  the code `tools.tool_exceptions` maps that type to (a rate limit, a conflict, a flaky
+  upstream...);
 - puts the grant and the time left before the deadline into a failure's `details`;
 - after a kill that tore the sandbox down (its runner did not answer, or the gateway cut the
   call at the deadline), starts a replacement for the same identity in the background, so
@@ -29,13 +30,13 @@ from typing import Protocol, runtime_checkable
 import anyio
 
 from gateway.budgets.breaker import CircuitBreaker, counts_against_tool
-from gateway.budgets.latency import KILL_OVERSHOOT, LatencyWindow, kill_margin_ms
+from gateway.budgets.latency_window import KILL_OVERSHOOT, LatencyWindow, kill_margin_ms
 from gateway.budgets.outcome import OutcomeRecorder
 from protocol.serf import ErrorCode, SerfError
 from protocol.tools import CallUsage, ExitReason
 from sandbox.executor import CallLimits, Invocation, Outcome, ToolExecutor
-from tools.errors import tool_exception_code
 from tools.registry import ToolRegistry
+from tools.tool_exceptions import tool_exception_code
 
 log = logging.getLogger("conclave.gateway.budgets")
 

@@ -18,7 +18,7 @@ from gateway.budgets.breaker import (
     CircuitBreaker,
     breaker_key,
 )
-from gateway.budgets.latency import (
+from gateway.budgets.latency_window import (
     RECORD_SAMPLE_LUA,
     LatencySample,
     LatencyWindow,

@@ -1,28 +1,29 @@
-"""The six-stage request pipeline: authenticate, scope, authorize, budget, dispatch, account."""
+"""The six-stage request pipeline: authenticate, scope, authorize, budget, dispatch, account.
 
-from gateway.pipeline.account import Account
-from gateway.pipeline.authenticate import Authenticate
-from gateway.pipeline.authorize import Authorize
-from gateway.pipeline.budget import Budget, DeadlineClamp, TimeAllocator
-from gateway.pipeline.compose import build_pipeline
+One stage a module, each numbered in its docstring; `gateway.assembly` composes them once.
+"""
+
+from gateway.pipeline.account import AccountStage
+from gateway.pipeline.authenticate import AuthenticateStage
+from gateway.pipeline.authorize import AuthorizeStage
+from gateway.pipeline.budget import BudgetStage, DeadlineClamp, TimeAllocator
 from gateway.pipeline.context import RequestContext, Stage, trace_of
-from gateway.pipeline.dispatch import Dispatch, fit_limits
+from gateway.pipeline.dispatch import DispatchStage, fit_limits
 from gateway.pipeline.pipeline import Pipeline
-from gateway.pipeline.scope import Scope
+from gateway.pipeline.scope import ScopeStage
 
 __all__ = [
-    "Account",
-    "Authenticate",
-    "Authorize",
-    "Budget",
+    "AccountStage",
+    "AuthenticateStage",
+    "AuthorizeStage",
+    "BudgetStage",
     "DeadlineClamp",
-    "Dispatch",
+    "DispatchStage",
     "Pipeline",
     "RequestContext",
-    "Scope",
+    "ScopeStage",
     "Stage",
     "TimeAllocator",
-    "build_pipeline",
     "fit_limits",
     "trace_of",
 ]

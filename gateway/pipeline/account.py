@@ -44,7 +44,7 @@ def audit_record(ctx: RequestContext, duration_s: float) -> AuditRecord:
     )
 
 
-class Account:
+class AccountStage:
     name = "account"
 
     def __init__(self, audit: AuditWriter, metrics: GatewayMetrics) -> None:

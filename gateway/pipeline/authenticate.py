@@ -1,7 +1,8 @@
 """Stage 1, authenticate: the bearer token becomes a `Principal`, or an AUTH_* refusal.
 
-HS256 tokens are checked with the gateway's secret (`gateway.auth`); when `jwks_url` is set,
-RS256 tokens from an external identity provider are checked against its keys. Verified claims
+HS256 tokens are checked with the gateway's secret (`gateway.identity.tokens`); when
+`jwks_url` is set, RS256 tokens from an external identity provider are checked against its
+keys. Verified claims
 are kept in a small cache keyed by the token, so a busy agent's token is decoded once, and
 re-checked for expiry on every request.
 
@@ -16,9 +17,9 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 
-from gateway.auth import verify_claims
-from gateway.errors import GatewayError
-from gateway.jwks import JwksVerifier
+from gateway.gateway_error import GatewayError
+from gateway.identity.jwks import JwksVerifier
+from gateway.identity.tokens import verify_claims
 from gateway.pipeline.context import RequestContext
 from gateway.settings import Settings
 from protocol.identity import Principal, TokenClaims
@@ -37,7 +38,7 @@ def _bearer(header: str) -> str:
     return token.strip()
 
 
-class Authenticate:
+class AuthenticateStage:
     name = "authenticate"
 
     def __init__(self, settings: Settings, jwks: JwksVerifier | None = None) -> None:

@@ -10,7 +10,7 @@ NAMESPACE_FORBIDDEN.
 
 from __future__ import annotations
 
-from gateway.errors import GatewayError
+from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
 from gateway.state.keys import check_namespace
 from gateway.state.refusals import namespace_not_found
@@ -21,7 +21,7 @@ from tools.registry import ToolRegistry
 _DECISIONS_KEPT = 4096
 
 
-class Authorize:
+class AuthorizeStage:
     name = "authorize"
 
     def __init__(self, registry: ToolRegistry) -> None:

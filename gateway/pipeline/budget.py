@@ -1,6 +1,6 @@
 """Stage 4, budget: admission (revocation + rate limit per identity x target), then time.
 
-Admission is one Redis script (`gateway.admission`): a revoked agent is refused AUTH_REVOKED
+Admission is one Redis script (`gateway.budgets.admission`): a revoked agent is refused AUTH_REVOKED
 there, an agent over its bucket RATE_LIMITED with `retry_after_ms`. Time allocation is a
 pluggable `TimeAllocator`, the seam for ATBA (deadline split across a planned chain, from
 latency windows); the default grants the tool's declared timeout, cut to what is left before
@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
-from gateway.admission import Admission
-from gateway.errors import GatewayError
+from gateway.budgets.admission import Admission
+from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
 from protocol.serf import ErrorCode
 
@@ -41,7 +41,7 @@ class DeadlineClamp:
         return left if declared is None else min(declared, left)
 
 
-class Budget:
+class BudgetStage:
     name = "budget"
 
     def __init__(self, admission: Admission, allocator: TimeAllocator | None = None) -> None:

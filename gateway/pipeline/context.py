@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from protocol.budget import Budget, BudgetGrant
 from protocol.identity import Access, Principal
 from protocol.serf import SerfError
+from protocol.time_budget import Budget, BudgetGrant
 from protocol.tools import CallUsage, ResourceRequest, ToolContext
 from sandbox.executor import CallLimits
 from tools.registry import RegisteredTool

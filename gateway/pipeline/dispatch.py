@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import time
 
-from gateway.errors import GatewayError
+from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
-from protocol.budget import BudgetGrant
 from protocol.serf import ErrorCode
+from protocol.time_budget import BudgetGrant
 from protocol.tools import ResourceIntent, ResourceRequest
 from sandbox.executor import CallLimits, Invocation, ToolExecutor
 from tools.registry import ToolArgumentsError
@@ -47,7 +47,7 @@ def fit_limits(
     )
 
 
-class Dispatch:
+class DispatchStage:
     name = "dispatch"
 
     def __init__(self, executor: ToolExecutor) -> None:

@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Sequence
 
-from gateway.errors import translate
+from gateway.gateway_error import translate
 from gateway.pipeline.context import RequestContext, Stage
 
 log = logging.getLogger("conclave.gateway.pipeline")

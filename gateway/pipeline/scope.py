@@ -9,11 +9,11 @@ A request that could not be read or parsed is refused here, after we know who se
 
 from __future__ import annotations
 
-from gateway.errors import GatewayError
+from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
 from gateway.state.keys import check_session
-from protocol.budget import DEADLINE_HEADER, SESSION_HEADER
 from protocol.serf import ErrorCode
+from protocol.time_budget import DEADLINE_HEADER, SESSION_HEADER
 from protocol.tools import ToolContext
 
 META_DEADLINE_KEYS = ("conclave/deadline_ms", "deadline_ms")
@@ -42,7 +42,7 @@ def _deadline(ctx: RequestContext) -> int | None:
     return None
 
 
-class Scope:
+class ScopeStage:
     name = "scope"
 
     async def __call__(self, ctx: RequestContext) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gateway.errors import GatewayError
+from gateway.gateway_error import GatewayError
 from protocol.identity import NAME_PATTERN
 from protocol.serf import ErrorCode
 from protocol.state import KEY_PATTERN

@@ -11,7 +11,7 @@ from typing import cast
 
 from redis.asyncio import Redis
 
-from gateway.errors import GatewayError
+from gateway.gateway_error import GatewayError
 from gateway.state.keys import NamespaceKeys
 from gateway.state.refusals import namespace_not_found
 from gateway.state.scripts import StateScripts

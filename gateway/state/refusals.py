@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.errors import GatewayError
+from gateway.gateway_error import GatewayError
 from protocol.serf import ConflictDetail, ErrorCode
 
 _WHAT_TO_DO = {

@@ -3,7 +3,7 @@
 Every call names the namespace and the `Actor` (tenant, agent, session) taken from the
 caller's token; the tenant is part of every Redis key, so a namespace of another tenant is
 simply not there. Authorization (which namespaces a principal may read or write) is the
-caller's job: see `gateway.routes.state`.
+caller's job: see `gateway.http.routes.state_routes`.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import pytest
 from redis.asyncio import Redis
 
 from agents.client import GatewayClient
-from gateway.app import create_app
+from gateway.assembly import create_app
 from gateway.settings import Settings
 
 

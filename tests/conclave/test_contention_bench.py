@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from rich.progress import Progress
 
-from conclave.bench.contention import run_contention
+from conclave.bench.contention_suite import run_contention
 from conclave.bench.suite import BenchContext
 from conclave.stack import EmbeddedStack
 from gateway.settings import Settings

@@ -13,8 +13,8 @@ from agents import GatewayClient, ScriptedModel
 from conclave.bench.agentdojo_tasks import SuiteScore, run_agentdojo
 from conclave.bench.humaneval_tasks import run_humaneval
 from conclave.bench.ledger_task import run_ledger
-from conclave.bench.tasks import agentdojo_table
-from gateway.app import create_app
+from conclave.bench.tasks_suite import agentdojo_table
+from gateway.assembly import create_app
 from gateway.settings import Settings
 
 pytestmark = pytest.mark.anyio
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 async def admin(settings: Settings, redis: Redis) -> AsyncIterator[GatewayClient]:
-    modules = (*settings.tool_modules, "tools.agentdojo_suites")
+    modules = (*settings.tool_modules, "tools.harness.agentdojo_suites")
     app = create_app(settings.model_copy(update={"tool_modules": modules}))
     async with app.router.lifespan_context(app):
         key = settings.admin_key.get_secret_value()

@@ -18,7 +18,7 @@ from gateway.settings import Settings
 pytestmark = pytest.mark.anyio
 
 BUDGET_SETTINGS: dict[str, Any] = {
-    "tool_modules": ("tools.builtin", "tools.faults"),
+    "tool_modules": ("tools.builtin", "tools.harness.faults"),
     "latency_min_samples": 3,
     "breaker_failures": 3,
     "breaker_cooldown_ms": 400,

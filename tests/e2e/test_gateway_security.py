@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from conclave.stack import EmbeddedStack
-from gateway.auth import issue_token
+from gateway.identity.tokens import issue_token
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ import pytest
 from agents import GatewayCallError, GatewayClient, RecoveryFailed, RecoveryHooks, RecoveryPolicy
 from agents.recovery import RecoveryStep
 from conclave.stack import EmbeddedStack
-from gateway.auth import issue_token
+from gateway.identity.tokens import issue_token
 from gateway.settings import Settings
 from protocol.serf import SerfError
 from protocol.state import CommitRequest, NamespaceConfig, NamespaceMode, Write
@@ -37,7 +37,7 @@ def stack(redis_url: str) -> Iterator[EmbeddedStack]:
         redis_url=redis_url,
         port=0,
         sandbox_backend="process",
-        tool_modules=("tools.builtin", "tools.faults"),
+        tool_modules=("tools.builtin", "tools.harness.faults"),
     )
     with EmbeddedStack(settings) as running:
         yield running

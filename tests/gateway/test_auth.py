@@ -6,8 +6,8 @@ import jwt
 import pytest
 from fastapi import Depends, FastAPI
 
-from gateway.auth import authenticated, issue_token, verify_token
-from gateway.errors import GatewayError
+from gateway.gateway_error import GatewayError
+from gateway.identity.tokens import authenticated, issue_token, verify_token
 from gateway.settings import Settings
 from protocol import ErrorCode, Principal
 
@@ -51,7 +51,7 @@ def test_bad_scope_cannot_be_issued() -> None:
 async def test_dependency_answers_serf_envelopes() -> None:
     import httpx
 
-    from gateway.errors import install_error_handlers
+    from gateway.http import install_error_handlers
 
     app = FastAPI()
     app.state.settings = SETTINGS

@@ -11,7 +11,7 @@ from gateway.budgets import (
     finish_curve,
     planned_chain,
 )
-from gateway.errors import GatewayError
+from gateway.gateway_error import GatewayError
 
 
 def _observed(tool: str, p50: float, p95: float) -> LatencyEstimate:

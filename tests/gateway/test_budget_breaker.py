@@ -4,7 +4,7 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.budgets import CircuitBreaker, counts_against_tool
-from gateway.errors import GatewayError
+from gateway.gateway_error import GatewayError
 from protocol.serf import ErrorCode
 
 pytestmark = pytest.mark.anyio

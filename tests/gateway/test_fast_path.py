@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from gateway.auth import issue_token
+from gateway.identity.tokens import issue_token
 from gateway.settings import Settings
 
 pytestmark = pytest.mark.anyio

@@ -3,7 +3,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from gateway.app import create_app
+from gateway.assembly import create_app
 from gateway.settings import Settings
 
 pytestmark = pytest.mark.anyio

@@ -16,10 +16,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
-from gateway.auth import issue_token
-from gateway.errors import GatewayError
-from gateway.jwks import JwksVerifier
-from gateway.pipeline import Authenticate, RequestContext
+from gateway.gateway_error import GatewayError
+from gateway.identity.jwks import JwksVerifier
+from gateway.identity.tokens import issue_token
+from gateway.pipeline import AuthenticateStage, RequestContext
 from gateway.settings import Settings
 from protocol import ErrorCode
 
@@ -70,7 +70,7 @@ def _idp_token(key: Any = KEY, kid: str = "idp-1", ttl: int = 300, **extra: Any)
 
 
 async def _authenticate(settings: Settings, token: str) -> RequestContext:
-    stage = Authenticate(settings, JwksVerifier(settings.jwks_url or ""))
+    stage = AuthenticateStage(settings, JwksVerifier(settings.jwks_url or ""))
     ctx = RequestContext("http", "test", {"authorization": f"Bearer {token}"})
     await stage(ctx)
     return ctx

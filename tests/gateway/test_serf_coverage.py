@@ -18,15 +18,15 @@ import pytest
 from redis.asyncio import Redis
 from starlette.requests import Request
 
-from gateway.app import create_app
-from gateway.auth import bearer_token, issue_token, verify_token
+from gateway.assembly import create_app
 from gateway.budgets import CircuitBreaker, LatencyEstimate, allocate_budget
-from gateway.errors import translate
+from gateway.gateway_error import translate
+from gateway.identity.tokens import bearer_token, issue_token, verify_token
 from gateway.settings import Settings
 from protocol.serf import CODE_TABLE, ErrorCategory, ErrorCode, RecoveryAction, SerfError
 from protocol.tools import ToolCallRequest
-from tools.errors import tool_exception_code
 from tools.registry import default_registry
+from tools.tool_exceptions import tool_exception_code
 
 pytestmark = pytest.mark.anyio
 
@@ -148,7 +148,7 @@ async def _open_circuit(settings: Settings, redis: Redis, client: httpx.AsyncCli
 
 def _tool_failure(name: str, **arguments: object) -> Producer:
     async def produce(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
-        import tools.faults  # noqa: F401  the fault tools register on import
+        import tools.harness.faults  # noqa: F401  the fault tools register on import
 
         registered = default_registry.get(name)
         assert registered is not None

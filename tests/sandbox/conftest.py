@@ -15,7 +15,7 @@ from sandbox.backend import SandboxBackend
 from sandbox.executor import CallLimits, Invocation
 from sandbox.pool import SandboxPool
 
-TOOL_MODULES = ("tools.builtin", "tools.testing")
+TOOL_MODULES = ("tools.builtin", "tools.harness.misbehaving")
 ISOLATING = ["bwrap", "docker"]
 ALL_BACKENDS = ["process", *ISOLATING]
 
@@ -47,7 +47,7 @@ def invocation(
     *,
     agent: str = "alice",
     tenant: str = "acme",
-    module: str = "tools.testing",
+    module: str = "tools.harness.misbehaving",
     **limits: Any,
 ) -> Invocation:
     principal = Principal(

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from tools.errors import tool_exception_code
-from tools.faults import sample_latency_ms
+from tools.harness.faults import sample_latency_ms
 from tools.registry import ToolArgumentsError, default_registry
+from tools.tool_exceptions import tool_exception_code
 
 pytestmark = pytest.mark.usefixtures("fault_workspace")
 
@@ -63,6 +63,6 @@ def test_bad_arguments_are_refused_with_hints() -> None:
 
 
 def test_tool_exception_names_from_the_runner_map_too() -> None:
-    assert tool_exception_code("tools.errors.ToolRateLimited") == "RATE_LIMITED"
+    assert tool_exception_code("tools.tool_exceptions.ToolRateLimited") == "RATE_LIMITED"
     assert tool_exception_code("ConnectionResetError") == "UPSTREAM_UNAVAILABLE"
     assert tool_exception_code("ZeroDivisionError") == "TOOL_FAILED"

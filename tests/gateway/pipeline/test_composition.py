@@ -8,9 +8,9 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.audit import AuditLog, AuditWriter
-from gateway.errors import GatewayError
+from gateway.gateway_error import GatewayError
 from gateway.metrics import GatewayMetrics
-from gateway.pipeline import Account, Pipeline, RequestContext
+from gateway.pipeline import AccountStage, Pipeline, RequestContext
 from protocol import ErrorCode, Principal
 
 pytestmark = pytest.mark.anyio
@@ -64,7 +64,7 @@ async def test_account_writes_audit_and_metrics(redis: Redis) -> None:
     ctx.principal = Principal(tenant="acme", agent="w", obo="alice", expires_at=0, token_id="j")
     ctx.error = GatewayError.of(ErrorCode.RATE_LIMITED, "slow down", retry_after_ms=10).error
     ctx.failed_stage = "budget"
-    await Account(writer, metrics)(ctx)
+    await AccountStage(writer, metrics)(ctx)
     await writer.flush()
     [record] = await audit.query(agent="w")
     assert (record.tenant, record.obo, record.outcome, record.code) == (
@@ -85,7 +85,7 @@ async def test_refusals_log_at_info_but_contention_at_debug_and_both_are_audited
     redis: Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
     writer = AuditWriter(AuditLog(redis))
-    account = Account(writer, GatewayMetrics())
+    account = AccountStage(writer, GatewayMetrics())
     caplog.set_level(logging.DEBUG, logger="conclave.gateway.access")
     for code in (ErrorCode.TOOL_NOT_ALLOWED, ErrorCode.STATE_CONFLICT):
         ctx = RequestContext("http", "state:commit", {}, namespace="ns")

@@ -9,22 +9,22 @@ import pytest
 from redis.asyncio import Redis
 
 import tools.builtin  # noqa: F401  (registers the built-in tools)
-from gateway.admission import Admission
-from gateway.agent_directory import AgentDirectory
-from gateway.auth import issue_token
-from gateway.errors import GatewayError
+from gateway.budgets.admission import Admission
+from gateway.gateway_error import GatewayError
+from gateway.identity.agent_directory import AgentDirectory
+from gateway.identity.tokens import issue_token
 from gateway.pipeline import (
-    Authenticate,
-    Authorize,
-    Budget,
-    Dispatch,
+    AuthenticateStage,
+    AuthorizeStage,
+    BudgetStage,
+    DispatchStage,
     RequestContext,
-    Scope,
+    ScopeStage,
     fit_limits,
 )
 from gateway.settings import Settings
 from protocol import AgentRegistration, ErrorCode, Principal, ResourceIntent, ResourceRequest
-from protocol.budget import Budget as BudgetModel
+from protocol.time_budget import Budget as BudgetModel
 from sandbox.inprocess import InProcessExecutor
 from tools.registry import default_registry
 
@@ -51,13 +51,13 @@ async def _refusal(stage: object, ctx: RequestContext) -> ErrorCode:
 async def test_authenticate_turns_a_token_into_the_principal(settings: Settings) -> None:
     token = issue_token(settings, tenant="acme", agent="w", scopes=["tool:echo"], obo="alice")
     ctx = _ctx({"authorization": f"Bearer {token}"})
-    await Authenticate(settings)(ctx)
+    await AuthenticateStage(settings)(ctx)
     assert ctx.principal is not None
     assert (ctx.principal.tenant, ctx.principal.agent, ctx.principal.obo) == ("acme", "w", "alice")
 
 
 async def test_authenticate_refuses_missing_bad_and_expired_tokens(settings: Settings) -> None:
-    stage = Authenticate(settings)
+    stage = AuthenticateStage(settings)
     assert await _refusal(stage, _ctx()) is ErrorCode.AUTH_REQUIRED
     assert await _refusal(stage, _ctx({"authorization": "Bearer x.y.z"})) is ErrorCode.AUTH_INVALID
     old = issue_token(settings, tenant="acme", agent="w", ttl_s=1, now=time.time() - 60)
@@ -87,7 +87,7 @@ async def test_scope_builds_the_tool_context_from_principal_and_headers() -> Non
         "x-conclave-deadline": "4102444800000",
     }
     ctx = _ctx(headers, principal=_principal("tool:*"))
-    await Scope()(ctx)
+    await ScopeStage()(ctx)
     assert ctx.tool_context is not None
     assert ctx.tool_context.trace_id == trace
     assert ctx.tool_context.traceparent.startswith(f"00-{trace}-")
@@ -99,25 +99,25 @@ async def test_scope_builds_the_tool_context_from_principal_and_headers() -> Non
 
 async def test_scope_defaults_and_refusals() -> None:
     ctx = _ctx({"traceparent": "garbage"}, principal=_principal())
-    await Scope()(ctx)
+    await ScopeStage()(ctx)
     assert ctx.tool_context is not None
     assert ctx.tool_context.session_id == "jti-1"  # the token's id
     assert len(ctx.tool_context.trace_id) == 32
     body_deadline = _ctx(principal=_principal(), budget=BudgetModel(deadline_ms=123))
-    await Scope()(body_deadline)
+    await ScopeStage()(body_deadline)
     assert body_deadline.tool_context is not None
     assert body_deadline.tool_context.deadline_ms == 123
     bad = _ctx({"x-conclave-deadline": "soon"}, principal=_principal())
-    assert await _refusal(Scope(), bad) is ErrorCode.INVALID_REQUEST
+    assert await _refusal(ScopeStage(), bad) is ErrorCode.INVALID_REQUEST
     bad_session = _ctx({"x-conclave-session": "a b"}, principal=_principal())
-    assert await _refusal(Scope(), bad_session) is ErrorCode.INVALID_ARGUMENTS
+    assert await _refusal(ScopeStage(), bad_session) is ErrorCode.INVALID_ARGUMENTS
 
 
 # authorize ----------------------------------------------------------------------------
 
 
 async def test_authorize_applies_tool_globs_and_namespaces() -> None:
-    stage = Authorize(default_registry)
+    stage = AuthorizeStage(default_registry)
     allowed = _ctx(principal=_principal("tool:ec*"), tool_name="echo")
     await stage(allowed)
     assert allowed.tool is not None and allowed.tool.name == "echo"
@@ -138,9 +138,9 @@ async def test_authorize_applies_tool_globs_and_namespaces() -> None:
 # budget -------------------------------------------------------------------------------
 
 
-async def _admitted(stage: Budget, settings: Settings, token: str) -> RequestContext:
+async def _admitted(stage: BudgetStage, settings: Settings, token: str) -> RequestContext:
     ctx = _ctx({"authorization": f"Bearer {token}"}, tool_name="echo")
-    await Authenticate(settings)(ctx)
+    await AuthenticateStage(settings)(ctx)
     await stage(ctx)
     return ctx
 
@@ -148,7 +148,7 @@ async def _admitted(stage: Budget, settings: Settings, token: str) -> RequestCon
 async def test_budget_refuses_a_revoked_agent_in_its_admission_round_trip(
     settings: Settings, redis: Redis
 ) -> None:
-    stage = Budget(Admission(redis, rate_per_s=100.0, burst=100))
+    stage = BudgetStage(Admission(redis, rate_per_s=100.0, burst=100))
     directory = AgentDirectory(redis, settings)
     issued = await directory.register(AgentRegistration(tenant="acme", agent="r", tools=["*"]))
     await _admitted(stage, settings, issued.token)
@@ -161,7 +161,7 @@ async def test_budget_refuses_a_revoked_agent_in_its_admission_round_trip(
 
 
 async def test_budget_rate_limits_per_identity_and_tool(redis: Redis) -> None:
-    stage = Budget(Admission(redis, rate_per_s=1.0, burst=2))
+    stage = BudgetStage(Admission(redis, rate_per_s=1.0, burst=2))
     for _ in range(2):
         await stage(_ctx(principal=_principal(), tool_name="echo"))
     with pytest.raises(GatewayError) as info:
@@ -174,19 +174,19 @@ async def test_budget_rate_limits_per_identity_and_tool(redis: Redis) -> None:
 
 
 async def test_budget_refuses_a_passed_deadline_and_clamps_the_timeout(redis: Redis) -> None:
-    stage = Budget(Admission(redis, rate_per_s=100.0, burst=100))
+    stage = BudgetStage(Admission(redis, rate_per_s=100.0, burst=100))
     now_ms = int(time.time() * 1000)
     ctx = _ctx(
         {"x-conclave-deadline": str(now_ms - 5)}, principal=_principal("tool:*"), tool_name="echo"
     )
-    await Authorize(default_registry)(ctx)
-    await Scope()(ctx)
+    await AuthorizeStage(default_registry)(ctx)
+    await ScopeStage()(ctx)
     assert await _refusal(stage, ctx) is ErrorCode.DEADLINE_EXCEEDED
     soon = _ctx(
         {"x-conclave-deadline": str(now_ms + 500)}, principal=_principal("tool:*"), tool_name="echo"
     )
-    await Authorize(default_registry)(soon)
-    await Scope()(soon)
+    await AuthorizeStage(default_registry)(soon)
+    await ScopeStage()(soon)
     await stage(soon)
     assert soon.granted_ms is not None and 0 < soon.granted_ms <= 500  # echo declares 2000
 
@@ -205,13 +205,13 @@ def test_fit_limits_lowers_never_raises() -> None:
 
 
 async def _ready(ctx: RequestContext) -> RequestContext:
-    await Authorize(default_registry)(ctx)
-    await Scope()(ctx)
+    await AuthorizeStage(default_registry)(ctx)
+    await ScopeStage()(ctx)
     return ctx
 
 
 async def test_dispatch_validates_before_running_and_passes_the_context() -> None:
-    stage = Dispatch(InProcessExecutor(default_registry))
+    stage = DispatchStage(InProcessExecutor(default_registry))
     ok = await _ready(
         _ctx(principal=_principal("tool:*"), tool_name="echo", arguments={"message": "hi"})
     )

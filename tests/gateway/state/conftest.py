@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.auth import issue_token
+from gateway.identity.tokens import issue_token
 from gateway.settings import Settings
 
 

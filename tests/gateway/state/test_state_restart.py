@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from conclave.embedded_redis import EmbeddedRedis
-from gateway.app import create_app
-from gateway.auth import issue_token
+from gateway.assembly import create_app
+from gateway.identity.tokens import issue_token
 from gateway.settings import Settings
 
 pytestmark = pytest.mark.anyio

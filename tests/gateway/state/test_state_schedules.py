@@ -16,7 +16,7 @@ import pytest
 from redis.asyncio import Redis
 
 from conclave.bench.baselines import NaiveStore
-from gateway.errors import GatewayError
+from gateway.gateway_error import GatewayError
 from gateway.state import Actor, NamespaceKeys, StateStore, check_namespace_history
 from protocol.state import CommitRequest, NamespaceConfig, Write
 

@@ -1,0 +1,29 @@
+"""The suites `conclave bench` knows, in the order a full pass runs them.
+
+Each entry names a module with `run(ctx: BenchContext) -> SuiteResult`; modules are imported
+only when their suite runs, so one suite's heavy imports do not slow the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from conclave.bench.suite import Suite
+
+SUITES: dict[str, str] = {
+    "contention": "conclave.bench.contention_suite",
+    "budgets": "conclave.bench.budgets_suite",
+    "errors": "conclave.bench.errors_suite",
+    "tasks": "conclave.bench.tasks_suite",
+    "sandbox": "conclave.bench.sandbox_suite",
+    "gateway": "conclave.bench.gateway_suite",
+}
+
+
+def load_suite(name: str) -> Suite:
+    if name not in SUITES:
+        known = ", ".join(SUITES) or "none yet"
+        raise KeyError(f"unknown suite {name!r}; known suites: {known}")
+    module = importlib.import_module(SUITES[name])
+    suite: Suite = module.run
+    return suite

@@ -1,0 +1,87 @@
+"""Runs suites on one embedded stack, renders their tables and writes their results."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table as RichTable
+
+from conclave.bench.report import open_report, write_report
+from conclave.bench.suite import BenchContext, SuiteResult, Table
+from conclave.bench.suite_registry import SUITES, load_suite
+from conclave.stack import EmbeddedStack
+from gateway.settings import Settings
+
+
+def render_table(console: Console, table: Table) -> None:
+    rich_table = RichTable(title=table.title, title_justify="left")
+    for column in table.columns:
+        rich_table.add_column(column)
+    for row in table.rows:
+        rich_table.add_row(*(_cell(v) for v in row))
+    console.print(rich_table)
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def run_bench(
+    names: list[str],
+    *,
+    quick: bool,
+    seed: int,
+    out_root: Path,
+    console: Console,
+    settings: Settings | None = None,
+) -> list[SuiteResult]:
+    names = names or list(SUITES)
+    for name in names:
+        load_suite(name)  # unknown names fail before anything starts
+    out_dir = out_root / time.strftime("%Y%m%d-%H%M%S")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results: list[SuiteResult] = []
+    log_path = out_dir / "gateway.log"
+    with EmbeddedStack(settings or Settings(port=0), log_path=log_path) as stack:
+        assert stack.backend is not None
+        console.print(
+            f"[bold]gateway[/] {stack.url}  [bold]sandbox[/] {stack.backend.name}"
+            f" ({stack.backend.reason})"
+        )
+        progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), console=console, transient=True,
+        )  # fmt: skip
+        with progress:
+            for name in names:
+                ctx = BenchContext(stack, quick, seed, out_dir, progress)
+                result = load_suite(name)(ctx)
+                results.append(result)
+                (out_dir / f"{name}.json").write_text(json.dumps(result.to_json(), indent=2))
+                for table in result.tables:
+                    progress.console.print()
+                    render_table(progress.console, table)
+    summary = Table("Summary", ["suite", "goal", "target", "measured", "met"])
+    for result in results:
+        for goal in result.goals:
+            summary.rows.append(
+                [result.suite, goal.name, goal.target, goal.measured, "yes" if goal.met else "NO"]
+            )
+    console.print()
+    render_table(console, summary)
+    (out_dir / "summary.json").write_text(
+        json.dumps({"suites": [r.suite for r in results], "quick": quick, "seed": seed}, indent=2)
+    )
+    console.print(f"results: {out_dir}")
+    report = write_report(out_dir, results, quick=quick, seed=seed)
+    console.print(f"report:  {report}")
+    open_report(report)
+    return results

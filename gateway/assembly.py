@@ -1,0 +1,145 @@
+"""The one place the gateway is put together at start-up.
+
+`create_app` checks the configuration and returns the HTTP app whose lifespan builds, in
+order: the tool registry, the Redis pool, the executor that runs tools (the sandbox pool on
+the configured backend, or the gateway's own threads for `inprocess`), the agent directory,
+the audit writer, the time budgets (latency windows, breakers, the allocator) and the
+six-stage pipeline over all of them. Nothing else constructs these parts.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+from fastapi import FastAPI
+from redis.asyncio import Redis
+
+from gateway.audit import AuditLog, AuditWriter
+from gateway.budgets import (
+    Admission,
+    AtbaAllocator,
+    CircuitBreaker,
+    GuardedExecutor,
+    LatencyWindow,
+)
+from gateway.http.app import build_http_app
+from gateway.identity.agent_directory import AgentDirectory
+from gateway.identity.jwks import JwksVerifier
+from gateway.json_logs import install_json_logging
+from gateway.metrics import GatewayMetrics
+from gateway.pipeline import (
+    AccountStage,
+    AuthenticateStage,
+    AuthorizeStage,
+    BudgetStage,
+    DispatchStage,
+    Pipeline,
+    ScopeStage,
+)
+from gateway.redis_client import connect_redis
+from gateway.settings import Settings
+from gateway.state import StateStore
+from sandbox import InProcessExecutor, SandboxPool, ToolExecutor, create_executor
+from tools import ToolRegistry, default_registry
+
+
+class ConfigurationError(RuntimeError):
+    pass
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    if not settings.redis_url:
+        raise ConfigurationError(
+            "no Redis configured: set CONCLAVE_REDIS_URL, or start the embedded stack with "
+            "'conclave serve'"
+        )
+    redis_url = settings.redis_url
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        install_json_logging(level=settings.log_level.upper())
+        for module in settings.tool_modules:  # their @tool functions land in the registry
+            importlib.import_module(module)
+        state = app.state
+        state.registry = default_registry
+        state.redis = connect_redis(redis_url)
+        state.executor = _tool_executor(settings, state.registry)
+        state.agents = AgentDirectory(state.redis, settings)
+        state.audit = AuditWriter(AuditLog(state.redis))
+        state.audit.start()
+        state.state_store = StateStore(state.redis, max_value_bytes=settings.max_value_bytes)
+        state.latency_window = latency_window(settings, state.redis)
+        state.breaker = circuit_breaker(settings, state.redis)
+        state.pipeline = _pipeline(settings, state.redis, state.registry, app)
+        try:
+            async with anyio.create_task_group() as background:
+                if isinstance(state.executor, SandboxPool):
+                    background.start_soon(state.executor.run_reaper)  # reaps idle sandboxes
+                yield
+                background.cancel_scope.cancel()
+        finally:
+            await state.audit.aclose()
+            await state.pipeline_executor.aclose()
+            await state.redis.aclose()
+
+    app = build_http_app(lifespan)
+    app.state.settings = settings
+    app.state.sandbox_name = settings.sandbox_backend
+    app.state.metrics = GatewayMetrics()
+    return app
+
+
+def _tool_executor(settings: Settings, registry: ToolRegistry) -> ToolExecutor:
+    if settings.sandbox_backend == "inprocess":  # no isolation: measures the gateway alone
+        return InProcessExecutor(registry)
+    return create_executor(settings)  # the sandbox's runner imports the same tool modules
+
+
+def latency_window(settings: Settings, redis: Redis) -> LatencyWindow:
+    return LatencyWindow(
+        redis,
+        window_s=settings.latency_window_s,
+        max_samples=settings.latency_window_max,
+        min_samples=settings.latency_min_samples,
+    )
+
+
+def circuit_breaker(settings: Settings, redis: Redis) -> CircuitBreaker:
+    return CircuitBreaker(
+        redis, failures=settings.breaker_failures, cooldown_ms=settings.breaker_cooldown_ms
+    )
+
+
+def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: FastAPI) -> Pipeline:
+    """The six stages in DESIGN.md's order; account runs whatever happened."""
+    state = app.state
+    jwks = JwksVerifier(settings.jwks_url) if settings.jwks_url else None
+    admission = Admission(redis, settings.rate_limit_per_s, settings.rate_limit_burst)
+    allocator = AtbaAllocator(
+        state.latency_window,
+        state.breaker,
+        registry,
+        margin_ms=settings.budget_margin_ms,
+        min_grant_ms=settings.budget_min_grant_ms,
+    )
+    state.pipeline_executor = GuardedExecutor(
+        state.executor,
+        state.latency_window,
+        state.breaker,
+        registry,
+        margin_ms=settings.budget_margin_ms,
+    )
+    return Pipeline(
+        stages=[
+            AuthenticateStage(settings, jwks),
+            ScopeStage(),
+            AuthorizeStage(registry),
+            BudgetStage(admission, allocator),
+            DispatchStage(state.pipeline_executor),
+        ],
+        closing=[AccountStage(state.audit, state.metrics)],
+    )

@@ -1,0 +1,99 @@
+"""The gateway's root exception, and the one place foreign exceptions become SERF envelopes.
+
+`GatewayError` carries a `SerfError`. `translate` is the one place where exceptions from
+redis, validation and anything unexpected are mapped to codes; `gateway.http.responses`
+renders every error as the envelope with its HTTP status.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from docker.errors import DockerException, ImageNotFound
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from protocol.serf import ErrorCode, RecoveryAction, SerfError
+from tools.registry import ToolArgumentsError
+
+log = logging.getLogger("conclave.gateway")
+
+
+class GatewayError(Exception):
+    """A refusal or failure with its SERF envelope."""
+
+    def __init__(self, error: SerfError) -> None:
+        super().__init__(f"{error.code}: {error.message}")
+        self.error = error
+
+    @classmethod
+    def of(cls, code: ErrorCode, message: str, **kwargs: Any) -> GatewayError:
+        return cls(SerfError.of(code, message, **kwargs))
+
+
+def validation_hints(exc: ValidationError | RequestValidationError) -> dict[str, str]:
+    hints: dict[str, str] = {}
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"] if p not in ("body", "query", "path", "header")]
+        hints[".".join(loc) or "(body)"] = err["msg"]
+    return hints
+
+
+def translate(exc: BaseException, trace_id: str | None = None) -> SerfError:
+    """Map any exception to its SERF envelope. The only place foreign exceptions are read."""
+    if isinstance(exc, GatewayError):
+        return exc.error.model_copy(update={"trace_id": exc.error.trace_id or trace_id})
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError):
+        return SerfError.of(
+            ErrorCode.STATE_UNAVAILABLE,
+            "the state store (Redis) is not reachable; retry shortly",
+            retry_after_ms=500,
+            trace_id=trace_id,
+        )
+    if isinstance(exc, RedisError):  # OOM, loading, read-only replica: the store refused
+        return SerfError.of(
+            ErrorCode.STATE_UNAVAILABLE,
+            f"the state store (Redis) refused the operation ({type(exc).__name__}); retry shortly",
+            trace_id=trace_id,
+        )
+    if isinstance(exc, ImageNotFound):
+        return SerfError.of(
+            ErrorCode.SANDBOX_UNAVAILABLE,
+            "the sandbox runtime image is missing: run 'conclave sandbox build-image'",
+            action=RecoveryAction.ABORT,
+            trace_id=trace_id,
+        )
+    if isinstance(exc, DockerException):
+        return SerfError.of(
+            ErrorCode.SANDBOX_UNAVAILABLE,
+            f"the Docker engine failed ({type(exc).__name__}): check that it is running, or"
+            " use --sandbox bwrap",
+            trace_id=trace_id,
+        )
+    if isinstance(exc, ToolArgumentsError):
+        return SerfError.of(
+            ErrorCode.INVALID_ARGUMENTS,
+            f"the arguments do not fit tool {exc.tool!r}: see param_hints",
+            param_hints=exc.hints,
+            trace_id=trace_id,
+        )
+    if isinstance(exc, RequestValidationError | ValidationError):
+        hints = validation_hints(exc)
+        json_broken = any(e.get("type") == "json_invalid" for e in exc.errors())
+        return SerfError.of(
+            ErrorCode.PARSE_ERROR if json_broken else ErrorCode.INVALID_REQUEST,
+            "the request body is not valid JSON" if json_broken else "the request is malformed",
+            param_hints=hints,
+            trace_id=trace_id,
+        )
+    log.exception("unexpected error", exc_info=exc)
+    return SerfError.of(
+        ErrorCode.INTERNAL,
+        f"internal error ({type(exc).__name__}); the gateway logged it with this trace id",
+        action=RecoveryAction.ABORT,
+        trace_id=trace_id,
+    )

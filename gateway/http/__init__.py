@@ -1,0 +1,15 @@
+"""The gateway's HTTP edge: the app, the hot path, routes, MCP, bodies and SERF responses."""
+
+from gateway.http.app import GatewayApp, build_http_app
+from gateway.http.responses import install_error_handlers, refusal, serf_response
+from gateway.http.uvicorn_protocol import CoalescingHttpToolsProtocol, CoalescingTransport
+
+__all__ = [
+    "CoalescingHttpToolsProtocol",
+    "CoalescingTransport",
+    "GatewayApp",
+    "build_http_app",
+    "install_error_handlers",
+    "refusal",
+    "serf_response",
+]

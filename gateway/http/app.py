@@ -1,0 +1,60 @@
+"""The gateway's HTTP application: FastAPI with the hot routes served ahead of its middleware.
+
+`build_http_app` declares every route (the hot ones once, in `gateway.http.hot_routes`) and
+the error handlers; what the routes reach through `app.state` (the pipeline, the registry,
+Redis) is put there by the lifespan that `gateway.assembly` passes in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+
+from fastapi import FastAPI
+from starlette.types import Receive, Send
+from starlette.types import Scope as AsgiScope
+
+from gateway.http.fast_path import hot_handler, serve_hot
+from gateway.http.mcp import router as mcp_router
+from gateway.http.responses import install_error_handlers
+from gateway.http.routes import (
+    agent_routes,
+    audit_routes,
+    health_routes,
+    latency_routes,
+    metrics_routes,
+    state_routes,
+    tool_routes,
+)
+
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+
+
+class GatewayApp(FastAPI):
+    """FastAPI with the hot routes (tool calls, /mcp) served ahead of its middleware stack."""
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        handler = None if self.root_path else hot_handler(scope)
+        if handler is None:
+            await super().__call__(scope, receive, send)
+            return
+        scope["app"] = self  # what Starlette sets: handlers reach app.state through it
+        await serve_hot(handler, scope, receive, send)
+
+
+def build_http_app(lifespan: Lifespan) -> GatewayApp:
+    app = GatewayApp(title="Conclave gateway", version="0.1.0", lifespan=lifespan)
+    install_error_handlers(app)
+    # Hot routes first: routes are matched in order.
+    app.include_router(tool_routes.router)
+    app.include_router(mcp_router)
+    app.include_router(latency_routes.router)
+    app.include_router(health_routes.router)
+    app.include_router(state_routes.router)
+    app.include_router(agent_routes.router)
+    app.include_router(audit_routes.router)
+    app.include_router(metrics_routes.router)
+    return app
+
+
+__all__ = ["GatewayApp", "build_http_app"]

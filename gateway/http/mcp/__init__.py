@@ -1,0 +1,20 @@
+"""The MCP endpoint: streamable HTTP at `/mcp`, JSON-RPC 2.0, through the pipeline."""
+
+from gateway.http.mcp.endpoint import SUPPORTED_VERSIONS, router
+from gateway.http.mcp.messages import (
+    McpMessage,
+    parse_message,
+    rpc_error,
+    tool_failure,
+    tool_result,
+)
+
+__all__ = [
+    "SUPPORTED_VERSIONS",
+    "McpMessage",
+    "parse_message",
+    "router",
+    "rpc_error",
+    "tool_failure",
+    "tool_result",
+]

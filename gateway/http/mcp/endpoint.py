@@ -1,0 +1,145 @@
+"""`/mcp`: MCP's streamable HTTP transport, stateless, answering plain JSON.
+
+Every POST carries one JSON-RPC message and runs through the pipeline like an HTTP call:
+`initialize`, `ping` and `tools/list` as operations, `tools/call` as the tool call itself, so
+the same authentication, policy, rate limits and audit apply. The server issues no session id
+and offers no server-to-client stream: GET and DELETE answer 405, as the transport allows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+
+from gateway.gateway_error import GatewayError
+from gateway.http.body import read_body
+from gateway.http.mcp.messages import (
+    McpMessage,
+    is_tool_failure,
+    parse_message,
+    request_id_of,
+    rpc_error,
+    rpc_result,
+    tool_failure,
+    tool_result,
+)
+from gateway.http.routes.tool_routes import allowed_specs
+from gateway.pipeline import Pipeline, RequestContext
+from protocol.mcp import PROTOCOL_VERSION, InitializeResult
+from protocol.serf import ErrorCode
+from tools.registry import ToolRegistry
+
+router = APIRouter(tags=["mcp"])
+
+# Handshake-era revisions whose tools surface this endpoint serves unchanged.
+SUPPORTED_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+_OPERATIONS = ("initialize", "ping", "tools/list", "tools/call")
+
+
+def _initialize(params: dict[str, Any]) -> dict[str, Any]:
+    asked = params.get("protocolVersion")
+    version = asked if asked in SUPPORTED_VERSIONS else PROTOCOL_VERSION
+    result = InitializeResult(protocolVersion=version)
+    return result.model_dump(by_alias=True)
+
+
+def _listing(registry: ToolRegistry) -> Any:
+    async def listing(ctx: RequestContext) -> dict[str, Any]:
+        tools = [
+            {
+                "name": spec.name,
+                "description": spec.description,
+                "inputSchema": spec.input_schema,
+                "annotations": {"idempotentHint": spec.idempotent},
+            }
+            for spec in allowed_specs(registry, ctx)
+        ]
+        return {"tools": tools}
+
+    return listing
+
+
+def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> RequestContext:
+    method = message.method
+    known = method in _OPERATIONS or method.startswith("notifications/")
+    operation = f"mcp:{method}" if known else "mcp:(unknown method)"
+    ctx = RequestContext("mcp", operation, request.headers)
+    if method == "tools/call":
+        name = message.params.get("name")
+        arguments = message.params.get("arguments") or {}
+        if not isinstance(name, str) or not name or not isinstance(arguments, dict):
+            ctx.input_error = GatewayError.of(
+                ErrorCode.INVALID_REQUEST,
+                "tools/call needs params.name (a string) and params.arguments (an object)",
+            )
+            return ctx
+        meta = message.params.get("_meta")
+        ctx.tool_name, ctx.arguments = name, arguments
+        ctx.meta = meta if isinstance(meta, dict) else None
+        ctx.operation = name
+    elif method == "tools/list":
+        ctx.action = _listing(registry)
+    elif method == "initialize":
+        params = message.params
+
+        async def initialize(_: RequestContext) -> dict[str, Any]:
+            return _initialize(params)
+
+        ctx.action = initialize
+    elif method == "ping" or method.startswith("notifications/"):
+
+        async def empty(_: RequestContext) -> dict[str, Any]:
+            return {}
+
+        ctx.action = empty
+    else:
+        ctx.input_error = GatewayError.of(
+            ErrorCode.METHOD_NOT_FOUND,
+            f"method {method!r} is not served here; this endpoint serves {', '.join(_OPERATIONS)}",
+        )
+    return ctx
+
+
+async def mcp_post(request: Request) -> Response:
+    """`POST /mcp`: one JSON-RPC message in, its answer (or 202 for a notification) out."""
+    pipeline: Pipeline = request.app.state.pipeline
+    registry: ToolRegistry = request.app.state.registry
+    body = b""
+    message: McpMessage | None = None
+    try:
+        body = await read_body(request, request.app.state.settings.max_body_bytes)
+        message = parse_message(body)
+        if message is None:  # a client's response: nothing to answer
+            return Response(status_code=202)
+        ctx = _context(request, message, registry)
+    except GatewayError as exc:
+        ctx = RequestContext("mcp", "mcp:(unreadable)", request.headers, input_error=exc)
+    await pipeline.run(ctx)
+    request_id = message.id if message is not None else request_id_of(body)
+    if ctx.error is not None:
+        is_call = message is not None and message.method == "tools/call"
+        if is_call and request_id is not None and is_tool_failure(ctx.error, ctx.failed_stage):
+            return JSONResponse(rpc_result(request_id, tool_failure(ctx.error, ctx.usage)))
+        headers = {"WWW-Authenticate": "Bearer"} if ctx.error.http_status == 401 else None
+        return JSONResponse(
+            rpc_error(request_id, ctx.error), status_code=ctx.error.http_status, headers=headers
+        )
+    if message is None or message.id is None:
+        return Response(status_code=202)
+    if message.method == "tools/call":
+        return JSONResponse(
+            rpc_result(message.id, tool_result(ctx.result, ctx.trace_id, ctx.usage))
+        )
+    return JSONResponse(rpc_result(message.id, ctx.result))
+
+
+async def mcp_no_stream(request: Request) -> Response:
+    # No server-initiated stream and no sessions to end: the spec's answer is 405.
+    return Response(status_code=405, headers={"Allow": "POST"})
+
+
+# Plain Starlette routes: no dependency solving on the hot path (see routes/tools.py).
+router.add_route("/mcp", mcp_post, methods=["POST"])
+router.add_route("/mcp", mcp_no_stream, methods=["GET", "DELETE"])

@@ -1,0 +1,123 @@
+"""Reading one MCP message off the wire and turning pipeline outcomes back into MCP.
+
+Protocol errors are JSON-RPC errors with the SERF envelope in `data`; a tool's failure (a
+refusal by the budget or dispatch stage, or the tool's own error) is a `CallToolResult` with
+`isError: true` and the envelope in `structuredContent`, so a model sees it and can recover.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from gateway.gateway_error import GatewayError
+from protocol import jsonrpc
+from protocol.jsonrpc import JsonRpcNotification, JsonRpcRequest, RequestId
+from protocol.mcp import CallToolResult, TextContent
+from protocol.serf import ErrorCategory, ErrorCode, SerfError
+from protocol.tools import CallUsage
+
+# The SERF codes that have a JSON-RPC spelling of their own; the rest are SERVER_ERROR.
+_RPC_CODES = {
+    ErrorCode.PARSE_ERROR: jsonrpc.PARSE_ERROR,
+    ErrorCode.INVALID_REQUEST: jsonrpc.INVALID_REQUEST,
+    ErrorCode.PAYLOAD_TOO_LARGE: jsonrpc.INVALID_REQUEST,
+    ErrorCode.METHOD_NOT_FOUND: jsonrpc.METHOD_NOT_FOUND,
+    ErrorCode.TOOL_NOT_FOUND: jsonrpc.INVALID_PARAMS,
+    ErrorCode.TOOL_NOT_ALLOWED: jsonrpc.INVALID_PARAMS,
+    ErrorCode.INTERNAL: jsonrpc.INTERNAL_ERROR,
+}
+TOOL_FAILURE_STAGES = ("budget", "dispatch")
+
+
+def is_tool_failure(error: SerfError, stage: str | None) -> bool:
+    """A failure the model should see as the tool's (isError), not the protocol's."""
+    return stage in TOOL_FAILURE_STAGES and error.category is not ErrorCategory.AUTH
+
+
+@dataclass(frozen=True)
+class McpMessage:
+    method: str
+    id: RequestId | None  # None: a notification (or a client's response), answered with 202
+    params: dict[str, Any]
+
+
+def parse_message(body: bytes) -> McpMessage | None:
+    """The message in `body`; None for a client's response (we never ask the client)."""
+    try:
+        raw = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise GatewayError.of(ErrorCode.PARSE_ERROR, "the body is not JSON") from exc
+    if not isinstance(raw, dict):
+        raise GatewayError.of(
+            ErrorCode.INVALID_REQUEST, "send one JSON-RPC 2.0 object per POST (no batches)"
+        )
+    if "method" not in raw and "id" in raw and ("result" in raw or "error" in raw):
+        return None
+    try:
+        if "id" in raw:
+            request = JsonRpcRequest.model_validate(raw)
+            return McpMessage(request.method, request.id, request.params or {})
+        note = JsonRpcNotification.model_validate(raw)
+        return McpMessage(note.method, None, note.params or {})
+    except ValidationError as exc:
+        hints = {".".join(str(p) for p in e["loc"]) or "(message)": e["msg"] for e in exc.errors()}
+        raise GatewayError.of(
+            ErrorCode.INVALID_REQUEST, "not a JSON-RPC 2.0 request", param_hints=hints
+        ) from exc
+
+
+def request_id_of(body: bytes) -> RequestId | None:
+    """The id of a request we refuse to read further, when one can be found."""
+    try:
+        raw = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    value = raw.get("id") if isinstance(raw, dict) else None
+    return value if isinstance(value, int | str) and not isinstance(value, bool) else None
+
+
+def rpc_error(request_id: RequestId | None, error: SerfError) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {
+            "code": _RPC_CODES.get(error.code, jsonrpc.SERVER_ERROR),
+            "message": f"{error.code}: {error.message}",
+            "data": error.model_dump(mode="json"),
+        },
+    }
+
+
+def rpc_result(request_id: RequestId, result: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def _meta(trace_id: str, usage: CallUsage | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"conclave/trace_id": trace_id}
+    if usage is not None:
+        meta["conclave/usage"] = usage.model_dump(mode="json")
+    return meta
+
+
+def tool_result(value: Any, trace_id: str, usage: CallUsage | None) -> dict[str, Any]:
+    text = value if isinstance(value, str) else json.dumps(value)
+    result = CallToolResult(
+        content=[TextContent(text=text)],
+        structuredContent={"result": value},
+        _meta=_meta(trace_id, usage),
+    )
+    return result.model_dump(by_alias=True, exclude_none=True)
+
+
+def tool_failure(error: SerfError, usage: CallUsage | None) -> dict[str, Any]:
+    result = CallToolResult(
+        content=[TextContent(text=f"{error.code}: {error.message}")],
+        structuredContent=error.model_dump(mode="json"),
+        isError=True,
+        _meta=_meta(error.trace_id or "", usage),
+    )
+    return result.model_dump(by_alias=True, exclude_none=True)

@@ -1,0 +1,39 @@
+"""Identity administration: register agents (and get their token), list them, revoke them."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+
+from gateway.gateway_error import GatewayError
+from gateway.identity.admin_key import require_admin
+from gateway.identity.agent_directory import AgentDirectory
+from protocol.agents import AgentRecord, AgentRegistration, AgentToken
+from protocol.serf import ErrorCode
+
+router = APIRouter(prefix="/v1/agents", tags=["agents"], dependencies=[Depends(require_admin)])
+
+
+def _directory(request: Request) -> AgentDirectory:
+    directory: AgentDirectory = request.app.state.agents
+    return directory
+
+
+@router.post("", status_code=201)
+async def register_agent(registration: AgentRegistration, request: Request) -> AgentToken:
+    return await _directory(request).register(registration)
+
+
+@router.get("")
+async def list_agents(request: Request, tenant: str | None = None) -> list[AgentRecord]:
+    return await _directory(request).list(tenant)
+
+
+@router.delete("/{tenant}/{agent}")
+async def revoke_agent(tenant: str, agent: str, request: Request) -> AgentRecord:
+    record = await _directory(request).revoke(tenant, agent)
+    if record is None:
+        raise GatewayError.of(
+            ErrorCode.NOT_FOUND,
+            f"no agent {tenant}/{agent} is registered; GET /v1/agents lists them",
+        )
+    return record

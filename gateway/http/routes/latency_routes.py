@@ -1,0 +1,59 @@
+"""`GET /v1/tools/{name}/latency`: a tool's p50/p95 as the allocator sees them, and its breaker.
+
+Runs through the pipeline (authenticated, accounted) as an operation; the caller sees only
+tools it may call, with the same TOOL_NOT_ALLOWED / TOOL_NOT_FOUND answers as a call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from gateway.budgets import CircuitBreaker, LatencyWindow
+from gateway.gateway_error import GatewayError
+from gateway.http.responses import refusal
+from gateway.pipeline import Pipeline, RequestContext
+from gateway.settings import Settings
+from protocol.serf import ErrorCode
+from protocol.time_budget import ToolLatency
+from tools.registry import ToolRegistry
+
+router = APIRouter(prefix="/v1/tools", tags=["tools"])
+
+
+@router.get("/{name}/latency", response_model=ToolLatency)
+async def tool_latency(name: str, request: Request) -> Any:
+    settings: Settings = request.app.state.settings
+    registry: ToolRegistry = request.app.state.registry
+
+    async def report(ctx: RequestContext) -> ToolLatency:
+        principal = ctx.require_principal()
+        if not principal.may_call(name):
+            raise GatewayError.of(
+                ErrorCode.TOOL_NOT_ALLOWED, f"{principal.agent} may not call {name!r}"
+            )
+        registered = registry.get(name)
+        if registered is None:
+            raise GatewayError.of(ErrorCode.TOOL_NOT_FOUND, f"no tool {name!r} is served here")
+        window: LatencyWindow = request.app.state.latency_window
+        estimate = await window.estimate(name, registered.spec.intent.timeout_ms)
+        breaker_of: CircuitBreaker = request.app.state.breaker
+        breaker = await breaker_of.state(name)
+        return ToolLatency(
+            tool=name,
+            p50_ms=estimate.p50_ms,
+            p95_ms=estimate.p95_ms,
+            samples=estimate.samples,
+            censored=estimate.censored,
+            source=estimate.source,
+            window_s=settings.latency_window_s,
+            breaker=breaker.state,
+        )
+
+    ctx = RequestContext("http", "tools:latency", request.headers, action=report)
+    pipeline: Pipeline = request.app.state.pipeline
+    await pipeline.run(ctx)
+    if ctx.error is not None:
+        return refusal(ctx.error)
+    return ctx.result

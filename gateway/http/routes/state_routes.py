@@ -1,0 +1,201 @@
+"""HTTP routes of shared state, `/v1/state/...`: thin handlers over `StateStore`.
+
+Every route runs the gateway's pipeline: authenticate, scope (the session is
+`X-Conclave-Session`, by default the token's id), authorize, budget (the revocation check),
+the store operation as the dispatch stage's action, and account (audit, metrics).
+
+Visibility rules, enforced by the authorize stage, the same for every route: a namespace is
+addressed within the caller's tenant only (another tenant's namespace is simply not there:
+404); without read scope on a namespace the caller gets the same 404 `NAMESPACE_NOT_FOUND` as
+for a missing one, so scopes do not leak what exists; with read but not write scope, writes
+(namespace creation, leases, commits) are 403 `NAMESPACE_FORBIDDEN`. Bodies: not JSON is 400
+`PARSE_ERROR`, wrong shape or a bad key is 422 `INVALID_ARGUMENTS`, over `max_body_bytes` (or
+a value over `max_value_bytes`) is 413 `PAYLOAD_TOO_LARGE`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, ValidationError
+
+from gateway.gateway_error import GatewayError, validation_hints
+from gateway.http.body import read_body
+from gateway.http.responses import refusal
+from gateway.pipeline import Pipeline, RequestContext
+from gateway.state import Actor, StateStore
+from protocol.identity import Access
+from protocol.serf import ErrorCode
+from protocol.state import CommitRequest, LeaseRequest, NamespaceConfig
+
+router = APIRouter(prefix="/v1/state", tags=["state"])
+Body = TypeVar("Body", bound=BaseModel)
+Operation = Callable[[Actor], Awaitable[Response]]
+
+
+def _store(request: Request) -> StateStore:
+    store: StateStore = request.app.state.state_store
+    return store
+
+
+async def _body(request: Request, model: type[Body], *, empty_ok: bool = False) -> Body:
+    raw = await read_body(request, request.app.state.settings.max_body_bytes)
+    if empty_ok and not raw.strip():
+        raw = b"{}"
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        if any(e["type"] == "json_invalid" for e in exc.errors()):
+            raise GatewayError.of(
+                ErrorCode.PARSE_ERROR,
+                "the request body is not valid JSON",
+                param_hints=validation_hints(exc),
+            ) from exc
+        raise GatewayError.of(
+            ErrorCode.INVALID_ARGUMENTS,
+            f"the request body is not a valid {model.__name__}",
+            param_hints=validation_hints(exc),
+        ) from exc
+
+
+async def _through_pipeline(
+    request: Request,
+    name: str,
+    namespace: str,
+    access: Access,
+    operation: Operation | None,
+    input_error: BaseException | None = None,
+) -> Response:
+    async def perform(ctx: RequestContext) -> Response:
+        assert ctx.tool_context is not None and operation is not None  # scope ran; body parsed
+        principal = ctx.tool_context.principal
+        return await operation(
+            Actor(principal.tenant, principal.agent, ctx.tool_context.session_id)
+        )
+
+    ctx = RequestContext(
+        "http",
+        f"state:{name}",
+        request.headers,
+        namespace=namespace,
+        access=access,
+        action=perform,
+        input_error=input_error,
+    )
+    pipeline: Pipeline = request.app.state.pipeline
+    await pipeline.run(ctx)
+    if ctx.error is not None:
+        return refusal(ctx.error)
+    response: Response = ctx.result
+    return response
+
+
+async def _write_with_body(
+    request: Request,
+    name: str,
+    namespace: str,
+    model: type[Body],
+    operation: Callable[[Actor, Body], Awaitable[Response]],
+    *,
+    empty_ok: bool = False,
+) -> Response:
+    """A write whose body is parsed first: a body that does not parse is refused through
+    the pipeline too, so it is authenticated and audited like any other refusal."""
+    try:
+        body = await _body(request, model, empty_ok=empty_ok)
+    except GatewayError as exc:
+        return await _through_pipeline(request, name, namespace, "write", None, exc)
+
+    async def perform(actor: Actor) -> Response:
+        return await operation(actor, body)
+
+    return await _through_pipeline(request, name, namespace, "write", perform)
+
+
+def _json(model: BaseModel, status_code: int = 200) -> Response:
+    return Response(model.model_dump_json(), status_code, media_type="application/json")
+
+
+class NamespaceView(BaseModel):
+    namespace: str
+    config: NamespaceConfig
+    created: bool = False
+
+
+@router.put("/{namespace}")
+async def put_namespace(namespace: str, request: Request) -> Response:
+    async def create(actor: Actor, config: NamespaceConfig) -> Response:
+        created = await _store(request).create_namespace(actor.tenant, namespace, config)
+        view = NamespaceView(namespace=namespace, config=config, created=created)
+        return _json(view, 201 if created else 200)
+
+    return await _write_with_body(
+        request, "create", namespace, NamespaceConfig, create, empty_ok=True
+    )
+
+
+@router.get("/{namespace}")
+async def get_namespace(namespace: str, request: Request) -> Response:
+    async def describe(actor: Actor) -> Response:
+        config = await _store(request).namespace(actor.tenant, namespace)
+        return _json(NamespaceView(namespace=namespace, config=config))
+
+    return await _through_pipeline(request, "namespace", namespace, "read", describe)
+
+
+class HistoryPage(BaseModel):
+    entries: list[dict[str, object]]
+    next_after: str | None
+
+
+@router.get("/{namespace}/history")
+async def get_history(
+    namespace: str,
+    request: Request,
+    after: str | None = Query(default=None, pattern=r"^\d+-\d+$"),
+    limit: int = Query(default=100, ge=1, le=1000),
+) -> Response:
+    async def history(actor: Actor) -> Response:
+        entries = await _store(request).history(actor.tenant, namespace, after=after, limit=limit)
+        page = HistoryPage(
+            entries=[e.model_dump(mode="json") for e in entries],
+            next_after=entries[-1].commit_id if entries else after,
+        )
+        return _json(page)
+
+    return await _through_pipeline(request, "history", namespace, "read", history)
+
+
+@router.get("/{namespace}/{key:path}")
+async def get_key(namespace: str, key: str, request: Request) -> Response:
+    async def read(actor: Actor) -> Response:
+        return _json(await _store(request).read(actor, namespace, key))
+
+    return await _through_pipeline(request, "read", namespace, "read", read)
+
+
+@router.post("/{namespace}/leases")
+async def post_leases(namespace: str, request: Request) -> Response:
+    async def acquire(actor: Actor, body: LeaseRequest) -> Response:
+        return _json(await _store(request).acquire(actor, namespace, body.keys, body.ttl_ms))
+
+    return await _write_with_body(request, "lease", namespace, LeaseRequest, acquire)
+
+
+@router.delete("/{namespace}/leases/{key:path}", status_code=204)
+async def delete_lease(namespace: str, key: str, request: Request) -> Response:
+    async def release(actor: Actor) -> Response:
+        await _store(request).release(actor, namespace, key)
+        return Response(status_code=204)
+
+    return await _through_pipeline(request, "release", namespace, "write", release)
+
+
+@router.post("/{namespace}/commit")
+async def post_commit(namespace: str, request: Request) -> Response:
+    async def commit(actor: Actor, body: CommitRequest) -> Response:
+        return _json(await _store(request).commit(actor, namespace, body))
+
+    return await _write_with_body(request, "commit", namespace, CommitRequest, commit)

@@ -1,0 +1,65 @@
+"""The tools API: what the caller may call, and calling one. Both run the whole pipeline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from gateway.http.body import read_body
+from gateway.http.responses import refusal
+from gateway.pipeline import Pipeline, RequestContext
+from protocol.tools import ToolCallRequest, ToolCallResult, ToolSpec
+from tools.registry import ToolRegistry
+
+router = APIRouter(prefix="/v1/tools", tags=["tools"])
+
+
+def allowed_specs(registry: ToolRegistry, ctx: RequestContext) -> list[ToolSpec]:
+    principal = ctx.require_principal()
+    return [t.spec for t in registry if principal.may_call(t.name)]
+
+
+@router.get("", response_model=list[ToolSpec])
+async def list_tools(request: Request) -> Any:
+    registry: ToolRegistry = request.app.state.registry
+
+    async def listing(ctx: RequestContext) -> list[ToolSpec]:
+        return allowed_specs(registry, ctx)
+
+    ctx = RequestContext("http", "tools:list", request.headers, action=listing)
+    await _pipeline(request).run(ctx)
+    if ctx.error is not None:
+        return refusal(ctx.error)
+    return ctx.result
+
+
+async def call_tool(request: Request) -> Response:
+    """`POST /v1/tools/{name}/call`: ToolCallRequest in, ToolCallResult or a SERF envelope out."""
+    name: str = request.path_params["name"]
+    ctx = RequestContext("http", name, request.headers, tool_name=name)
+    try:
+        body = await read_body(request, request.app.state.settings.max_body_bytes)
+        call = ToolCallRequest.model_validate_json(body or b"{}")
+    except Exception as exc:  # refused by the scope stage, once we know who sent it
+        ctx.input_error = exc
+    else:
+        ctx.arguments, ctx.limits, ctx.budget = call.arguments, call.limits, call.budget
+    await _pipeline(request).run(ctx)
+    if ctx.error is not None:
+        return refusal(ctx.error)
+    assert ctx.usage is not None
+    result = ToolCallResult(
+        tool=name, result=ctx.result, usage=ctx.usage, budget=ctx.grant, trace_id=ctx.trace_id
+    )
+    return Response(result.model_dump_json(), media_type="application/json")
+
+
+def _pipeline(request: Request) -> Pipeline:
+    pipeline: Pipeline = request.app.state.pipeline
+    return pipeline
+
+
+# The hot path is a plain Starlette route: FastAPI's dependency solving would cost more than a
+# pipeline stage, and the body is read (under the size limit) and validated here anyway.
+router.add_route("/v1/tools/{name}/call", call_tool, methods=["POST"])  # add_route: no prefix
