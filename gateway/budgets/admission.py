@@ -12,34 +12,9 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-_ADMIT = """
-local marker = redis.call('GET', KEYS[1])
-if marker and tonumber(ARGV[1]) <= tonumber(marker) then
-  return {1, 0, 0}
-end
-if #KEYS < 2 then
-  return {0, 1, 0}
-end
-local rate = tonumber(ARGV[2])
-local burst = tonumber(ARGV[3])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local state = redis.call('HMGET', KEYS[2], 'tokens', 'at')
-local tokens = tonumber(state[1]) or burst
-local at = tonumber(state[2]) or now
-tokens = math.min(burst, tokens + math.max(0, now - at) * rate / 1000)
-local allowed = 0
-local wait = 0
-if tokens >= 1 then
-  tokens = tokens - 1
-  allowed = 1
-else
-  wait = math.ceil((1 - tokens) * 1000 / rate)
-end
-redis.call('HSET', KEYS[2], 'tokens', tostring(tokens), 'at', now)
-redis.call('PEXPIRE', KEYS[2], math.ceil(burst * 1000 / rate) + 1000)
-return {0, allowed, wait}
-"""
+from gateway.lua_files import lua_text
+
+_ADMIT = lua_text("gateway.budgets", "admission")
 
 
 def revocation_key(tenant: str, agent: str) -> str:

@@ -20,45 +20,13 @@ from typing import Literal
 from redis.asyncio import Redis
 
 from gateway.gateway_error import GatewayError
+from gateway.lua_files import lua_text
 from protocol.serf import ErrorCode, RecoveryAction
 
 KEY_PREFIX = "conclave:breaker:"
 
-# Returns {admitted (0/1), wait ms, state}. A half-open breaker admits one probe per lease.
-_ADMIT = """
-local key = KEYS[1]
-local now = tonumber(ARGV[1])
-local open_until = tonumber(redis.call('HGET', key, 'open_until') or '0')
-if open_until == 0 then return {1, 0, 'closed'} end
-if now < open_until then return {0, open_until - now, 'open'} end
-local probe_until = tonumber(redis.call('HGET', key, 'probe_until') or '0')
-if probe_until > now then return {0, probe_until - now, 'half_open'} end
-redis.call('HSET', key, 'probe_until', now + tonumber(ARGV[2]))
-return {1, 0, 'probe'}
-"""
-
-# The state after one call's outcome. A failure while open or half-open (the probe) reopens.
-# A Lua function, so the outcome script (`gateway.budgets.outcome`) runs it with the sample.
-RECORD_OUTCOME_LUA = """
-local function record_outcome(key, now, ok, threshold, cooldown_ms)
-  if ok then redis.call('DEL', key) return 'closed' end
-  local failures = redis.call('HINCRBY', key, 'failures', 1)
-  local open_until = tonumber(redis.call('HGET', key, 'open_until') or '0')
-  if open_until > 0 or failures >= threshold then
-    redis.call('HSET', key, 'open_until', now + cooldown_ms, 'probe_until', 0)
-    redis.call('PEXPIRE', key, cooldown_ms * 10)
-    return 'open'
-  end
-  return 'closed'
-end
-"""
-_RECORD = (
-    RECORD_OUTCOME_LUA
-    + """
-return record_outcome(KEYS[1], tonumber(ARGV[1]), ARGV[2] == '1', tonumber(ARGV[3]),
-  tonumber(ARGV[4]))
-"""
-)
+_ADMIT = lua_text("gateway.budgets", "breaker_admit")
+_RECORD = lua_text("gateway.budgets", "record_outcome", "breaker_record")
 
 BreakerStateName = Literal["closed", "open", "half_open"]
 

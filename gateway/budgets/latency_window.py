@@ -23,6 +23,8 @@ from typing import Literal
 
 from redis.asyncio import Redis
 
+from gateway.lua_files import lua_text
+
 KEY_PREFIX = "conclave:latency:"
 # A pseudo-tool (tool names start with a letter or digit): how late killed calls answered
 # past their grant, gateway and sandbox together. The allocator keeps its p95 back.
@@ -95,23 +97,7 @@ def _quantile(curve: Sequence[tuple[float, float]], q: float, longest_ms: float)
     return longest_ms
 
 
-# Adds one sample and trims the window by age and by count, in one step. A Lua function, so
-# the outcome script (`gateway.budgets.outcome`) records a sample with the breaker's evidence.
-RECORD_SAMPLE_LUA = """
-local function record_sample(key, member, now, window_ms, max_samples)
-  redis.call('ZADD', key, now, member)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window_ms)
-  redis.call('ZREMRANGEBYRANK', key, 0, -(max_samples + 1))
-  redis.call('PEXPIRE', key, window_ms)
-end
-"""
-_RECORD = (
-    RECORD_SAMPLE_LUA
-    + """
-record_sample(KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]))
-return 1
-"""
-)
+_RECORD = lua_text("gateway.budgets", "record_sample", "latency_record")
 
 
 def window_key(tool: str) -> str:

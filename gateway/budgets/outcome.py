@@ -12,34 +12,17 @@ from __future__ import annotations
 
 import time
 
-from gateway.budgets.breaker import (
-    RECORD_OUTCOME_LUA,
-    BreakerStateName,
-    CircuitBreaker,
-    breaker_key,
-)
+from gateway.budgets.breaker import BreakerStateName, CircuitBreaker, breaker_key
 from gateway.budgets.latency_window import (
-    RECORD_SAMPLE_LUA,
     LatencySample,
     LatencyWindow,
     sample_member,
     window_key,
 )
+from gateway.lua_files import lua_text
 
-# ARGV: now, sample member ('' = no sample), window ms, max samples,
-#       evidence ('1' healthy, '0' a fault, '' none), failure threshold, cool-down ms.
-_RECORD_BOTH = (
-    RECORD_SAMPLE_LUA
-    + RECORD_OUTCOME_LUA
-    + """
-local now = tonumber(ARGV[1])
-if ARGV[2] ~= '' then
-  record_sample(KEYS[1], ARGV[2], now, tonumber(ARGV[3]), tonumber(ARGV[4]))
-end
-if ARGV[5] == '' then return '' end
-return record_outcome(KEYS[2], now, ARGV[5] == '1', tonumber(ARGV[6]), tonumber(ARGV[7]))
-"""
-)
+# The shared functions first, then the body that runs both: each function is written once.
+_RECORD_BOTH = lua_text("gateway.budgets", "record_sample", "record_outcome", "outcome")
 
 
 class OutcomeRecorder:

@@ -2,20 +2,18 @@
 
 Each script is registered with redis-py's `register_script`, which runs it by EVALSHA and
 loads it again by itself when the server answers NOSCRIPT (after a restart, for example).
-The script texts live next to this module in `lua/`, one file per operation.
+The script texts live next to this module in `lua/`, one file per operation, read by the
+gateway's one Lua loader (`gateway.lua_files`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-
-def script_text(name: str) -> str:
-    return resources.files("gateway.state").joinpath("lua", f"{name}.lua").read_text("utf-8")
+from gateway.lua_files import lua_text
 
 
 @dataclass(frozen=True)
@@ -29,9 +27,9 @@ class StateScripts:
     @classmethod
     def register(cls, redis: Redis) -> StateScripts:
         return cls(
-            read=redis.register_script(script_text("read")),
-            commit=redis.register_script(script_text("commit")),
-            acquire=redis.register_script(script_text("acquire")),
-            release=redis.register_script(script_text("release")),
-            create_namespace=redis.register_script(script_text("namespace")),
+            read=redis.register_script(lua_text("gateway.state", "read")),
+            commit=redis.register_script(lua_text("gateway.state", "commit")),
+            acquire=redis.register_script(lua_text("gateway.state", "acquire")),
+            release=redis.register_script(lua_text("gateway.state", "release")),
+            create_namespace=redis.register_script(lua_text("gateway.state", "namespace")),
         )
