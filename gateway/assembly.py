@@ -21,8 +21,8 @@ from gateway.audit import AuditLog, AuditWriter
 from gateway.budgets import (
     Admission,
     AtbaAllocator,
+    CallFeedback,
     CircuitBreaker,
-    GuardedExecutor,
     LatencyWindow,
 )
 from gateway.http.app import build_http_app
@@ -83,7 +83,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 background.cancel_scope.cancel()
         finally:
             await state.audit.aclose()
-            await state.pipeline_executor.aclose()
+            await state.executor.aclose()
             await state.redis.aclose()
 
     app = build_http_app(lifespan)
@@ -96,7 +96,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 def _tool_executor(settings: Settings, registry: ToolRegistry) -> ToolExecutor:
     if settings.sandbox_backend == "inprocess":  # no isolation: measures the gateway alone
         return InProcessExecutor(registry)
-    return create_executor(settings)  # the sandbox's runner imports the same tool modules
+    # The sandbox's runner imports the same tool modules. A sandbox a kill tore down is
+    # replaced at once: ATBA's kills invite retries, which should find it warm.
+    return create_executor(settings, replace_killed=True)
 
 
 def latency_window(settings: Settings, redis: Redis) -> LatencyWindow:
@@ -126,20 +128,17 @@ def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: Fas
         margin_ms=settings.budget_margin_ms,
         min_grant_ms=settings.budget_min_grant_ms,
     )
-    state.pipeline_executor = GuardedExecutor(
-        state.executor,
-        state.latency_window,
-        state.breaker,
-        registry,
-        margin_ms=settings.budget_margin_ms,
-    )
     return Pipeline(
         stages=[
             AuthenticateStage(settings, jwks),
             ScopeStage(),
             AuthorizeStage(registry),
             BudgetStage(admission, allocator),
-            DispatchStage(state.pipeline_executor),
+            DispatchStage(state.executor, reply_margin_ms=settings.budget_margin_ms),
         ],
-        closing=[AccountStage(state.audit, state.metrics)],
+        closing=[
+            AccountStage(
+                state.audit, state.metrics, CallFeedback(state.latency_window, state.breaker)
+            )
+        ],
     )

@@ -1,6 +1,6 @@
 """The seam between the gateway's dispatch stage and whatever runs tools.
 
-The gateway hands an `Invocation` (validated arguments, the caller's context, the limits the
+The gateway hands an `Invocation` (the arguments as sent, the caller's context, the limits the
 call may use) to a `ToolExecutor` and gets an `Outcome` back: a result or a SERF error, with
 the call's usage either way. Executors never raise for a tool's own failure.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from protocol.serf import SerfError
+from protocol.serf import ErrorCode, SerfError
 from protocol.tools import CallUsage, ToolContext
 
 
@@ -28,9 +28,15 @@ class CallLimits:
 class Invocation:
     tool: str
     entrypoint: str  # "module:function" for the runner to import
-    arguments: dict[str, Any]
+    arguments: dict[str, Any]  # as the caller sent them: the executor validates them, once
     context: ToolContext
     limits: CallLimits
+
+
+# Failures decided before the tool did any work: they say nothing about its latency or health.
+NOT_RUN = frozenset(
+    {ErrorCode.INVALID_ARGUMENTS, ErrorCode.TOOL_NOT_FOUND, ErrorCode.SANDBOX_UNAVAILABLE}
+)
 
 
 @dataclass(frozen=True)

@@ -60,11 +60,12 @@ def create_backend(settings: SandboxSettings) -> SandboxBackend:
     raise SandboxStartError(f"unknown sandbox backend {choice!r}: use docker, bwrap or process")
 
 
-def create_executor(settings: SandboxSettings) -> SandboxPool:
+def create_executor(settings: SandboxSettings, *, replace_killed: bool = False) -> SandboxPool:
     return SandboxPool(
         create_backend(settings),
         tool_modules=settings.tool_modules,
         max_sandboxes=settings.sandbox_pool_max,
         idle_s=settings.sandbox_idle_s,
         recycle_after=settings.sandbox_recycle_after,
+        replace_killed=replace_killed,
     )

@@ -30,10 +30,9 @@ from sandbox.backend import (
 )
 from sandbox.channel import ChannelClosed, RunnerChannel, accept, listen
 from sandbox.executor import Invocation, Outcome
-from tools.tool_exceptions import TOOL_EXCEPTION_CODES
+from sandbox.time_limit import TimeLimit
+from tools import tool_exception_code
 
-# How long past a call's wall limit the host waits for the runner's own kill to report.
-RUNNER_GRACE_S = 0.25
 # A sandbox is torn down after these. Not after a timeout the runner reported: it killed the
 # call's process group and reaped it, and sweeps any orphan before the next call, so the
 # sandbox is clean and stays warm for the retry a kill invites. (A runner that does not
@@ -52,6 +51,7 @@ class StaleSandboxError(SandboxError):
 class CallResult:
     outcome: Outcome
     recycle: bool  # the sandbox must not serve another call
+    torn_down_at_timeout: bool = False  # the runner did not answer its own kill in time
 
 
 class Sandbox:
@@ -143,7 +143,7 @@ class Sandbox:
             # The runner died while idle: the call never started, another sandbox may run it.
             await self.close()
             raise StaleSandboxError(str(exc)) from exc
-        with anyio.move_on_after(invocation.limits.timeout_ms / 1000 + RUNNER_GRACE_S):
+        with anyio.move_on_after(TimeLimit.runner_wait_s(invocation.limits.timeout_ms)):
             try:
                 reply = await self.channel.receive()
             except ChannelClosed as exc:
@@ -167,7 +167,9 @@ class Sandbox:
             )
         usage = CallUsage(wall_ms=wall_ms, exit_reason=reason, sandbox=self.label)
         error = SerfError.of(code, message, details={"sandbox_killed": True})
-        return CallResult(Outcome(usage=usage, error=error), recycle=True)
+        return CallResult(
+            Outcome(usage=usage, error=error), recycle=True, torn_down_at_timeout=not gone
+        )
 
     async def _outcome(self, reply: dict[str, Any], wall_ms: float) -> CallResult:
         measured = reply.get("usage") or {}
@@ -226,13 +228,11 @@ class Sandbox:
 
 
 def _code(raw: Any, exception_mro: list[str] | None) -> ErrorCode:
-    """The runner's code; a tool exception's by its type names (`tools.tool_exceptions`)."""
+    """The runner's code; a tool's exception's by its type names (`tools.tool_exceptions`)."""
     try:
         code = ErrorCode(raw)
     except ValueError:
         return ErrorCode.INTERNAL
     if code == ErrorCode.TOOL_FAILED and exception_mro:
-        for name in exception_mro:
-            if name in TOOL_EXCEPTION_CODES:
-                return TOOL_EXCEPTION_CODES[name]
+        return tool_exception_code(exception_mro)
     return code

@@ -12,11 +12,13 @@ busy a call gets `SANDBOX_UNAVAILABLE` (retryable) instead of waiting.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -25,16 +27,19 @@ from protocol.tools import CallUsage, ExitReason
 from sandbox.backend import SandboxBackend, SandboxError, SandboxProfile, SandboxSpec
 from sandbox.executor import CallLimits, Invocation, Outcome
 from sandbox.instance import Sandbox, StaleSandboxError
+from sandbox.time_limit import TimeLimit
+from sandbox.unavailable import unavailable_error
 from sandbox.workspace import DEFAULT_ROOT, create_workspace, remove_workspace
 
 # A sandbox's memory ceiling: the call's limit rounded up to a tier, plus the runner's own.
 MEMORY_TIERS_MB = (256, 1024, 4096, 16384, 65536)
 RUNNER_OVERHEAD_MB = 192
 PoolKey = tuple[str, str, SandboxProfile]
+log = logging.getLogger("conclave.sandbox")
 
 
 class PoolFullError(SandboxError):
-    pass
+    pool_full = True
 
 
 def profile_for(limits: CallLimits) -> SandboxProfile:
@@ -43,15 +48,11 @@ def profile_for(limits: CallLimits) -> SandboxProfile:
 
 
 def within_deadline(invocation: Invocation) -> Invocation:
-    """The call's wall limit, cut so it never runs past the run's deadline however long
-    getting a sandbox took (a cold start happens after the gateway granted the time)."""
-    deadline = invocation.context.deadline_ms
-    if deadline is None:
+    """The invocation with the wall limit a call starting now may have (`TimeLimit`)."""
+    wall_ms = TimeLimit.of(invocation).wall_ms()
+    if wall_ms == invocation.limits.timeout_ms:
         return invocation
-    left = int(deadline - time.time() * 1000)
-    if left >= invocation.limits.timeout_ms:
-        return invocation
-    return replace(invocation, limits=replace(invocation.limits, timeout_ms=max(1, left)))
+    return replace(invocation, limits=replace(invocation.limits, timeout_ms=wall_ms))
 
 
 def _too_late(invocation: Invocation, started: float) -> Outcome:
@@ -76,6 +77,7 @@ class SandboxPool:
         recycle_after: int = 500,
         startup_timeout_s: float = 30.0,
         workspace_root: Path | None = None,
+        replace_killed: bool = False,
     ) -> None:
         self.backend = backend
         self.tool_modules = tuple(tool_modules)
@@ -84,6 +86,9 @@ class SandboxPool:
         self.recycle_after = recycle_after
         self.startup_timeout_s = startup_timeout_s
         self.workspace_root = workspace_root or DEFAULT_ROOT
+        # Start a replacement in the background when a kill tears a sandbox down (the gateway
+        # turns this on: ATBA's kills invite retries, which should find a warm sandbox).
+        self.replace_killed = replace_killed
         self._idle: dict[PoolKey, list[Sandbox]] = {}
         self._busy: set[Sandbox] = set()
         self._starting = 0
@@ -113,23 +118,43 @@ class SandboxPool:
                 usage = CallUsage(
                     wall_ms=(time.monotonic() - started) * 1000, exit_reason=ExitReason.ERROR
                 )
-                retry = 250 if isinstance(exc, PoolFullError) else 1000
-                error = SerfError.of(ErrorCode.SANDBOX_UNAVAILABLE, str(exc), retry_after_ms=retry)
+                error = unavailable_error(exc)
+                assert error is not None  # a SandboxError always has its envelope
                 return Outcome(usage=usage, error=error)
             if sandbox is None:
                 return _too_late(invocation, started)
             recycle = True  # if the call is cancelled midway, the sandbox cannot be trusted
+            lost = True  # ... and it was lost to a kill unless the runner answers in time
             try:
                 result = await sandbox.call(within_deadline(invocation))
                 recycle = result.recycle or sandbox.calls >= self.recycle_after
+                lost = result.torn_down_at_timeout
                 return result.outcome
             except StaleSandboxError:
+                lost = False  # the runner was gone before the call: nothing was killed
                 if attempt == 2:
                     raise
             finally:
                 with anyio.CancelScope(shield=True):
                     await self._checkin(key, sandbox, recycle)
+                if lost and self.replace_killed:
+                    self._in_background(self._replace(key))
         raise AssertionError("unreachable")
+
+    async def _replace(self, key: PoolKey) -> None:
+        """Start a sandbox for `key` in place of one a kill tore down, so the retry the kill
+        invites is not a cold start."""
+        try:
+            sandbox = await self._checkout(key)
+        except Exception:  # a warm start is a courtesy; the next call starts one anyway
+            log.info("could not replace a killed sandbox for %s/%s", *key[:2], exc_info=True)
+            return
+        await self._checkin(key, sandbox, recycle=False)
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tearing_down.add(task)
+        task.add_done_callback(self._tearing_down.discard)
 
     async def _checkout_by_deadline(self, key: PoolKey, invocation: Invocation) -> Sandbox | None:
         """A sandbox, or None when none is ready before the call's deadline.
@@ -137,12 +162,12 @@ class SandboxPool:
         A cold start (seconds under load) must not hold a call past its deadline: the caller
         stops waiting then, and the start finishes in the background into the idle pool, so
         the next call of this identity finds it warm."""
-        deadline = invocation.context.deadline_ms
-        if deadline is None:
+        limit = TimeLimit.of(invocation)
+        if limit.stop_by_ms is None:
             return await self._checkout(key)
         start = asyncio.get_running_loop().create_task(self._checkout(key))
         try:
-            done, _ = await asyncio.wait({start}, timeout=max(0.0, deadline / 1000 - time.time()))
+            done, _ = await asyncio.wait({start}, timeout=limit.left_s())
         finally:
             if not start.done():
                 self._late_starts.add(start)
@@ -151,7 +176,7 @@ class SandboxPool:
         if not done:
             return None
         sandbox = start.result()
-        if deadline - time.time() * 1000 < 1:
+        if (limit.left_s() or 0.0) < 0.001:  # under a millisecond left: too late to start
             await self._checkin(key, sandbox, recycle=False)
             return None
         return sandbox
@@ -159,11 +184,7 @@ class SandboxPool:
     def _keep_late_start(self, key: PoolKey, start: asyncio.Task[Sandbox]) -> None:
         if start.cancelled() or start.exception() is not None:
             return  # nothing was started; the next call reports its own failure
-        task = asyncio.get_running_loop().create_task(
-            self._checkin(key, start.result(), recycle=False)
-        )
-        self._tearing_down.add(task)
-        task.add_done_callback(self._tearing_down.discard)
+        self._in_background(self._checkin(key, start.result(), recycle=False))
 
     async def prewarm(self, tenant: str, agent: str, limits: CallLimits) -> None:
         """Start a sandbox for this identity and profile now, so its first call is warm."""
@@ -225,9 +246,7 @@ class SandboxPool:
             self.recycled += 1
             # Off the caller's path: a killed call answers at its limit, not after the
             # teardown (which under load takes longer than the calls a deadline allows).
-            task = asyncio.get_running_loop().create_task(self._destroy(sandbox))
-            self._tearing_down.add(task)
-            task.add_done_callback(self._tearing_down.discard)
+            self._in_background(self._destroy(sandbox))
 
     def _take_expired(self) -> list[Sandbox]:
         now = time.monotonic()

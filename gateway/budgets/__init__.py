@@ -3,14 +3,15 @@
 Each idea has its module: `admission` (one script per request), `latency_window` (p50/p95
 per tool, Kaplan-Meier over censored samples), `grant_rule` (the pure ATBA rule),
 `allocator` (the budget stage's seam over the rule), `breaker`, `outcome` (a call's sample
-and the breaker's evidence in one round trip). Their Lua lives in `lua/`, one file a script.
+and the breaker's evidence in one round trip), `call_feedback` (what the account stage
+records of each finished call). Their Lua lives in `lua/`, one file a script.
 """
 
 from gateway.budgets.admission import Admission, AdmissionDecision
-from gateway.budgets.allocator import AtbaAllocator
+from gateway.budgets.allocator import AtbaAllocator, TimeGrant
 from gateway.budgets.breaker import BreakerState, CircuitBreaker, counts_against_tool
+from gateway.budgets.call_feedback import CallFeedback
 from gateway.budgets.grant_rule import Allocation, allocate_budget, best_attempt, planned_chain
-from gateway.budgets.guard import GuardedExecutor, refine_tool_error
 from gateway.budgets.latency_window import (
     LatencyEstimate,
     LatencySample,
@@ -26,17 +27,17 @@ __all__ = [
     "Allocation",
     "AtbaAllocator",
     "BreakerState",
+    "CallFeedback",
     "CircuitBreaker",
-    "GuardedExecutor",
     "LatencyEstimate",
     "LatencySample",
     "LatencyWindow",
     "OutcomeRecorder",
+    "TimeGrant",
     "allocate_budget",
     "best_attempt",
     "censored_quantile",
     "counts_against_tool",
     "finish_curve",
     "planned_chain",
-    "refine_tool_error",
 ]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gateway.budgets.breaker import CircuitBreaker
@@ -26,10 +27,21 @@ from gateway.gateway_error import GatewayError
 from protocol.serf import ErrorCode
 from protocol.time_budget import PLAN_HEADER, RESERVE_HEADER
 from protocol.tools import ResourceIntent
+from sandbox import fit_timeout
 from tools.registry import ToolRegistry
 
 if TYPE_CHECKING:  # the pipeline imports this module; at run time it only needs the shape
     from gateway.pipeline.context import RequestContext
+
+
+@dataclass(frozen=True)
+class TimeGrant:
+    """How long a call may run (None: the tool's own timeout), and how much earlier than the
+    run's deadline its sandbox must answer so a kill still answers in time (None: as is)."""
+
+    granted_ms: int | None
+    kill_margin_ms: int | None = None
+
 
 META_PLAN_KEY = "conclave/plan"
 META_RESERVE_KEY = "conclave/reserve_ms"
@@ -96,18 +108,17 @@ class AtbaAllocator:
         registered = self.registry.get(tool)
         return registered.spec.intent.timeout_ms if registered else _DEFAULT_TIMEOUT_MS
 
-    async def allocate(self, ctx: RequestContext) -> int | None:
+    async def allocate(self, ctx: RequestContext) -> TimeGrant:
         if ctx.tool is None:
-            return None  # state operations and listings have no time budget of their own
+            return TimeGrant(None)  # state operations and listings have no time budget
         tool = ctx.tool.name
-        declared = ctx.tool.spec.intent.timeout_ms
-        asked = ctx.limits.timeout_ms if ctx.limits and ctx.limits.timeout_ms else None
-        ceiling = min(declared, asked) if asked else declared
+        asked = ctx.limits.timeout_ms if ctx.limits else None
+        ceiling = fit_timeout(ctx.tool.spec.intent.timeout_ms, asked, None)
         deadline = ctx.tool_context.deadline_ms if ctx.tool_context else None
         remaining = None if deadline is None else deadline - time.time() * 1000
         if remaining is None:
             await self.breaker.admit(tool, probe_ttl_ms=ceiling + PROBE_GRACE_MS)
-            return ceiling
+            return TimeGrant(ceiling)
         plan, reserve = _plan_of(ctx)
         chain = planned_chain(tool, plan)
         timeouts = {name: self._declared_ms(name) for name in chain}
@@ -126,4 +137,4 @@ class AtbaAllocator:
         await self.breaker.admit(
             tool, probe_ttl_ms=grant.granted_ms + PROBE_GRACE_MS, remaining_ms=remaining
         )
-        return grant.granted_ms
+        return TimeGrant(grant.granted_ms, kill_margin_ms=margin)

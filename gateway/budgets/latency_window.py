@@ -195,10 +195,3 @@ class LatencyWindow:
             "observed",
             curve,
         )
-
-
-async def kill_margin_ms(window: LatencyWindow, base_ms: int) -> int:
-    """What a grant keeps back before the deadline: a fixed part for the reply, plus the
-    p95 of how late killed calls answered past their grant here (0 until it is known)."""
-    estimate = (await window.estimates({KILL_OVERSHOOT: 0}))[KILL_OVERSHOOT]
-    return base_ms + int(estimate.p95_ms)

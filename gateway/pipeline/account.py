@@ -1,8 +1,9 @@
 """Stage 6, account: whatever happened, record it.
 
 An audit record (handed to the background `AuditWriter`), metrics (requests, latency per
-operation and per stage, errors by code, rate-limit hits) and one structured log line
-carrying the trace id.
+operation and per stage, errors by code, rate-limit hits), one structured log line carrying
+the trace id, and for a tool call that reached its executor, what the time budgets learn
+from it (`CallFeedback`: the latency sample and the breaker's evidence).
 Runs as the pipeline's closing stage, so refusals are accounted like answers.
 """
 
@@ -14,6 +15,7 @@ import time
 from prometheus_client import Counter, Histogram
 
 from gateway.audit import AuditRecord, AuditWriter
+from gateway.budgets import CallFeedback
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline.context import RequestContext
 from protocol.serf import ErrorCode
@@ -47,9 +49,12 @@ def audit_record(ctx: RequestContext, duration_s: float) -> AuditRecord:
 class AccountStage:
     name = "account"
 
-    def __init__(self, audit: AuditWriter, metrics: GatewayMetrics) -> None:
+    def __init__(
+        self, audit: AuditWriter, metrics: GatewayMetrics, feedback: CallFeedback | None = None
+    ) -> None:
         self.audit = audit
         self.metrics = metrics
+        self.feedback = feedback
         # Labelled children, looked up once: `labels()` takes a lock and builds a key per call.
         # Bounded by what the gateway serves (unknown tool names are one label), so no eviction.
         self._requests: dict[tuple[str, str, str], Counter] = {}
@@ -87,3 +92,18 @@ class AccountStage:
         if log.isEnabledFor(level):
             log.log(level, "request", extra=record.model_dump(exclude={"id"}))
         self.audit.submit(record)
+        await self._feed_back(ctx)
+
+    async def _feed_back(self, ctx: RequestContext) -> None:
+        call, usage = ctx.invocation, ctx.usage
+        if self.feedback is None or ctx.tool is None or call is None or usage is None:
+            return  # not a tool call, or it never reached its executor
+        await self.feedback.learn(
+            ctx.tool.name,
+            ctx.error,
+            wall_ms=usage.wall_ms,
+            granted_ms=call.limits.timeout_ms,
+            declared_ms=ctx.tool.spec.intent.timeout_ms,
+            stop_by_ms=call.context.deadline_ms,
+            answered_ms=ctx.answered_ms or time.time() * 1000,
+        )

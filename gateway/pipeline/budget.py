@@ -1,10 +1,11 @@
 """Stage 4, budget: admission (revocation + rate limit per identity x target), then time.
 
-Admission is one Redis script (`gateway.budgets.admission`): a revoked agent is refused AUTH_REVOKED
-there, an agent over its bucket RATE_LIMITED with `retry_after_ms`. Time allocation is a
-pluggable `TimeAllocator`, the seam for ATBA (deadline split across a planned chain, from
-latency windows); the default grants the tool's declared timeout, cut to what is left before
-the run's deadline.
+Admission is one Redis script (`gateway.budgets.admission`): a revoked agent is refused
+AUTH_REVOKED there, an agent over its bucket RATE_LIMITED with `retry_after_ms`. Time
+allocation is a pluggable `TimeAllocator`, the seam for ATBA (deadline split across a planned
+chain, from latency windows); the default grants the tool's declared timeout, cut to what is
+left before the run's deadline. The grant and the kill margin land on the context; the
+dispatch stage fits the call's limits to them (`sandbox.time_limit` does the arithmetic).
 """
 
 from __future__ import annotations
@@ -12,33 +13,33 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
-from gateway.budgets.admission import Admission
+from gateway.budgets import Admission, TimeGrant
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
 from protocol.serf import ErrorCode
 
 
 class TimeAllocator(Protocol):
-    """Decides how many ms a call may run; raises GatewayError(BUDGET_EXHAUSTED) to refuse."""
+    """Decides how long a call may run; raises GatewayError(BUDGET_EXHAUSTED) to refuse."""
 
-    async def allocate(self, ctx: RequestContext) -> int | None: ...
+    async def allocate(self, ctx: RequestContext) -> TimeGrant: ...
 
 
 class DeadlineClamp:
     """The tool's declared timeout, never past the deadline; a passed deadline refuses."""
 
-    async def allocate(self, ctx: RequestContext) -> int | None:
+    async def allocate(self, ctx: RequestContext) -> TimeGrant:
         declared = ctx.tool.spec.intent.timeout_ms if ctx.tool is not None else None
         deadline = ctx.tool_context.deadline_ms if ctx.tool_context is not None else None
         if deadline is None:
-            return declared
+            return TimeGrant(declared)
         left = deadline - int(time.time() * 1000)
         if left <= 0:
             raise GatewayError.of(
                 ErrorCode.DEADLINE_EXCEEDED,
                 f"the run's deadline passed {-left} ms ago; nothing was started",
             )
-        return left if declared is None else min(declared, left)
+        return TimeGrant(left if declared is None else min(declared, left))
 
 
 class BudgetStage:
@@ -65,4 +66,5 @@ class BudgetStage:
                 f" ({self.admission.rate_per_s:g}/s, burst {self.admission.burst})",
                 retry_after_ms=decision.retry_after_ms,
             )
-        ctx.granted_ms = await self.allocator.allocate(ctx)
+        grant = await self.allocator.allocate(ctx)
+        ctx.granted_ms, ctx.kill_margin_ms = grant.granted_ms, grant.kill_margin_ms

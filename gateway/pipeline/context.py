@@ -19,7 +19,7 @@ from protocol.identity import Access, Principal
 from protocol.serf import SerfError
 from protocol.time_budget import Budget, BudgetGrant
 from protocol.tools import CallUsage, ResourceRequest, ToolContext
-from sandbox.executor import CallLimits
+from sandbox import CallLimits, Invocation
 from tools.registry import RegisteredTool
 
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
@@ -54,8 +54,11 @@ class RequestContext:
     traceparent: str = ""  # what our span hands on to the tool: the caller's trace, our span id
     tool: RegisteredTool | None = None
     granted_ms: int | None = None
+    kill_margin_ms: int | None = None  # moves the sandbox's deadline before the run's
     grant: BudgetGrant | None = None
     call_limits: CallLimits | None = None
+    invocation: Invocation | None = None  # what dispatch handed the executor
+    answered_ms: float | None = None  # unix ms when the executor answered
     executed: bool = False
     result: Any = None
     usage: CallUsage | None = None

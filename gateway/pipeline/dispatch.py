@@ -1,23 +1,29 @@
-"""Stage 5, dispatch: check the arguments, fit the limits, run the tool (or the operation).
+"""Stage 5, dispatch: fit the call's limits, run the tool (or the operation).
 
-Arguments are validated against the tool's schema before anything runs (INVALID_ARGUMENTS
-with a hint per field). The caller's `ResourceRequest` may lower the tool's declared intent,
-never raise it (LIMIT_ABOVE_INTENT); the budget stage's grant lowers the timeout further.
-Then the `ToolExecutor` (sandbox pool or in-process) runs the call. Non-tool operations (state,
-listings) are the context's `action`, performed here so they pass the same stages.
+The caller's `ResourceRequest` may lower the tool's declared intent, never raise it
+(LIMIT_ABOVE_INTENT); the budget stage's grant lowers the timeout further, and its kill
+margin moves the sandbox's deadline before the run's (the arithmetic is `sandbox.time_limit`'s,
+the one owner of a call's time limit). Then the `ToolExecutor` (sandbox pool or in-process)
+runs the call; the executor validates the arguments against the tool's schema, once, where
+the tool runs (INVALID_ARGUMENTS with a hint per field, and nothing ran). As a backstop the
+gateway stops waiting at the run's deadline less the reply margin, whatever the sandbox does.
+Non-tool operations (state, listings) are the context's `action`, performed here so they
+pass the same stages.
 """
 
 from __future__ import annotations
 
 import time
 
+import anyio
+
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
-from protocol.serf import ErrorCode
+from protocol.serf import ErrorCode, SerfError
 from protocol.time_budget import BudgetGrant
-from protocol.tools import ResourceIntent, ResourceRequest
-from sandbox.executor import CallLimits, Invocation, ToolExecutor
-from tools.registry import ToolArgumentsError
+from protocol.tools import CallUsage, ExitReason, ResourceIntent, ResourceRequest
+from sandbox import CallLimits, Invocation, Outcome, ToolExecutor, fit_timeout, gateway_wait_s
+from sandbox import stop_by as sandbox_deadline
 
 
 def fit_limits(
@@ -36,13 +42,10 @@ def fit_limits(
             "the call asks for more than the tool declares; ask for less or omit the limit",
             param_hints={f"limits.{k}": v for k, v in above.items()},
         )
-    timeout = asked.timeout_ms or intent.timeout_ms
-    if granted_ms is not None:
-        timeout = min(timeout, granted_ms)
     return CallLimits(
         memory_mb=asked.memory_mb or intent.memory_mb,
         cpu_seconds=asked.cpu_seconds or intent.cpu_seconds,
-        timeout_ms=max(1, timeout),
+        timeout_ms=fit_timeout(intent.timeout_ms, asked.timeout_ms, granted_ms),
         max_output_bytes=intent.max_output_bytes,
     )
 
@@ -50,8 +53,9 @@ def fit_limits(
 class DispatchStage:
     name = "dispatch"
 
-    def __init__(self, executor: ToolExecutor) -> None:
+    def __init__(self, executor: ToolExecutor, *, reply_margin_ms: int = 0) -> None:
         self.executor = executor
+        self.reply_margin_ms = reply_margin_ms  # the gateway's backstop answers this early
 
     async def __call__(self, ctx: RequestContext) -> None:
         if ctx.tool is None:
@@ -59,31 +63,58 @@ class DispatchStage:
                 ctx.executed = True
                 ctx.result = await ctx.action(ctx)
             return
-        try:
-            arguments = ctx.tool.validate(ctx.arguments)
-        except ToolArgumentsError as exc:
-            raise GatewayError.of(
-                ErrorCode.INVALID_ARGUMENTS,
-                f"the arguments do not fit {ctx.tool.name}'s schema; see param_hints",
-                param_hints=exc.hints,
-            ) from exc
         ctx.call_limits = fit_limits(ctx.tool.spec.intent, ctx.limits, ctx.granted_ms)
         assert ctx.tool_context is not None  # scope ran
-        invocation = Invocation(
+        deadline = ctx.tool_context.deadline_ms
+        context = ctx.tool_context
+        stop_by = sandbox_deadline(deadline, ctx.kill_margin_ms)
+        if stop_by != deadline:
+            context = context.model_copy(update={"deadline_ms": stop_by})
+        ctx.invocation = Invocation(
             tool=ctx.tool.name,
             entrypoint=ctx.tool.entrypoint,
-            arguments=arguments,
-            context=ctx.tool_context,
+            arguments=ctx.arguments,
+            context=context,
             limits=ctx.call_limits,
         )
         ctx.executed = True
-        outcome = await self.executor.execute(invocation)
+        outcome = await self._execute_by_deadline(ctx.invocation, deadline)
+        ctx.answered_ms = time.time() * 1000
         ctx.usage = outcome.usage
-        deadline = ctx.tool_context.deadline_ms
-        ctx.grant = BudgetGrant(
-            granted_ms=ctx.call_limits.timeout_ms,
-            remaining_ms=None if deadline is None else deadline - int(time.time() * 1000),
-        )
+        granted = ctx.call_limits.timeout_ms
+        remaining = None if deadline is None else deadline - int(time.time() * 1000)
+        ctx.grant = BudgetGrant(granted_ms=granted, remaining_ms=remaining)
         if outcome.error is not None:
-            raise GatewayError(outcome.error)
+            # Arguments the executor refused: the tool never ran (nothing to account as run).
+            ctx.executed = outcome.error.code is not ErrorCode.INVALID_ARGUMENTS
+            raise GatewayError(_with_grant(outcome.error, granted, remaining))
         ctx.result = outcome.result
+
+    async def _execute_by_deadline(self, invocation: Invocation, deadline: int | None) -> Outcome:
+        """The executor's outcome, or a kill by the gateway's own clock when the sandbox has
+        not answered `reply_margin_ms` before the run's deadline (a starved runner can answer
+        its own kill, or a result finished past its limit, tens of ms late)."""
+        if deadline is None:
+            return await self.executor.execute(invocation)
+        began = time.monotonic()
+        with anyio.move_on_after(gateway_wait_s(deadline, self.reply_margin_ms)):
+            return await self.executor.execute(invocation)
+        wall_ms = (time.monotonic() - began) * 1000
+        error = SerfError.of(
+            ErrorCode.TOOL_TIMEOUT,
+            f"the call ran past its wall-clock limit of {invocation.limits.timeout_ms} ms"
+            " and was killed by the gateway at the run's deadline",
+            details={"timeout_ms": invocation.limits.timeout_ms, "killed_by": "gateway"},
+        )
+        usage = CallUsage(wall_ms=wall_ms, exit_reason=ExitReason.TIMEOUT)
+        return Outcome(usage=usage, error=error)
+
+
+def _with_grant(error: SerfError, granted_ms: int, remaining_ms: int | None) -> SerfError:
+    """The failure with the grant and the time left before the deadline in its `details`."""
+    details = {**error.details, "granted_ms": granted_ms}
+    if remaining_ms is not None:
+        details["remaining_ms"] = remaining_ms
+    if error.code is ErrorCode.TOOL_TIMEOUT:
+        details.setdefault("censored_sample_ms", granted_ms)
+    return error.model_copy(update={"details": details})
