@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from docker.errors import DockerException, ImageNotFound
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -18,7 +17,8 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from protocol.serf import ErrorCode, RecoveryAction, SerfError
-from tools.registry import ToolArgumentsError
+from sandbox import unavailable_error
+from tools import ToolArgumentsError
 
 log = logging.getLogger("conclave.gateway")
 
@@ -60,27 +60,10 @@ def translate(exc: BaseException, trace_id: str | None = None) -> SerfError:
             f"the state store (Redis) refused the operation ({type(exc).__name__}); retry shortly",
             trace_id=trace_id,
         )
-    if isinstance(exc, ImageNotFound):
-        return SerfError.of(
-            ErrorCode.SANDBOX_UNAVAILABLE,
-            "the sandbox runtime image is missing: run 'conclave sandbox build-image'",
-            action=RecoveryAction.ABORT,
-            trace_id=trace_id,
-        )
-    if isinstance(exc, DockerException):
-        return SerfError.of(
-            ErrorCode.SANDBOX_UNAVAILABLE,
-            f"the Docker engine failed ({type(exc).__name__}): check that it is running, or"
-            " use --sandbox bwrap",
-            trace_id=trace_id,
-        )
     if isinstance(exc, ToolArgumentsError):
-        return SerfError.of(
-            ErrorCode.INVALID_ARGUMENTS,
-            f"the arguments do not fit tool {exc.tool!r}: see param_hints",
-            param_hints=exc.hints,
-            trace_id=trace_id,
-        )
+        return exc.as_serf().model_copy(update={"trace_id": trace_id})
+    if (unavailable := unavailable_error(exc)) is not None:  # the sandbox layer's, or Docker's
+        return unavailable.model_copy(update={"trace_id": trace_id})
     if isinstance(exc, RequestValidationError | ValidationError):
         hints = validation_hints(exc)
         json_broken = any(e.get("type") == "json_invalid" for e in exc.errors())

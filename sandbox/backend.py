@@ -21,9 +21,18 @@ SANDBOX_UID = 65534  # nobody
 class SandboxError(Exception):
     """Root of the sandbox package's errors; the pool turns them into SERF codes."""
 
+    retryable = True  # whether a later call may find it mended (a pool with room, a sandbox up)
+    pool_full = False  # every sandbox is busy: one frees up soon
+
 
 class SandboxStartError(SandboxError):
     """A sandbox could not be started; the message names the fix."""
+
+
+class RuntimeImageMissing(SandboxStartError):
+    """The Docker runtime image is not there: no retry helps until it is built."""
+
+    retryable = False
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """`InProcessExecutor`: runs a registered tool in a worker thread of the gateway's process.
 
+Arguments are validated here, once (`RegisteredTool.invoke`), as the sandbox's runner does.
 No isolation at all: it exists to measure the gateway's own overhead (the bench's "direct"
 figure) and to serve tools where no sandbox is set up. A timed-out call is answered with
 TOOL_TIMEOUT at its deadline, but its thread cannot be killed and runs to its end.
@@ -16,7 +17,7 @@ import anyio
 from protocol.serf import ErrorCode, SerfError
 from protocol.tools import CallUsage, ExitReason
 from sandbox.executor import Invocation, Outcome
-from tools.registry import RegisteredTool, ToolArgumentsError, ToolRegistry
+from tools import RegisteredTool, ToolArgumentsError, ToolRegistry, tool_exception_code
 
 
 class InProcessExecutor:
@@ -44,13 +45,17 @@ class InProcessExecutor:
                 ExitReason.TIMEOUT,
             )
         except ToolArgumentsError as exc:
-            return self._fail(began, ErrorCode.INVALID_ARGUMENTS, str(exc), hints=exc.hints)
+            return Outcome(usage=self._usage(began, 0.0, ExitReason.ERROR), error=exc.as_serf())
         except Exception as exc:  # the tool's own failure is its outcome, not ours
             return self._fail(
                 began,
-                ErrorCode.TOOL_FAILED,
+                tool_exception_code(exc),
                 f"{invocation.tool} raised {type(exc).__name__}: {exc}",
-                details={"type": type(exc).__name__},  # as the runner reports it
+                # as the runner reports it
+                details={
+                    "type": type(exc).__name__,
+                    "mro": [c.__name__ for c in type(exc).__mro__],
+                },
             )
         return Outcome(usage=self._usage(began, cpu[0]), result=result)
 
@@ -79,10 +84,9 @@ class InProcessExecutor:
         code: ErrorCode,
         message: str,
         reason: ExitReason = ExitReason.ERROR,
-        hints: dict[str, str] | None = None,
-        details: dict[str, str] | None = None,
+        details: dict[str, Any] | None = None,
     ) -> Outcome:
-        error = SerfError.of(code, message, param_hints=hints, details=details)
+        error = SerfError.of(code, message, details=details)
         return Outcome(usage=self._usage(began, 0.0, reason), error=error)
 
     async def aclose(self) -> None:

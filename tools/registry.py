@@ -14,7 +14,7 @@ from typing import Any, TypeVar, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from protocol.tools import ResourceIntent, ToolContext, ToolSpec
+from protocol import ErrorCode, ResourceIntent, SerfError, ToolContext, ToolSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -23,9 +23,13 @@ class ToolArgumentsError(ValueError):
     """Arguments that do not fit a tool's schema; `hints` maps each field to what is wrong."""
 
     def __init__(self, tool: str, hints: dict[str, str]) -> None:
-        super().__init__(f"invalid arguments for tool {tool!r}: {hints}")
+        super().__init__(f"the arguments do not fit {tool}'s schema; see param_hints")
         self.tool = tool
         self.hints = hints
+
+    def as_serf(self) -> SerfError:
+        """The caller's envelope: INVALID_ARGUMENTS with a hint per field."""
+        return SerfError.of(ErrorCode.INVALID_ARGUMENTS, str(self), param_hints=self.hints)
 
 
 class DuplicateToolError(ValueError):
@@ -45,7 +49,10 @@ class RegisteredTool:
         return self.spec.name
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Check arguments against the schema; return them coerced, or raise with hints."""
+        """Check arguments against the schema; return them coerced, or raise with hints.
+
+        The one check of a call's arguments: `invoke` runs it where the tool runs (the
+        sandbox's runner, or the in-process executor), so it runs once per call."""
         try:
             model = self.arguments_model.model_validate(arguments)
         except ValidationError as exc:

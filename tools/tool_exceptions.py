@@ -2,14 +2,18 @@
 
 Tool code raises ordinary Python exceptions, or the few below when it wants a specific
 recovery (a rate limit, a conflict, a flaky upstream). The sandbox runner reports an
-exception by its type name across the process boundary, so the mapping is by name
-(`TOOL_EXCEPTION_CODES`), and `tool_exception_code` also walks a live exception's MRO when
-the tool ran in-process. Anything unlisted is `TOOL_FAILED`.
+exception by the names of its type's MRO across the process boundary, so the mapping is by
+name (`TOOL_EXCEPTION_CODES`). `tool_exception_code` is the one mapping: each executor calls
+it once, where it turns a tool's exception into the call's SERF error (the sandbox from the
+runner's names, the in-process executor from the live exception), and nothing maps it again.
+Anything unlisted is `TOOL_FAILED`.
 """
 
 from __future__ import annotations
 
-from protocol.serf import ErrorCode
+from collections.abc import Sequence
+
+from protocol import ErrorCode
 
 
 class ToolUnavailable(ConnectionError):
@@ -44,12 +48,17 @@ TOOL_EXCEPTION_CODES: dict[str, ErrorCode] = {
 }
 
 
-def tool_exception_code(exc: BaseException | str) -> ErrorCode:
-    """The SERF code for a tool's exception (a live one, or its type name from the runner)."""
-    if isinstance(exc, str):
-        return TOOL_EXCEPTION_CODES.get(exc.rsplit(".", 1)[-1], ErrorCode.TOOL_FAILED)
-    for cls in type(exc).__mro__:
-        code = TOOL_EXCEPTION_CODES.get(cls.__name__)
+def tool_exception_code(exc: BaseException | str | Sequence[str]) -> ErrorCode:
+    """The SERF code for a tool's exception: a live one, its type name, or the names of its
+    type's MRO as the runner reports them (the first listed name decides)."""
+    if isinstance(exc, BaseException):
+        names: Sequence[str] = [cls.__name__ for cls in type(exc).__mro__]
+    elif isinstance(exc, str):
+        names = [exc.rsplit(".", 1)[-1]]
+    else:
+        names = exc
+    for name in names:
+        code = TOOL_EXCEPTION_CODES.get(name)
         if code is not None:
             return code
     return ErrorCode.TOOL_FAILED

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import anyio
 import docker
-from docker.errors import DockerException, NotFound
+from docker.errors import DockerException, ImageNotFound, NotFound
 
 from sandbox.backend import (
     SANDBOX_CODE_DIR,
@@ -28,6 +28,8 @@ from sandbox.backend import (
     SANDBOX_UID,
     SANDBOX_WORKSPACE,
     LaunchedSandbox,
+    RuntimeImageMissing,
+    SandboxError,
     SandboxSpec,
     SandboxStartError,
 )
@@ -91,14 +93,12 @@ class DockerBackend:
         """The one seam where the blocking docker SDK runs, and its errors are translated."""
         try:
             return await anyio.to_thread.run_sync(partial(call, *args, **kwargs))
-        except NotFound:
-            raise
+        except NotFound as exc:
+            if isinstance(exc, ImageNotFound):
+                raise sandbox_error_from_docker(exc, self.docker_host, self.image) from exc
+            raise  # a container that is gone: the callers expect it
         except DockerException as exc:
-            raise SandboxStartError(
-                f"Docker engine at {self.docker_host} refused: {exc}. Is dockerd running and "
-                "the image built ('conclave sandbox build-image')? Or use CONCLAVE_SANDBOX_BACKEND"
-                "=bwrap"
-            ) from exc
+            raise sandbox_error_from_docker(exc, self.docker_host, self.image) from exc
 
     async def _docker(self) -> Any:
         async with self._client_lock:  # concurrent first launches share one client
@@ -173,6 +173,22 @@ class DockerBackend:
         if self._client is not None:
             await self._blocking(self._client.close)
             self._client = None
+
+
+def sandbox_error_from_docker(
+    exc: DockerException, docker_host: str | None = None, image: str | None = None
+) -> SandboxError:
+    """The one translation of the Docker SDK's exceptions into the sandbox's own."""
+    if isinstance(exc, ImageNotFound):
+        named = f" {image}" if image else ""
+        return RuntimeImageMissing(
+            f"the sandbox runtime image{named} is missing: run 'conclave sandbox build-image'"
+        )
+    engine = f"Docker engine at {docker_host}" if docker_host else "the Docker engine"
+    return SandboxStartError(
+        f"{engine} refused ({type(exc).__name__}: {exc}). Is dockerd running and the image"
+        " built ('conclave sandbox build-image')? Or use CONCLAVE_SANDBOX_BACKEND=bwrap"
+    )
 
 
 def remove_orphans(docker_host: str, *, include_live_owners: bool = False) -> list[str]:
