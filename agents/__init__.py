@@ -15,6 +15,7 @@ from agents.models import (
 )
 from agents.recovery import RecoveryHooks, RecoveryPolicy, RecoveryStep
 from agents.shared_state import SharedState, TransactionResult
+from agents.teams import Team, centralized, decentralized, independent, single
 
 __all__ = [
     "Agent",
@@ -38,10 +39,15 @@ __all__ = [
     "ScriptedModel",
     "SharedState",
     "StateConflict",
+    "Team",
     "ToolCall",
     "TransactionResult",
     "budget_headers",
+    "centralized",
+    "decentralized",
+    "independent",
     "retry_transient",
     "run_loop",
+    "single",
     "tool_definitions",
 ]

@@ -14,7 +14,7 @@ from typing import Literal
 from agents.client import GatewayClient
 from agents.loop import AgentRun, LocalTool, LoopBudget, run_loop
 from agents.models.base import ChatModel, Message
-from protocol.agents import AgentRegistration
+from protocol import AgentRegistration
 
 Access = Literal["read", "write"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import httpx
 from pydantic import ValidationError
 
-from protocol.serf import ErrorCode, RecoveryAction, SerfError
+from protocol import ErrorCode, RecoveryAction, SerfError
 
 
 class AgentError(Exception):

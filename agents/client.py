@@ -19,9 +19,15 @@ import anyio
 import httpx
 
 from agents.agent_errors import error_from_response, error_from_transport
-from protocol.agents import ADMIN_KEY_HEADER, AgentRegistration, AgentToken
-from protocol.serf import RecoveryAction, SerfError
-from protocol.state import (
+from protocol import (
+    ADMIN_KEY_HEADER,
+    DEADLINE_HEADER,
+    PLAN_HEADER,
+    RESERVE_HEADER,
+    SESSION_HEADER,
+    AgentRegistration,
+    AgentToken,
+    Budget,
     CommitRequest,
     CommitResult,
     HistoryEntry,
@@ -29,15 +35,13 @@ from protocol.state import (
     LeaseRequest,
     NamespaceConfig,
     ReadResult,
+    RecoveryAction,
+    ResourceRequest,
+    SerfError,
+    ToolCallRequest,
+    ToolCallResult,
+    ToolSpec,
 )
-from protocol.time_budget import (
-    DEADLINE_HEADER,
-    PLAN_HEADER,
-    RESERVE_HEADER,
-    SESSION_HEADER,
-    Budget,
-)
-from protocol.tools import ResourceRequest, ToolCallRequest, ToolCallResult, ToolSpec
 
 RetryDecision = Callable[[SerfError, int], float | None]  # -> seconds to wait, or None: raise
 

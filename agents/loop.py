@@ -17,9 +17,7 @@ from typing import Any, Literal
 from agents.agent_errors import GatewayCallError
 from agents.client import GatewayClient
 from agents.models.base import ChatModel, Message, ToolDefinition
-from protocol.serf import RecoveryAction, SerfError
-from protocol.time_budget import Budget
-from protocol.tools import ToolSpec
+from protocol import Budget, RecoveryAction, SerfError, ToolSpec
 
 StopReason = Literal["answered", "turns", "deadline", "aborted"]
 _FATAL = (RecoveryAction.ABORT, RecoveryAction.REAUTH)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from agents.agent_errors import GatewayCallError, RecoveryFailed
-from protocol.serf import RecoveryAction, SerfError
+from protocol import RecoveryAction, SerfError
 
 T = TypeVar("T")
 Operation = Callable[[], Awaitable[T]]

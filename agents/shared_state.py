@@ -24,8 +24,7 @@ import anyio
 
 from agents.client import GatewayClient
 from agents.recovery import RecoveryHooks, RecoveryPolicy, RecoveryStep
-from protocol.serf import ErrorCode, SerfError
-from protocol.state import CommitRequest, ReadResult, Write
+from protocol import CommitRequest, ErrorCode, ReadResult, SerfError, Write
 
 Values = dict[str, Any]
 Update = Callable[[Values], Values | Awaitable[Values]]

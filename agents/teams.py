@@ -23,7 +23,7 @@ from agents.client import GatewayClient
 from agents.langgraph import GraphState, TeamState, agent_node
 from agents.loop import LocalTool
 from agents.shared_state import SharedState
-from protocol.state import NamespaceConfig
+from protocol import NamespaceConfig
 
 
 @dataclass

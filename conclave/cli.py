@@ -13,8 +13,7 @@ from rich.console import Console
 from conclave.sandbox_cli import sandbox_app
 from conclave.stack import EmbeddedStack
 from conclave.state_cli import state_app
-from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
+from gateway import Settings, issue_token
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 token_app = typer.Typer(no_args_is_help=True, help="Agent tokens.")

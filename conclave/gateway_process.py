@@ -13,7 +13,7 @@ import sys
 
 import uvicorn
 
-from gateway.http.uvicorn_protocol import CoalescingHttpToolsProtocol
+from gateway.http import CoalescingHttpToolsProtocol
 
 
 def main() -> None:

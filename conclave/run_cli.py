@@ -17,11 +17,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from agents.agent import Agent
-from agents.client import GatewayClient
-from agents.teams import Team, single
+from agents import Agent, GatewayClient, Team, single
 from conclave.stack import EmbeddedStack
-from gateway.settings import Settings
+from gateway import Settings
 
 console = Console()
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from gateway.settings import Settings
+from gateway import Settings
 
 sandbox_app = typer.Typer(no_args_is_help=True, help="Sandboxes: runtime image, cleanup.")
 console = Console(stderr=True)
@@ -26,7 +26,7 @@ def build_image(
     ] = None,
 ) -> None:
     """Build the docker backend's runtime image (Python 3.11 + pydantic), no registry needed."""
-    from sandbox.image import ImageBuildError, RuntimeImageBuilder
+    from sandbox import ImageBuildError, RuntimeImageBuilder
 
     settings = Settings()
     began = time.monotonic()
@@ -53,7 +53,7 @@ def gc(
     ] = False,
 ) -> None:
     """Remove sandbox containers, cgroups and workspaces whose gateway is gone."""
-    from sandbox.gc import collect_orphans
+    from sandbox import collect_orphans
 
     settings = Settings()
     for line in collect_orphans(settings.docker_host, include_live_owners=everything):

@@ -20,10 +20,9 @@ from typing import IO
 import httpx
 
 from conclave.embedded_redis import EmbeddedRedis
-from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
-from protocol.agents import ADMIN_KEY_HEADER
-from sandbox.detect import BackendChoice, strongest_available
+from gateway import Settings, issue_token
+from protocol import ADMIN_KEY_HEADER
+from sandbox import BackendChoice, strongest_available
 
 
 class StackError(RuntimeError):

@@ -8,8 +8,7 @@ import anyio
 import typer
 from rich.console import Console
 
-from gateway.redis_client import connect_redis
-from gateway.settings import Settings
+from gateway import Settings, connect_redis
 from gateway.state import CheckReport, NamespaceKeys, check_namespace, check_namespace_history
 
 state_app = typer.Typer(no_args_is_help=True, help="Shared state: check a namespace's history.")

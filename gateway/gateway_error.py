@@ -16,7 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from protocol.serf import ErrorCode, RecoveryAction, SerfError
+from protocol import ErrorCode, RecoveryAction, SerfError
 from sandbox import unavailable_error
 from tools import ToolArgumentsError
 

@@ -1,15 +1,25 @@
 """The wire contract between Conclave's parts: pydantic models only, no I/O."""
 
+from protocol import jsonrpc
 from protocol.agents import ADMIN_KEY_HEADER, AgentRecord, AgentRegistration, AgentToken
-from protocol.identity import Principal, TokenClaims, validate_scope
+from protocol.identity import NAME_PATTERN, Access, Principal, TokenClaims, validate_scope
 from protocol.jsonrpc import (
     JsonRpcErrorObject,
     JsonRpcErrorResponse,
     JsonRpcNotification,
     JsonRpcRequest,
     JsonRpcResponse,
+    RequestId,
 )
-from protocol.mcp import CallToolParams, CallToolResult, InitializeResult, ListToolsResult, McpTool
+from protocol.mcp import (
+    PROTOCOL_VERSION,
+    CallToolParams,
+    CallToolResult,
+    InitializeResult,
+    ListToolsResult,
+    McpTool,
+    TextContent,
+)
 from protocol.serf import (
     CODE_TABLE,
     CodeInfo,
@@ -20,6 +30,7 @@ from protocol.serf import (
     SerfError,
 )
 from protocol.state import (
+    KEY_PATTERN,
     CommitRequest,
     CommitResult,
     HistoryEntry,
@@ -55,9 +66,13 @@ __all__ = [
     "ADMIN_KEY_HEADER",
     "CODE_TABLE",
     "DEADLINE_HEADER",
+    "KEY_PATTERN",
+    "NAME_PATTERN",
     "PLAN_HEADER",
+    "PROTOCOL_VERSION",
     "RESERVE_HEADER",
     "SESSION_HEADER",
+    "Access",
     "AgentRecord",
     "AgentRegistration",
     "AgentToken",
@@ -90,9 +105,11 @@ __all__ = [
     "Principal",
     "ReadResult",
     "RecoveryAction",
+    "RequestId",
     "ResourceIntent",
     "ResourceRequest",
     "SerfError",
+    "TextContent",
     "TokenClaims",
     "ToolCallRequest",
     "ToolCallResult",
@@ -100,5 +117,6 @@ __all__ = [
     "ToolLatency",
     "ToolSpec",
     "Write",
+    "jsonrpc",
     "validate_scope",
 ]

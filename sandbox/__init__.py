@@ -9,8 +9,11 @@ from sandbox.backend import (
     SandboxSpec,
     SandboxStartError,
 )
+from sandbox.detect import BackendChoice, bwrap_status, docker_status, strongest_available
 from sandbox.executor import NOT_RUN, CallLimits, Invocation, Outcome, ToolExecutor
-from sandbox.factory import create_backend, create_executor
+from sandbox.factory import backend_named, create_backend, create_executor
+from sandbox.gc import collect_orphans
+from sandbox.image import ImageBuildError, RuntimeImageBuilder
 from sandbox.inprocess import InProcessExecutor
 from sandbox.instance import Sandbox
 from sandbox.pool import PoolFullError, SandboxPool, profile_for
@@ -19,12 +22,15 @@ from sandbox.unavailable import unavailable_error
 
 __all__ = [
     "NOT_RUN",
+    "BackendChoice",
     "CallLimits",
+    "ImageBuildError",
     "InProcessExecutor",
     "Invocation",
     "LaunchedSandbox",
     "Outcome",
     "PoolFullError",
+    "RuntimeImageBuilder",
     "RuntimeImageMissing",
     "Sandbox",
     "SandboxBackend",
@@ -35,11 +41,16 @@ __all__ = [
     "SandboxStartError",
     "TimeLimit",
     "ToolExecutor",
+    "backend_named",
+    "bwrap_status",
+    "collect_orphans",
     "create_backend",
     "create_executor",
+    "docker_status",
     "fit_timeout",
     "gateway_wait_s",
     "profile_for",
     "stop_by",
+    "strongest_available",
     "unavailable_error",
 ]

@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from protocol.serf import ErrorCode, SerfError
-from protocol.tools import CallUsage, ToolContext
+from protocol import CallUsage, ErrorCode, SerfError, ToolContext
 
 
 @dataclass(frozen=True)

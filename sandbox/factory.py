@@ -39,25 +39,30 @@ def create_backend(settings: SandboxSettings) -> SandboxBackend:
         picked = strongest_available(settings.docker_host, settings.sandbox_image)
         log.info("sandbox backend %s: %s", picked.name, picked.reason)
         choice = picked.name
-    if choice == "docker":
-        missing = docker_status(settings.docker_host, settings.sandbox_image)
+    return backend_named(choice, settings.docker_host, settings.sandbox_image)
+
+
+def backend_named(name: str, docker_host: str, image: str) -> SandboxBackend:
+    """The backend called `name`, or SandboxStartError saying what it lacks here."""
+    if name == "docker":
+        missing = docker_status(docker_host, image)
         if missing is not None:
             raise SandboxStartError(missing)
         from sandbox.backends.docker import DockerBackend
 
-        return DockerBackend(settings.docker_host, settings.sandbox_image)
-    if choice == "bwrap":
+        return DockerBackend(docker_host, image)
+    if name == "bwrap":
         missing = bwrap_status()
         if missing is not None:
             raise SandboxStartError(f"{missing}; or use CONCLAVE_SANDBOX_BACKEND=process")
         from sandbox.backends.bwrap import BwrapBackend
 
         return BwrapBackend()
-    if choice == "process":
+    if name == "process":
         from sandbox.backends.process import ProcessBackend
 
         return ProcessBackend()
-    raise SandboxStartError(f"unknown sandbox backend {choice!r}: use docker, bwrap or process")
+    raise SandboxStartError(f"unknown sandbox backend {name!r}: use docker, bwrap or process")
 
 
 def create_executor(settings: SandboxSettings, *, replace_killed: bool = False) -> SandboxPool:

@@ -14,8 +14,7 @@ from typing import Any
 
 import anyio
 
-from protocol.serf import ErrorCode, SerfError
-from protocol.tools import CallUsage, ExitReason
+from protocol import CallUsage, ErrorCode, ExitReason, SerfError
 from sandbox.executor import Invocation, Outcome
 from tools import RegisteredTool, ToolArgumentsError, ToolRegistry, tool_exception_code
 

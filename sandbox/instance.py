@@ -19,8 +19,7 @@ from typing import Any
 import anyio
 from pydantic_core import to_jsonable_python
 
-from protocol.serf import ErrorCode, SerfError
-from protocol.tools import CallUsage, ExitReason
+from protocol import CallUsage, ErrorCode, ExitReason, SerfError
 from sandbox.backend import (
     LaunchedSandbox,
     SandboxBackend,

@@ -22,8 +22,7 @@ from typing import Any
 
 import anyio
 
-from protocol.serf import ErrorCode, SerfError
-from protocol.tools import CallUsage, ExitReason
+from protocol import CallUsage, ErrorCode, ExitReason, SerfError
 from sandbox.backend import SandboxBackend, SandboxError, SandboxProfile, SandboxSpec
 from sandbox.executor import CallLimits, Invocation, Outcome
 from sandbox.instance import Sandbox, StaleSandboxError

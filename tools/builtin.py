@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from protocol.tools import ResourceIntent
+from protocol import ResourceIntent
 from tools.registry import tool
 
 WORKSPACE_ENV = "CONCLAVE_WORKSPACE"

@@ -28,12 +28,16 @@ from agentdojo.functions_runtime import FunctionCall
 from agentdojo.task_suite.load_suites import get_suites
 from agentdojo.task_suite.task_suite import TaskSuite
 
-from agents.client import GatewayClient
-from agents.loop import LocalTool, LoopBudget, run_loop
-from agents.models.base import ChatModel
-from agents.models.scripted import ScriptedCall, ScriptedModel
-from protocol.agents import AgentRegistration
-from protocol.state import CommitRequest, NamespaceConfig, Write
+from agents import (
+    ChatModel,
+    GatewayClient,
+    LocalTool,
+    LoopBudget,
+    ScriptedCall,
+    ScriptedModel,
+    run_loop,
+)
+from protocol import AgentRegistration, CommitRequest, NamespaceConfig, Write
 from tools.harness.agentdojo_suites import BENCHMARK_VERSION, restore, tool_name
 
 ModelFor = Callable[[str, BaseUserTask[Any], Any], ChatModel]  # (suite, task, pre env) -> model

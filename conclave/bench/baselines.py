@@ -17,7 +17,7 @@ from typing import Any, cast
 from redis.asyncio import Redis
 from redis.exceptions import WatchError
 
-from gateway.state.keys import NamespaceKeys
+from gateway.state import NamespaceKeys
 
 
 class NaiveStore:

@@ -32,13 +32,10 @@ from dataclasses import dataclass
 
 import anyio
 
-from agents.agent_errors import GatewayCallError
-from agents.client import GatewayClient
+from agents import GatewayCallError, GatewayClient
 from conclave.bench.fault_stack import fault_stack
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
-from protocol.serf import ErrorCode
-from protocol.time_budget import Budget
-from protocol.tools import ResourceRequest
+from protocol import Budget, ErrorCode, ResourceRequest
 from tools.harness.faults import CHAIN_PROFILES
 
 SCALE = 25  # one bench millisecond stands for 25 ms

@@ -33,7 +33,7 @@ from redis.asyncio import Redis
 
 from conclave.bench.baselines import NaiveStore, watch_multi_transaction
 from conclave.bench.http1 import Http1Connection, encode_request
-from gateway.state.keys import NamespaceKeys
+from gateway.state import NamespaceKeys
 
 CROSS_KEYS = 4
 

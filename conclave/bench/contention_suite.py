@@ -44,7 +44,7 @@ from conclave.bench.contention_agents import (
 from conclave.bench.http1 import Http1Connection, encode_request
 from conclave.bench.stats import percentile
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
-from gateway.redis_client import connect_redis
+from gateway import connect_redis
 from gateway.state import NamespaceKeys, check_namespace_history
 
 TENANT = "bench"

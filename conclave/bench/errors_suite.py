@@ -28,12 +28,10 @@ from typing import Any
 
 import anyio
 
-from agents.agent_errors import GatewayCallError
-from agents.client import GatewayClient
-from agents.recovery import RecoveryHooks, RecoveryPolicy
+from agents import GatewayCallError, GatewayClient, RecoveryHooks, RecoveryPolicy
 from conclave.bench.fault_stack import fault_stack
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
-from protocol.serf import SerfError
+from protocol import SerfError
 
 MODES = ("transient", "rate_limited", "bad_args", "conflict", "not_allowed", "permission", "fatal")
 CLIENTS = ("blind", "serf")

@@ -15,9 +15,7 @@ from redis import Redis
 
 from conclave.bench.suite import BenchContext
 from conclave.stack import EmbeddedStack
-from gateway.budgets.breaker import KEY_PREFIX as BREAKER_PREFIX
-from gateway.budgets.latency_window import KEY_PREFIX as LATENCY_PREFIX
-from gateway.budgets.latency_window import KILL_OVERSHOOT
+from gateway.budgets import KILL_OVERSHOOT, breaker_key, window_key
 
 FAULT_MODULES = ("tools.builtin", "tools.harness.faults")
 
@@ -30,7 +28,7 @@ def fault_stack(
     assert base.redis_url is not None
     with Redis.from_url(base.redis_url) as redis:
         for tool in (*tools, KILL_OVERSHOOT):
-            redis.delete(f"{LATENCY_PREFIX}{{{tool}}}", f"{BREAKER_PREFIX}{{{tool}}}")
+            redis.delete(window_key(tool), breaker_key(tool))
     update = {"port": 0, "tool_modules": FAULT_MODULES, **settings}
     log_path = ctx.gateway_log("faults")
     with EmbeddedStack(base.model_copy(update=update), log_path=log_path) as stack:

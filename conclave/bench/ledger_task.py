@@ -18,11 +18,9 @@ from typing import Any
 
 import anyio
 
-from agents.client import GatewayClient
-from agents.shared_state import SharedState
-from gateway.state.checker import check_history
-from protocol.agents import AgentRegistration
-from protocol.state import NamespaceConfig
+from agents import GatewayClient, SharedState
+from gateway.state import check_history
+from protocol import AgentRegistration, NamespaceConfig
 
 
 @dataclass

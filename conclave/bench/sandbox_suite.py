@@ -22,12 +22,16 @@ import docker
 
 from conclave.bench.stats import percentile
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
-from protocol.identity import Principal
-from protocol.tools import ToolContext
-from sandbox.backend import SandboxBackend
-from sandbox.detect import bwrap_status, docker_status
-from sandbox.executor import CallLimits, Invocation
-from sandbox.pool import SandboxPool
+from protocol import Principal, ToolContext
+from sandbox import (
+    CallLimits,
+    Invocation,
+    SandboxBackend,
+    SandboxPool,
+    backend_named,
+    bwrap_status,
+    docker_status,
+)
 
 LIMITS = CallLimits(memory_mb=256, cpu_seconds=10, timeout_ms=10_000, max_output_bytes=1 << 20)
 KILL_TIMEOUT_MS = 100
@@ -48,24 +52,18 @@ def _invocation(tool: str, arguments: dict[str, Any], agent: str, **limits: Any)
 
 def _backends(docker_host: str, image: str) -> dict[str, Callable[[], SandboxBackend] | str]:
     """Backend name -> a factory, or why it cannot run here."""
-    from sandbox.backends.process import ProcessBackend
-
     found: dict[str, Callable[[], SandboxBackend] | str] = {}
     missing = docker_status(docker_host, image)
     if missing is None:
-        from sandbox.backends.docker import DockerBackend
-
-        found["docker"] = lambda: DockerBackend(docker_host, image)
+        found["docker"] = lambda: backend_named("docker", docker_host, image)
     else:
         found["docker"] = missing
     missing = bwrap_status()
     if missing is None:
-        from sandbox.backends.bwrap import BwrapBackend
-
-        found["bwrap"] = BwrapBackend
+        found["bwrap"] = lambda: backend_named("bwrap", docker_host, image)
     else:
         found["bwrap"] = missing
-    found["process"] = ProcessBackend
+    found["process"] = lambda: backend_named("process", docker_host, image)
     return found
 
 

@@ -14,7 +14,7 @@ from conclave.bench.report import open_report, write_report
 from conclave.bench.suite import BenchContext, SuiteResult, Table
 from conclave.bench.suite_registry import SUITES, load_suite
 from conclave.stack import EmbeddedStack
-from gateway.settings import Settings
+from gateway import Settings
 
 
 def render_table(console: Console, table: Table) -> None:

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agents.client import GatewayClient
+from agents import GatewayClient
 from conclave.bench.stats import percentile
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
 
 if TYPE_CHECKING:
     from conclave.bench.agentdojo_tasks import SuiteScore
 from conclave.stack import EmbeddedStack
-from sandbox.detect import bwrap_status
+from sandbox import bwrap_status
 
 AGENTDOJO_MODULE = "tools.harness.agentdojo_suites"
 

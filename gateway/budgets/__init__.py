@@ -9,19 +9,22 @@ records of each finished call). Their Lua lives in `lua/`, one file a script.
 
 from gateway.budgets.admission import Admission, AdmissionDecision
 from gateway.budgets.allocator import AtbaAllocator, TimeGrant
-from gateway.budgets.breaker import BreakerState, CircuitBreaker, counts_against_tool
+from gateway.budgets.breaker import BreakerState, CircuitBreaker, breaker_key, counts_against_tool
 from gateway.budgets.call_feedback import CallFeedback
 from gateway.budgets.grant_rule import Allocation, allocate_budget, best_attempt, planned_chain
 from gateway.budgets.latency_window import (
+    KILL_OVERSHOOT,
     LatencyEstimate,
     LatencySample,
     LatencyWindow,
     censored_quantile,
     finish_curve,
+    window_key,
 )
 from gateway.budgets.outcome import OutcomeRecorder
 
 __all__ = [
+    "KILL_OVERSHOOT",
     "Admission",
     "AdmissionDecision",
     "Allocation",
@@ -36,8 +39,10 @@ __all__ = [
     "TimeGrant",
     "allocate_budget",
     "best_attempt",
+    "breaker_key",
     "censored_quantile",
     "counts_against_tool",
     "finish_curve",
     "planned_chain",
+    "window_key",
 ]

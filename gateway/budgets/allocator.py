@@ -24,11 +24,9 @@ from gateway.budgets.breaker import CircuitBreaker
 from gateway.budgets.grant_rule import allocate_budget, planned_chain
 from gateway.budgets.latency_window import KILL_OVERSHOOT, LatencyWindow
 from gateway.gateway_error import GatewayError
-from protocol.serf import ErrorCode
-from protocol.time_budget import PLAN_HEADER, RESERVE_HEADER
-from protocol.tools import ResourceIntent
+from protocol import PLAN_HEADER, RESERVE_HEADER, ErrorCode, ResourceIntent
 from sandbox import fit_timeout
-from tools.registry import ToolRegistry
+from tools import ToolRegistry
 
 if TYPE_CHECKING:  # the pipeline imports this module; at run time it only needs the shape
     from gateway.pipeline.context import RequestContext

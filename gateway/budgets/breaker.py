@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 
 from gateway.gateway_error import GatewayError
 from gateway.lua_files import lua_text
-from protocol.serf import ErrorCode, RecoveryAction
+from protocol import ErrorCode, RecoveryAction
 
 KEY_PREFIX = "conclave:breaker:"
 

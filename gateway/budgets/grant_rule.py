@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from gateway.budgets.latency_window import LatencyEstimate
 from gateway.gateway_error import GatewayError
-from protocol.serf import ErrorCode
+from protocol import ErrorCode
 
 # The later calls keep back this quantile of their latency each; the current call may be
 # cut into at most this many attempts, and into more only for a clear gain in the chance

@@ -8,8 +8,7 @@ from fastapi import Request
 
 from gateway.gateway_error import GatewayError
 from gateway.settings import Settings
-from protocol.agents import ADMIN_KEY_HEADER
-from protocol.serf import ErrorCode
+from protocol import ADMIN_KEY_HEADER, ErrorCode
 
 
 async def require_admin(request: Request) -> None:

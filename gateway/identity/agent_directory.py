@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from gateway.budgets.admission import revocation_key
 from gateway.identity.tokens import issue_token
 from gateway.settings import Settings
-from protocol.agents import AgentRecord, AgentRegistration, AgentToken
+from protocol import AgentRecord, AgentRegistration, AgentToken
 
 _AGENTS = "conclave:agents"  # hash: "tenant/agent" -> AgentRecord JSON
 

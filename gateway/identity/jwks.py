@@ -12,8 +12,7 @@ import jwt
 
 from gateway.gateway_error import GatewayError
 from gateway.identity.tokens import decode_claims
-from protocol.identity import TokenClaims
-from protocol.serf import ErrorCode
+from protocol import ErrorCode, TokenClaims
 
 ASYMMETRIC = ("RS256", "RS384", "RS512")
 

@@ -18,8 +18,7 @@ from pydantic import ValidationError
 
 from gateway.gateway_error import GatewayError
 from gateway.settings import Settings
-from protocol.identity import Principal, TokenClaims
-from protocol.serf import ErrorCode
+from protocol import ErrorCode, Principal, TokenClaims
 
 ALGORITHM = "HS256"
 

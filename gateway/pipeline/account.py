@@ -18,7 +18,7 @@ from gateway.audit import AuditRecord, AuditWriter
 from gateway.budgets import CallFeedback
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline.context import RequestContext
-from protocol.serf import ErrorCode
+from protocol import ErrorCode
 
 log = logging.getLogger("conclave.gateway.access")
 _CONTENTION = frozenset({ErrorCode.STATE_CONFLICT, ErrorCode.LEASE_HELD})

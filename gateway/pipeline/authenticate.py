@@ -22,8 +22,7 @@ from gateway.identity.jwks import JwksVerifier
 from gateway.identity.tokens import verify_claims
 from gateway.pipeline.context import RequestContext
 from gateway.settings import Settings
-from protocol.identity import Principal, TokenClaims
-from protocol.serf import ErrorCode
+from protocol import ErrorCode, Principal, TokenClaims
 
 _CACHE_SIZE = 4096
 

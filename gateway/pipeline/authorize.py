@@ -14,9 +14,8 @@ from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
 from gateway.state.keys import check_namespace
 from gateway.state.refusals import namespace_not_found
-from protocol.identity import Principal
-from protocol.serf import ErrorCode
-from tools.registry import ToolRegistry
+from protocol import ErrorCode, Principal
+from tools import ToolRegistry
 
 _DECISIONS_KEPT = 4096
 

@@ -16,7 +16,7 @@ from typing import Protocol
 from gateway.budgets import Admission, TimeGrant
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
-from protocol.serf import ErrorCode
+from protocol import ErrorCode
 
 
 class TimeAllocator(Protocol):

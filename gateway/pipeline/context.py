@@ -15,12 +15,18 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from protocol.identity import Access, Principal
-from protocol.serf import SerfError
-from protocol.time_budget import Budget, BudgetGrant
-from protocol.tools import CallUsage, ResourceRequest, ToolContext
+from protocol import (
+    Access,
+    Budget,
+    BudgetGrant,
+    CallUsage,
+    Principal,
+    ResourceRequest,
+    SerfError,
+    ToolContext,
+)
 from sandbox import CallLimits, Invocation
-from tools.registry import RegisteredTool
+from tools import RegisteredTool
 
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 

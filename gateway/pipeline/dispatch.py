@@ -19,9 +19,15 @@ import anyio
 
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
-from protocol.serf import ErrorCode, SerfError
-from protocol.time_budget import BudgetGrant
-from protocol.tools import CallUsage, ExitReason, ResourceIntent, ResourceRequest
+from protocol import (
+    BudgetGrant,
+    CallUsage,
+    ErrorCode,
+    ExitReason,
+    ResourceIntent,
+    ResourceRequest,
+    SerfError,
+)
 from sandbox import CallLimits, Invocation, Outcome, ToolExecutor, fit_timeout, gateway_wait_s
 from sandbox import stop_by as sandbox_deadline
 

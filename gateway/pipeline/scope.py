@@ -12,9 +12,7 @@ from __future__ import annotations
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
 from gateway.state.keys import check_session
-from protocol.serf import ErrorCode
-from protocol.time_budget import DEADLINE_HEADER, SESSION_HEADER
-from protocol.tools import ToolContext
+from protocol import DEADLINE_HEADER, SESSION_HEADER, ErrorCode, ToolContext
 
 META_DEADLINE_KEYS = ("conclave/deadline_ms", "deadline_ms")
 

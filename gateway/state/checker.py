@@ -26,7 +26,7 @@ from redis.asyncio import Redis
 
 from gateway.state.history import read_all_history
 from gateway.state.keys import NamespaceKeys
-from protocol.state import HistoryEntry
+from protocol import HistoryEntry
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from gateway.state.keys import Actor, NamespaceKeys, check_key
 from gateway.state.refusals import conflict_from_script, namespace_not_found, value_too_large
 from gateway.state.scripts import StateScripts
-from protocol.state import CommitRequest, CommitResult
+from protocol import CommitRequest, CommitResult
 
 
 @dataclass(frozen=True)

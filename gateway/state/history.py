@@ -12,7 +12,7 @@ from typing import cast
 from redis.asyncio import Redis
 
 from gateway.state.keys import NamespaceKeys
-from protocol.state import HistoryEntry
+from protocol import HistoryEntry
 
 
 def parse_entry(entry_id: str, fields: dict[str, str]) -> HistoryEntry:

@@ -22,9 +22,7 @@ import re
 from dataclasses import dataclass
 
 from gateway.gateway_error import GatewayError
-from protocol.identity import NAME_PATTERN
-from protocol.serf import ErrorCode
-from protocol.state import KEY_PATTERN
+from protocol import KEY_PATTERN, NAME_PATTERN, ErrorCode
 
 RESERVED_KEYS = frozenset({"history"})
 SESSION_PATTERN = r"^[A-Za-z0-9_.:\-]{1,128}$"

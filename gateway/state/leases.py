@@ -13,8 +13,7 @@ import json
 from gateway.state.keys import Actor, NamespaceKeys
 from gateway.state.refusals import conflict, conflict_from_script, namespace_not_found
 from gateway.state.scripts import StateScripts
-from protocol.serf import ErrorCode
-from protocol.state import LeaseGrant, LeaseGrants
+from protocol import ErrorCode, LeaseGrant, LeaseGrants
 
 
 async def acquire_leases(

@@ -15,8 +15,7 @@ from gateway.gateway_error import GatewayError
 from gateway.state.keys import NamespaceKeys
 from gateway.state.refusals import namespace_not_found
 from gateway.state.scripts import StateScripts
-from protocol.serf import ErrorCode
-from protocol.state import NamespaceConfig, NamespaceMode
+from protocol import ErrorCode, NamespaceConfig, NamespaceMode
 
 
 def _flag(on: bool) -> str:

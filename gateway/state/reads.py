@@ -12,7 +12,7 @@ import json
 from gateway.state.keys import Actor, NamespaceKeys
 from gateway.state.refusals import namespace_not_found
 from gateway.state.scripts import StateScripts
-from protocol.state import ReadResult
+from protocol import ReadResult
 
 
 async def read_key(

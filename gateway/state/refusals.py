@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from gateway.gateway_error import GatewayError
-from protocol.serf import ConflictDetail, ErrorCode
+from protocol import ConflictDetail, ErrorCode
 
 _WHAT_TO_DO = {
     ErrorCode.STATE_CONFLICT: "read the listed keys again and retry with their current versions",

@@ -17,7 +17,7 @@ from gateway.state.leases import acquire_leases, release_lease
 from gateway.state.namespaces import create_namespace, load_namespace
 from gateway.state.reads import read_key
 from gateway.state.scripts import StateScripts
-from protocol.state import (
+from protocol import (
     CommitRequest,
     CommitResult,
     HistoryEntry,

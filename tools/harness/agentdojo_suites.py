@@ -28,7 +28,7 @@ from agentdojo.functions_runtime import Function, FunctionsRuntime, TaskEnvironm
 from agentdojo.task_suite.load_suites import get_suites
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
-from protocol.tools import ResourceIntent, ToolSpec
+from protocol import ResourceIntent, ToolSpec
 from tools.registry import RegisteredTool, default_registry
 
 BENCHMARK_VERSION = "v1.2.2"

@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from protocol.tools import ResourceIntent
+from protocol import ResourceIntent
 from tools.registry import tool
 from tools.tool_exceptions import (
     ToolConflict,

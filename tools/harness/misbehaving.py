@@ -13,7 +13,7 @@ import subprocess
 import time
 from typing import Any
 
-from protocol.tools import ResourceIntent, ToolContext
+from protocol import ResourceIntent, ToolContext
 from tools.registry import tool
 
 _BIG = ResourceIntent(memory_mb=1024, cpu_seconds=30, timeout_ms=60_000, max_output_bytes=1 << 24)
