@@ -1,8 +1,9 @@
 """The gateway's HTTP application: FastAPI with the hot routes served ahead of its middleware.
 
-`build_http_app` declares every route (the hot ones once, in `gateway.http.hot_routes`) and
-the error handlers; what the routes reach through `app.state` (the pipeline, the registry,
-Redis) is put there by the lifespan that `gateway.assembly` passes in.
+`build_http_app` declares every route (a hot one is marked `@hot` where it is declared, and
+the fast path is built from the app's route table on its first call) and the error handlers;
+what the routes reach through `app.state` (the pipeline, the registry, Redis) is put there by
+the lifespan that `gateway.assembly` passes in.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from fastapi import FastAPI
 from starlette.types import Receive, Send
 from starlette.types import Scope as AsgiScope
 
-from gateway.http.fast_path import hot_handler, serve_hot
+from gateway.http.fast_path import FastPath, serve_hot
 from gateway.http.mcp import router as mcp_router
 from gateway.http.responses import install_error_handlers
 from gateway.http.routes import (
@@ -33,8 +34,14 @@ Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 class GatewayApp(FastAPI):
     """FastAPI with the hot routes (tool calls, /mcp) served ahead of its middleware stack."""
 
+    _fast_path: FastPath | None = None
+
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
-        handler = None if self.root_path else hot_handler(scope)
+        # Built once, on the first call, as Starlette builds its middleware stack: every route
+        # is declared by then, wherever it was declared from.
+        if self._fast_path is None:
+            self._fast_path = FastPath(self.router.routes)
+        handler = None if self.root_path else self._fast_path.handler(scope)
         if handler is None:
             await super().__call__(scope, receive, send)
             return
@@ -45,7 +52,7 @@ class GatewayApp(FastAPI):
 def build_http_app(lifespan: Lifespan) -> GatewayApp:
     app = GatewayApp(title="Conclave gateway", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
-    # Hot routes first: routes are matched in order.
+    # Routes are matched in this order, by the router and by the fast path alike.
     app.include_router(tool_routes.router)
     app.include_router(mcp_router)
     app.include_router(latency_routes.router)

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 
 from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body
+from gateway.http.hot_routes import hot
 from gateway.http.mcp.messages import (
     McpMessage,
     is_tool_failure,
@@ -102,6 +103,7 @@ def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> R
     return ctx
 
 
+@hot
 async def mcp_post(request: Request) -> Response:
     """`POST /mcp`: one JSON-RPC message in, its answer (or 202 for a notification) out."""
     pipeline: Pipeline = request.app.state.pipeline
@@ -140,6 +142,6 @@ async def mcp_no_stream(request: Request) -> Response:
     return Response(status_code=405, headers={"Allow": "POST"})
 
 
-# Plain Starlette routes: no dependency solving on the hot path (see routes/tools.py).
+# Plain Starlette routes: no dependency solving on the hot path (see routes/tool_routes.py).
 router.add_route("/mcp", mcp_post, methods=["POST"])
 router.add_route("/mcp", mcp_no_stream, methods=["GET", "DELETE"])

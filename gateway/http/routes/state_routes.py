@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from gateway.gateway_error import GatewayError, validation_hints
 from gateway.http.body import read_body
+from gateway.http.hot_routes import hot
 from gateway.http.responses import refusal
 from gateway.pipeline import Pipeline, RequestContext
 from gateway.state import Actor, StateStore
@@ -169,6 +170,7 @@ async def get_history(
 
 
 @router.get("/{namespace}/{key:path}")
+@hot
 async def get_key(namespace: str, key: str, request: Request) -> Response:
     async def read(actor: Actor) -> Response:
         return _json(await _store(request).read(actor, namespace, key))
@@ -177,6 +179,7 @@ async def get_key(namespace: str, key: str, request: Request) -> Response:
 
 
 @router.post("/{namespace}/leases")
+@hot
 async def post_leases(namespace: str, request: Request) -> Response:
     async def acquire(actor: Actor, body: LeaseRequest) -> Response:
         return _json(await _store(request).acquire(actor, namespace, body.keys, body.ttl_ms))
@@ -185,6 +188,7 @@ async def post_leases(namespace: str, request: Request) -> Response:
 
 
 @router.delete("/{namespace}/leases/{key:path}", status_code=204)
+@hot
 async def delete_lease(namespace: str, key: str, request: Request) -> Response:
     async def release(actor: Actor) -> Response:
         await _store(request).release(actor, namespace, key)
@@ -194,6 +198,7 @@ async def delete_lease(namespace: str, key: str, request: Request) -> Response:
 
 
 @router.post("/{namespace}/commit")
+@hot
 async def post_commit(namespace: str, request: Request) -> Response:
     async def commit(actor: Actor, body: CommitRequest) -> Response:
         return _json(await _store(request).commit(actor, namespace, body))

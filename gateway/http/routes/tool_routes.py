@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from gateway.http.body import read_body
+from gateway.http.hot_routes import hot
 from gateway.http.responses import refusal
 from gateway.pipeline import Pipeline, RequestContext
 from protocol.tools import ToolCallRequest, ToolCallResult, ToolSpec
@@ -34,6 +35,7 @@ async def list_tools(request: Request) -> Any:
     return ctx.result
 
 
+@hot
 async def call_tool(request: Request) -> Response:
     """`POST /v1/tools/{name}/call`: ToolCallRequest in, ToolCallResult or a SERF envelope out."""
     name: str = request.path_params["name"]
