@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import Request
 
 from gateway.gateway_error import GatewayError
-from protocol.serf import ErrorCode
+from protocol import ErrorCode
 
 
 def _too_large(limit: int) -> GatewayError:

@@ -28,9 +28,8 @@ from gateway.http.mcp.messages import (
 )
 from gateway.http.routes.tool_routes import allowed_specs
 from gateway.pipeline import Pipeline, RequestContext
-from protocol.mcp import PROTOCOL_VERSION, InitializeResult
-from protocol.serf import ErrorCode
-from tools.registry import ToolRegistry
+from protocol import PROTOCOL_VERSION, ErrorCode, InitializeResult
+from tools import ToolRegistry
 
 router = APIRouter(tags=["mcp"])
 

@@ -14,11 +14,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from gateway.gateway_error import GatewayError
-from protocol import jsonrpc
-from protocol.jsonrpc import JsonRpcNotification, JsonRpcRequest, RequestId
-from protocol.mcp import CallToolResult, TextContent
-from protocol.serf import ErrorCategory, ErrorCode, SerfError
-from protocol.tools import CallUsage
+from protocol import (
+    CallToolResult,
+    CallUsage,
+    ErrorCategory,
+    ErrorCode,
+    JsonRpcNotification,
+    JsonRpcRequest,
+    RequestId,
+    SerfError,
+    TextContent,
+    jsonrpc,
+)
 
 # The SERF codes that have a JSON-RPC spelling of their own; the rest are SERVER_ERROR.
 _RPC_CODES = {

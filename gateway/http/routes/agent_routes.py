@@ -7,8 +7,7 @@ from fastapi import APIRouter, Depends, Request
 from gateway.gateway_error import GatewayError
 from gateway.identity.admin_key import require_admin
 from gateway.identity.agent_directory import AgentDirectory
-from protocol.agents import AgentRecord, AgentRegistration, AgentToken
-from protocol.serf import ErrorCode
+from protocol import AgentRecord, AgentRegistration, AgentToken, ErrorCode
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"], dependencies=[Depends(require_admin)])
 

@@ -15,9 +15,8 @@ from gateway.gateway_error import GatewayError
 from gateway.http.responses import refusal
 from gateway.pipeline import Pipeline, RequestContext
 from gateway.settings import Settings
-from protocol.serf import ErrorCode
-from protocol.time_budget import ToolLatency
-from tools.registry import ToolRegistry
+from protocol import ErrorCode, ToolLatency
+from tools import ToolRegistry
 
 router = APIRouter(prefix="/v1/tools", tags=["tools"])
 

@@ -27,9 +27,7 @@ from gateway.http.hot_routes import hot
 from gateway.http.responses import refusal
 from gateway.pipeline import Pipeline, RequestContext
 from gateway.state import Actor, StateStore
-from protocol.identity import Access
-from protocol.serf import ErrorCode
-from protocol.state import CommitRequest, LeaseRequest, NamespaceConfig
+from protocol import Access, CommitRequest, ErrorCode, LeaseRequest, NamespaceConfig
 
 router = APIRouter(prefix="/v1/state", tags=["state"])
 Body = TypeVar("Body", bound=BaseModel)

@@ -10,8 +10,8 @@ from gateway.http.body import read_body
 from gateway.http.hot_routes import hot
 from gateway.http.responses import refusal
 from gateway.pipeline import Pipeline, RequestContext
-from protocol.tools import ToolCallRequest, ToolCallResult, ToolSpec
-from tools.registry import ToolRegistry
+from protocol import ToolCallRequest, ToolCallResult, ToolSpec
+from tools import ToolRegistry
 
 router = APIRouter(prefix="/v1/tools", tags=["tools"])
 
