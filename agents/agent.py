@@ -13,7 +13,7 @@ from typing import Literal
 
 from agents.client import GatewayClient
 from agents.loop import AgentRun, LocalTool, LoopBudget, run_loop
-from agents.models.base import ChatModel, Message
+from agents.models import ChatModel, Message
 from protocol import AgentRegistration
 
 Access = Literal["read", "write"]

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from agents.agent_errors import GatewayCallError
 from agents.client import GatewayClient
-from agents.models.base import ChatModel, Message, ToolDefinition
+from agents.models import ChatModel, Message, ToolDefinition
 from protocol import Budget, RecoveryAction, SerfError, ToolSpec
 
 StopReason = Literal["answered", "turns", "deadline", "aborted"]

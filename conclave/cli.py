@@ -73,7 +73,7 @@ def bench(
     out: Annotated[Path, typer.Option(help="where results go")] = Path("bench-results"),
 ) -> None:
     """Run benchmark suites on the embedded stack and print their figures."""
-    from conclave.bench.suite_runner import run_bench
+    from conclave.bench import run_bench
 
     names = suites or []
     try:

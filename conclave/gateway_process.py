@@ -21,7 +21,7 @@ def main() -> None:
     # loop "auto" picks uvloop (a dependency); httptools parses, as "auto" would pick.
     # No proxy-header rewriting: nothing reads the client address, and it ran on every request.
     config = uvicorn.Config(
-        "gateway.assembly:create_app",
+        "gateway:create_app",
         factory=True,
         log_level="warning",
         access_log=False,

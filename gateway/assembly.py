@@ -25,9 +25,8 @@ from gateway.budgets import (
     CircuitBreaker,
     LatencyWindow,
 )
-from gateway.http.app import build_http_app
-from gateway.identity.agent_directory import AgentDirectory
-from gateway.identity.jwks import JwksVerifier
+from gateway.http import build_http_app
+from gateway.identity import AgentDirectory, JwksVerifier
 from gateway.json_logs import install_json_logging
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline import (
@@ -72,8 +71,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.audit = AuditWriter(AuditLog(state.redis))
         state.audit.start()
         state.state_store = StateStore(state.redis, max_value_bytes=settings.max_value_bytes)
-        state.latency_window = latency_window(settings, state.redis)
-        state.breaker = circuit_breaker(settings, state.redis)
+        state.latency_window = _latency_window(settings, state.redis)
+        state.breaker = _circuit_breaker(settings, state.redis)
         state.pipeline = _pipeline(settings, state.redis, state.registry, app)
         try:
             async with anyio.create_task_group() as background:
@@ -101,7 +100,7 @@ def _tool_executor(settings: Settings, registry: ToolRegistry) -> ToolExecutor:
     return create_executor(settings, replace_killed=True)
 
 
-def latency_window(settings: Settings, redis: Redis) -> LatencyWindow:
+def _latency_window(settings: Settings, redis: Redis) -> LatencyWindow:
     return LatencyWindow(
         redis,
         window_s=settings.latency_window_s,
@@ -110,7 +109,7 @@ def latency_window(settings: Settings, redis: Redis) -> LatencyWindow:
     )
 
 
-def circuit_breaker(settings: Settings, redis: Redis) -> CircuitBreaker:
+def _circuit_breaker(settings: Settings, redis: Redis) -> CircuitBreaker:
     return CircuitBreaker(
         redis, failures=settings.breaker_failures, cooldown_ms=settings.breaker_cooldown_ms
     )

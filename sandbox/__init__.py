@@ -17,7 +17,13 @@ from sandbox.image import ImageBuildError, RuntimeImageBuilder
 from sandbox.inprocess import InProcessExecutor
 from sandbox.instance import Sandbox
 from sandbox.pool import PoolFullError, SandboxPool, profile_for
-from sandbox.time_limit import TimeLimit, fit_timeout, gateway_wait_s, stop_by
+from sandbox.time_limit import (
+    TimeLimit,
+    fit_timeout,
+    gateway_wait_s,
+    kill_margin_ms,
+    sandbox_deadline_ms,
+)
 from sandbox.unavailable import unavailable_error
 
 __all__ = [
@@ -49,8 +55,9 @@ __all__ = [
     "docker_status",
     "fit_timeout",
     "gateway_wait_s",
+    "kill_margin_ms",
     "profile_for",
-    "stop_by",
+    "sandbox_deadline_ms",
     "strongest_available",
     "unavailable_error",
 ]

@@ -19,7 +19,7 @@ SANDBOX_UID = 65534  # nobody
 
 
 class SandboxError(Exception):
-    """Root of the sandbox package's errors; the pool turns them into SERF codes."""
+    """Root of the sandbox package's errors; `sandbox.unavailable` turns them into SERF."""
 
     retryable = True  # whether a later call may find it mended (a pool with room, a sandbox up)
     pool_full = False  # every sandbox is busy: one frees up soon

@@ -59,7 +59,7 @@ def backend_named(name: str, docker_host: str, image: str) -> SandboxBackend:
 
         return BwrapBackend()
     if name == "process":
-        from sandbox.backends.process import ProcessBackend
+        from sandbox.backends import ProcessBackend
 
         return ProcessBackend()
     raise SandboxStartError(f"unknown sandbox backend {name!r}: use docker, bwrap or process")

@@ -6,7 +6,10 @@ A sandbox is started on first use (or by `prewarm`), returned warm after each ca
 after a timeout the runner killed: only the call's processes died), recycled after
 `recycle_after` calls or after any other kill (OOM, CPU, output cap, dead runner), and
 reaped after `idle_s` without calls. At most `max_sandboxes` exist at once; when all are
-busy a call gets `SANDBOX_UNAVAILABLE` (retryable) instead of waiting.
+busy a call gets `SANDBOX_UNAVAILABLE` (retryable) instead of waiting. With `replace_killed`
+(the gateway's choice), a sandbox a kill tore down is replaced in the background at once, so
+the retry the kill invites is warm. A call's wall limit and how long the pool waits for a
+sandbox are read from `sandbox.time_limit`.
 """
 
 from __future__ import annotations
@@ -93,7 +96,7 @@ class SandboxPool:
         self._starting = 0
         self._lock = anyio.Lock()
         self._closed = False
-        self._tearing_down: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[None]] = set()
         self._late_starts: set[asyncio.Task[Sandbox]] = set()  # outlived their call's deadline
         self.started = 0  # sandboxes ever started, for tests and the bench
         self.recycled = 0
@@ -152,8 +155,8 @@ class SandboxPool:
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
-        self._tearing_down.add(task)
-        task.add_done_callback(self._tearing_down.discard)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _checkout_by_deadline(self, key: PoolKey, invocation: Invocation) -> Sandbox | None:
         """A sandbox, or None when none is ready before the call's deadline.
@@ -293,7 +296,7 @@ class SandboxPool:
         """Tear down every sandbox (idle and busy) and the backend."""
         with anyio.CancelScope(shield=True):  # late starts land in the idle pool first
             await asyncio.gather(*self._late_starts, return_exceptions=True)
-            await asyncio.gather(*self._tearing_down, return_exceptions=True)
+            await asyncio.gather(*self._background, return_exceptions=True)
         async with self._lock:
             self._closed = True
             everything = [s for v in self._idle.values() for s in v] + list(self._busy)
@@ -301,5 +304,5 @@ class SandboxPool:
         with anyio.CancelScope(shield=True):
             for sandbox in everything:
                 await self._destroy(sandbox)
-            await asyncio.gather(*self._tearing_down, return_exceptions=True)
+            await asyncio.gather(*self._background, return_exceptions=True)
             await self.backend.aclose()

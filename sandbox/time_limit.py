@@ -5,8 +5,9 @@ Every layer that stops a call reads its limit from here instead of cutting on it
 1. the tool's timeout: its declared intent, lowered by the caller's request and by the
    budget stage's grant (`fit_timeout`);
 2. the sandbox's deadline: the run's deadline less the kill margin (the fixed margin for the
-   reply, plus how late kills have answered here), so a call cut there still answers by the
-   run's own deadline (`stop_by`); the tool sees this deadline in its context;
+   reply, plus how late kills have answered here: `kill_margin_ms`), so a call cut there
+   still answers by the run's own deadline (`sandbox_deadline_ms`); the tool sees this
+   deadline in its context;
 3. the wall limit the runner enforces: the timeout, cut to what is left before the sandbox's
    deadline at the moment the call starts, which may be after a cold start
    (`TimeLimit.wall_ms`); the pool stops waiting for a sandbox at that deadline too
@@ -43,7 +44,13 @@ def fit_timeout(declared_ms: int, asked_ms: int | None, granted_ms: int | None) 
     return max(1, timeout)
 
 
-def stop_by(deadline_ms: int | None, kill_margin_ms: int | None) -> int | None:
+def kill_margin_ms(reply_margin_ms: int, kill_lateness_p95_ms: float) -> int:
+    """How much earlier than the run's deadline a call's sandbox must answer: a fixed margin
+    for the reply, plus how late killed calls have answered here (their p95)."""
+    return reply_margin_ms + int(kill_lateness_p95_ms)
+
+
+def sandbox_deadline_ms(deadline_ms: int | None, kill_margin_ms: int | None) -> int | None:
     """The sandbox's deadline: the run's, moved earlier by what a kill and the reply take."""
     if deadline_ms is None or kill_margin_ms is None:
         return deadline_ms

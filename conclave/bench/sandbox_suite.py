@@ -13,7 +13,6 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +27,8 @@ from sandbox import (
     Invocation,
     SandboxBackend,
     SandboxPool,
+    SandboxStartError,
     backend_named,
-    bwrap_status,
-    docker_status,
 )
 
 LIMITS = CallLimits(memory_mb=256, cpu_seconds=10, timeout_ms=10_000, max_output_bytes=1 << 20)
@@ -50,20 +48,14 @@ def _invocation(tool: str, arguments: dict[str, Any], agent: str, **limits: Any)
     return Invocation(tool, f"{module}:{tool}", arguments, context, fitted)
 
 
-def _backends(docker_host: str, image: str) -> dict[str, Callable[[], SandboxBackend] | str]:
-    """Backend name -> a factory, or why it cannot run here."""
-    found: dict[str, Callable[[], SandboxBackend] | str] = {}
-    missing = docker_status(docker_host, image)
-    if missing is None:
-        found["docker"] = lambda: backend_named("docker", docker_host, image)
-    else:
-        found["docker"] = missing
-    missing = bwrap_status()
-    if missing is None:
-        found["bwrap"] = lambda: backend_named("bwrap", docker_host, image)
-    else:
-        found["bwrap"] = missing
-    found["process"] = lambda: backend_named("process", docker_host, image)
+def _backends(docker_host: str, image: str) -> dict[str, SandboxBackend | str]:
+    """Backend name -> the backend, or why it cannot run here."""
+    found: dict[str, SandboxBackend | str] = {}
+    for name in ("docker", "bwrap", "process"):
+        try:
+            found[name] = backend_named(name, docker_host, image)
+        except SandboxStartError as missing:
+            found[name] = str(missing)
     return found
 
 
@@ -144,12 +136,12 @@ def run(ctx: BenchContext) -> SuiteResult:
         ["backend", "cold start", "warm p50", "warm p99", "kill after deadline p50",
          "kill max", f"{AGENTS} agents p50", f"{AGENTS} agents p99", "calls/s"],
     )  # fmt: skip
-    for name, factory in _backends(settings.docker_host, settings.sandbox_image).items():
-        if isinstance(factory, str):
-            result.notes.append(f"{name} skipped: {factory}")
+    for name, backend in _backends(settings.docker_host, settings.sandbox_image).items():
+        if isinstance(backend, str):
+            result.notes.append(f"{name} skipped: {backend}")
             continue
         task = ctx.progress.add_task(f"sandbox {name}", total=None)
-        figures = anyio.run(_measure_backend, factory(), ctx.quick)
+        figures = anyio.run(_measure_backend, backend, ctx.quick)
         ctx.progress.remove_task(task)
         cold, warm, kills = figures["cold"], figures["warm"], figures["kills"]
         row = {

@@ -2,15 +2,14 @@
 
 Each idea has its module: `admission` (one script per request), `latency_window` (p50/p95
 per tool, Kaplan-Meier over censored samples), `grant_rule` (the pure ATBA rule),
-`allocator` (the budget stage's seam over the rule), `breaker`, `outcome` (a call's sample
-and the breaker's evidence in one round trip), `call_feedback` (what the account stage
-records of each finished call). Their Lua lives in `lua/`, one file a script.
+`allocator` (the budget stage's seam over the rule), `breaker`, `outcome` (what the account
+stage records of each finished call: its sample and the breaker's evidence, one round
+trip). Their Lua lives in `lua/`, one file a script.
 """
 
 from gateway.budgets.admission import Admission, AdmissionDecision
 from gateway.budgets.allocator import AtbaAllocator, TimeGrant
 from gateway.budgets.breaker import BreakerState, CircuitBreaker, breaker_key, counts_against_tool
-from gateway.budgets.call_feedback import CallFeedback
 from gateway.budgets.grant_rule import Allocation, allocate_budget, best_attempt, planned_chain
 from gateway.budgets.latency_window import (
     KILL_OVERSHOOT,
@@ -21,7 +20,7 @@ from gateway.budgets.latency_window import (
     finish_curve,
     window_key,
 )
-from gateway.budgets.outcome import OutcomeRecorder
+from gateway.budgets.outcome import CallFeedback, OutcomeRecorder
 
 __all__ = [
     "KILL_OVERSHOOT",

@@ -12,13 +12,10 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from gateway.identity import revocation_key
 from gateway.lua_files import lua_text
 
 _ADMIT = lua_text("gateway.budgets", "admission")
-
-
-def revocation_key(tenant: str, agent: str) -> str:
-    return f"conclave:revoked:{tenant}/{agent}"
 
 
 def bucket_key(tenant: str, agent: str, target: str) -> str:

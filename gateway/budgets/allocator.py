@@ -4,8 +4,10 @@
 the latency windows of this tool and of the planned calls after it and grants
 `allocate_budget`'s share (or refuses with BUDGET_EXHAUSTED); then the tool's circuit
 breaker must admit the call (an open circuit refuses before anything starts). The grant
-becomes the call's `CallLimits.timeout_ms`, so an overrun is killed by the sandbox. Without
-a deadline the tool's declared timeout (or the caller's smaller request) applies.
+becomes the call's `CallLimits.timeout_ms`, so an overrun is killed by the sandbox; with it
+comes the kill margin (read in the same round trip) by which the dispatch stage moves the
+sandbox's deadline before the run's. Without a deadline the tool's declared timeout (or the
+caller's smaller request) applies.
 
 The plan and the reserve come from `X-Conclave-Plan` (comma-separated tool names, this call
 first) and `X-Conclave-Reserve` (ms), else the body's `budget`, else MCP `_meta`
@@ -25,11 +27,11 @@ from gateway.budgets.grant_rule import allocate_budget, planned_chain
 from gateway.budgets.latency_window import KILL_OVERSHOOT, LatencyWindow
 from gateway.gateway_error import GatewayError
 from protocol import PLAN_HEADER, RESERVE_HEADER, ErrorCode, ResourceIntent
-from sandbox import fit_timeout
+from sandbox import fit_timeout, kill_margin_ms
 from tools import ToolRegistry
 
 if TYPE_CHECKING:  # the pipeline imports this module; at run time it only needs the shape
-    from gateway.pipeline.context import RequestContext
+    from gateway.pipeline import RequestContext
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,7 @@ class AtbaAllocator:
         timeouts = {name: self._declared_ms(name) for name in chain}
         estimates = await self.window.estimates({**timeouts, KILL_OVERSHOOT: 0})
         # Keep back the usual lateness of a kill, as measured here (0 until it is known).
-        margin = self.margin_ms + int(estimates[KILL_OVERSHOOT].p95_ms)
+        margin = kill_margin_ms(self.margin_ms, estimates[KILL_OVERSHOOT].p95_ms)
         grant = allocate_budget(
             remaining_ms=remaining,
             reserve_ms=reserve,

@@ -27,7 +27,8 @@ from gateway.lua_files import lua_text
 
 KEY_PREFIX = "conclave:latency:"
 # A pseudo-tool (tool names start with a letter or digit): how late killed calls answered
-# past their grant, gateway and sandbox together. The allocator keeps its p95 back.
+# past their limit (the grant, or the sandbox's deadline), gateway and sandbox together.
+# The allocator keeps its p95 back.
 KILL_OVERSHOOT = "_kill_overshoot"
 
 

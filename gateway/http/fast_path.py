@@ -10,8 +10,8 @@ SERF envelope).
 `FastPath` is built from the app's own route table, not written beside it: for a request, the
 first route (in the router's order) that takes its method and whose path regex (Starlette's,
 compiled from the route's path) matches decides, as in the router; if that route is marked
-`@hot` (`gateway.http.hot_routes`) its handler answers, else the full stack does. A method's
-routes after its last hot one are left out: they would take the full stack anyway.
+`@hot_route` (`gateway.http.hot_routes`) its handler answers, else the full stack does. A
+method's routes after its last hot one are left out: they would take the full stack anyway.
 """
 
 from __future__ import annotations

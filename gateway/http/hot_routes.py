@@ -1,85 +1,49 @@
-"""Which routes are hot, and how a hot route's endpoint is called without the stack.
+"""Which routes are hot: declared once, with `@hot_route`, where the route is declared.
 
-A route is declared once, in its router, like any other; `@hot` on its endpoint is all that
-makes it hot. `gateway.http.fast_path` finds the marked routes in the app's own route table,
-so a route declared beside a hot one (a sub-route before a hot catch-all, say) is seen
-exactly where the router sees it.
-
-The fast path skips FastAPI's dependency solving, so a hot endpoint reads and validates its
-own input: a plain Starlette endpoint (`Request -> Response`) is called as it is; a FastAPI
-endpoint may take the request and `str` path parameters by name, and nothing FastAPI would
-have to solve (a query, header, cookie or body parameter, a dependency). Anything else is
-refused when the fast path is built, with the route named.
+`@hot_route(router, path, *methods)` registers a plain Starlette endpoint (`Request ->
+Response`) on the router and marks it hot; `gateway.http.fast_path` finds the marked routes
+in the app's own route table, so a route declared beside a hot one (a sub-route before a hot
+catch-all, say) is seen exactly where the router sees it. A hot endpoint reads and checks
+its own input (path parameters from `request.path_params`, the body under the size limit):
+the fast path skips FastAPI's dependency solving, so there is nothing for it to solve.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from fastapi.routing import APIRoute, RouteContext
 from starlette.requests import Request
 from starlette.responses import Response
 
 Handler = Callable[[Request], Awaitable[Response]]
-Endpoint = TypeVar("Endpoint", bound=Callable[..., Awaitable[Response]])
+H = TypeVar("H", bound=Handler)
 
 _MARK = "__conclave_hot__"
 
 
-def hot(endpoint: Endpoint) -> Endpoint:
-    """Mark a route's endpoint hot: the gateway serves it ahead of its middleware stack."""
-    setattr(endpoint, _MARK, True)
-    return endpoint
+class _Routes(Protocol):
+    def add_route(self, path: str, endpoint: Any, methods: list[str] | None = None) -> None: ...
 
 
-def hot_handler_of(route: RouteContext) -> Handler | None:
+def hot_route(router: _Routes, path: str, *methods: str) -> Callable[[H], H]:
+    """Declare `path` on `router` for `methods`, served ahead of the middleware stack."""
+
+    def declare(endpoint: H) -> H:
+        setattr(endpoint, _MARK, True)
+        router.add_route(path, endpoint, methods=list(methods))  # add_route: no prefix
+        return endpoint
+
+    return declare
+
+
+def hot_handler_of(route: Any) -> Handler | None:
     """The handler the fast path calls for `route`, or None: it is not hot."""
-    endpoint: Any = route.endpoint
-    if not getattr(endpoint, _MARK, False):
+    endpoint = getattr(route, "endpoint", None)
+    if endpoint is None or not getattr(endpoint, _MARK, False):
         return None
-    if isinstance(route.original_route, APIRoute):
-        return _by_name(route, endpoint)
     handler: Handler = endpoint
     return handler
 
 
-def _by_name(route: RouteContext, endpoint: Callable[..., Awaitable[Response]]) -> Handler:
-    """A FastAPI endpoint taking the request and its path parameters by name, as a `Handler`."""
-    dependant = route.dependant
-    solved = [
-        field.name
-        for field in (
-            *dependant.query_params,
-            *dependant.header_params,
-            *dependant.cookie_params,
-            *dependant.body_params,
-        )
-    ]
-    solved += [f"{d.call!r}" for d in dependant.dependencies]
-    # FastAPI would validate a typed or constrained path parameter; the fast path passes it raw,
-    # by the name the path gives it.
-    solved += [
-        field.name
-        for field in dependant.path_params
-        if field.field_info.annotation is not str or field.field_info.metadata
-    ]
-    taken = {field.name for field in dependant.path_params}
-    solved += sorted(taken.symmetric_difference(route.param_convertors))
-    request_name = dependant.request_param_name
-    if request_name is None or solved:
-        differs = solved if request_name is not None else [*solved, "request"]
-        methods = ",".join(sorted(route.methods or ()))
-        raise TypeError(
-            f"hot route {methods} {route.path}: {endpoint.__name__} must take the request and"
-            f" the path's parameters (str) by name, nothing FastAPI solves; it differs in:"
-            f" {', '.join(differs)}. Read those from the request in the endpoint, or drop @hot"
-        )
-
-    async def handler(request: Request) -> Response:
-        return await endpoint(**{request_name: request}, **request.path_params)
-
-    return handler
-
-
-__all__ = ["Endpoint", "Handler", "hot", "hot_handler_of"]
+__all__ = ["Handler", "hot_handler_of", "hot_route"]

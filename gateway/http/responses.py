@@ -33,20 +33,21 @@ def _trace_id(request: Request) -> str | None:
 
 def refusal(error: SerfError) -> Response:
     """A route's answer when the pipeline refused or the call failed."""
-    response = serf_response(error, _challenge(error))
+    response = serf_response(error, challenge(error))
     if error.trace_id:
         response.headers["X-Conclave-Trace"] = error.trace_id
     return response
 
 
-def _challenge(error: SerfError) -> dict[str, str] | None:
+def challenge(error: SerfError) -> dict[str, str] | None:
+    """`WWW-Authenticate` for a 401, as RFC 6750 asks of a bearer-token API."""
     return {"WWW-Authenticate": "Bearer"} if error.http_status == 401 else None
 
 
 def install_error_handlers(app: FastAPI) -> None:
     async def on_error(request: Request, exc: Exception) -> JSONResponse:
         error = translate(exc, _trace_id(request))
-        return serf_response(error, _challenge(error))
+        return serf_response(error, challenge(error))
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)

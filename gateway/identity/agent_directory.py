@@ -13,12 +13,17 @@ import time
 import anyio
 from redis.asyncio import Redis
 
-from gateway.budgets.admission import revocation_key
 from gateway.identity.tokens import issue_token
 from gateway.settings import Settings
 from protocol import AgentRecord, AgentRegistration, AgentToken
 
 _AGENTS = "conclave:agents"  # hash: "tenant/agent" -> AgentRecord JSON
+
+
+def revocation_key(tenant: str, agent: str) -> str:
+    """The agent's revocation marker (the second it was revoked); the budget stage's
+    admission script reads it on every request."""
+    return f"conclave:revoked:{tenant}/{agent}"
 
 
 class AgentDirectory:

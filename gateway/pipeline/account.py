@@ -95,9 +95,10 @@ class AccountStage:
         await self._feed_back(ctx)
 
     async def _feed_back(self, ctx: RequestContext) -> None:
-        call, usage = ctx.invocation, ctx.usage
+        call, usage, answered = ctx.invocation, ctx.usage, ctx.answered_ms
         if self.feedback is None or ctx.tool is None or call is None or usage is None:
-            return  # not a tool call, or it never reached its executor
+            return  # not a tool call, or no outcome came back from its executor
+        assert answered is not None  # set by dispatch with the outcome
         await self.feedback.learn(
             ctx.tool.name,
             ctx.error,
@@ -105,5 +106,5 @@ class AccountStage:
             granted_ms=call.limits.timeout_ms,
             declared_ms=ctx.tool.spec.intent.timeout_ms,
             stop_by_ms=call.context.deadline_ms,
-            answered_ms=ctx.answered_ms or time.time() * 1000,
+            answered_ms=answered,
         )

@@ -2,9 +2,8 @@
 
 HS256 tokens are checked with the gateway's secret (`gateway.identity.tokens`); when
 `jwks_url` is set, RS256 tokens from an external identity provider are checked against its
-keys. Verified claims
-are kept in a small cache keyed by the token, so a busy agent's token is decoded once, and
-re-checked for expiry on every request.
+keys. Verified claims are kept in a small cache keyed by the token, so a busy agent's token
+is decoded once, and re-checked for expiry on every request.
 
 Revocation (a marker in Redis, so it holds across replicas from the next request on) is read
 in the same Redis round trip as the rate limit, by the budget stage's admission script:
@@ -18,8 +17,7 @@ import time
 from collections import OrderedDict
 
 from gateway.gateway_error import GatewayError
-from gateway.identity.jwks import JwksVerifier
-from gateway.identity.tokens import verify_claims
+from gateway.identity import JwksVerifier, verify_claims
 from gateway.pipeline.context import RequestContext
 from gateway.settings import Settings
 from protocol import ErrorCode, Principal, TokenClaims

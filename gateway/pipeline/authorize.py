@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
-from gateway.state.keys import check_namespace
-from gateway.state.refusals import namespace_not_found
-from protocol import ErrorCode, Principal
+from gateway.state import check_namespace, namespace_not_found
+from protocol import ErrorCode, Principal, ToolSpec
 from tools import ToolRegistry
 
 _DECISIONS_KEPT = 4096
@@ -64,3 +63,9 @@ class AuthorizeStage:
                     f"your token may read but not write state namespace {namespace!r}: ask for"
                     f" scope state:{namespace}:write",
                 )
+
+
+def allowed_specs(registry: ToolRegistry, ctx: RequestContext) -> list[ToolSpec]:
+    """The specs of the tools the caller may call: what `tools/list` shows it."""
+    principal = ctx.require_principal()
+    return [t.spec for t in registry if principal.may_call(t.name)]

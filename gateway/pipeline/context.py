@@ -25,7 +25,7 @@ from protocol import (
     SerfError,
     ToolContext,
 )
-from sandbox import CallLimits, Invocation
+from sandbox import Invocation
 from tools import RegisteredTool
 
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
@@ -61,9 +61,8 @@ class RequestContext:
     tool: RegisteredTool | None = None
     granted_ms: int | None = None
     kill_margin_ms: int | None = None  # moves the sandbox's deadline before the run's
-    grant: BudgetGrant | None = None
-    call_limits: CallLimits | None = None
-    invocation: Invocation | None = None  # what dispatch handed the executor
+    grant: BudgetGrant | None = None  # what the caller is told: the grant, the time left
+    invocation: Invocation | None = None  # what dispatch handed the executor (its limits)
     answered_ms: float | None = None  # unix ms when the executor answered
     executed: bool = False
     result: Any = None

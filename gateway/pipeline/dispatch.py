@@ -28,8 +28,15 @@ from protocol import (
     ResourceRequest,
     SerfError,
 )
-from sandbox import CallLimits, Invocation, Outcome, ToolExecutor, fit_timeout, gateway_wait_s
-from sandbox import stop_by as sandbox_deadline
+from sandbox import (
+    CallLimits,
+    Invocation,
+    Outcome,
+    ToolExecutor,
+    fit_timeout,
+    gateway_wait_s,
+    sandbox_deadline_ms,
+)
 
 
 def fit_limits(
@@ -69,11 +76,11 @@ class DispatchStage:
                 ctx.executed = True
                 ctx.result = await ctx.action(ctx)
             return
-        ctx.call_limits = fit_limits(ctx.tool.spec.intent, ctx.limits, ctx.granted_ms)
+        limits = fit_limits(ctx.tool.spec.intent, ctx.limits, ctx.granted_ms)
         assert ctx.tool_context is not None  # scope ran
         deadline = ctx.tool_context.deadline_ms
         context = ctx.tool_context
-        stop_by = sandbox_deadline(deadline, ctx.kill_margin_ms)
+        stop_by = sandbox_deadline_ms(deadline, ctx.kill_margin_ms)
         if stop_by != deadline:
             context = context.model_copy(update={"deadline_ms": stop_by})
         ctx.invocation = Invocation(
@@ -81,19 +88,22 @@ class DispatchStage:
             entrypoint=ctx.tool.entrypoint,
             arguments=ctx.arguments,
             context=context,
-            limits=ctx.call_limits,
+            limits=limits,
         )
         ctx.executed = True
         outcome = await self._execute_by_deadline(ctx.invocation, deadline)
         ctx.answered_ms = time.time() * 1000
+        error = outcome.error
+        if error is not None and error.code is ErrorCode.INVALID_ARGUMENTS:
+            # The executor refused the arguments before the tool ran: a refusal of the
+            # caller's input, answered as one (no usage, no grant), and nothing to learn from.
+            ctx.executed, ctx.invocation = False, None
+            raise GatewayError(error)
         ctx.usage = outcome.usage
-        granted = ctx.call_limits.timeout_ms
         remaining = None if deadline is None else deadline - int(time.time() * 1000)
-        ctx.grant = BudgetGrant(granted_ms=granted, remaining_ms=remaining)
-        if outcome.error is not None:
-            # Arguments the executor refused: the tool never ran (nothing to account as run).
-            ctx.executed = outcome.error.code is not ErrorCode.INVALID_ARGUMENTS
-            raise GatewayError(_with_grant(outcome.error, granted, remaining))
+        ctx.grant = BudgetGrant(granted_ms=limits.timeout_ms, remaining_ms=remaining)
+        if error is not None:
+            raise GatewayError(_with_grant(error, limits.timeout_ms, remaining))
         ctx.result = outcome.result
 
     async def _execute_by_deadline(self, invocation: Invocation, deadline: int | None) -> Outcome:

@@ -1,6 +1,6 @@
 """The pipeline: stages run in order; the closing stages (account) run whatever happened.
 
-Composed once per app by `build_pipeline`; every transport (HTTP tool routes, MCP, state
+Composed once per app by `gateway.assembly`; every transport (HTTP tool routes, MCP, state
 routes) builds a `RequestContext` and calls `Pipeline.run`. A refusal stops the remaining
 stages, becomes the context's SERF error (through the one `translate`), and is accounted.
 """

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
-from gateway.state.keys import check_session
+from gateway.state import check_session
 from protocol import DEADLINE_HEADER, SESSION_HEADER, ErrorCode, ToolContext
 
 META_DEADLINE_KEYS = ("conclave/deadline_ms", "deadline_ms")

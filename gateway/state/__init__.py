@@ -2,7 +2,8 @@
 
 from gateway.state.checker import Anomaly, CheckReport, check_history, check_namespace_history
 from gateway.state.history import read_all_history, read_history
-from gateway.state.keys import Actor, NamespaceKeys, check_key, check_namespace
+from gateway.state.keys import Actor, NamespaceKeys, check_key, check_namespace, check_session
+from gateway.state.refusals import namespace_not_found
 from gateway.state.store import StateStore
 
 __all__ = [
@@ -15,6 +16,8 @@ __all__ = [
     "check_key",
     "check_namespace",
     "check_namespace_history",
+    "check_session",
+    "namespace_not_found",
     "read_all_history",
     "read_history",
 ]

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 
 from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body
-from gateway.http.hot_routes import hot
+from gateway.http.hot_routes import hot_route
 from gateway.http.mcp.messages import (
     McpMessage,
     is_tool_failure,
@@ -26,8 +26,8 @@ from gateway.http.mcp.messages import (
     tool_failure,
     tool_result,
 )
-from gateway.http.routes.tool_routes import allowed_specs
-from gateway.pipeline import Pipeline, RequestContext
+from gateway.http.responses import challenge
+from gateway.pipeline import Pipeline, RequestContext, allowed_specs
 from protocol import PROTOCOL_VERSION, ErrorCode, InitializeResult
 from tools import ToolRegistry
 
@@ -102,7 +102,7 @@ def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> R
     return ctx
 
 
-@hot
+@hot_route(router, "/mcp", "POST")
 async def mcp_post(request: Request) -> Response:
     """`POST /mcp`: one JSON-RPC message in, its answer (or 202 for a notification) out."""
     pipeline: Pipeline = request.app.state.pipeline
@@ -123,7 +123,7 @@ async def mcp_post(request: Request) -> Response:
         is_call = message is not None and message.method == "tools/call"
         if is_call and request_id is not None and is_tool_failure(ctx.error, ctx.failed_stage):
             return JSONResponse(rpc_result(request_id, tool_failure(ctx.error, ctx.usage)))
-        headers = {"WWW-Authenticate": "Bearer"} if ctx.error.http_status == 401 else None
+        headers = challenge(ctx.error)
         return JSONResponse(
             rpc_error(request_id, ctx.error), status_code=ctx.error.http_status, headers=headers
         )
@@ -141,6 +141,4 @@ async def mcp_no_stream(request: Request) -> Response:
     return Response(status_code=405, headers={"Allow": "POST"})
 
 
-# Plain Starlette routes: no dependency solving on the hot path (see routes/tool_routes.py).
-router.add_route("/mcp", mcp_post, methods=["POST"])
 router.add_route("/mcp", mcp_no_stream, methods=["GET", "DELETE"])

@@ -5,8 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 from gateway.gateway_error import GatewayError
-from gateway.identity.admin_key import require_admin
-from gateway.identity.agent_directory import AgentDirectory
+from gateway.identity import AgentDirectory, require_admin
 from protocol import AgentRecord, AgentRegistration, AgentToken, ErrorCode
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"], dependencies=[Depends(require_admin)])

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 
 from gateway.audit import AuditLog, AuditRecord, Outcome
-from gateway.identity.admin_key import require_admin
+from gateway.identity import require_admin
 
 router = APIRouter(tags=["audit"], dependencies=[Depends(require_admin)])
 

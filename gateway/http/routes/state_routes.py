@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from gateway.gateway_error import GatewayError, validation_hints
 from gateway.http.body import read_body
-from gateway.http.hot_routes import hot
+from gateway.http.hot_routes import hot_route
 from gateway.http.responses import refusal
 from gateway.pipeline import Pipeline, RequestContext
 from gateway.state import Actor, StateStore
@@ -167,27 +167,30 @@ async def get_history(
     return await _through_pipeline(request, "history", namespace, "read", history)
 
 
-@router.get("/{namespace}/{key:path}")
-@hot
-async def get_key(namespace: str, key: str, request: Request) -> Response:
+@hot_route(router, "/v1/state/{namespace}/{key:path}", "GET")
+async def get_key(request: Request) -> Response:
+    namespace, key = request.path_params["namespace"], request.path_params["key"]
+
     async def read(actor: Actor) -> Response:
         return _json(await _store(request).read(actor, namespace, key))
 
     return await _through_pipeline(request, "read", namespace, "read", read)
 
 
-@router.post("/{namespace}/leases")
-@hot
-async def post_leases(namespace: str, request: Request) -> Response:
+@hot_route(router, "/v1/state/{namespace}/leases", "POST")
+async def post_leases(request: Request) -> Response:
+    namespace = request.path_params["namespace"]
+
     async def acquire(actor: Actor, body: LeaseRequest) -> Response:
         return _json(await _store(request).acquire(actor, namespace, body.keys, body.ttl_ms))
 
     return await _write_with_body(request, "lease", namespace, LeaseRequest, acquire)
 
 
-@router.delete("/{namespace}/leases/{key:path}", status_code=204)
-@hot
-async def delete_lease(namespace: str, key: str, request: Request) -> Response:
+@hot_route(router, "/v1/state/{namespace}/leases/{key:path}", "DELETE")
+async def delete_lease(request: Request) -> Response:
+    namespace, key = request.path_params["namespace"], request.path_params["key"]
+
     async def release(actor: Actor) -> Response:
         await _store(request).release(actor, namespace, key)
         return Response(status_code=204)
@@ -195,9 +198,10 @@ async def delete_lease(namespace: str, key: str, request: Request) -> Response:
     return await _through_pipeline(request, "release", namespace, "write", release)
 
 
-@router.post("/{namespace}/commit")
-@hot
-async def post_commit(namespace: str, request: Request) -> Response:
+@hot_route(router, "/v1/state/{namespace}/commit", "POST")
+async def post_commit(request: Request) -> Response:
+    namespace = request.path_params["namespace"]
+
     async def commit(actor: Actor, body: CommitRequest) -> Response:
         return _json(await _store(request).commit(actor, namespace, body))
 

@@ -7,18 +7,13 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from gateway.http.body import read_body
-from gateway.http.hot_routes import hot
+from gateway.http.hot_routes import hot_route
 from gateway.http.responses import refusal
-from gateway.pipeline import Pipeline, RequestContext
+from gateway.pipeline import Pipeline, RequestContext, allowed_specs
 from protocol import ToolCallRequest, ToolCallResult, ToolSpec
 from tools import ToolRegistry
 
 router = APIRouter(prefix="/v1/tools", tags=["tools"])
-
-
-def allowed_specs(registry: ToolRegistry, ctx: RequestContext) -> list[ToolSpec]:
-    principal = ctx.require_principal()
-    return [t.spec for t in registry if principal.may_call(t.name)]
 
 
 @router.get("", response_model=list[ToolSpec])
@@ -35,7 +30,7 @@ async def list_tools(request: Request) -> Any:
     return ctx.result
 
 
-@hot
+@hot_route(router, "/v1/tools/{name}/call", "POST")
 async def call_tool(request: Request) -> Response:
     """`POST /v1/tools/{name}/call`: ToolCallRequest in, ToolCallResult or a SERF envelope out."""
     name: str = request.path_params["name"]
@@ -60,8 +55,3 @@ async def call_tool(request: Request) -> Response:
 def _pipeline(request: Request) -> Pipeline:
     pipeline: Pipeline = request.app.state.pipeline
     return pipeline
-
-
-# The hot path is a plain Starlette route: FastAPI's dependency solving would cost more than a
-# pipeline stage, and the body is read (under the size limit) and validated here anyway.
-router.add_route("/v1/tools/{name}/call", call_tool, methods=["POST"])  # add_route: no prefix
