@@ -21,8 +21,9 @@ SANDBOX_UID = 65534  # nobody
 class SandboxError(Exception):
     """Root of the sandbox package's errors; `sandbox.unavailable` turns them into SERF."""
 
-    retryable = True  # whether a later call may find it mended (a pool with room, a sandbox up)
-    pool_full = False  # every sandbox is busy: one frees up soon
+    # When a later call may find it mended (a sandbox started, a pool with room); None: no
+    # retry helps.
+    retry_after_ms: int | None = 1000
 
 
 class SandboxStartError(SandboxError):
@@ -32,7 +33,7 @@ class SandboxStartError(SandboxError):
 class RuntimeImageMissing(SandboxStartError):
     """The Docker runtime image is not there: no retry helps until it is built."""
 
-    retryable = False
+    retry_after_ms = None
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ log = logging.getLogger("conclave.sandbox")
 
 
 class PoolFullError(SandboxError):
-    pool_full = True
+    retry_after_ms = 250  # a busy pool frees a sandbox within a call or two
 
 
 def profile_for(limits: CallLimits) -> SandboxProfile:
@@ -147,11 +147,9 @@ class SandboxPool:
         """Start a sandbox for `key` in place of one a kill tore down, so the retry the kill
         invites is not a cold start."""
         try:
-            sandbox = await self._checkout(key)
+            await self._start_warm(key)
         except Exception:  # a warm start is a courtesy; the next call starts one anyway
             log.info("could not replace a killed sandbox for %s/%s", *key[:2], exc_info=True)
-            return
-        await self._checkin(key, sandbox, recycle=False)
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -190,7 +188,9 @@ class SandboxPool:
 
     async def prewarm(self, tenant: str, agent: str, limits: CallLimits) -> None:
         """Start a sandbox for this identity and profile now, so its first call is warm."""
-        key = (tenant, agent, profile_for(limits))
+        await self._start_warm((tenant, agent, profile_for(limits)))
+
+    async def _start_warm(self, key: PoolKey) -> None:
         sandbox = await self._checkout(key)
         await self._checkin(key, sandbox, recycle=False)
 

@@ -2,7 +2,7 @@
 
 The sandbox package's own errors (`SandboxError`: a full or closed pool, a start that
 failed, a missing runtime image) and the Docker SDK's exceptions (translated by the docker
-backend, the only module that reads them) become `SANDBOX_UNAVAILABLE`: retryable after a
+backend, their one translation on the call path) become `SANDBOX_UNAVAILABLE`: retryable after a
 short wait, or `abort` when no retry can mend it. The pool answers calls with it, and the
 gateway's `translate` asks here for anything the sandbox layer let out.
 """
@@ -14,9 +14,6 @@ from docker.errors import DockerException
 from protocol import ErrorCode, RecoveryAction, SerfError
 from sandbox.backend import SandboxError
 
-POOL_FULL_RETRY_MS = 250  # a busy pool frees a sandbox within a call or two
-START_RETRY_MS = 1000
-
 
 def unavailable_error(exc: BaseException) -> SerfError | None:
     """The envelope for a sandbox that cannot be had, or None when `exc` is not about one."""
@@ -26,7 +23,6 @@ def unavailable_error(exc: BaseException) -> SerfError | None:
         exc = sandbox_error_from_docker(exc)
     if not isinstance(exc, SandboxError):
         return None
-    if not exc.retryable:  # nothing a retry can mend, say a missing runtime image
+    if exc.retry_after_ms is None:  # nothing a retry can mend, say a missing runtime image
         return SerfError.of(ErrorCode.SANDBOX_UNAVAILABLE, str(exc), action=RecoveryAction.ABORT)
-    retry = POOL_FULL_RETRY_MS if exc.pool_full else START_RETRY_MS
-    return SerfError.of(ErrorCode.SANDBOX_UNAVAILABLE, str(exc), retry_after_ms=retry)
+    return SerfError.of(ErrorCode.SANDBOX_UNAVAILABLE, str(exc), retry_after_ms=exc.retry_after_ms)

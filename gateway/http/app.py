@@ -1,9 +1,10 @@
 """The gateway's HTTP application: FastAPI with the hot routes served ahead of its middleware.
 
-`build_http_app` declares every route (a hot one is marked `@hot` where it is declared, and
-the fast path is built from the app's route table on its first call) and the error handlers;
-what the routes reach through `app.state` (the pipeline, the registry, Redis) is put there by
-the lifespan that `gateway.assembly` passes in.
+`build_http_app` includes every router, in `gateway.http.routes.ROUTERS`'s order, and the
+error handlers. A hot route is declared with `@hot_route` where it is declared; the fast path
+is built from the app's route table on its first call. What the routes reach through
+`app.state` (the pipeline, the registry, Redis) is put there by the lifespan that
+`gateway.assembly` passes in.
 """
 
 from __future__ import annotations
@@ -16,17 +17,8 @@ from starlette.types import Receive, Send
 from starlette.types import Scope as AsgiScope
 
 from gateway.http.fast_path import FastPath, serve_hot
-from gateway.http.mcp import router as mcp_router
 from gateway.http.responses import install_error_handlers
-from gateway.http.routes import (
-    agent_routes,
-    audit_routes,
-    health_routes,
-    latency_routes,
-    metrics_routes,
-    state_routes,
-    tool_routes,
-)
+from gateway.http.routes import ROUTERS
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
@@ -52,15 +44,8 @@ class GatewayApp(FastAPI):
 def build_http_app(lifespan: Lifespan) -> GatewayApp:
     app = GatewayApp(title="Conclave gateway", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
-    # Routes are matched in this order, by the router and by the fast path alike.
-    app.include_router(tool_routes.router)
-    app.include_router(mcp_router)
-    app.include_router(latency_routes.router)
-    app.include_router(health_routes.router)
-    app.include_router(state_routes.router)
-    app.include_router(agent_routes.router)
-    app.include_router(audit_routes.router)
-    app.include_router(metrics_routes.router)
+    for router in ROUTERS:
+        app.include_router(router)
     return app
 
 

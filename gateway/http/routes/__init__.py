@@ -1,5 +1,6 @@
-"""The gateway's HTTP routes, one module per resource; `gateway.http.app` includes them."""
+"""The gateway's HTTP routes, one module per resource, and the order the app matches them in."""
 
+from gateway.http.mcp import router as _mcp_router
 from gateway.http.routes import (
     agent_routes,
     audit_routes,
@@ -10,12 +11,17 @@ from gateway.http.routes import (
     tool_routes,
 )
 
-__all__ = [
-    "agent_routes",
-    "audit_routes",
-    "health_routes",
-    "latency_routes",
-    "metrics_routes",
-    "state_routes",
-    "tool_routes",
-]
+# Routes are matched in this order, by the router and by the fast path alike: the hot ones
+# (tool calls, /mcp) first.
+ROUTERS = (
+    tool_routes.router,
+    _mcp_router,
+    latency_routes.router,
+    health_routes.router,
+    state_routes.router,
+    agent_routes.router,
+    audit_routes.router,
+    metrics_routes.router,
+)
+
+__all__ = ["ROUTERS"]
