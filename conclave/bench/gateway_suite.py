@@ -21,6 +21,7 @@ from typing import Any
 
 import anyio
 
+from conclave.bench.ceiling_app import ceiling_server
 from conclave.bench.http1 import Http1Connection, encode_request
 from conclave.bench.stats import percentile
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
@@ -32,6 +33,8 @@ from tools import default_registry
 
 Call = Callable[[], Coroutine[Any, Any, None]]
 GOAL_P50_MS, GOAL_P99_MS, GOAL_RATE = 1.5, 5.0, 1500.0
+GOAL_CEILING_SHARE = 0.5  # the REST echo's calls/s against the bare endpoint's (issue 13)
+CEILING = "ceiling: bare FastAPI+uvicorn, one Redis call"
 
 
 async def _latencies(call: Call, count: int) -> list[float]:
@@ -160,7 +163,19 @@ async def _official_client_rows(target: _Target, count: int, seconds: float) -> 
     return [samples, rate]  # type: ignore[list-item]
 
 
-async def _measure(ctx: BenchContext, overhead_stack: EmbeddedStack) -> dict[str, Any]:
+def _ceiling_call(connection: Http1Connection, url: str) -> Call:
+    body = json.dumps({"arguments": {"message": "ping"}}).encode()
+    raw = encode_request("POST", url, "/echo", {"Accept": "application/json"}, body)
+
+    async def call() -> None:
+        _expect(*await connection.request(raw))
+
+    return call
+
+
+async def _measure(
+    ctx: BenchContext, overhead_stack: EmbeddedStack, ceiling_url: str
+) -> dict[str, Any]:
     count = 300 if ctx.quick else 2000
     seconds = 2.0 if ctx.quick else 8.0
     executor = InProcessExecutor(default_registry)
@@ -191,6 +206,13 @@ async def _measure(ctx: BenchContext, overhead_stack: EmbeddedStack) -> dict[str
         )
         samples, rate = await _official_client_rows(target, count, seconds)
         rows["gateway /mcp (official mcp client)"] = (samples, rate)
+        ceiling = [Http1Connection(ceiling_url) for _ in range(17)]
+        for connection in ceiling:
+            exits.push_async_callback(connection.aclose)
+        rows[CEILING] = (
+            await _latencies(_ceiling_call(ceiling[16], ceiling_url), count),
+            await _throughput(lambda i: _ceiling_call(ceiling[i], ceiling_url), 16, seconds),
+        )
         stack_connections = [Http1Connection(ctx.stack.url) for _ in range(17)]
         for connection in stack_connections:
             exits.push_async_callback(connection.aclose)
@@ -214,9 +236,14 @@ def run(ctx: BenchContext) -> SuiteResult:
         log_level="warning",
     )
     task = ctx.progress.add_task("gateway: echo direct vs through the gateway", total=1)
-    with EmbeddedStack(settings, log_path=ctx.gateway_log("overhead")) as overhead_stack:
+    with (
+        EmbeddedStack(settings, log_path=ctx.gateway_log("overhead")) as overhead_stack,
+        ceiling_server(base.redis_url or "") as ceiling_url,
+    ):
         # uvloop on the client side too: the bench's own event loop shares the gateway's 2 cores.
-        rows = anyio.run(_measure, ctx, overhead_stack, backend_options={"use_uvloop": True})
+        rows = anyio.run(
+            _measure, ctx, overhead_stack, ceiling_url, backend_options={"use_uvloop": True}
+        )
     ctx.progress.advance(task)
 
     direct_samples, _ = rows["direct (in-process executor)"]
@@ -244,6 +271,19 @@ def run(ctx: BenchContext) -> SuiteResult:
                 Goal(f"{path}: calls/s c=16", f">= {GOAL_RATE:.0f}", f"{rate:.0f}",
                      rate >= GOAL_RATE),
             ]  # fmt: skip
+    _, rest_rate = rows["gateway HTTP /v1/tools"]
+    _, ceiling_rate = rows[CEILING]
+    share = rest_rate / ceiling_rate
+    result.figures["REST share of ceiling"] = share
+    result.goals.append(
+        Goal("gateway HTTP /v1/tools: calls/s share of the ceiling", f">= {GOAL_CEILING_SHARE:.0%}",
+             f"{share:.0%}", share >= GOAL_CEILING_SHARE)
+    )  # fmt: skip
+    result.notes.append(
+        "ceiling row: a bare FastAPI endpoint under uvicorn (conclave.bench.ceiling_app) that "
+        "parses the JSON body and makes one Redis call, in its own process, driven by the same "
+        "client; it bounds what a Python gateway can answer on this machine"
+    )
     result.notes.append(
         "overhead rows: a gateway whose executor is in-process (settings sandbox_backend="
         "inprocess), so 'added' is HTTP + the six stages + Redis; the client (a minimal keep-alive "
