@@ -1,6 +1,7 @@
 """The host's end of the runner protocol: framed JSON over the sandbox's Unix socket.
 
-The host listens on `<workspace>/.conclave.sock` before the sandbox starts; the runner
+The host listens on `<workspace>/.conclave.sock` before the sandbox starts; the socket has the
+workspace's owner and is no more open than it (0600 in a 0700 workspace). The runner
 connects, says hello, then answers one request at a time. Frames are a 4-byte big-endian
 length and UTF-8 JSON, the same as `sandbox/runner.py`.
 """
@@ -8,6 +9,7 @@ length and UTF-8 JSON, the same as `sandbox/runner.py`.
 from __future__ import annotations
 
 import json
+import os
 import struct
 from pathlib import Path
 from typing import Any
@@ -67,8 +69,12 @@ async def listen(workspace: Path) -> tuple[SocketListener, Path]:
     path = workspace / SOCKET_NAME
     path.unlink(missing_ok=True)
     listener = await anyio.create_unix_listener(path)
-    # The runner may run as another user (65534 in a container): let it connect.
-    path.chmod(0o777)
+    # The runner runs as the workspace's user (65534 in an isolating sandbox): it, and only
+    # those who may write in the workspace, may connect.
+    workspace_stat = os.stat(workspace)
+    path.chmod(workspace_stat.st_mode & 0o666)
+    if (workspace_stat.st_uid, workspace_stat.st_gid) != (os.geteuid(), os.getegid()):
+        os.chown(path, workspace_stat.st_uid, workspace_stat.st_gid)
     return listener, path
 
 

@@ -1,15 +1,20 @@
-"""The `bwrap` backend: bubblewrap namespaces plus one cgroup per sandbox.
+"""The `bwrap` backend: bubblewrap namespaces, a seccomp filter and one cgroup per sandbox.
 
-The runner runs as uid 65534 in new user, pid, network, IPC, UTS and mount namespaces
-(`--unshare-all`: no network but a dead loopback), sees only read-only binds of the system's
-/usr, the Python that runs it, the tool code, a private /tmp and its workspace, and dies with
-the gateway (`--die-with-parent`). Its cgroup caps memory (no swap), processes and CPU; a
-tiny shell joins the cgroup before exec'ing bwrap, so nothing starts outside it. Teardown:
+bwrap runs as root without a user namespace, so the uid the runner runs as is a real host
+uid: it builds new pid, network, IPC, UTS, mount (and cgroup) namespaces (no network but a
+dead loopback), then `setpriv` drops to `SANDBOX_UID` (65534, nobody) with no capabilities,
+no supplementary groups and no-new-privileges before the runner starts. (With a user
+namespace, bwrap started by root maps the sandbox's uid to host root.) The runner sees only
+read-only binds of the system's /usr, the Python that runs it, the tool code, a private /tmp
+and its workspace, runs under the seccomp filter of `sandbox.backends.seccomp`, and dies
+with the gateway (`--die-with-parent`). Its cgroup caps memory (no swap), processes and CPU;
+a tiny shell joins the cgroup before exec'ing bwrap, so nothing starts outside it. Teardown:
 freeze the cgroup, SIGKILL every process in it (setsid children included), thaw, remove it.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -25,12 +30,19 @@ from sandbox.backend import (
     SANDBOX_WORKSPACE,
     LaunchedSandbox,
     SandboxSpec,
+    SandboxStartError,
 )
 from sandbox.backends.cgroup import SandboxCgroup
+from sandbox.backends.seccomp import filter_program
 from sandbox.channel import SOCKET_NAME
 from sandbox.layout import RUNNER_PATH, code_packages, runner_argv
 
 SYSTEM_BINDS = ("/usr", "/etc/ld.so.cache", "/etc/alternatives")
+NAMESPACES = ("--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts")
+# What the sandbox's root keeps until `setpriv` drops to SANDBOX_UID: changing ids, emptying
+# the bounding set, and searching the workspace (0700, the sandbox user's) for `--chdir`.
+SETUP_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_DAC_READ_SEARCH")
+SETPRIV = "/usr/bin/setpriv"
 TEARDOWN_TIMEOUT_S = 10.0
 
 
@@ -64,9 +76,12 @@ class BwrapSandbox:
                 await anyio.sleep(0.002)
 
 
-def bwrap_argv(spec: SandboxSpec) -> list[str]:
-    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session"]
-    argv += ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+def bwrap_argv(spec: SandboxSpec, seccomp_fd: int) -> list[str]:
+    """bwrap's command line; it reads the compiled seccomp filter from `seccomp_fd`."""
+    argv = ["bwrap", *NAMESPACES, "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
+    argv += ["--cap-drop", "ALL"]
+    for cap in SETUP_CAPS:
+        argv += ["--cap-add", cap]
     for path in SYSTEM_BINDS:
         argv += ["--ro-bind-try", path, path]
     for link in ("bin", "lib", "lib64", "sbin"):
@@ -75,19 +90,21 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
             argv += ["--symlink", str(target.readlink()), str(target)]
         elif target.exists():
             argv += ["--ro-bind", str(target), str(target)]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
     # The interpreter and its site-packages, at the same paths (a venv points at its base).
     for prefix in sorted({sys.base_prefix, sys.prefix, str(Path(sys.executable).parent)}):
         if not prefix.startswith("/usr"):
-            argv += ["--ro-bind", prefix, prefix]
+            argv += _ro_bind(prefix, prefix)
     for name, host_path in code_packages(spec.tool_modules).items():
-        argv += ["--ro-bind", str(host_path), f"{SANDBOX_CODE_DIR}/{name}"]
-    argv += ["--ro-bind", str(RUNNER_PATH), SANDBOX_RUNNER]
+        argv += _ro_bind(str(host_path), f"{SANDBOX_CODE_DIR}/{name}")
+    argv += _ro_bind(str(RUNNER_PATH), SANDBOX_RUNNER)
     argv += ["--bind", str(spec.workspace), SANDBOX_WORKSPACE, "--chdir", SANDBOX_WORKSPACE]
     argv += ["--remount-ro", "/"]  # the root bwrap built is a tmpfs: make it read-only too
     argv += ["--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin"]
     argv += ["--setenv", "PYTHONPATH", SANDBOX_CODE_DIR, "--setenv", "HOME", SANDBOX_WORKSPACE]
-    argv += ["--setenv", "CONCLAVE_WORKSPACE", SANDBOX_WORKSPACE, "--"]
+    argv += ["--setenv", "CONCLAVE_WORKSPACE", SANDBOX_WORKSPACE]
+    argv += ["--seccomp", str(seccomp_fd), "--"]
+    argv += _drop_to_sandbox_user()
     socket_path = f"{SANDBOX_WORKSPACE}/{SOCKET_NAME}"
     return argv + runner_argv(
         sys.executable, SANDBOX_RUNNER, socket_path, SANDBOX_WORKSPACE, spec.tool_modules
@@ -99,18 +116,57 @@ class BwrapBackend:
     isolates = True
 
     async def launch(self, spec: SandboxSpec) -> LaunchedSandbox:
-        cgroup = SandboxCgroup(spec.sandbox_id)
-        cgroup.create(spec.profile)
-        joins = "; ".join(f"echo $$ > {shlex.quote(str(p))}" for p in cgroup.procs_files)
-        argv = ["/bin/sh", "-c", f'{joins}; exec "$@"', "sh", *bwrap_argv(spec)]
+        seccomp_fd = _seccomp_file()
         try:
-            process = await anyio.open_process(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=None
-            )
-        except BaseException:
-            cgroup.remove()
-            raise
+            cgroup = SandboxCgroup(spec.sandbox_id)
+            cgroup.create(spec.profile)
+            joins = "; ".join(f"echo $$ > {shlex.quote(str(p))}" for p in cgroup.procs_files)
+            argv = ["/bin/sh", "-c", f'{joins}; exec "$@"', "sh", *bwrap_argv(spec, seccomp_fd)]
+            try:
+                process = await anyio.open_process(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=None,
+                    pass_fds=(seccomp_fd,),
+                )
+            except BaseException:
+                cgroup.remove()
+                raise
+        finally:
+            os.close(seccomp_fd)  # bwrap holds its own copy
         return BwrapSandbox(spec.sandbox_id, process, cgroup)
 
     async def aclose(self) -> None:
         return None
+
+
+def _ro_bind(source: str, destination: str) -> list[str]:
+    """A read-only bind whose missing parents the sandbox user may search: bwrap, run as
+    root, would make them 0700 (root's, so the runner could not reach what is mounted)."""
+    return ["--dir", str(Path(destination).parent), "--ro-bind", source, destination]
+
+
+def _drop_to_sandbox_user() -> list[str]:
+    """The `setpriv` prefix that runs the runner as SANDBOX_UID with nothing of root left."""
+    if not Path(SETPRIV).exists():
+        raise SandboxStartError(
+            f"{SETPRIV} is missing: the bwrap backend needs it to drop to the sandbox user; "
+            "install util-linux, or use the docker backend"
+        )
+    uid = str(SANDBOX_UID)
+    argv = [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"]
+    return [*argv, "--bounding-set=-all", "--inh-caps=-all", "--"]
+
+
+def _seccomp_file() -> int:
+    """An in-memory file holding the seccomp filter, positioned for bwrap to read."""
+    program = filter_program()
+    fd = os.memfd_create("conclave-seccomp")
+    try:
+        os.write(fd, program)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
