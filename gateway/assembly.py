@@ -70,7 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.agents = AgentDirectory(state.redis, settings)
         state.audit = AuditWriter(AuditLog(state.redis))
         state.audit.start()
-        state.state_store = StateStore(state.redis, max_value_bytes=settings.max_value_bytes)
+        state.state_store = StateStore.from_settings(state.redis, settings)
         state.latency_window = _latency_window(settings, state.redis)
         state.breaker = _circuit_breaker(settings, state.redis)
         state.pipeline = _pipeline(settings, state.redis, state.registry, app)

@@ -54,6 +54,14 @@ def translate(exc: BaseException, trace_id: str | None = None) -> SerfError:
             retry_after_ms=500,
             trace_id=trace_id,
         )
+    if isinstance(exc, RedisError) and "OOM command not allowed" in str(exc):  # also in Lua
+        return SerfError.of(
+            ErrorCode.STATE_UNAVAILABLE,
+            "the state store (Redis) is full (maxmemory reached) and refuses writes; retry "
+            "later, once keys are deleted or an operator raises its memory "
+            "(CONCLAVE_REDIS_MAXMEMORY_MB for the embedded Redis)",
+            trace_id=trace_id,
+        )
     if isinstance(exc, RedisError):  # OOM, loading, read-only replica: the store refused
         return SerfError.of(
             ErrorCode.STATE_UNAVAILABLE,

@@ -46,6 +46,22 @@ class Settings(BaseSettings):
     rate_limit_per_s: float = Field(default=200.0, gt=0)
     rate_limit_burst: int = Field(default=400, gt=0)
 
+    # Shared state cannot be flooded: caps checked before any Redis work, a bounded history,
+    # per-tenant quotas checked inside the commit script (a commit over them is refused whole).
+    state_max_read_set: int = Field(default=1_000, gt=0)  # entries in one commit's read_set
+    state_max_writes: int = Field(default=256, gt=0)  # writes in one commit
+    state_max_read_log: int = Field(default=10_000, gt=0)  # distinct keys one session has read
+    state_history_max: int = Field(default=100_000, gt=0)  # ~entries kept per namespace
+    state_quota_keys: int = Field(default=100_000, gt=0)  # keys holding a value, per tenant
+    state_quota_bytes: int = Field(default=64 * 1_048_576, gt=0)  # value bytes, per tenant
+    # The embedded Redis: its memory ceiling (policy noeviction: a full store refuses writes,
+    # the gateway answers 503 STATE_UNAVAILABLE; nothing is silently evicted) and its fsync.
+    # "everysec": a crash may lose the last second of acknowledged writes, so a fencing token
+    # granted in it can be granted again after the restart. "always": every write is on disk
+    # before Redis acknowledges it, so a token is never reissued (slower writes).
+    redis_maxmemory_mb: int = Field(default=512, gt=0)
+    redis_fsync: Literal["always", "everysec"] = "everysec"
+
     # Structured JSON logs: answers log at debug, refusals and failures at info.
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 

@@ -51,8 +51,9 @@ class BudgetStage:
 
     async def __call__(self, ctx: RequestContext) -> None:
         p = ctx.require_principal()
-        # Buckets are per identity x tool (state operations are checked for revocation only).
-        target = ctx.tool_name
+        # Buckets are per identity x tool; all state operations of an identity share one
+        # bucket ("state:*": no tool name holds a colon), so more namespaces add no rate.
+        target = ctx.tool_name or ("state:*" if ctx.namespace is not None else None)
         decision = await self.admission.admit(p.tenant, p.agent, ctx.token_issued_at, target)
         if decision.revoked:
             raise GatewayError.of(

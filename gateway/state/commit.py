@@ -9,24 +9,27 @@ writer's read log and appends one history entry. With an `idempotency_key` the f
 successful outcome is stored (per agent, for a day) and a retry returns it with
 `replayed: true` instead of applying twice; refused commits are not stored, so a retry after
 fixing the cause is judged afresh.
+
+Before any Redis work, a commit over the caps (`StateLimits`: writes, read-set entries, value
+size) is refused 413 `PAYLOAD_TOO_LARGE`. In the script, a commit that would take its tenant
+over the state quota (keys holding a value, their bytes) is refused whole, 507
+`STATE_QUOTA_EXCEEDED`; deletes and shrinking writes always pass.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 from gateway.state.keys import Actor, NamespaceKeys, check_key
-from gateway.state.refusals import conflict_from_script, namespace_not_found, value_too_large
+from gateway.state.limits import StateLimits
+from gateway.state.refusals import (
+    conflict_from_script,
+    namespace_not_found,
+    quota_exceeded,
+    value_too_large,
+)
 from gateway.state.scripts import StateScripts
 from protocol import CommitRequest, CommitResult
-
-
-@dataclass(frozen=True)
-class CommitLimits:
-    max_value_bytes: int
-    read_log_ttl_s: int
-    idempotency_ttl_s: int
 
 
 def encode_value(value: object) -> str:
@@ -38,8 +41,9 @@ async def commit(
     keys: NamespaceKeys,
     actor: Actor,
     request: CommitRequest,
-    limits: CommitLimits,
+    limits: StateLimits,
 ) -> CommitResult:
+    limits.check_commit_size(request)
     encoded: list[str] = []
     for write in request.writes:
         check_key(write.key)
@@ -60,6 +64,7 @@ async def commit(
         keys.read_log(actor.agent, actor.session),
         keys.history,
         keys.idempotency(actor.agent, idem) if idem else keys.config,
+        keys.usage,
         *(keys.data(w.key) for w in request.writes),
         *(keys.data(k) for k in request.read_set),
     ]
@@ -73,6 +78,9 @@ async def commit(
         limits.idempotency_ttl_s,
         "{" + history_values + "}",
         keys.prefix,
+        limits.quota_keys,
+        limits.quota_bytes,
+        limits.history_max,
     ]
     for write, text in zip(request.writes, encoded, strict=True):
         args += [
@@ -90,6 +98,14 @@ async def commit(
         raise namespace_not_found(keys.namespace)
     if status == "CONFLICT":
         raise conflict_from_script(reply[1], reply[2], reply[3:])
+    if status == "QUOTA":
+        used_keys, used_bytes, add_keys, add_bytes = (int(x) for x in reply[1:5])
+        raise quota_exceeded(
+            actor.tenant,
+            (used_keys, used_bytes),
+            (add_keys, add_bytes),
+            (limits.quota_keys, limits.quota_bytes),
+        )
     outcome = json.loads(reply[1])
     return CommitResult(
         commit_id=outcome["commit_id"],

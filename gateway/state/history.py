@@ -2,6 +2,13 @@
 
 The stream entry id is the commit id, so reading the stream in id order is replaying the
 commits in the order the store applied them. The checker and `GET .../history` read it here.
+
+The stream is bounded: each commit's `XADD` trims it to about `state_history_max` entries
+(`MAXLEN ~`, so Redis drops whole nodes of the oldest entries and the length may run a node
+over). A reader of old history gets only what is left: a page `after` a trimmed commit id
+starts at the oldest entry still kept, with no marker of what was dropped, and the checker run
+over a trimmed stream reports the first kept commits' versions as `gap`s (their predecessors
+are gone). Check a run's history before it outgrows the bound.
 """
 
 from __future__ import annotations

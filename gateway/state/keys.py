@@ -1,17 +1,20 @@
 """Where a namespace's data lives in Redis, and which names callers may use.
 
-Every Redis key of one namespace carries the hash tag ``{t:<tenant>:ns:<namespace>}``, so a
-Lua script can touch all of them atomically and namespaces spread over a Redis Cluster. The
-tenant always comes from the caller's principal, never from the request, so one tenant's
-names cannot reach another's keys.
+Every Redis key of a tenant's state carries the hash tag ``{t:<tenant>}``, so one Lua script
+can touch a namespace's keys and the tenant's quota usage atomically (on a Redis Cluster a
+tenant's state lives in one slot; tenants spread over the cluster). The tenant always comes
+from the caller's principal, never from the request, so one tenant's names cannot reach
+another's keys.
 
-Layout under the prefix ``cc:{t:<tenant>:ns:<ns>}:``
+- ``cc:{t:<tenant>}:usage``  hash: keys, bytes (the tenant's values, against its quota)
+
+Layout of one namespace, under the prefix ``cc:{t:<tenant>}:ns:<ns>:``
 
 - ``cfg``                  hash: mode, validate_reads (its existence is the namespace's)
 - ``k:<key>``              hash: val (JSON text), ver, owner, lexp (lease expiry, ms), fence
 - ``rl:<agent>:<session>`` hash: key -> version read (the read log), expiring when idle
 - ``idem:<agent>:<key>``   string: the first successful outcome of an idempotent commit
-- ``hist``                 stream: one entry per applied commit
+- ``hist``                 stream: one entry per applied commit, the last ~N kept
 
 The key name ``history`` is reserved: ``GET /v1/state/{ns}/history`` is the history.
 """
@@ -47,7 +50,12 @@ class NamespaceKeys:
 
     @property
     def prefix(self) -> str:
-        return f"cc:{{t:{self.tenant}:ns:{self.namespace}}}:"
+        return f"cc:{{t:{self.tenant}}}:ns:{self.namespace}:"
+
+    @property
+    def usage(self) -> str:
+        """The tenant's quota usage, shared by all its namespaces."""
+        return f"cc:{{t:{self.tenant}}}:usage"
 
     @property
     def config(self) -> str:
@@ -77,13 +85,13 @@ def _invalid(what: str, value: str, rule: str) -> GatewayError:
 
 
 def check_namespace(namespace: str) -> str:
-    if not _NAME.match(namespace):
+    if not _NAME.fullmatch(namespace):
         raise _invalid("namespace", namespace, "1-64 of A-Z a-z 0-9 _ . -, starting alphanumeric")
     return namespace
 
 
 def check_key(key: str) -> str:
-    if not _KEY.match(key):
+    if not _KEY.fullmatch(key):
         raise _invalid("key", key, "1-256 of A-Z a-z 0-9 _ . : / -")
     if key in RESERVED_KEYS:
         raise _invalid("key", key, "'history' is reserved for the namespace's history")
@@ -91,6 +99,6 @@ def check_key(key: str) -> str:
 
 
 def check_session(session: str) -> str:
-    if not _SESSION.match(session):
+    if not _SESSION.fullmatch(session):
         raise _invalid("session", session, "1-128 of A-Z a-z 0-9 _ . : -")
     return session

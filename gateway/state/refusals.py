@@ -60,3 +60,41 @@ def value_too_large(key: str, size: int, limit: int) -> GatewayError:
         param_hints={f"writes.{key}.value": f"at most {limit} bytes as JSON"},
         details={"key": key, "size_bytes": size, "limit_bytes": limit},
     )
+
+
+def too_many(field: str, count: int, limit: int, setting: str) -> GatewayError:
+    return GatewayError.of(
+        ErrorCode.PAYLOAD_TOO_LARGE,
+        f"the commit's {field} has {count} entries; the limit is {limit} ({setting}): split "
+        "the work over several commits",
+        param_hints={field: f"at most {limit} entries"},
+        details={"field": field, "count": count, "limit": limit, "setting": setting},
+    )
+
+
+def read_log_full(session: str, size: int, limit: int) -> GatewayError:
+    return GatewayError.of(
+        ErrorCode.INVALID_REQUEST,
+        f"session {session!r} has read {size} distinct keys; one session's read log holds at "
+        f"most {limit} (state_max_read_log): go on in a new session (X-Conclave-Session), or "
+        "wait until this one has been idle long enough for its read log to expire",
+        details={"session": session, "read_log_keys": size, "limit": limit},
+    )
+
+
+def quota_exceeded(
+    tenant: str, used: tuple[int, int], added: tuple[int, int], quota: tuple[int, int]
+) -> GatewayError:
+    """`used`, `added`, `quota`: (keys, bytes) of the tenant's values."""
+    return GatewayError.of(
+        ErrorCode.STATE_QUOTA_EXCEEDED,
+        f"tenant {tenant!r} holds {used[0]} keys and {used[1]} bytes of state; this commit "
+        f"would add {added[0]} keys and {added[1]} bytes, over the quota of {quota[0]} keys "
+        f"and {quota[1]} bytes: delete keys you no longer need, or ask an operator to raise "
+        "state_quota_keys / state_quota_bytes. Nothing was written.",
+        details={
+            "used": {"keys": used[0], "bytes": used[1]},
+            "commit_adds": {"keys": added[0], "bytes": added[1]},
+            "quota": {"keys": quota[0], "bytes": quota[1]},
+        },
+    )

@@ -3,17 +3,20 @@
 Every call names the namespace and the `Actor` (tenant, agent, session) taken from the
 caller's token; the tenant is part of every Redis key, so a namespace of another tenant is
 simply not there. Authorization (which namespaces a principal may read or write) is the
-caller's job: see `gateway.http.routes.state_routes`.
+caller's job: see `gateway.http.routes.state_routes`. What a tenant may put on the store (caps,
+quotas, history length) is its `StateLimits`.
 """
 
 from __future__ import annotations
 
 from redis.asyncio import Redis
 
-from gateway.state.commit import CommitLimits, commit
+from gateway.settings import Settings
+from gateway.state.commit import commit
 from gateway.state.history import read_history
 from gateway.state.keys import Actor, NamespaceKeys, check_key, check_namespace
 from gateway.state.leases import acquire_leases, release_lease
+from gateway.state.limits import StateLimits
 from gateway.state.namespaces import create_namespace, load_namespace
 from gateway.state.reads import read_key
 from gateway.state.scripts import StateScripts
@@ -26,22 +29,16 @@ from protocol import (
     ReadResult,
 )
 
-READ_LOG_TTL_S = 24 * 3600  # an idle session's read log goes after a day
-IDEMPOTENCY_TTL_S = 24 * 3600
-
 
 class StateStore:
-    def __init__(
-        self,
-        redis: Redis,
-        *,
-        max_value_bytes: int,
-        read_log_ttl_s: int = READ_LOG_TTL_S,
-        idempotency_ttl_s: int = IDEMPOTENCY_TTL_S,
-    ) -> None:
+    def __init__(self, redis: Redis, limits: StateLimits) -> None:
         self.redis = redis
         self.scripts = StateScripts.register(redis)
-        self.limits = CommitLimits(max_value_bytes, read_log_ttl_s, idempotency_ttl_s)
+        self.limits = limits
+
+    @classmethod
+    def from_settings(cls, redis: Redis, settings: Settings) -> StateStore:
+        return cls(redis, StateLimits.from_settings(settings))
 
     @staticmethod
     def keys(tenant: str, namespace: str) -> NamespaceKeys:
@@ -56,7 +53,12 @@ class StateStore:
     async def read(self, actor: Actor, namespace: str, key: str) -> ReadResult:
         keys = self.keys(actor.tenant, namespace)
         return await read_key(
-            self.scripts, keys, actor, check_key(key), log_ttl_s=self.limits.read_log_ttl_s
+            self.scripts,
+            keys,
+            actor,
+            check_key(key),
+            log_ttl_s=self.limits.read_log_ttl_s,
+            max_log=self.limits.max_read_log,
         )
 
     async def acquire(

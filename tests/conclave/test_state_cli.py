@@ -12,13 +12,14 @@ from typer.testing import CliRunner
 from conclave.bench.baselines import NaiveStore
 from conclave.cli import app
 from gateway.redis_client import connect_redis
+from gateway.settings import Settings
 from gateway.state import Actor, NamespaceKeys, StateStore
 from protocol.state import CommitRequest, NamespaceConfig, Write
 
 
 async def _write_histories(redis_url: str, good: str, bad: str) -> None:
     redis = connect_redis(redis_url)
-    store = StateStore(redis, max_value_bytes=1024)
+    store = StateStore.from_settings(redis, Settings(max_value_bytes=1024))
     await store.create_namespace("acme", good, NamespaceConfig())
     actor = Actor("acme", "a", "s")
     for value in range(3):

@@ -1,11 +1,15 @@
 -- Commit several writes at once: every check and every write in this one script, so a commit
 -- is applied entirely or not at all, and nothing can change between the checks and the writes.
--- KEYS: cfg, read log, history stream, idempotency key (or cfg again), write data keys...,
---       explicit read-set data keys...
+-- KEYS: cfg, read log, history stream, idempotency key (or cfg again), the tenant's quota
+--       usage, write data keys..., explicit read-set data keys...
 -- ARGV: agent, session, n writes, m reads, has idempotency key ('1'/'0'), read log ttl (s),
---       idempotency ttl (s), history values (JSON object), key prefix,
+--       idempotency ttl (s), history values (JSON object), key prefix, quota keys,
+--       quota bytes, history max length,
 --       then 5 per write: key, value JSON, delete ('1'/'0'), expected version or '',
 --       fencing token or ''; then 2 per explicit read: key, version.
+-- Returns {'OK'|'REPLAY', outcome JSON}, {'NSNF'}, {'CONFLICT', code, conflicts JSON,
+-- (key, value, version) per stale key...} or {'QUOTA', keys used, bytes used, keys added,
+-- bytes added}.
 -- Logged reads are data keys named from the prefix: they share the namespace's hash tag, so
 -- they live in the same cluster slot as the declared keys.
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'NSNF'} end
@@ -33,9 +37,9 @@ end
 
 local writes = {}
 for i = 1, n do
-  local a = 9 + (i - 1) * 5
+  local a = 12 + (i - 1) * 5
   local w = {key = ARGV[a + 1], val = ARGV[a + 2], del = ARGV[a + 3] == '1',
-             expected = tonumber(ARGV[a + 4]), token = tonumber(ARGV[a + 5]), rkey = KEYS[4 + i]}
+             expected = tonumber(ARGV[a + 4]), token = tonumber(ARGV[a + 5]), rkey = KEYS[5 + i]}
   local d = redis.call('HMGET', w.rkey, 'ver', 'owner', 'lexp', 'fence')
   w.ver = tonumber(d[1]) or 0
   local owner, lexp, fence = d[2] or '', tonumber(d[3]) or 0, tonumber(d[4]) or 0
@@ -96,7 +100,7 @@ if validate then
     end
   end
 end
-local rbase = 9 + n * 5
+local rbase = 12 + n * 5
 for j = 1, m do
   local k, v = ARGV[rbase + (j - 1) * 2 + 1], tonumber(ARGV[rbase + (j - 1) * 2 + 2])
   if reads[k] ~= v then checks[#checks + 1] = {k, v, 'read_set'} end
@@ -137,6 +141,25 @@ if code then
   return {'CONFLICT', code, cjson.encode(conflicts), unpack(values)}
 end
 
+-- The tenant's quota: keys holding a value and their bytes, over all its namespaces. A commit
+-- that would go over is refused whole; one that only shrinks the usage always passes.
+local add_keys, add_bytes = 0, 0
+for _, w in ipairs(writes) do
+  local old = redis.call('HSTRLEN', w.rkey, 'val')  -- 0: no value (a stored value is never '')
+  if w.del then
+    if old > 0 then add_keys, add_bytes = add_keys - 1, add_bytes - old end
+  else
+    if old == 0 then add_keys = add_keys + 1 end
+    add_bytes = add_bytes + #w.val - old
+  end
+end
+local used = redis.call('HMGET', KEYS[5], 'keys', 'bytes')
+local used_keys, used_bytes = tonumber(used[1]) or 0, tonumber(used[2]) or 0
+if (add_keys > 0 and used_keys + add_keys > tonumber(ARGV[10]))
+    or (add_bytes > 0 and used_bytes + add_bytes > tonumber(ARGV[11])) then
+  return {'QUOTA', used_keys, used_bytes, add_keys, add_bytes}
+end
+
 -- A shown version the commit declared was current at this commit point: an ordinary read now
 -- (before the writes, which log their new versions).
 for _, s in ipairs(shown) do redis.call('HSET', KEYS[2], s[1], reads[s[1]]) end
@@ -154,7 +177,9 @@ for _, w in ipairs(writes) do
   redis.call('HSET', KEYS[2], w.key, nv)
 end
 redis.call('EXPIRE', KEYS[2], ARGV[6])
-local id = redis.call('XADD', KEYS[3], '*', 'agent', agent, 'session', session, 'time', now,
+if add_keys ~= 0 then redis.call('HINCRBY', KEYS[5], 'keys', add_keys) end
+if add_bytes ~= 0 then redis.call('HINCRBY', KEYS[5], 'bytes', add_bytes) end
+local id = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[12], '*', 'agent', agent, 'session', session, 'time', now,
                       'keys', cjson.encode(changed), 'reads', cjson.encode(reads),
                       'values', ARGV[8])
 local outcome = cjson.encode({commit_id = id, versions = versions})

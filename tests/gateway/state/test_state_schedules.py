@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 
 from conclave.bench.baselines import NaiveStore
 from gateway.gateway_error import GatewayError
+from gateway.settings import Settings
 from gateway.state import Actor, NamespaceKeys, StateStore, check_namespace_history
 from protocol.state import CommitRequest, NamespaceConfig, Write
 
@@ -114,7 +115,7 @@ async def _run_schedule(backend: Backend, seed: int, agents: int = 4, steps: int
 
 
 async def _backends(redis: Redis, seed: int) -> tuple[ConclaveBackend, NaiveBackend]:
-    store = StateStore(redis, max_value_bytes=1024)
+    store = StateStore.from_settings(redis, Settings(max_value_bytes=1024))
     ns = f"sched-{seed}"
     await store.create_namespace("acme", ns, NamespaceConfig())
     naive = NaiveStore(redis, NamespaceKeys("acme", f"naive-{seed}"))
