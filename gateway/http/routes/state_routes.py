@@ -1,8 +1,10 @@
 """HTTP routes of shared state, `/v1/state/...`: thin handlers over `StateStore`.
 
 Every route runs the gateway's pipeline: authenticate, scope (the session is
-`X-Conclave-Session`, by default the token's id), authorize, budget (the revocation check),
-the store operation as the dispatch stage's action, and account (audit, metrics).
+`X-Conclave-Session`, by default the token's id), authorize, budget (the revocation check and
+one token from the identity's state bucket, shared by all its namespaces: 429 `RATE_LIMITED`
+with `retry_after_ms` when empty), the store operation as the dispatch stage's action, and
+account (audit, metrics).
 
 Visibility rules, enforced by the authorize stage, the same for every route: a namespace is
 addressed within the caller's tenant only (another tenant's namespace is simply not there:
@@ -10,7 +12,11 @@ addressed within the caller's tenant only (another tenant's namespace is simply 
 for a missing one, so scopes do not leak what exists; with read but not write scope, writes
 (namespace creation, leases, commits) are 403 `NAMESPACE_FORBIDDEN`. Bodies: not JSON is 400
 `PARSE_ERROR`, wrong shape or a bad key is 422 `INVALID_ARGUMENTS`, over `max_body_bytes` (or
-a value over `max_value_bytes`) is 413 `PAYLOAD_TOO_LARGE`.
+a value over `max_value_bytes`, a commit over `state_max_writes` or `state_max_read_set`) is
+413 `PAYLOAD_TOO_LARGE`; a read of one more key than a session's read log holds
+(`state_max_read_log`) is 400 `INVALID_REQUEST`; a commit that would take the tenant over its
+quota (`state_quota_keys`, `state_quota_bytes`) is 507 `STATE_QUOTA_EXCEEDED`; a full Redis is
+503 `STATE_UNAVAILABLE`.
 """
 
 from __future__ import annotations
