@@ -26,6 +26,7 @@ from gateway.state.refusals import (
     conflict_from_script,
     namespace_not_found,
     quota_exceeded,
+    read_log_full,
     value_too_large,
 )
 from gateway.state.scripts import StateScripts
@@ -81,6 +82,7 @@ async def commit(
         limits.quota_keys,
         limits.quota_bytes,
         limits.history_max,
+        limits.max_read_log,
     ]
     for write, text in zip(request.writes, encoded, strict=True):
         args += [
@@ -98,6 +100,8 @@ async def commit(
         raise namespace_not_found(keys.namespace)
     if status == "CONFLICT":
         raise conflict_from_script(reply[1], reply[2], reply[3:])
+    if status == "LOG_FULL":
+        raise read_log_full(actor.session, int(reply[1]), limits.max_read_log)
     if status == "QUOTA":
         used_keys, used_bytes, add_keys, add_bytes = (int(x) for x in reply[1:5])
         raise quota_exceeded(

@@ -4,7 +4,8 @@ The read and its log entry are one script, so the version logged is exactly the 
 returned. A key that does not exist reads as version 0 with value null, and that is logged
 too: a commit that relied on the key's absence is refused if someone created it meanwhile.
 A session's read log holds at most `max_log` distinct keys (every commit checks them all): a
-read of one more key is refused 400 `INVALID_REQUEST`, and nothing is read or logged.
+read of one more key (or a commit whose writes would log more) is refused 400
+`INVALID_REQUEST`, and nothing is read, logged or written.
 """
 
 from __future__ import annotations

@@ -115,6 +115,16 @@ async def test_a_session_read_log_is_capped(redis_url: str, redis: Redis) -> Non
         body = _refused(await mallory.read("a", "k4"), 400, "INVALID_REQUEST")
         assert "state_max_read_log" in body["message"] and body["details"]["limit"] == 3
         assert (await mallory.read("a", "k4", session="fresh")).status_code == 200
+        # A commit logs the keys it writes: it cannot overfill the log either, and is refused
+        # whole.
+        writes = [{"key": "k1", "value": 1}, {"key": "w1", "value": 1}]
+        headers = {**mallory.headers, "X-Conclave-Session": "s"}
+        refused = await mallory.client.post(
+            "/v1/state/a/commit", json={"writes": writes}, headers=headers
+        )
+        _refused(refused, 400, "INVALID_REQUEST")
+        assert (await mallory.read("a", "k1")).json()["version"] == 0
+        assert await mallory.history("a") == []
 
 
 async def test_the_history_stream_keeps_about_the_configured_length(

@@ -4,12 +4,12 @@
 --       usage, write data keys..., explicit read-set data keys...
 -- ARGV: agent, session, n writes, m reads, has idempotency key ('1'/'0'), read log ttl (s),
 --       idempotency ttl (s), history values (JSON object), key prefix, quota keys,
---       quota bytes, history max length,
+--       quota bytes, history max length, read log max keys,
 --       then 5 per write: key, value JSON, delete ('1'/'0'), expected version or '',
 --       fencing token or ''; then 2 per explicit read: key, version.
 -- Returns {'OK'|'REPLAY', outcome JSON}, {'NSNF'}, {'CONFLICT', code, conflicts JSON,
--- (key, value, version) per stale key...} or {'QUOTA', keys used, bytes used, keys added,
--- bytes added}.
+-- (key, value, version) per stale key...}, {'QUOTA', keys used, bytes used, keys added,
+-- bytes added} or {'LOG_FULL', read log size} (its written keys would overfill the read log).
 -- Logged reads are data keys named from the prefix: they share the namespace's hash tag, so
 -- they live in the same cluster slot as the declared keys.
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'NSNF'} end
@@ -37,7 +37,7 @@ end
 
 local writes = {}
 for i = 1, n do
-  local a = 12 + (i - 1) * 5
+  local a = 13 + (i - 1) * 5
   local w = {key = ARGV[a + 1], val = ARGV[a + 2], del = ARGV[a + 3] == '1',
              expected = tonumber(ARGV[a + 4]), token = tonumber(ARGV[a + 5]), rkey = KEYS[5 + i]}
   local d = redis.call('HMGET', w.rkey, 'ver', 'owner', 'lexp', 'fence')
@@ -100,7 +100,7 @@ if validate then
     end
   end
 end
-local rbase = 12 + n * 5
+local rbase = 13 + n * 5
 for j = 1, m do
   local k, v = ARGV[rbase + (j - 1) * 2 + 1], tonumber(ARGV[rbase + (j - 1) * 2 + 2])
   if reads[k] ~= v then checks[#checks + 1] = {k, v, 'read_set'} end
@@ -141,6 +141,15 @@ if code then
   return {'CONFLICT', code, cjson.encode(conflicts), unpack(values)}
 end
 
+-- The written keys go into the read log: a commit may not take it past its cap either.
+local logged_size, new_in_log = redis.call('HLEN', KEYS[2]), 0
+for _, w in ipairs(writes) do
+  if redis.call('HEXISTS', KEYS[2], w.key) == 0 then new_in_log = new_in_log + 1 end
+end
+if new_in_log > 0 and logged_size + new_in_log > tonumber(ARGV[13]) then
+  return {'LOG_FULL', logged_size}
+end
+
 -- The tenant's quota: keys holding a value and their bytes, over all its namespaces. A commit
 -- that would go over is refused whole; one that only shrinks the usage always passes.
 local add_keys, add_bytes = 0, 0
@@ -179,7 +188,9 @@ end
 redis.call('EXPIRE', KEYS[2], ARGV[6])
 if add_keys ~= 0 then redis.call('HINCRBY', KEYS[5], 'keys', add_keys) end
 if add_bytes ~= 0 then redis.call('HINCRBY', KEYS[5], 'bytes', add_bytes) end
-local id = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[12], '*', 'agent', agent, 'session', session, 'time', now,
+-- The history keeps about the last ARGV[12] commits ('~': trimmed by whole stream nodes).
+local id = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[12], '*',
+                      'agent', agent, 'session', session, 'time', now,
                       'keys', cjson.encode(changed), 'reads', cjson.encode(reads),
                       'values', ARGV[8])
 local outcome = cjson.encode({commit_id = id, versions = versions})
