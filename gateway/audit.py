@@ -2,7 +2,14 @@
 
 Who (tenant, agent, on behalf of whom), what (transport, operation, tool), the outcome
 (ok, refused before anything ran, or failed while running), the SERF code, the duration and
-the call's usage. Capped (approximately) at `MAX_RECORDS`; read newest first.
+the call's usage. Read newest first.
+
+Bounded, so unauthenticated callers cannot grow it: every string field is cut to
+`MAX_FIELD_CHARS` (with a marker saying how much was cut: a caller chooses a tool's name, a
+namespace, a session id), and the stream keeps about the newest `max_records` records
+(`Settings.audit_stream_max`; XADD MAXLEN ~, so Redis trims whole nodes and may keep a few
+more). Retention is by count, not by age: under a flood of refusals the oldest records go
+first, so export the stream (XREAD from the last id seen) where records must be kept longer.
 
 `AuditWriter` takes records off the request's path: the account stage hands a record over
 and returns; a background task appends whatever has gathered in one pipelined round trip.
@@ -17,13 +24,14 @@ import json
 import logging
 from typing import Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 from redis.asyncio import Redis
 
 log = logging.getLogger("conclave.gateway.audit")
 
 AUDIT_STREAM = "conclave:audit"
 MAX_RECORDS = 100_000
+MAX_FIELD_CHARS = 256
 BATCH_WINDOW_S = 0.005
 Outcome = Literal["ok", "refused", "failed"]
 
@@ -48,10 +56,26 @@ class AuditRecord(BaseModel):
     duration_ms: float
     usage: dict[str, Any] | None = None
 
+    # The fields a caller's text reaches (the rest are the gateway's own, or a verified token's).
+    @field_validator("obo", "session", "operation", "tool", "namespace", mode="before")
+    @classmethod
+    def _capped(cls, value: Any) -> Any:
+        return capped(value) if isinstance(value, str) else value
+
+
+def capped(text: str, limit: int = MAX_FIELD_CHARS) -> str:
+    """`text` if it has at most `limit` characters, else its start and a marker saying how
+    many were cut, `limit` characters in all (so capping twice changes nothing)."""
+    if len(text) <= limit:
+        return text
+    marker = f"...[{len(text)} chars, cut]"
+    return text[: limit - len(marker)] + marker
+
 
 class AuditLog:
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, max_records: int = MAX_RECORDS) -> None:
         self.redis = redis
+        self.max_records = max_records
 
     async def append(self, *records: AuditRecord) -> None:
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -59,7 +83,10 @@ class AuditLog:
                 # One JSON field per entry: a fraction of the encoding work of one per column.
                 record_json = record.model_dump_json(exclude={"id"})
                 pipe.xadd(
-                    AUDIT_STREAM, {"record": record_json}, maxlen=MAX_RECORDS, approximate=True
+                    AUDIT_STREAM,
+                    {"record": record_json},
+                    maxlen=self.max_records,
+                    approximate=True,
                 )
             await pipe.execute()
 

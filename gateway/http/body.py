@@ -1,11 +1,27 @@
-"""Reading a request body under the size limit: the declared length first, then what arrives."""
+"""Reading a request body under the gateway's limits: its size (the declared length first, then
+what arrives) and how deeply its JSON nests.
+
+Every body the gateway reads is JSON, and a parser walks nesting by recursion: a few hundred
+kilobytes of `[` would exhaust Python's stack (a 500) or reach the tool's own decoder. A body
+nesting deeper than `MAX_JSON_DEPTH` is refused as PARSE_ERROR before anything parses it.
+"""
 
 from __future__ import annotations
+
+import re
+from array import array
+from itertools import accumulate
 
 from fastapi import Request
 
 from gateway.gateway_error import GatewayError
 from protocol import ErrorCode
+
+MAX_JSON_DEPTH = 64
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # brackets inside strings do not nest
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 opens, -1 (signed) closes
 
 
 def _too_large(limit: int) -> GatewayError:
@@ -17,8 +33,28 @@ def _too_large(limit: int) -> GatewayError:
     )
 
 
+def json_depth(body: bytes) -> int:
+    """How deeply the arrays and objects of the JSON text `body` nest (0 for a scalar)."""
+    brackets = _STRING.sub(b"", body).translate(None, _NOT_BRACKET).translate(_STEP)
+    return max(accumulate(array("b", brackets)), default=0)
+
+
+def check_json_depth(body: bytes, limit: int = MAX_JSON_DEPTH) -> None:
+    """PARSE_ERROR when `body` nests deeper than `limit`."""
+    # Cheap for every ordinary body: fewer brackets than the limit cannot nest past it.
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return
+    if json_depth(body) > limit:
+        raise GatewayError.of(
+            ErrorCode.PARSE_ERROR,
+            f"the request body's JSON nests deeper than {limit} levels; flatten it",
+            details={"max_json_depth": limit},
+        )
+
+
 async def read_body(request: Request, limit: int) -> bytes:
-    """The whole body, or PAYLOAD_TOO_LARGE as soon as it is known to be over `limit`."""
+    """The whole body, or PAYLOAD_TOO_LARGE as soon as it is known to be over `limit`, or
+    PARSE_ERROR when its JSON nests deeper than `MAX_JSON_DEPTH`."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
@@ -29,4 +65,6 @@ async def read_body(request: Request, limit: int) -> bytes:
         if received > limit:  # a lying or absent Content-Length (chunked uploads)
             raise _too_large(limit)
         chunks.append(chunk)
-    return b"".join(chunks)
+    body = b"".join(chunks)
+    check_json_depth(body)
+    return body

@@ -61,11 +61,21 @@ def _listing(registry: ToolRegistry) -> Any:
     return listing
 
 
+def _operation(method: str) -> str:
+    """What the audit and the metrics call a message: never the caller's own text, which
+    could be any length (a method name is chosen by the caller)."""
+    if method in _OPERATIONS:
+        return f"mcp:{method}"
+    return "mcp:notifications" if method.startswith("notifications/") else "mcp:(unknown method)"
+
+
+def _shown(text: str, limit: int = 64) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> RequestContext:
     method = message.method
-    known = method in _OPERATIONS or method.startswith("notifications/")
-    operation = f"mcp:{method}" if known else "mcp:(unknown method)"
-    ctx = RequestContext("mcp", operation, request.headers)
+    ctx = RequestContext("mcp", _operation(method), request.headers)
     if method == "tools/call":
         name = message.params.get("name")
         arguments = message.params.get("arguments") or {}
@@ -97,7 +107,8 @@ def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> R
     else:
         ctx.input_error = GatewayError.of(
             ErrorCode.METHOD_NOT_FOUND,
-            f"method {method!r} is not served here; this endpoint serves {', '.join(_OPERATIONS)}",
+            f"method {_shown(method)!r} is not served here;"
+            f" this endpoint serves {', '.join(_OPERATIONS)}",
         )
     return ctx
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 
 from gateway.gateway_error import GatewayError
-from gateway.identity import AgentDirectory, require_admin
+from gateway.http.routes.admin_route import AdminRoute
+from gateway.identity import AgentDirectory
 from protocol import AgentRecord, AgentRegistration, AgentToken, ErrorCode
 
-router = APIRouter(prefix="/v1/agents", tags=["agents"], dependencies=[Depends(require_admin)])
+# AdminRoute: the admin key is checked before the body is read (a dependency runs after).
+router = APIRouter(prefix="/v1/agents", tags=["agents"], route_class=AdminRoute)
 
 
 def _directory(request: Request) -> AgentDirectory:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 
 from gateway.audit import AuditLog, AuditRecord, Outcome
-from gateway.identity import require_admin
+from gateway.http.routes.admin_route import AdminRoute
 
-router = APIRouter(tags=["audit"], dependencies=[Depends(require_admin)])
+router = APIRouter(tags=["audit"], route_class=AdminRoute)
 
 
 @router.get("/v1/audit")
