@@ -5,7 +5,9 @@ from __future__ import annotations
 import signal
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
+
+import anyio
 
 import typer
 from rich.console import Console
@@ -13,7 +15,8 @@ from rich.console import Console
 from conclave.sandbox_cli import sandbox_app
 from conclave.stack import EmbeddedStack
 from conclave.state_cli import state_app
-from gateway import Settings, issue_token
+from gateway import AgentDirectory, Settings, connect_redis, translate
+from protocol import AgentToken
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 token_app = typer.Typer(no_args_is_help=True, help="Agent tokens.")
@@ -49,18 +52,50 @@ def token_issue(
     agent: Annotated[str, typer.Option(help="agent id")],
     scopes: Annotated[
         list[str] | None,
-        typer.Option("--scope", "--scopes", help="tool:<glob>, state:<glob>:read|write, admin"),
+        typer.Option(
+            "--scope", "--scopes", help="a subset of the registered scopes (default: all of them)"
+        ),
     ] = None,
     obo: Annotated[str | None, typer.Option(help="user the agent acts on behalf of")] = None,
     ttl: Annotated[int | None, typer.Option(help="lifetime in seconds")] = None,
 ) -> None:
-    """Print a signed token for an agent (uses CONCLAVE_SECRET)."""
+    """Print a signed token for a registered agent, within its registration.
+
+    Reads the agent registry straight from the gateway's Redis (CONCLAVE_REDIS_URL): whoever
+    holds the signing secret (CONCLAVE_SECRET) is as trusted as the gateway already, so going
+    through the admin API would add a second credential and a running gateway, not safety.
+    """
+    settings = Settings()
+    if not settings.redis_url:
+        _fail("set CONCLAVE_REDIS_URL to the gateway's Redis (conclave serve prints it)")
     flat = [s for item in scopes or [] for s in item.split(",") if s]
     try:
-        token = issue_token(Settings(), tenant=tenant, agent=agent, scopes=flat, obo=obo, ttl_s=ttl)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
-    typer.echo(token)
+        issued = anyio.run(_issue_registered, settings, tenant, agent, flat, obo, ttl)
+    except Exception as exc:  # one line, whatever refused: the registry, the store, a scope
+        _fail(str(exc) if isinstance(exc, ValueError) else translate(exc).message)
+    typer.echo(issued.token)
+
+
+async def _issue_registered(
+    settings: Settings,
+    tenant: str,
+    agent: str,
+    scopes: list[str],
+    obo: str | None,
+    ttl: int | None,
+) -> AgentToken:
+    assert settings.redis_url is not None
+    redis = connect_redis(settings.redis_url)
+    try:
+        directory = AgentDirectory(redis, settings)
+        return await directory.issue(tenant, agent, scopes=scopes, obo=obo, ttl_s=ttl)
+    finally:
+        await redis.aclose()
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(1)
 
 
 @app.command()

@@ -2,11 +2,12 @@
 
 from gateway.assembly import ConfigurationError, create_app
 from gateway.gateway_error import GatewayError, translate
-from gateway.identity import authenticated, issue_token, verify_token
+from gateway.identity import AgentDirectory, authenticated, issue_token, verify_token
 from gateway.redis_client import connect_redis
 from gateway.settings import Settings
 
 __all__ = [
+    "AgentDirectory",
     "ConfigurationError",
     "GatewayError",
     "Settings",

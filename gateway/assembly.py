@@ -118,7 +118,7 @@ def _circuit_breaker(settings: Settings, redis: Redis) -> CircuitBreaker:
 def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: FastAPI) -> Pipeline:
     """The six stages in DESIGN.md's order; account runs whatever happened."""
     state = app.state
-    jwks = JwksVerifier(settings.jwks_url) if settings.jwks_url else None
+    jwks = JwksVerifier(settings) if settings.jwks_url else None
     admission = Admission(redis, settings.rate_limit_per_s, settings.rate_limit_burst)
     allocator = AtbaAllocator(
         state.latency_window,

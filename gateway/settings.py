@@ -27,6 +27,11 @@ class Settings(BaseSettings):
     jwks_url: str | None = None
     token_issuer: str = "conclave"
     token_ttl_s: int = Field(default=3600, gt=0)
+    # No token lives longer than this: issuing refuses a longer TTL, verifying a longer exp-iat.
+    token_ttl_max_s: int = Field(default=24 * 3600, gt=0)
+    # A JWKS provider's tokens must name this issuer and audience (required with jwks_url).
+    jwks_issuer: str | None = None
+    jwks_audience: str | None = None
 
     # Modules whose @tool functions the gateway serves; the sandbox runner imports the same.
     tool_modules: tuple[str, ...] = ("tools.builtin",)

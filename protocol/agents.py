@@ -27,12 +27,11 @@ class AgentRegistration(BaseModel):
     namespaces: dict[str, Literal["read", "write"]] = Field(default_factory=dict)
     obo: str | None = Field(default=None, max_length=256, description="on-behalf-of user")
     token_ttl_s: int = Field(default=3600, gt=0, le=30 * 24 * 3600)
-    admin: bool = False
 
     def scopes(self) -> list[str]:
         scopes = [f"tool:{pattern}" for pattern in self.tools]
         scopes += [f"state:{ns}:{access}" for ns, access in sorted(self.namespaces.items())]
-        return scopes + (["admin"] if self.admin else [])
+        return scopes
 
 
 class AgentRecord(BaseModel):

@@ -5,9 +5,13 @@ Scopes are plain strings so they fit a JWT and an admin's command line:
 - ``tool:<glob>``            may list and call tools whose name matches the glob
 - ``state:<glob>:read``      may read state namespaces matching the glob
 - ``state:<glob>:write``     may read and write them (write implies read)
-- ``admin``                  may manage agents and read the audit log
 
-Namespaces are always the caller's tenant's: a scope never reaches another tenant.
+There is no admin scope: the admin API (agents, audit) takes the gateway's admin key only, so
+no agent token, however it was issued, can manage identities. Namespaces are always the
+caller's tenant's: a scope never reaches another tenant.
+
+Every token carries its agent's generation (`gen`): registering or revoking the agent moves the
+generation on, and the gateway refuses a token whose generation is not the current one.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}"
 NAME_PATTERN = rf"^{_NAME}$"
-_SCOPE = re.compile(r"^(admin|tool:[A-Za-z0-9_.\-*?]+|state:[A-Za-z0-9_.\-*?]+:(read|write))$")
+_SCOPE = re.compile(r"^(tool:[A-Za-z0-9_.\-*?]+|state:[A-Za-z0-9_.\-*?]+:(read|write))$")
 
 Access = Literal["read", "write"]
 
@@ -28,7 +32,7 @@ Access = Literal["read", "write"]
 def validate_scope(scope: str) -> str:
     if not _SCOPE.match(scope):
         raise ValueError(
-            f"scope {scope!r} is not one of 'admin', 'tool:<glob>', "
+            f"scope {scope!r} is not one of 'tool:<glob>', "
             "'state:<glob>:read', 'state:<glob>:write'"
         )
     return scope
@@ -47,6 +51,7 @@ class TokenClaims(BaseModel):
     exp: int = Field(ge=0)
     jti: str = Field(min_length=1, max_length=128)
     iss: str = "conclave"
+    gen: int = Field(default=0, ge=0, description="the agent's generation when issued")
 
     @field_validator("scopes")
     @classmethod
@@ -65,6 +70,7 @@ class Principal(BaseModel):
     scopes: tuple[str, ...] = ()
     expires_at: int
     token_id: str
+    generation: int = 0
 
     @classmethod
     def from_claims(cls, claims: TokenClaims) -> Principal:
@@ -75,11 +81,8 @@ class Principal(BaseModel):
             scopes=claims.scopes,
             expires_at=claims.exp,
             token_id=claims.jti,
+            generation=claims.gen,
         )
-
-    @property
-    def is_admin(self) -> bool:
-        return "admin" in self.scopes
 
     def may_call(self, tool: str) -> bool:
         patterns = (s[len("tool:") :] for s in self.scopes if s.startswith("tool:"))

@@ -1,9 +1,10 @@
 """Admission: the revocation check and the rate limit in ONE Redis round trip.
 
-Every request costs one script call here, whatever it asks for: is the caller's token older
-than its agent's revocation marker (refuse, and take nothing from its bucket), and if not, one
-token from the (identity x target) bucket, refilled by Redis's own clock so replicas never
-disagree about a bucket. Buckets expire once they would be full again.
+Every request costs one script call here, whatever it asks for: is the caller's token from
+its agent's current generation (if not, refuse, and take nothing from its bucket), and if so,
+one token from the (identity x target) bucket, refilled by Redis's own clock so replicas never
+disagree about a bucket. Buckets expire once they would be full again. The generation and the
+buckets carry the tenant as Redis Cluster hash tag, so the script touches one slot.
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from gateway.identity import revocation_key
+from gateway.identity import generation_key
 from gateway.lua_files import lua_text
 
 _ADMIT = lua_text("gateway.budgets", "admission")
 
 
 def bucket_key(tenant: str, agent: str, target: str) -> str:
-    return f"conclave:rl:{tenant}/{agent}:{target}"
+    return f"conclave:rl:{{{tenant}}}:{agent}:{target}"
 
 
 @dataclass(frozen=True)
@@ -36,13 +37,13 @@ class Admission:
         self._admit = redis.register_script(_ADMIT)
 
     async def admit(
-        self, tenant: str, agent: str, issued_at: int, target: str | None
+        self, tenant: str, agent: str, generation: int, target: str | None
     ) -> AdmissionDecision:
-        """Check the token issued at `issued_at` and, given a target, take from its bucket."""
-        keys = [revocation_key(tenant, agent)]
+        """Check the token's `generation` and, given a target, take from its bucket."""
+        keys = [generation_key(tenant, agent)]
         if target is not None:
             keys.append(bucket_key(tenant, agent, target))
         revoked, allowed, wait = await self._admit(
-            keys=keys, args=[issued_at, self.rate_per_s, self.burst]
+            keys=keys, args=[generation, self.rate_per_s, self.burst]
         )
         return AdmissionDecision(bool(int(revoked)), bool(int(allowed)), int(wait))

@@ -1,7 +1,7 @@
 """Who is asking: tokens (HS256 and JWKS/RS256), the admin key, the agent directory."""
 
 from gateway.identity.admin_key import require_admin
-from gateway.identity.agent_directory import AgentDirectory, revocation_key
+from gateway.identity.agent_directory import AgentDirectory, generation_key
 from gateway.identity.jwks import JwksVerifier
 from gateway.identity.tokens import (
     authenticated,
@@ -18,9 +18,9 @@ __all__ = [
     "authenticated",
     "bearer_token",
     "decode_claims",
+    "generation_key",
     "issue_token",
     "require_admin",
-    "revocation_key",
     "verify_claims",
     "verify_token",
 ]

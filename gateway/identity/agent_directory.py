@@ -1,29 +1,35 @@
-"""Registered agents and revocations, kept in Redis so every gateway replica sees them.
+"""Registered agents and their generations, kept in Redis so every gateway replica sees them.
 
-A revocation is a marker per (tenant, agent) holding the second it was made: every token of
-that agent issued at or before it is refused from the next request on, on any replica, with no
-list of token ids to keep. Registering the agent again issues a token from a later second, so
-a revoked agent can be re-admitted on purpose.
+Each (tenant, agent) has a generation, a counter in Redis that registering and revoking move
+on. Every token carries the generation it was issued at (`gen`), and the budget stage's
+admission script refuses a token whose generation is not the current one (AUTH_REVOKED). So
+every token is revocable, from the next request on and on every replica, with no list of
+token ids to keep: revoking the agent refuses all its tokens, and registering it again (say,
+with fewer rights) refuses every token of the earlier registration. An agent never registered
+is on generation 0.
+
+The generation's key carries the tenant as its Redis Cluster hash tag, like the agent's rate
+buckets, so the one admission script touches one slot.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
-import anyio
 from redis.asyncio import Redis
 
+from gateway.gateway_error import GatewayError
 from gateway.identity.tokens import issue_token
 from gateway.settings import Settings
-from protocol import AgentRecord, AgentRegistration, AgentToken
+from protocol import AgentRecord, AgentRegistration, AgentToken, ErrorCode
 
 _AGENTS = "conclave:agents"  # hash: "tenant/agent" -> AgentRecord JSON
 
 
-def revocation_key(tenant: str, agent: str) -> str:
-    """The agent's revocation marker (the second it was revoked); the budget stage's
-    admission script reads it on every request."""
-    return f"conclave:revoked:{tenant}/{agent}"
+def generation_key(tenant: str, agent: str) -> str:
+    """The agent's current generation (absent: 0); the admission script reads it."""
+    return f"conclave:gen:{{{tenant}}}:{agent}"
 
 
 class AgentDirectory:
@@ -32,38 +38,67 @@ class AgentDirectory:
         self.settings = settings
 
     async def register(self, registration: AgentRegistration) -> AgentToken:
-        marker = await self.redis.get(revocation_key(registration.tenant, registration.agent))
-        if marker is not None:
-            # A token from the revocation's own second would count as revoked: wait it out.
-            await anyio.sleep(max(0.0, int(marker) + 1 - time.time()))
-        scopes = registration.scopes()
+        """Record the agent's rights, start its next generation and issue its token."""
+        self._check_ttl(registration.token_ttl_s)
         now = time.time()
-        token = issue_token(
-            self.settings,
-            tenant=registration.tenant,
-            agent=registration.agent,
-            scopes=scopes,
-            obo=registration.obo,
-            ttl_s=registration.token_ttl_s,
-            now=now,
-        )
         record = AgentRecord(
             tenant=registration.tenant,
             agent=registration.agent,
-            scopes=scopes,
+            scopes=registration.scopes(),
             obo=registration.obo,
             created_at_ms=int(now * 1000),
         )
-        await self.redis.hset(
-            _AGENTS, _field(record.tenant, record.agent), record.model_dump_json()
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.incr(generation_key(record.tenant, record.agent))
+            pipe.hset(_AGENTS, _field(record.tenant, record.agent), record.model_dump_json())
+            generation, _ = await pipe.execute()
+        return self._token(
+            record, record.scopes, record.obo, registration.token_ttl_s, now, generation
         )
-        return AgentToken(
-            token=token,
-            tenant=record.tenant,
-            agent=record.agent,
-            scopes=scopes,
-            expires_at=int(now) + registration.token_ttl_s,
-        )
+
+    async def issue(
+        self,
+        tenant: str,
+        agent: str,
+        *,
+        scopes: Sequence[str] = (),
+        obo: str | None = None,
+        ttl_s: int | None = None,
+    ) -> AgentToken:
+        """Another token for a registered agent, within its registration (`conclave token
+        issue`): scopes a subset of the registered ones (none asked: all of them), the
+        registered on-behalf-of user, the current generation. Refusals name the fix."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hget(_AGENTS, _field(tenant, agent))
+            pipe.get(generation_key(tenant, agent))
+            raw, generation = await pipe.execute()
+        if raw is None:
+            raise GatewayError.of(
+                ErrorCode.NOT_FOUND,
+                f"agent {tenant}/{agent} is not registered: register it first (POST /v1/agents)",
+            )
+        record = AgentRecord.model_validate_json(raw)
+        if record.revoked:
+            raise GatewayError.of(
+                ErrorCode.AUTH_REVOKED,
+                f"agent {tenant}/{agent} was revoked: register it again (POST /v1/agents)",
+            )
+        beyond = [s for s in scopes if s not in record.scopes]
+        if beyond:
+            raise GatewayError.of(
+                ErrorCode.INVALID_REQUEST,
+                f"scopes {beyond} are beyond {tenant}/{agent}'s registration"
+                f" {record.scopes}: ask for a subset, or register it again with them",
+            )
+        if obo is not None and obo != record.obo:
+            raise GatewayError.of(
+                ErrorCode.INVALID_REQUEST,
+                f"{tenant}/{agent} is registered on behalf of {record.obo!r}, not {obo!r}",
+            )
+        ttl = ttl_s if ttl_s is not None else self.settings.token_ttl_s
+        self._check_ttl(ttl)
+        granted = list(scopes) or record.scopes
+        return self._token(record, granted, record.obo, ttl, time.time(), int(generation or 0))
 
     async def list(self, tenant: str | None = None) -> list[AgentRecord]:
         raw = await self.redis.hgetall(_AGENTS)
@@ -78,11 +113,45 @@ class AgentDirectory:
             return None
         record = AgentRecord.model_validate_json(raw).model_copy(update={"revoked": True})
         async with self.redis.pipeline(transaction=True) as pipe:
-            # Kept as long as the longest token could live, then it has nothing left to refuse.
-            pipe.set(revocation_key(tenant, agent), int(time.time()), ex=30 * 24 * 3600 + 60)
+            pipe.incr(generation_key(tenant, agent))
             pipe.hset(_AGENTS, _field(tenant, agent), record.model_dump_json())
             await pipe.execute()
         return record
+
+    def _check_ttl(self, ttl_s: int) -> None:
+        if ttl_s > self.settings.token_ttl_max_s:
+            raise GatewayError.of(
+                ErrorCode.INVALID_REQUEST,
+                f"a token may live at most {self.settings.token_ttl_max_s} s"
+                f" (CONCLAVE_TOKEN_TTL_MAX_S); asked for {ttl_s} s",
+            )
+
+    def _token(
+        self,
+        record: AgentRecord,
+        scopes: Sequence[str],
+        obo: str | None,
+        ttl_s: int,
+        now: float,
+        generation: int,
+    ) -> AgentToken:
+        token = issue_token(
+            self.settings,
+            tenant=record.tenant,
+            agent=record.agent,
+            scopes=scopes,
+            obo=obo,
+            ttl_s=ttl_s,
+            generation=generation,
+            now=now,
+        )
+        return AgentToken(
+            token=token,
+            tenant=record.tenant,
+            agent=record.agent,
+            scopes=list(scopes),
+            expires_at=int(now) + ttl_s,
+        )
 
 
 def _field(tenant: str, agent: str) -> str:

@@ -1,8 +1,13 @@
 """RS256 tokens from an external identity provider, checked against its JWKS.
 
-Enabled by `jwks_url`. The provider's tokens must carry Conclave's claims (sub, tenant,
-scopes, iat, exp, jti); its key set is the trust anchor, so the issuer is not pinned. Keys
-are fetched (a blocking call, so in a worker thread) and cached by pyjwt's `PyJWKClient`.
+Enabled by `jwks_url`, which needs `jwks_issuer` and `jwks_audience` beside it: a key set is
+often shared by many applications of one provider, so a token must also name our issuer and be
+meant for us (its `aud`), or it is AUTH_INVALID. The provider's tokens must carry Conclave's
+claims (sub, tenant, scopes, iat, exp, jti) and live no longer than `token_ttl_max_s`. Their
+generation (`gen`, absent: 0) is checked at admission like our own tokens': an agent the
+gateway has registered or revoked is on a later generation, so a provider token for it is
+refused until the provider issues the current `gen`. Keys are fetched (a blocking call, so in
+a worker thread) and cached by pyjwt's `PyJWKClient`.
 """
 
 from __future__ import annotations
@@ -12,15 +17,25 @@ import jwt
 
 from gateway.gateway_error import GatewayError
 from gateway.identity.tokens import decode_claims
+from gateway.settings import Settings
 from protocol import ErrorCode, TokenClaims
 
 ASYMMETRIC = ("RS256", "RS384", "RS512")
 
 
 class JwksVerifier:
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.client = jwt.PyJWKClient(url, cache_keys=True, lifespan=300, timeout=5)
+    def __init__(self, settings: Settings) -> None:
+        """ValueError (start-up refuses) unless jwks_url comes with an issuer and audience."""
+        if not (settings.jwks_url and settings.jwks_issuer and settings.jwks_audience):
+            raise ValueError(
+                "CONCLAVE_JWKS_URL needs CONCLAVE_JWKS_ISSUER and CONCLAVE_JWKS_AUDIENCE:"
+                " set them to the provider's issuer and the audience its tokens name for Conclave"
+            )
+        self.url = settings.jwks_url
+        self.issuer = settings.jwks_issuer
+        self.audience = settings.jwks_audience
+        self.max_ttl_s = settings.token_ttl_max_s
+        self.client = jwt.PyJWKClient(self.url, cache_keys=True, lifespan=300, timeout=5)
 
     def handles(self, token: str) -> bool:
         """Whether the token is signed with a key from the provider (not the gateway's secret)."""
@@ -46,6 +61,8 @@ class JwksVerifier:
             token,
             key.key,
             algorithms=list(ASYMMETRIC),
-            verify_aud=False,
+            max_ttl_s=self.max_ttl_s,
+            issuer=self.issuer,
+            audience=self.audience,
             renew_hint="get a new one from your provider",
         )

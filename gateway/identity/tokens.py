@@ -1,8 +1,11 @@
 """Tokens: issue and verify the JWTs that say who an agent is.
 
-HS256 with the gateway's secret by default. The FastAPI dependency `authenticated` turns the
-bearer token into a `Principal` or a SERF `AUTH_*` error; revocation and JWKS live with the
-pipeline's authenticate stage, which builds on these two functions.
+HS256 with the gateway's secret by default. Every token carries its agent's generation (`gen`,
+checked against the current one at admission, so every token is revocable) and lives at most
+`token_ttl_max_s`: issuing refuses a longer lifetime and verifying refuses a token whose
+exp - iat is longer, whoever signed it. The FastAPI dependency `authenticated` turns the bearer
+token into a `Principal` or a SERF `AUTH_*` error (signature and lifetime only: the generation
+check needs Redis and lives in the pipeline's budget stage).
 """
 
 from __future__ import annotations
@@ -31,8 +34,16 @@ def issue_token(
     scopes: Iterable[str] = (),
     obo: str | None = None,
     ttl_s: int | None = None,
+    generation: int = 0,
     now: float | None = None,
 ) -> str:
+    """Sign a token; ValueError for a bad scope or a lifetime above `token_ttl_max_s`."""
+    ttl = ttl_s if ttl_s is not None else settings.token_ttl_s
+    if ttl > settings.token_ttl_max_s:
+        raise ValueError(
+            f"a token may live at most {settings.token_ttl_max_s} s (CONCLAVE_TOKEN_TTL_MAX_S);"
+            f" asked for {ttl} s"
+        )
     issued = int(now if now is not None else time.time())
     claims = TokenClaims(
         sub=agent,
@@ -40,9 +51,10 @@ def issue_token(
         obo=obo,
         scopes=tuple(scopes),
         iat=issued,
-        exp=issued + (ttl_s if ttl_s is not None else settings.token_ttl_s),
+        exp=issued + ttl,
         jti=uuid.uuid4().hex,
         iss=settings.token_issuer,
+        gen=generation,
     )
     return jwt.encode(
         claims.model_dump(exclude_none=True),
@@ -56,11 +68,12 @@ def verify_token(settings: Settings, token: str) -> Principal:
 
 
 def verify_claims(settings: Settings, token: str) -> TokenClaims:
-    """The token's verified claims (the pipeline needs `iat` for revocation checks)."""
+    """The token's verified claims (the pipeline needs `gen` for the revocation check)."""
     return decode_claims(
         token,
         settings.secret.get_secret_value(),
         algorithms=[ALGORITHM],
+        max_ttl_s=settings.token_ttl_max_s,
         issuer=settings.token_issuer,
         renew_hint="ask the gateway for a new one",
     )
@@ -71,24 +84,29 @@ def decode_claims(
     key: Any,
     *,
     algorithms: list[str],
+    max_ttl_s: int,
     renew_hint: str,
     issuer: str | None = None,
-    verify_aud: bool = True,
+    audience: str | None = None,
 ) -> TokenClaims:
     """Verify a JWT with `key` and read its claims; every failure becomes its SERF code.
 
     Shared by our own HS256 tokens and an identity provider's RS256 ones, so both refuse
-    alike. `renew_hint` tells the agent where a new token comes from.
+    alike. A token whose lifetime (exp - iat) exceeds `max_ttl_s` is invalid. `audience`, when
+    given, must be in the token's `aud`. `renew_hint` tells the agent where a new token comes
+    from.
     """
+    required = ["exp", "iat", "sub", "jti"] + (["aud"] if audience is not None else [])
     try:
         payload = jwt.decode(
             token,
             key,
             algorithms=algorithms,
             issuer=issuer,
-            options={"require": ["exp", "iat", "sub", "jti"], "verify_aud": verify_aud},
+            audience=audience,
+            options={"require": required},
         )
-        return TokenClaims.model_validate(payload)
+        claims = TokenClaims.model_validate(payload)
     except jwt.ExpiredSignatureError as exc:
         raise GatewayError.of(
             ErrorCode.AUTH_EXPIRED, f"the token has expired: {renew_hint}"
@@ -97,6 +115,13 @@ def decode_claims(
         raise GatewayError.of(
             ErrorCode.AUTH_INVALID, f"the token is not valid ({type(exc).__name__})"
         ) from exc
+    if claims.exp - claims.iat > max_ttl_s:
+        raise GatewayError.of(
+            ErrorCode.AUTH_INVALID,
+            f"the token lives {claims.exp - claims.iat} s, longer than the gateway's cap of"
+            f" {max_ttl_s} s: {renew_hint}",
+        )
+    return claims
 
 
 def bearer_token(request: Request) -> str:

@@ -5,8 +5,9 @@ HS256 tokens are checked with the gateway's secret (`gateway.identity.tokens`); 
 keys. Verified claims are kept in a small cache keyed by the token, so a busy agent's token
 is decoded once, and re-checked for expiry on every request.
 
-Revocation (a marker in Redis, so it holds across replicas from the next request on) is read
-in the same Redis round trip as the rate limit, by the budget stage's admission script:
+Revocation (the token's generation against its agent's current one in Redis, so it holds
+across replicas from the next request on) is checked in the same Redis round trip as the rate
+limit, by the budget stage's admission script:
 one round trip per request instead of two. A request refused before the budget stage (say,
 a tool outside the allow-list) is refused for that reason even if its agent was revoked.
 """
@@ -55,7 +56,6 @@ class AuthenticateStage:
             if len(self._verified) > _CACHE_SIZE:
                 self._verified.popitem(last=False)
         ctx.principal = principal
-        ctx.token_issued_at = claims.iat
 
     async def _verify(self, token: str) -> TokenClaims:
         if self.jwks is not None and self.jwks.handles(token):

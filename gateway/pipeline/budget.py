@@ -1,11 +1,12 @@
 """Stage 4, budget: admission (revocation + rate limit per identity x target), then time.
 
-Admission is one Redis script (`gateway.budgets.admission`): a revoked agent is refused
-AUTH_REVOKED there, an agent over its bucket RATE_LIMITED with `retry_after_ms`. Time
-allocation is a pluggable `TimeAllocator`, the seam for ATBA (deadline split across a planned
-chain, from latency windows); the default grants the tool's declared timeout, cut to what is
-left before the run's deadline. The grant and the kill margin land on the context; the
-dispatch stage fits the call's limits to them (`sandbox.time_limit` does the arithmetic).
+Admission is one Redis script (`gateway.budgets.admission`): a token from an earlier
+generation of its agent (revoked, or registered again since) is refused AUTH_REVOKED there,
+an agent over its bucket RATE_LIMITED with `retry_after_ms`. Time allocation is a pluggable
+`TimeAllocator`, the seam for ATBA (deadline split across a planned chain, from latency
+windows); the default grants the tool's declared timeout, cut to what is left before the
+run's deadline. The grant and the kill margin land on the context; the dispatch stage fits
+the call's limits to them (`sandbox.time_limit` does the arithmetic).
 """
 
 from __future__ import annotations
@@ -54,11 +55,12 @@ class BudgetStage:
         # Buckets are per identity x tool; all state operations of an identity share one
         # bucket ("state:*": no tool name holds a colon), so more namespaces add no rate.
         target = ctx.tool_name or ("state:*" if ctx.namespace is not None else None)
-        decision = await self.admission.admit(p.tenant, p.agent, ctx.token_issued_at, target)
+        decision = await self.admission.admit(p.tenant, p.agent, p.generation, target)
         if decision.revoked:
             raise GatewayError.of(
                 ErrorCode.AUTH_REVOKED,
-                f"agent {p.tenant}/{p.agent} was revoked: an admin must register it again",
+                f"this token of {p.tenant}/{p.agent} was revoked (the agent was revoked or"
+                " registered again): use the token of its latest registration",
             )
         if not decision.allowed:
             raise GatewayError.of(

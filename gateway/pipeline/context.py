@@ -54,7 +54,6 @@ class RequestContext:
 
     # Filled in by the stages.
     principal: Principal | None = None
-    token_issued_at: int = 0
     tool_context: ToolContext | None = None
     trace_id: str = ""
     traceparent: str = ""  # what our span hands on to the tool: the caller's trace, our span id

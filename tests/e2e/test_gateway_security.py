@@ -55,7 +55,7 @@ async def test_no_token_tampered_and_expired(http: httpx.AsyncClient, stack: Emb
     await _refused(http, stack, await _call(http, "echo", None, **args), "AUTH_REQUIRED", 401)
     good = stack.token("acme", _agent(), ["tool:*"])
     header, _, signature = good.split(".")
-    forged = issue_token(stack.settings, tenant="acme", agent="root", scopes=["admin", "tool:*"])
+    forged = issue_token(stack.settings, tenant="acme", agent="root", scopes=["tool:*"])
     tampered = f"{header}.{forged.split('.')[1]}.{signature}"
     response = await _call(http, "echo", tampered, **args)
     await _refused(http, stack, response, "AUTH_INVALID", 401)

@@ -47,6 +47,36 @@ def test_bad_scope_cannot_be_issued() -> None:
         issue_token(SETTINGS, tenant="acme", agent="w", scopes=["everything"])
 
 
+def test_there_is_no_admin_scope() -> None:
+    """The admin API takes the admin key only: a token cannot carry, nor be signed with, admin."""
+    with pytest.raises(ValueError, match="scope"):
+        issue_token(SETTINGS, tenant="acme", agent="w", scopes=["admin"])
+    now = int(time.time())
+    claims = {"sub": "w", "tenant": "acme", "scopes": ["admin"], "iat": now, "exp": now + 60}
+    signed = jwt.encode(
+        {**claims, "jti": "j", "iss": "conclave"}, SETTINGS.secret.get_secret_value()
+    )
+    assert _code(signed) is ErrorCode.AUTH_INVALID
+
+
+def test_the_token_carries_its_agents_generation() -> None:
+    token = issue_token(SETTINGS, tenant="acme", agent="w", generation=7)
+    assert verify_token(SETTINGS, token).generation == 7
+
+
+def test_no_token_lives_beyond_the_cap() -> None:
+    cap = SETTINGS.token_ttl_max_s
+    with pytest.raises(ValueError, match=f"at most {cap} s"):
+        issue_token(SETTINGS, tenant="acme", agent="w", ttl_s=cap + 1)
+    lax = SETTINGS.model_copy(update={"token_ttl_max_s": cap * 30})
+    assert (
+        _code(issue_token(lax, tenant="acme", agent="w", ttl_s=cap + 1)) is ErrorCode.AUTH_INVALID
+    )
+    assert (
+        verify_token(SETTINGS, issue_token(lax, tenant="acme", agent="w", ttl_s=cap)).agent == "w"
+    )
+
+
 @pytest.mark.anyio
 async def test_dependency_answers_serf_envelopes() -> None:
     import httpx

@@ -57,7 +57,7 @@ SAMPLES: list[BaseModel] = [
     CallToolParams(name="echo", arguments={"message": "hi"}, _meta={"x": 1}),
     CallToolResult(content=[], structuredContent={"a": 1}, isError=True),
     InitializeResult(),
-    TokenClaims(sub="a", tenant="t", scopes=("admin",), iat=1, exp=2, jti="j"),
+    TokenClaims(sub="a", tenant="t", scopes=("tool:*",), iat=1, exp=2, jti="j", gen=3),
     PRINCIPAL,
     Budget(deadline_ms=1_700_000_000_000, plan=("echo", "run_python"), reserve_ms=200),
     BudgetGrant(granted_ms=100, remaining_ms=5),
@@ -132,4 +132,3 @@ def test_scopes_grant_what_they_say() -> None:
     assert p.may_access("team-a", "write") and p.may_access("team-a", "read")
     assert p.may_access("public", "read") and not p.may_access("public", "write")
     assert not p.may_access("other", "read")
-    assert not p.is_admin

@@ -1,11 +1,13 @@
--- Admit one request: the revocation check, then one token from the caller's rate bucket.
--- KEYS: revocation marker, (identity x target) bucket (absent: no rate limit to take from).
--- ARGV: token issued at (s, its iat), rate per s, burst.
--- Returns {revoked (0/1), allowed (0/1), wait ms}. A revoked token takes nothing from its
--- bucket. The bucket refills by Redis's own clock, so replicas never disagree about it, and
--- expires once it would be full again.
-local marker = redis.call('GET', KEYS[1])
-if marker and tonumber(ARGV[1]) <= tonumber(marker) then
+-- Admit one request: the generation check, then one token from the caller's rate bucket.
+-- KEYS: the agent's generation, (identity x target) bucket (absent: no rate limit to take
+--       from). Both carry the tenant as hash tag: one slot.
+-- ARGV: the token's generation, rate per s, burst.
+-- Returns {revoked (0/1), allowed (0/1), wait ms}. A token whose generation is not the
+-- agent's current one (absent: 0) is revoked and takes nothing from its bucket. The bucket
+-- refills by Redis's own clock, so replicas never disagree about it, and expires once it
+-- would be full again.
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current ~= tonumber(ARGV[1]) then
   return {1, 0, 0}
 end
 if #KEYS < 2 then
