@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from sandbox.backend import SANDBOX_UID, SandboxStartError
 from sandbox.workspace import abandoned_workspaces, create_workspace, remove_workspace
 from tests.sandbox.conftest import PoolFactory, invocation
 
@@ -48,3 +50,23 @@ def test_gc_finds_the_workspaces_of_a_gateway_that_is_gone(tmp_path: Path) -> No
     ]  # fmt: skip
     remove_workspace(orphan)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sbx-live", "sbx-live.owner", "sbx-older"]
+
+
+def test_workspaces_are_closed_to_everyone_but_the_sandbox_user(tmp_path: Path) -> None:
+    root = tmp_path / "sandboxes"  # made by create_workspace, whatever the umask allows
+    workspace = create_workspace(root, "sbx-a")
+    assert stat.S_IMODE(root.stat().st_mode) & 0o066 == 0  # no one else lists or changes it
+    mode = workspace.stat()
+    owner = SANDBOX_UID if os.geteuid() == 0 else os.geteuid()
+    assert (mode.st_uid, stat.S_IMODE(mode.st_mode) & 0o077 == 0) == (owner, os.geteuid() == 0)
+
+
+def test_a_workspace_root_another_user_made_is_refused(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only root can make a directory another user's")
+    squatted = tmp_path / "squatted"  # as anyone may make the default root in /tmp first
+    squatted.mkdir(mode=0o777)
+    os.chown(squatted, SANDBOX_UID, SANDBOX_UID)
+    with pytest.raises(SandboxStartError, match="belongs to uid 65534"):
+        create_workspace(squatted, "sbx-a")
+    assert list(squatted.iterdir()) == []
