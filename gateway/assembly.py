@@ -68,7 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.redis = connect_redis(redis_url)
         state.executor = _tool_executor(settings, state.registry)
         state.agents = AgentDirectory(state.redis, settings)
-        state.audit = AuditWriter(AuditLog(state.redis))
+        state.audit = AuditWriter(AuditLog(state.redis, settings.audit_stream_max))
         state.audit.start()
         state.state_store = StateStore.from_settings(state.redis, settings)
         state.latency_window = _latency_window(settings, state.redis)

@@ -47,6 +47,7 @@ class Settings(BaseSettings):
     sandbox_recycle_after: int = Field(default=500, gt=0)
 
     max_body_bytes: int = Field(default=1_048_576, gt=0)
+    audit_stream_max: int = Field(default=100_000, gt=0)  # ~records the audit stream keeps
     max_value_bytes: int = Field(default=262_144, gt=0)
     rate_limit_per_s: float = Field(default=200.0, gt=0)
     rate_limit_burst: int = Field(default=400, gt=0)

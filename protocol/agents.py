@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from protocol.identity import NAME_PATTERN
+from protocol.identity import NAME_PATTERN, validate_scope
 
 ADMIN_KEY_HEADER = "X-Conclave-Admin-Key"
 
@@ -27,6 +27,13 @@ class AgentRegistration(BaseModel):
     namespaces: dict[str, Literal["read", "write"]] = Field(default_factory=dict)
     obo: str | None = Field(default=None, max_length=256, description="on-behalf-of user")
     token_ttl_s: int = Field(default=3600, gt=0, le=30 * 24 * 3600)
+
+    @model_validator(mode="after")
+    def _valid_scopes(self) -> AgentRegistration:
+        """Refused here, before anything is stored, rather than when its token is issued."""
+        for scope in self.scopes():
+            validate_scope(scope)
+        return self
 
     def scopes(self) -> list[str]:
         scopes = [f"tool:{pattern}" for pattern in self.tools]

@@ -30,7 +30,7 @@ Access = Literal["read", "write"]
 
 
 def validate_scope(scope: str) -> str:
-    if not _SCOPE.match(scope):
+    if not _SCOPE.fullmatch(scope):  # fullmatch: "$" would let a trailing newline in
         raise ValueError(
             f"scope {scope!r} is not one of 'tool:<glob>', "
             "'state:<glob>:read', 'state:<glob>:write'"

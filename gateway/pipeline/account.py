@@ -69,6 +69,7 @@ class AccountStage:
         operation = ctx.tool.name if ctx.tool else ctx.operation
         if ctx.tool is None and ctx.tool_name is not None:
             operation = "(unresolved tool)"
+        operation = m.operation_label(operation)  # never the caller's own text
         key = (ctx.transport, operation, record.outcome)
         if (requests := self._requests.get(key)) is None:
             requests = self._requests[key] = m.requests.labels(*key)
