@@ -107,9 +107,14 @@ class AgentDirectory:
         return sorted(records, key=lambda r: (r.tenant, r.agent))
 
     async def revoke(self, tenant: str, agent: str) -> AgentRecord | None:
-        """Revoke every token the agent holds; None when no such agent was registered."""
+        """Revoke every token the agent holds; None when no such agent was registered.
+
+        The generation moves on either way: a token signed for an unregistered agent (by an
+        identity provider, or in-process with the secret) is refused from then on too.
+        """
         raw = await self.redis.hget(_AGENTS, _field(tenant, agent))
         if raw is None:
+            await self.redis.incr(generation_key(tenant, agent))
             return None
         record = AgentRecord.model_validate_json(raw).model_copy(update={"revoked": True})
         async with self.redis.pipeline(transaction=True) as pipe:

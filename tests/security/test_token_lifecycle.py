@@ -264,3 +264,15 @@ async def test_the_gateway_refuses_to_start_with_jwks_but_no_issuer_or_audience(
         with pytest.raises(ValueError, match="CONCLAVE_JWKS_ISSUER and CONCLAVE_JWKS_AUDIENCE"):
             async with _gateway(unpinned):
                 pass
+
+
+async def test_a_provider_token_is_revocable_too(
+    jwks_client: httpx.AsyncClient, settings: Settings
+) -> None:
+    """The provider's agent is not registered here, yet revoking it refuses its tokens."""
+    token = _idp_token()
+    _answered(await _echo(jwks_client, token))
+    revoked = await jwks_client.delete("/v1/agents/acme/planner", headers=_admin(settings))
+    assert revoked.status_code == 404 and "refused from now on" in revoked.json()["message"]
+    _refused(await _echo(jwks_client, token), "AUTH_REVOKED")
+    _refused(await _echo(jwks_client, _idp_token()), "AUTH_REVOKED")

@@ -34,6 +34,7 @@ async def revoke_agent(tenant: str, agent: str, request: Request) -> AgentRecord
     if record is None:
         raise GatewayError.of(
             ErrorCode.NOT_FOUND,
-            f"no agent {tenant}/{agent} is registered; GET /v1/agents lists them",
+            f"no agent {tenant}/{agent} is registered (any token signed for it is refused"
+            " from now on); GET /v1/agents lists them",
         )
     return record
