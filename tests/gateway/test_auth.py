@@ -5,8 +5,11 @@ import time
 import jwt
 import pytest
 from fastapi import Depends, FastAPI
+from redis.crc import key_slot
 
+from gateway.budgets.admission import bucket_key
 from gateway.gateway_error import GatewayError
+from gateway.identity import generation_key
 from gateway.identity.tokens import authenticated, issue_token, verify_token
 from gateway.settings import Settings
 from protocol import ErrorCode, Principal
@@ -102,3 +105,11 @@ async def test_dependency_answers_serf_envelopes() -> None:
         token = issue_token(SETTINGS, tenant="acme", agent="writer")
         ok = await client.get("/me", headers={"Authorization": f"Bearer {token}"})
         assert ok.json() == {"agent": "writer"}
+
+
+def test_the_admission_script_touches_one_cluster_slot() -> None:
+    """The generation and the agent's rate buckets share the tenant's hash tag."""
+    slot = key_slot(generation_key("acme", "bot").encode())
+    assert key_slot(bucket_key("acme", "bot", "echo").encode()) == slot
+    assert key_slot(bucket_key("acme", "other", "state:notes").encode()) == slot
+    assert key_slot(generation_key("globex", "bot").encode()) != slot
