@@ -43,6 +43,18 @@ class Settings(BaseSettings):
     )
     sandbox_image: str = "conclave-runtime:latest"
     sandbox_pool_max: int = Field(default=32, gt=0)
+    # Fair shares of that cap, counting the sandboxes in use (busy or starting): a tenant may
+    # hold at most `sandbox_tenant_max` (unset: half the cap, so one tenant's flood always
+    # leaves the other half to everyone else) and an agent at most `sandbox_agent_max`
+    # (unset: a quarter, so one agent cannot take all of its tenant's half).
+    sandbox_tenant_max: int | None = Field(default=None, gt=0)
+    sandbox_agent_max: int | None = Field(default=None, gt=0)
+    # A call that cannot have a sandbox waits up to this long (never past its deadline) in a
+    # queue served round robin by tenant, then gets SANDBOX_UNAVAILABLE: long enough for a
+    # warm call or two to finish, short enough that a refused agent backs off soon. At most
+    # `sandbox_queue_max` calls of one tenant wait; the next is refused at once.
+    sandbox_queue_ms: int = Field(default=1000, ge=0)
+    sandbox_queue_max: int = Field(default=32, gt=0)
     sandbox_idle_s: float = Field(default=300.0, gt=0)
     sandbox_recycle_after: int = Field(default=500, gt=0)
 

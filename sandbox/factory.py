@@ -28,6 +28,14 @@ class SandboxSettings(Protocol):
     @property
     def sandbox_pool_max(self) -> int: ...
     @property
+    def sandbox_tenant_max(self) -> int | None: ...
+    @property
+    def sandbox_agent_max(self) -> int | None: ...
+    @property
+    def sandbox_queue_ms(self) -> int: ...
+    @property
+    def sandbox_queue_max(self) -> int: ...
+    @property
     def sandbox_idle_s(self) -> float: ...
     @property
     def sandbox_recycle_after(self) -> int: ...
@@ -70,6 +78,10 @@ def create_executor(settings: SandboxSettings, *, replace_killed: bool = False) 
         create_backend(settings),
         tool_modules=settings.tool_modules,
         max_sandboxes=settings.sandbox_pool_max,
+        tenant_max=settings.sandbox_tenant_max,
+        agent_max=settings.sandbox_agent_max,
+        queue_ms=settings.sandbox_queue_ms,
+        queue_max=settings.sandbox_queue_max,
         idle_s=settings.sandbox_idle_s,
         recycle_after=settings.sandbox_recycle_after,
         replace_killed=replace_killed,

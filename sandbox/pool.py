@@ -5,11 +5,17 @@ each sandbox serves one call at a time, so an agent's parallel calls get paralle
 A sandbox is started on first use (or by `prewarm`), returned warm after each call (also
 after a timeout the runner killed: only the call's processes died), recycled after
 `recycle_after` calls or after any other kill (OOM, CPU, output cap, dead runner), and
-reaped after `idle_s` without calls. At most `max_sandboxes` exist at once; when all are
-busy a call gets `SANDBOX_UNAVAILABLE` (retryable) instead of waiting. With `replace_killed`
-(the gateway's choice), a sandbox a kill tore down is replaced in the background at once, so
-the retry the kill invites is warm. A call's wall limit and how long the pool waits for a
-sandbox are read from `sandbox.time_limit`.
+reaped after `idle_s` without calls. With `replace_killed` (the gateway's choice), a sandbox
+a kill tore down is replaced in the background at once, so the retry the kill invites is
+warm. A call's wall limit and how long the pool waits for a sandbox are read from
+`sandbox.time_limit`.
+
+Fair sharing: at most `max_sandboxes` exist at once (an idle one of anyone is torn down to
+make room), and of those in use (busy or starting) a tenant holds at most `tenant_max` and
+an agent at most `agent_max`, so one tenant's flood cannot take every sandbox. A call that
+cannot have one waits up to `queue_ms` (never past its deadline) in a queue served round
+robin by tenant (`sandbox.fair_queue`), at most `queue_max` calls per tenant; then it gets
+`SANDBOX_UNAVAILABLE` (retryable), or the deadline error if its deadline came first.
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ import asyncio
 import logging
 import time
 import uuid
+from collections import Counter
 from collections.abc import Coroutine, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +35,7 @@ import anyio
 from protocol import CallUsage, ErrorCode, ExitReason, SerfError
 from sandbox.backend import SandboxBackend, SandboxError, SandboxProfile, SandboxSpec
 from sandbox.executor import CallLimits, Invocation, Outcome
+from sandbox.fair_queue import FairQueue, Waiter
 from sandbox.instance import Sandbox, StaleSandboxError
 from sandbox.time_limit import TimeLimit
 from sandbox.unavailable import unavailable_error
@@ -42,6 +50,15 @@ log = logging.getLogger("conclave.sandbox")
 
 class PoolFullError(SandboxError):
     retry_after_ms = 250  # a busy pool frees a sandbox within a call or two
+
+
+@dataclass
+class _Grant:
+    """A call's admission: a warm sandbox of its key, or leave to start one (after tearing
+    down `evicted`, an idle sandbox of anyone that makes room under the global cap)."""
+
+    sandbox: Sandbox | None = None
+    evicted: Sandbox | None = None
 
 
 def profile_for(limits: CallLimits) -> SandboxProfile:
@@ -80,10 +97,23 @@ class SandboxPool:
         startup_timeout_s: float = 30.0,
         workspace_root: Path | None = None,
         replace_killed: bool = False,
+        tenant_max: int | None = None,
+        agent_max: int | None = None,
+        queue_ms: int = 0,
+        queue_max: int = 32,
     ) -> None:
+        """`tenant_max`, `agent_max`: None is half and a quarter of `max_sandboxes` (at least
+        one). `queue_ms`: 0 refuses at once when no sandbox can be had."""
         self.backend = backend
         self.tool_modules = tuple(tool_modules)
         self.max_sandboxes = max_sandboxes
+        self.tenant_max = tenant_max or max(1, max_sandboxes // 2)
+        self.agent_max = agent_max or max(1, max_sandboxes // 4)
+        self.queue_ms = queue_ms
+        self._queue: FairQueue[PoolKey, _Grant] = FairQueue(queue_max)
+        # Sandboxes in use (busy or starting) per tenant and per (tenant, agent).
+        self._tenant_in_use: Counter[str] = Counter()
+        self._agent_in_use: Counter[tuple[str, str]] = Counter()
         self.idle_s = idle_s
         self.recycle_after = recycle_after
         self.startup_timeout_s = startup_timeout_s
@@ -159,13 +189,21 @@ class SandboxPool:
     async def _checkout_by_deadline(self, key: PoolKey, invocation: Invocation) -> Sandbox | None:
         """A sandbox, or None when none is ready before the call's deadline.
 
-        A cold start (seconds under load) must not hold a call past its deadline: the caller
-        stops waiting then, and the start finishes in the background into the idle pool, so
-        the next call of this identity finds it warm."""
+        The call first waits its turn in the queue (up to `queue_ms`, never past the
+        deadline). A cold start (seconds under load) must not hold a call past its deadline
+        either: the caller stops waiting then, and the start finishes in the background into
+        the idle pool, so the next call of this identity finds it warm."""
         limit = TimeLimit.of(invocation)
-        if limit.stop_by_ms is None:
-            return await self._checkout(key)
-        start = asyncio.get_running_loop().create_task(self._checkout(key))
+        left_s = limit.left_s()
+        queue_s = self.queue_ms / 1000
+        grant = await self._admission(key, queue_s if left_s is None else min(queue_s, left_s))
+        if grant is None:
+            if left_s is not None and left_s <= queue_s:
+                return None  # the deadline ended the wait
+            raise PoolFullError(self._refusal(key))
+        if left_s is None:
+            return await self._fulfil(key, grant)
+        start = asyncio.get_running_loop().create_task(self._fulfil(key, grant))
         try:
             done, _ = await asyncio.wait({start}, timeout=limit.left_s())
         finally:
@@ -191,37 +229,124 @@ class SandboxPool:
         await self._start_warm((tenant, agent, profile_for(limits)))
 
     async def _start_warm(self, key: PoolKey) -> None:
-        sandbox = await self._checkout(key)
+        grant = await self._admission(key, 0.0)
+        if grant is None:
+            raise PoolFullError(self._refusal(key))
+        sandbox = await self._fulfil(key, grant)
         await self._checkin(key, sandbox, recycle=False)
 
-    async def _checkout(self, key: PoolKey) -> Sandbox:
-        evicted: list[Sandbox] = []
+    async def _admission(self, key: PoolKey, wait_s: float) -> _Grant | None:
+        """Admit the call now, or queue it for up to `wait_s`; None when it was not admitted."""
         async with self._lock:
             if self._closed:
                 raise PoolFullError("the sandbox pool is shut down")
-            evicted += self._take_expired()
-            idle = self._idle.get(key)
-            if idle:
-                sandbox = idle.pop()
-                self._busy.add(sandbox)
-                return sandbox
-            if self.size >= self.max_sandboxes:
-                victim = self._oldest_idle()
-                if victim is None:
-                    raise PoolFullError(
-                        f"all {self.max_sandboxes} sandboxes are busy; retry shortly "
-                        "(or raise CONCLAVE_SANDBOX_POOL_MAX)"
-                    )
-                evicted.append(victim)
-            self._starting += 1
+            for expired in self._take_expired():
+                self._in_background(self._destroy(expired))
+            grant = self._admit(key)
+            if grant is not None or wait_s <= 0:
+                return grant
+            waiter = self._queue.join(key[0], key)
+            if waiter is None:
+                raise PoolFullError(
+                    f"{self._queue.depth_per_tenant} calls of tenant {key[0]!r} already wait "
+                    "for a sandbox; retry shortly (or raise CONCLAVE_SANDBOX_QUEUE_MAX)"
+                )
+        return await self._wait_for_grant(waiter, wait_s)
+
+    async def _wait_for_grant(
+        self, waiter: Waiter[PoolKey, _Grant], wait_s: float
+    ) -> _Grant | None:
         try:
-            for old in evicted:
-                await self._destroy(old)
-            sandbox = await self._start(key)
+            with anyio.move_on_after(wait_s):
+                await waiter.granted.wait()
+        except BaseException:  # cancelled: what was granted goes to the next in line
+            if waiter.grant is not None:
+                self._give_back(waiter.key, waiter.grant)
+            raise
         finally:
+            self._queue.leave(waiter)
+        return waiter.grant
+
+    def _admit(self, key: PoolKey) -> _Grant | None:
+        """The call's grant, if its tenant and agent are under their caps and a sandbox can be
+        had: its own idle one, or a new one under the global cap (an idle one of anyone is
+        evicted to make room). Marks it in use."""
+        tenant, agent, _ = key
+        if self._closed or self._tenant_in_use[tenant] >= self.tenant_max:
+            return None
+        if self._agent_in_use[(tenant, agent)] >= self.agent_max:
+            return None
+        idle = self._idle.get(key)
+        if idle:
+            sandbox = idle.pop()
+            self._busy.add(sandbox)
+            grant = _Grant(sandbox=sandbox)
+        else:
+            grant = _Grant()
+            if self.size >= self.max_sandboxes:
+                grant.evicted = self._oldest_idle()
+                if grant.evicted is None:
+                    return None
+            self._starting += 1
+        self._tenant_in_use[tenant] += 1
+        self._agent_in_use[(tenant, agent)] += 1
+        return grant
+
+    def _release(self, key: PoolKey) -> None:
+        """One sandbox of this identity is no longer in use: serve the queue."""
+        tenant, agent, _ = key
+        self._tenant_in_use[tenant] -= 1
+        self._agent_in_use[(tenant, agent)] -= 1
+        # An identity with nothing in use takes no room (drops counts of zero).
+        self._tenant_in_use = +self._tenant_in_use
+        self._agent_in_use = +self._agent_in_use
+        self._queue.serve(self._admit)
+
+    def _give_back(self, key: PoolKey, grant: _Grant) -> None:
+        """Undo a grant its call no longer wants (it was cancelled while queued)."""
+        if grant.sandbox is not None:
+            self._busy.discard(grant.sandbox)
+            self._idle.setdefault(key, []).append(grant.sandbox)
+        else:
+            self._starting -= 1
+            if grant.evicted is not None:
+                self._in_background(self._destroy(grant.evicted))
+        self._release(key)
+
+    def _refusal(self, key: PoolKey) -> str:
+        """Why no sandbox could be had for this identity, and what to do about it."""
+        tenant, agent, _ = key
+        waited = f"after waiting {self.queue_ms} ms " if self.queue_ms else ""
+        if self._tenant_in_use[tenant] >= self.tenant_max:
+            return (
+                f"tenant {tenant!r} already has its share of {self.tenant_max} sandboxes in "
+                f"use {waited}; retry shortly (or raise CONCLAVE_SANDBOX_TENANT_MAX)"
+            )
+        if self._agent_in_use[(tenant, agent)] >= self.agent_max:
+            return (
+                f"agent {agent!r} already has its share of {self.agent_max} sandboxes in "
+                f"use {waited}; retry shortly (or raise CONCLAVE_SANDBOX_AGENT_MAX)"
+            )
+        return (
+            f"all {self.max_sandboxes} sandboxes are busy {waited}; retry shortly "
+            "(or raise CONCLAVE_SANDBOX_POOL_MAX)"
+        )
+
+    async def _fulfil(self, key: PoolKey, grant: _Grant) -> Sandbox:
+        """The sandbox a grant stands for: its warm one, or one started now."""
+        if grant.sandbox is not None:
+            return grant.sandbox
+        try:
+            if grant.evicted is not None:
+                await self._destroy(grant.evicted)
+            sandbox = await self._start(key)
+        except BaseException:
             async with self._lock:
                 self._starting -= 1
+                self._release(key)
+            raise
         async with self._lock:
+            self._starting -= 1
             self._busy.add(sandbox)
         return sandbox
 
@@ -244,6 +369,7 @@ class SandboxPool:
             keep = not (recycle or sandbox.closed or self._closed)
             if keep:
                 self._idle.setdefault(key, []).append(sandbox)
+            self._release(key)
         if not keep:
             self.recycled += 1
             # Off the caller's path: a killed call answers at its limit, not after the

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+from dataclasses import replace
 
 import anyio
 import pytest
 
+from protocol import ErrorCode
 from sandbox.executor import CallLimits
 from sandbox.pool import MEMORY_TIERS_MB, RUNNER_OVERHEAD_MB, profile_for
 from tests.sandbox.conftest import PoolFactory, invocation
@@ -45,3 +48,85 @@ def test_profiles_round_memory_up_to_a_tier_plus_the_runner() -> None:
     assert profile_for(small).memory_mb == MEMORY_TIERS_MB[0] + RUNNER_OVERHEAD_MB
     assert profile_for(large).memory_mb == MEMORY_TIERS_MB[1] + RUNNER_OVERHEAD_MB
     assert profile_for(small) == profile_for(small) != profile_for(large)
+
+
+async def test_a_tenant_with_many_waiters_cannot_starve_one_with_a_single_waiter(
+    make_pool: PoolFactory,
+) -> None:
+    pool = make_pool("process", max_sandboxes=2, tenant_max=2, agent_max=2, queue_ms=10_000)
+    finished: list[str] = []
+
+    async def call(name: str, tenant: str, seconds: float) -> None:
+        outcome = await pool.execute(invocation("sleep", {"seconds": seconds}, tenant=tenant))
+        assert outcome.ok, outcome.error
+        finished.append(name)
+
+    async with anyio.create_task_group() as group:
+        for i in range(2):  # the noisy tenant holds every sandbox ...
+            group.start_soon(call, f"holder-{i}", "noisy", 1.0)
+        with anyio.fail_after(30):
+            while len(pool._busy) < 2:  # noqa: ASYNC110 (polling the pool's own state)
+                await anyio.sleep(0.005)
+        for i in range(5):  # ... and queues five more before the victim's one call
+            group.start_soon(call, f"noisy-{i}", "noisy", 1.0)
+        with anyio.fail_after(5):
+            while pool._queue.waiting("noisy") < 5:  # noqa: ASYNC110
+                await anyio.sleep(0.005)
+        group.start_soon(call, "victim", "victim", 0.0)
+    queued = [name for name in finished if not name.startswith("holder")]
+    # Round robin by tenant: the second sandbox to free up goes to the victim, not to the
+    # noisy tenant's second waiter (first come, first served would make it wait for all five).
+    assert queued.index("victim") < 2, queued
+
+
+async def test_a_queued_call_leaves_at_its_deadline_and_a_full_queue_refuses_at_once(
+    make_pool: PoolFactory,
+) -> None:
+    pool = make_pool("process", max_sandboxes=1, queue_ms=10_000, queue_max=1)
+    holder = invocation("sleep", {"seconds": 3.0}, tenant="noisy")
+    async with anyio.create_task_group() as group:
+        group.start_soon(pool.execute, holder)
+        with anyio.fail_after(30):
+            while not pool._busy:  # noqa: ASYNC110 (polling the pool's own state)
+                await anyio.sleep(0.005)
+        soon = int(time.time() * 1000) + 300
+        late = invocation("whoami", tenant="victim")
+        late = replace(late, context=late.context.model_copy(update={"deadline_ms": soon}))
+        began = time.monotonic()
+        timed_out = await pool.execute(late)
+        assert timed_out.error is not None
+        assert timed_out.error.code == ErrorCode.DEADLINE_EXCEEDED
+        assert time.monotonic() - began < 1.5  # at its deadline, not after the queue wait
+        assert pool._queue.waiting("victim") == 0
+
+        group.start_soon(pool.execute, invocation("whoami", tenant="noisy", agent="bob"))
+        with anyio.fail_after(5):
+            while pool._queue.waiting("noisy") < 1:  # noqa: ASYNC110
+                await anyio.sleep(0.005)
+        began = time.monotonic()
+        refused = await pool.execute(invocation("whoami", tenant="noisy", agent="carol"))
+        assert time.monotonic() - began < 0.5  # the tenant's queue is full: no wait
+        assert refused.error is not None
+        assert refused.error.code == ErrorCode.SANDBOX_UNAVAILABLE
+        assert refused.error.retryable and refused.error.retry_after_ms
+        assert "CONCLAVE_SANDBOX_QUEUE_MAX" in refused.error.message
+
+
+async def test_an_agent_past_its_share_is_refused_after_the_queue_wait(
+    make_pool: PoolFactory,
+) -> None:
+    pool = make_pool("process", max_sandboxes=4, queue_ms=300)  # agent share: 1, tenant: 2
+    async with anyio.create_task_group() as group:
+        group.start_soon(pool.execute, invocation("sleep", {"seconds": 3.0}))
+        with anyio.fail_after(30):
+            while not pool._busy:  # noqa: ASYNC110 (polling the pool's own state)
+                await anyio.sleep(0.005)
+        began = time.monotonic()
+        refused = await pool.execute(invocation("whoami"))
+        assert time.monotonic() - began >= 0.3
+        assert refused.error is not None
+        assert refused.error.code == ErrorCode.SANDBOX_UNAVAILABLE
+        assert refused.error.retryable and refused.error.retry_after_ms
+        assert "CONCLAVE_SANDBOX_AGENT_MAX" in refused.error.message
+        other_agent = await pool.execute(invocation("whoami", agent="bob"))
+        assert other_agent.ok, other_agent.error
