@@ -6,12 +6,18 @@ invocation and turns the runner's answer into an `Outcome`. At the call's wall l
 runner kills the call's processes and answers; the sandbox stays warm. When the runner does
 not answer within the call's wall limit plus a grace period, the whole sandbox is torn down:
 the call is dead for real even if the runner itself was stopped.
+
+The runner shares its sandbox with tool code, so its report is a claim too: the host clamps
+what it records to what it granted and saw itself (`_clamped_usage`): wall time at most the
+host's own measure of the call, CPU at most the call's CPU limit, peak RSS at most the
+sandbox's memory ceiling, a kill's lateness at most what the host saw past the limit.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import math
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -28,7 +34,7 @@ from sandbox.backend import (
     SandboxStartError,
 )
 from sandbox.channel import ChannelClosed, RunnerChannel, accept, listen
-from sandbox.executor import Invocation, Outcome
+from sandbox.executor import CallLimits, Invocation, Outcome
 from sandbox.time_limit import TimeLimit
 from tools import tool_exception_code
 
@@ -151,7 +157,7 @@ class Sandbox:
         wall_ms = (self.last_used - started) * 1000
         if reply is None:
             return await self._runner_lost(invocation, wall_ms, gone)
-        return await self._outcome(reply, wall_ms)
+        return await self._outcome(reply, invocation.limits, wall_ms)
 
     async def _runner_lost(self, invocation: Invocation, wall_ms: float, gone: str) -> CallResult:
         await self.close()  # kills every process in the sandbox: the call is dead for real
@@ -170,8 +176,10 @@ class Sandbox:
             Outcome(usage=usage, error=error), recycle=True, torn_down_at_timeout=not gone
         )
 
-    async def _outcome(self, reply: dict[str, Any], wall_ms: float) -> CallResult:
-        measured = reply.get("usage") or {}
+    async def _outcome(
+        self, reply: dict[str, Any], limits: CallLimits, wall_ms: float
+    ) -> CallResult:
+        measured = _clamped_usage(reply.get("usage"), limits, self.spec.profile.memory_mb, wall_ms)
         reason = ExitReason(reply.get("exit_reason", "error"))
         raw_error = reply.get("error")
         if raw_error is not None and await self._oom_killed_since_last_look():
@@ -186,25 +194,29 @@ class Sandbox:
                     " MB ceiling; ask for less work per call, or a larger memory_mb"
                 ),
                 "details": {
-                    "peak_rss_kb": measured.get("peak_rss_kb", 0),
+                    "peak_rss_kb": int(measured["peak_rss_kb"]),
                     "ceiling_mb": self.spec.profile.memory_mb,
                 },
             }
         usage = CallUsage(
-            wall_ms=float(measured.get("wall_ms", wall_ms)),
-            cpu_ms=float(measured.get("cpu_ms", 0.0)),
-            peak_rss_kb=int(measured.get("peak_rss_kb", 0)),
+            wall_ms=measured["wall_ms"],
+            cpu_ms=measured["cpu_ms"],
+            peak_rss_kb=int(measured["peak_rss_kb"]),
             exit_reason=reason,
             sandbox=self.label,
         )
         recycle = reason in _RECYCLE_REASONS
         if raw_error is None:
             return CallResult(Outcome(usage=usage, result=reply.get("result")), recycle)
+        details = dict(raw_error.get("details") or {})
+        if "kill_overshoot_ms" in details:  # no later than the host saw the call answer
+            late_ms = max(0.0, wall_ms - limits.timeout_ms)
+            details["kill_overshoot_ms"] = _bounded(details["kill_overshoot_ms"], late_ms)
         error = SerfError.of(
-            _code(raw_error.get("code"), (raw_error.get("details") or {}).get("mro")),
+            _code(raw_error.get("code"), details.get("mro")),
             str(raw_error.get("message", "the tool failed")),
             param_hints=raw_error.get("param_hints") or None,
-            details=raw_error.get("details") or None,
+            details=details or None,
         )
         return CallResult(Outcome(usage=usage, error=error), recycle)
 
@@ -224,6 +236,28 @@ class Sandbox:
                 await self.launched.kill()
             except Exception:  # teardown must go on; `conclave sandbox gc` finds what is left
                 log.warning("could not tear down %s", self.launched.description, exc_info=True)
+
+
+def _bounded(claimed: Any, ceiling: float) -> float:
+    """A number the runner reported, within [0, ceiling]; anything else counts as 0."""
+    try:
+        value = float(claimed)
+    except (TypeError, ValueError):
+        return 0.0
+    return min(max(value, 0.0), ceiling) if math.isfinite(value) else 0.0
+
+
+def _clamped_usage(
+    claimed: Any, limits: CallLimits, ceiling_mb: int, host_wall_ms: float
+) -> dict[str, float]:
+    """The runner's usage report, clamped to what the host granted and observed."""
+    usage = claimed if isinstance(claimed, dict) else {}
+    cpu_limit_ms = (math.ceil(limits.cpu_seconds) + 1) * 1000  # the runner's hard RLIMIT_CPU
+    return {
+        "wall_ms": _bounded(usage.get("wall_ms", host_wall_ms), host_wall_ms),
+        "cpu_ms": _bounded(usage.get("cpu_ms"), cpu_limit_ms),
+        "peak_rss_kb": _bounded(usage.get("peak_rss_kb"), ceiling_mb * 1024),
+    }
 
 
 def _code(raw: Any, exception_mro: list[str] | None) -> ErrorCode:

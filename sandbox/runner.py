@@ -8,6 +8,12 @@ an unprivileged user, process count), kills the whole group at the wall-clock de
 at most `max_output_bytes` of result, and reports usage (wall ms, CPU ms, peak RSS, exit
 reason). It is the processes' subreaper, so a detached (setsid) child cannot outlive its call.
 
+The child runs tool code, and tool code can write to the child's result pipe itself: what
+comes through it is a claim. So the runner alone measures usage (its own clock, the child's
+/proc entries or `wait4`) and decides the exit reason and the code; from the child's payload
+it takes only a result, or a tool's exception (type names, message, a `ToolArgumentsError`'s
+hints). Any code, usage or other field the payload carries is ignored.
+
 Frames: 4-byte big-endian length, then UTF-8 JSON. Tool code is reached through the tool
 registry when the `tools` package is importable (so the `ToolContext` is injected), else as
 a plain `module:function`.
@@ -38,6 +44,8 @@ FILE_SIZE_LIMIT = 1024 * 1024 * 1024  # a call may write at most 1 GiB per file
 PR_SET_CHILD_SUBREAPER = 36
 _HEADER = struct.Struct(">I")
 _RESULT = struct.Struct(">Q")  # a child's result: its length, then the JSON
+_OUT_OF_MEMORY = b'{"ok":false,"error":{"mro":["MemoryError"],"message":"out of memory"}}'
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def send_frame(sock: socket.socket, message: dict[str, Any]) -> None:
@@ -204,21 +212,20 @@ class Runner:
             _apply_limits(request["limits"], self.baseline_vm)
             target = self._resolve(request["tool"], request["entrypoint"])
             body = {"ok": True, "result": self._invoke(target, request)}
-        except MemoryError:
-            body = {"ok": False, "oom": True}
+        except MemoryError:  # nothing to spare for building a report
+            body = {"ok": False, "error": {"mro": ["MemoryError"], "message": "out of memory"}}
         except BaseException as exc:
             if os.getpid() != me:  # a process the tool forked: it reports nothing
                 os._exit(0)
-            body = {"ok": False, "error": _tool_error(exc)}
+            body = {"ok": False, "error": _exception_of(exc)}
         if os.getpid() != me:
             os._exit(0)
         try:
-            body["usage"] = _self_usage()
             data = json.dumps(body, separators=(",", ":")).encode()
         except MemoryError:
-            data = b'{"ok":false,"oom":true}'
+            data = _OUT_OF_MEMORY
         except BaseException as exc:  # a result that is not JSON
-            data = json.dumps({"ok": False, "error": _tool_error(exc)}).encode()
+            data = json.dumps({"ok": False, "error": _exception_of(exc)}).encode()
         try:
             _write_all(result_write, _RESULT.pack(len(data)) + data)
         finally:
@@ -295,8 +302,9 @@ def _supervise(
             os.close(pidfd)
             os.close(read_fd)
             wall_ms = (time.monotonic() - started) * 1000
+            measured, unreaped = _measure_answered(pid)
             payload = bytes(buffer[_RESULT.size : _RESULT.size + expected])
-            return _classify_result(payload, limits, wall_ms), True
+            return _classify_result(payload, limits, {"wall_ms": wall_ms, **measured}), unreaped
         if exited:
             break
     if killed_for is not None:
@@ -313,11 +321,25 @@ def _supervise(
     return _classify_death(killed_for, status, limits, measured, overshoot_ms), False
 
 
-def _self_usage() -> dict[str, Any]:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-    return {"cpu_ms": cpu * 1000, "peak_rss_kb": max(own.ru_maxrss, children.ru_maxrss)}
+def _measure_answered(pid: int) -> tuple[dict[str, Any], bool]:
+    """CPU ms and peak RSS of a child that delivered its result, by the runner's own reading
+    (never the child's word); True when the child still has to be reaped. A child still
+    running is read from /proc, without waiting for it; one whose memory is already gone is
+    reaped here (it runs no code any more, so its rusage is final and the wait is brief)."""
+    peak_kb, fields = None, None
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{pid}/status") as status:
+            peak_kb = next((int(ln.split()[1]) for ln in status if ln.startswith("VmHWM:")), None)
+    if fields is not None and peak_kb is not None:
+        ticks = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+        return {"cpu_ms": ticks * 1000 / _CLOCK_TICKS, "peak_rss_kb": peak_kb}, True
+    reaped, _, usage = os.wait4(pid, 0 if fields is not None else os.WNOHANG)
+    if not reaped:
+        return {"cpu_ms": 0.0, "peak_rss_kb": 0}, True
+    cpu_ms = (usage.ru_utime + usage.ru_stime) * 1000
+    return {"cpu_ms": cpu_ms, "peak_rss_kb": usage.ru_maxrss}, False
 
 
 def _read_some(fd: int) -> bytes:
@@ -354,15 +376,40 @@ def _classify_death(
     return {"reason": "killed", "usage": usage, "error": _err("SANDBOX_KILLED", message)}
 
 
-def _classify_result(payload: bytes, limits: dict[str, Any], wall_ms: float) -> dict[str, Any]:
-    """The outcome of a complete result the child reported, with its own usage."""
-    body = json.loads(payload)
-    usage = {"wall_ms": wall_ms, "cpu_ms": 0.0, "peak_rss_kb": 0, **body.get("usage", {})}
-    if body.get("ok"):
+def _classify_result(
+    payload: bytes, limits: dict[str, Any], usage: dict[str, Any]
+) -> dict[str, Any]:
+    """The outcome of a complete result from the child, with the usage the runner measured.
+
+    Only `ok` with its `result`, or the tool's exception (type names, message, hints), is
+    read from the payload: tool code can write this frame itself, so the code, the exit
+    reason and the usage are the runner's alone."""
+    try:
+        body = json.loads(payload)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        error = _err("TOOL_FAILED", "the tool's result could not be read as JSON")
+        return {"reason": "error", "usage": usage, "error": error}
+    if body.get("ok") is True:
         return {"reason": "ok", "usage": usage, "result": body.get("result")}
-    if body.get("oom"):
+    claimed = body.get("error")
+    raised = claimed if isinstance(claimed, dict) else {}
+    names = raised.get("mro")
+    mro = [str(name) for name in names[:64]] if isinstance(names, list) else []
+    message = str(raised.get("message", ""))[:2000]
+    hints = raised.get("hints")
+    if isinstance(hints, dict):  # tools.ToolArgumentsError
+        param_hints = {str(k): str(v) for k, v in hints.items()}
+        error = {"code": "INVALID_ARGUMENTS", "message": message, "param_hints": param_hints}
+        return {"reason": "error", "usage": usage, "error": error}
+    if "MemoryError" in mro:
         return {"reason": "oom", "usage": usage, "error": _oom_error(limits, usage)}
-    return {"reason": "error", "usage": usage, "error": body["error"]}
+    # The host maps the exception to a SERF code by these names (tools.tool_exceptions).
+    name = mro[0] if mro else "Exception"
+    details = {"type": name, "message": message, "mro": mro}
+    error = _err("TOOL_FAILED", f"{name}: {message}", details)
+    return {"reason": "error", "usage": usage, "error": error}
 
 
 def _classify_signal(signum: int, limits: dict[str, Any], usage: dict[str, Any]) -> dict[str, Any]:
@@ -394,14 +441,16 @@ def _err(code: str, message: Any, details: dict[str, Any] | None = None) -> dict
     return {"code": code, "message": text, "details": details or {}}
 
 
-def _tool_error(exc: BaseException) -> dict[str, Any]:
+def _exception_of(exc: BaseException) -> dict[str, Any]:
+    """What the child says of the tool's exception: its type's names, message and hints."""
+    report: dict[str, Any] = {
+        "mro": [cls.__name__ for cls in type(exc).__mro__],
+        "message": str(exc)[:2000],
+    }
     hints = getattr(exc, "hints", None)
     if isinstance(exc, ValueError) and isinstance(hints, dict):  # tools.ToolArgumentsError
-        return {"code": "INVALID_ARGUMENTS", "message": str(exc), "param_hints": hints}
-    # The host maps the exception to a SERF code by these names (tools.tool_exceptions).
-    mro = [cls.__name__ for cls in type(exc).__mro__]
-    details = {"type": type(exc).__name__, "message": str(exc)[:2000], "mro": mro}
-    return _err("TOOL_FAILED", f"{type(exc).__name__}: {str(exc)[:2000]}", details)
+        report["hints"] = hints
+    return report
 
 
 def _kill_group(pid: int) -> None:
