@@ -7,6 +7,12 @@ name (`TOOL_EXCEPTION_CODES`). `tool_exception_code` is the one mapping: each ex
 it once, where it turns a tool's exception into the call's SERF error (the sandbox from the
 runner's names, the in-process executor from the live exception), and nothing maps it again.
 Anything unlisted is `TOOL_FAILED`.
+
+A caller's mistake is not the tool's fault: a missing file or key, a path that is not what
+the caller said, a refused permission map to caller/policy codes (NOT_FOUND,
+PERMISSION_DENIED), which never count against the tool's circuit breaker. A tool says that
+the caller's input is bad with `ToolArgumentsError` (INVALID_ARGUMENTS); a bare ValueError
+stays TOOL_FAILED, since the tool's own bugs raise it too.
 """
 
 from __future__ import annotations
@@ -44,6 +50,11 @@ TOOL_EXCEPTION_CODES: dict[str, ErrorCode] = {
     "ToolConflict": ErrorCode.STATE_CONFLICT,
     "ToolPermissionDenied": ErrorCode.PERMISSION_DENIED,
     "PermissionError": ErrorCode.PERMISSION_DENIED,
+    # the caller named something that is not there: not the tool's fault
+    "FileNotFoundError": ErrorCode.NOT_FOUND,
+    "IsADirectoryError": ErrorCode.NOT_FOUND,
+    "NotADirectoryError": ErrorCode.NOT_FOUND,
+    "KeyError": ErrorCode.NOT_FOUND,
     "MemoryError": ErrorCode.SANDBOX_OOM,
 }
 

@@ -15,9 +15,10 @@ from redis import Redis
 
 from conclave.bench.suite import BenchContext
 from conclave.stack import EmbeddedStack
-from gateway.budgets import KILL_OVERSHOOT, breaker_key, window_key
+from gateway.budgets import breaker_key, kill_overshoot_of, window_key
 
 FAULT_MODULES = ("tools.builtin", "tools.harness.faults")
+BENCH_TENANT = "bench"  # the suites' agents' tenant: its windows and breakers are cleared
 
 
 @contextmanager
@@ -27,8 +28,12 @@ def fault_stack(
     base = ctx.stack.settings
     assert base.redis_url is not None
     with Redis.from_url(base.redis_url) as redis:
-        for tool in (*tools, KILL_OVERSHOOT):
-            redis.delete(window_key(tool), breaker_key(tool))
+        for tool in tools:
+            redis.delete(
+                window_key(BENCH_TENANT, tool),
+                window_key(BENCH_TENANT, kill_overshoot_of(tool)),
+                breaker_key(BENCH_TENANT, tool),
+            )
     update = {"port": 0, "tool_modules": FAULT_MODULES, **settings}
     log_path = ctx.gateway_log("faults")
     with EmbeddedStack(base.model_copy(update=update), log_path=log_path) as stack:

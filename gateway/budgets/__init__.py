@@ -1,10 +1,11 @@
 """Budgets: admission (revocation + rate limit), time (ATBA) and circuit breakers, in Redis.
 
 Each idea has its module: `admission` (one script per request), `latency_window` (p50/p95
-per tool, Kaplan-Meier over censored samples), `grant_rule` (the pure ATBA rule),
-`allocator` (the budget stage's seam over the rule), `breaker`, `outcome` (what the account
-stage records of each finished call: its sample and the breaker's evidence, one round
-trip). Their Lua lives in `lua/`, one file a script.
+per tenant and tool, Kaplan-Meier over censored samples), `grant_rule` (the pure ATBA rule),
+`allocator` (the budget stage's seam over the rule), `breaker` (per tenant and tool),
+`outcome` (what the account stage records of each finished call: its sample, its kill's
+lateness and the breaker's evidence, one round trip). Their Lua lives in `lua/`, one file a
+script.
 """
 
 from gateway.budgets.admission import Admission, AdmissionDecision
@@ -18,6 +19,7 @@ from gateway.budgets.latency_window import (
     LatencyWindow,
     censored_quantile,
     finish_curve,
+    kill_overshoot_of,
     window_key,
 )
 from gateway.budgets.outcome import CallFeedback, OutcomeRecorder
@@ -42,6 +44,7 @@ __all__ = [
     "censored_quantile",
     "counts_against_tool",
     "finish_curve",
+    "kill_overshoot_of",
     "planned_chain",
     "window_key",
 ]

@@ -1,11 +1,13 @@
 """The budget stage's ATBA seam: breaker admission, then the call's share of the deadline.
 
 `AtbaAllocator` is the pipeline's `TimeAllocator`. For a tool call with a deadline it reads
-the latency windows of this tool and of the planned calls after it and grants
+the caller's tenant's latency windows of this tool and of the planned calls after it (each
+tenant learns from its own calls only, so no tenant can move another's grants) and grants
 `allocate_budget`'s share (or refuses with BUDGET_EXHAUSTED); then the tool's circuit
 breaker must admit the call (an open circuit refuses before anything starts). The grant
 becomes the call's `CallLimits.timeout_ms`, so an overrun is killed by the sandbox; with it
-comes the kill margin (read in the same round trip) by which the dispatch stage moves the
+comes the kill margin (the tenant's kill overshoot of this tool, read in the same round
+trip) by which the dispatch stage moves the
 sandbox's deadline before the run's. Without a deadline the tool's declared timeout (or the
 caller's smaller request) applies.
 
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.budgets.breaker import CircuitBreaker
 from gateway.budgets.grant_rule import allocate_budget, planned_chain
-from gateway.budgets.latency_window import KILL_OVERSHOOT, LatencyWindow
+from gateway.budgets.latency_window import LatencyWindow, kill_overshoot_of
 from gateway.gateway_error import GatewayError
 from protocol import PLAN_HEADER, RESERVE_HEADER, ErrorCode, ResourceIntent
 from sandbox import fit_timeout, kill_margin_ms
@@ -112,19 +114,21 @@ class AtbaAllocator:
         if ctx.tool is None:
             return TimeGrant(None)  # state operations and listings have no time budget
         tool = ctx.tool.name
+        tenant = ctx.require_principal().tenant
         asked = ctx.limits.timeout_ms if ctx.limits else None
         ceiling = fit_timeout(ctx.tool.spec.intent.timeout_ms, asked, None)
         deadline = ctx.tool_context.deadline_ms if ctx.tool_context else None
         remaining = None if deadline is None else deadline - time.time() * 1000
         if remaining is None:
-            await self.breaker.admit(tool, probe_ttl_ms=ceiling + PROBE_GRACE_MS)
+            await self.breaker.admit(tenant, tool, probe_ttl_ms=ceiling + PROBE_GRACE_MS)
             return TimeGrant(ceiling)
         plan, reserve = _plan_of(ctx)
         chain = planned_chain(tool, plan)
         timeouts = {name: self._declared_ms(name) for name in chain}
-        estimates = await self.window.estimates({**timeouts, KILL_OVERSHOOT: 0})
+        overshoot = kill_overshoot_of(tool)
+        estimates = await self.window.estimates(tenant, {**timeouts, overshoot: 0})
         # Keep back the usual lateness of a kill, as measured here (0 until it is known).
-        margin = kill_margin_ms(self.margin_ms, estimates[KILL_OVERSHOOT].p95_ms)
+        margin = kill_margin_ms(self.margin_ms, estimates[overshoot].p95_ms)
         grant = allocate_budget(
             remaining_ms=remaining,
             reserve_ms=reserve,
@@ -135,6 +139,6 @@ class AtbaAllocator:
             min_ms=self.min_grant_ms,
         )
         await self.breaker.admit(
-            tool, probe_ttl_ms=grant.granted_ms + PROBE_GRACE_MS, remaining_ms=remaining
+            tenant, tool, probe_ttl_ms=grant.granted_ms + PROBE_GRACE_MS, remaining_ms=remaining
         )
         return TimeGrant(grant.granted_ms, kill_margin_ms=margin)

@@ -1,4 +1,7 @@
-"""A circuit breaker per tool, in Redis so every replica sees the same state.
+"""A circuit breaker per (tenant, tool), in Redis so every replica sees the same state.
+
+Per tenant, so one tenant's failing calls (or its deliberately failing ones) never shut a
+tool for another tenant.
 
 Closed: calls pass; consecutive tool failures are counted and any success resets the count.
 After `failures` in a row the breaker opens for `cooldown_ms`: calls are refused before they
@@ -7,8 +10,10 @@ half-open: exactly one call (the probe) is let through, across all replicas; the
 success closes the breaker, its failure opens it for another cool-down. If a probe never
 reports (its gateway died), another probe is allowed once its lease runs out.
 
-What counts as a failure of the *tool* is decided by `counts_against_tool`: a caller's bad
-arguments or a deadline too tight for the tool are not the tool's fault.
+What counts as a failure of the *tool* is decided by `counts_against_tool`: only a fault of
+the tool or its upstream (its own exception, a timeout with its whole declared time, a
+sandbox kill, an unavailable upstream); a caller's bad arguments, a missing file or key, a
+refused permission, or a deadline too tight for the tool are not the tool's fault.
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ _RECORD = lua_text("gateway.budgets", "record_outcome", "breaker_record")
 
 BreakerStateName = Literal["closed", "open", "half_open"]
 
-_TOOL_FAULTS = frozenset({ErrorCode.TOOL_FAILED, ErrorCode.UPSTREAM_UNAVAILABLE})
+_TOOL_FAULTS = frozenset(
+    {ErrorCode.TOOL_FAILED, ErrorCode.UPSTREAM_UNAVAILABLE, ErrorCode.SANDBOX_KILLED}
+)
 
 
 def counts_against_tool(code: ErrorCode, *, granted_ms: float, declared_ms: float) -> bool:
@@ -52,8 +59,8 @@ class BreakerState:
     retry_after_ms: int
 
 
-def breaker_key(tool: str) -> str:
-    return f"{KEY_PREFIX}{{{tool}}}"  # the same hash tag as the tool's latency window
+def breaker_key(tenant: str, tool: str) -> str:
+    return f"{KEY_PREFIX}{{{tenant}}}:{tool}"  # the same hash tag as the tenant's windows
 
 
 def _now_ms() -> int:
@@ -70,6 +77,7 @@ class CircuitBreaker:
 
     async def admit(
         self,
+        tenant: str,
         tool: str,
         *,
         probe_ttl_ms: int,
@@ -83,7 +91,7 @@ class CircuitBreaker:
         """
         now = now_ms if now_ms is not None else _now_ms()
         admitted, wait_ms, state = await self._admit(
-            keys=[breaker_key(tool)], args=[now, max(1, probe_ttl_ms)]
+            keys=[breaker_key(tenant, tool)], args=[now, max(1, probe_ttl_ms)]
         )
         if int(admitted):
             return bool(state == "probe")
@@ -91,25 +99,28 @@ class CircuitBreaker:
         fits = remaining_ms is None or wait < remaining_ms
         raise GatewayError.of(
             ErrorCode.UPSTREAM_UNAVAILABLE,
-            f"tool {tool!r} failed {self.threshold} times in a row; its circuit is {state}"
+            f"tool {tool!r} failed {self.threshold} times in a row for tenant {tenant!r}; its"
+            f" circuit is {state}"
             f" for {wait} ms more: "
             + ("retry after that" if fits else "use another tool, it will not recover in time"),
             retry_after_ms=wait,
             action=RecoveryAction.RETRY_BACKOFF if fits else RecoveryAction.SWITCH_TOOL,
-            details={"tool": tool, "breaker": state},
+            details={"tool": tool, "tenant": tenant, "breaker": state},
         )
 
-    async def record(self, tool: str, *, ok: bool, now_ms: int | None = None) -> BreakerStateName:
+    async def record(
+        self, tenant: str, tool: str, *, ok: bool, now_ms: int | None = None
+    ) -> BreakerStateName:
         now = now_ms if now_ms is not None else _now_ms()
         state = await self._record(
-            keys=[breaker_key(tool)],
+            keys=[breaker_key(tenant, tool)],
             args=[now, "1" if ok else "0", self.threshold, self.cooldown_ms],
         )
         return "closed" if state == "closed" else "open"
 
-    async def state(self, tool: str, *, now_ms: int | None = None) -> BreakerState:
+    async def state(self, tenant: str, tool: str, *, now_ms: int | None = None) -> BreakerState:
         now = now_ms if now_ms is not None else _now_ms()
-        fields = await self._redis.hgetall(breaker_key(tool))
+        fields = await self._redis.hgetall(breaker_key(tenant, tool))
         failures = int(fields.get("failures", 0))
         open_until = int(fields.get("open_until", 0))
         if open_until == 0:

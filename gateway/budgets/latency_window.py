@@ -1,6 +1,9 @@
-"""Per-tool latency windows in Redis, shared by every gateway replica.
+"""Per-(tenant, tool) latency windows in Redis, shared by every gateway replica.
 
-Each tool has one sorted set (score: when the call ended) holding its recent durations; a
+Each tenant's calls of a tool have one sorted set (one tenant's calls never move another
+tenant's grants; the tenant is the key's Redis Cluster hash tag, so all of a tenant's
+budget keys live on one slot), and so do the tenant's kill overshoots of that tool
+(`kill_overshoot_of`). Each set (score: when the call ended) holding its recent durations; a
 write trims it by age (`window_s`) and by count (`max_samples`) in the same transaction, so
 the window stays bounded however busy the tool is. A call the sandbox killed at its
 allocation is recorded *censored*: its true duration is only known to be at least the
@@ -25,11 +28,16 @@ from redis.asyncio import Redis
 
 from gateway.lua_files import lua_text
 
-KEY_PREFIX = "conclave:latency:"
-# A pseudo-tool (tool names start with a letter or digit): how late killed calls answered
-# past their limit (the grant, or the sandbox's deadline), gateway and sandbox together.
-# The allocator keeps its p95 back.
+KEY_PREFIX = "conclave:lat:"
+# The prefix of a pseudo-tool (tool names start with a letter or digit): how late a tool's
+# killed calls answered past their limit (the grant, or the sandbox's deadline), gateway and
+# sandbox together. The allocator keeps its p95 back.
 KILL_OVERSHOOT = "_kill_overshoot"
+
+
+def kill_overshoot_of(tool: str) -> str:
+    """The window (pseudo-tool) of how late `tool`'s killed calls answered."""
+    return f"{KILL_OVERSHOOT}:{tool}"
 
 
 @dataclass(frozen=True)
@@ -101,8 +109,8 @@ def _quantile(curve: Sequence[tuple[float, float]], q: float, longest_ms: float)
 _RECORD = lua_text("gateway.budgets", "record_sample", "latency_record")
 
 
-def window_key(tool: str) -> str:
-    return f"{KEY_PREFIX}{{{tool}}}"  # hash tag: one tool's window lives on one cluster slot
+def window_key(tenant: str, tool: str) -> str:
+    return f"{KEY_PREFIX}{{{tenant}}}:{tool}"  # hash tag: a tenant's budget keys share a slot
 
 
 def sample_member(sample: LatencySample) -> str:
@@ -116,7 +124,7 @@ def _parse(member: str) -> LatencySample:
 
 
 class LatencyWindow:
-    """Records call durations per tool and answers p50/p95 from the recent window."""
+    """Records call durations per (tenant, tool) and answers p50/p95 from the recent window."""
 
     def __init__(
         self,
@@ -138,6 +146,7 @@ class LatencyWindow:
 
     async def record(
         self,
+        tenant: str,
         tool: str,
         duration_ms: float,
         *,
@@ -147,31 +156,34 @@ class LatencyWindow:
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         member = sample_member(LatencySample(max(0.0, duration_ms), censored))
         await self._record(
-            keys=[window_key(tool)], args=[member, now, self.window_ms, self.max_samples]
+            keys=[window_key(tenant, tool)],
+            args=[member, now, self.window_ms, self.max_samples],
         )
 
-    async def samples(self, tool: str, *, now_ms: int | None = None) -> list[LatencySample]:
+    async def samples(
+        self, tenant: str, tool: str, *, now_ms: int | None = None
+    ) -> list[LatencySample]:
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         members = await self._redis.zrangebyscore(
-            window_key(tool), f"({now - self.window_ms}", "+inf"
+            window_key(tenant, tool), f"({now - self.window_ms}", "+inf"
         )
         return [_parse(str(m)) for m in members]
 
     async def estimate(
-        self, tool: str, declared_timeout_ms: int, *, now_ms: int | None = None
+        self, tenant: str, tool: str, declared_timeout_ms: int, *, now_ms: int | None = None
     ) -> LatencyEstimate:
-        found = await self.estimates({tool: declared_timeout_ms}, now_ms=now_ms)
+        found = await self.estimates(tenant, {tool: declared_timeout_ms}, now_ms=now_ms)
         return found[tool]
 
     async def estimates(
-        self, declared: Mapping[str, int], *, now_ms: int | None = None
+        self, tenant: str, declared: Mapping[str, int], *, now_ms: int | None = None
     ) -> dict[str, LatencyEstimate]:
-        """Estimates for several tools (a call and its plan) in one round trip."""
+        """A tenant's estimates for several tools (a call and its plan) in one round trip."""
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         tools = list(declared)
         async with self._redis.pipeline(transaction=False) as pipe:
             for tool in tools:
-                pipe.zrangebyscore(window_key(tool), f"({now - self.window_ms}", "+inf")
+                pipe.zrangebyscore(window_key(tenant, tool), f"({now - self.window_ms}", "+inf")
             answers: list[list[str]] = await pipe.execute()
         return {
             tool: self._summarize(tool, [_parse(str(m)) for m in members], declared[tool])

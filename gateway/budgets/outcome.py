@@ -1,22 +1,25 @@
 """What the budgets learn from each finished tool call, in one Redis round trip.
 
 After every call the account stage (`CallFeedback.learn`) adds the call's duration to the
-tool's latency window and tells the tool's circuit breaker whether the call was evidence of
-a healthy tool:
+caller's tenant's latency window of the tool and tells the tenant's circuit breaker of the
+tool whether the call was evidence of a healthy tool:
 
 - a call killed at its limit (`TOOL_TIMEOUT`) is recorded *censored* at that limit: it would
   have taken at least that; and how late the kill answered past the sandbox's deadline
-  (`KILL_OVERSHOOT`), which the allocator keeps back from later grants so a killed call
-  still answers before the run's deadline;
+  (`kill_overshoot_of(tool)`), which the allocator keeps back from the tenant's later grants
+  so a killed call still answers before the run's deadline;
 - a failure decided before the tool did any work (no such tool, no sandbox) says nothing
   about its latency or health, and is not recorded;
 - only a fault of the tool's own counts against its breaker (`counts_against_tool`).
 
-Done as two requests, the sample and the evidence would be two round trips on every call (a
-good part of the gateway's Redis work per call); `OutcomeRecorder` runs one Lua script that
-does both, with the same effect as `LatencyWindow.record` followed by `CircuitBreaker.record`.
-The window's and the breaker's keys share the tool's hash tag, so the script touches a single
-cluster slot.
+Everything is keyed by (tenant, tool): what one tenant's calls do (or forge) never moves
+another tenant's grants, margins or breakers. The durations come from the executor, which
+clamps them to what the host observed (`sandbox.instance`).
+
+Done as separate requests, the sample, the overshoot and the evidence would be up to three
+round trips on every call; `OutcomeRecorder` runs one Lua script that does all of them, with
+the same effect as `LatencyWindow.record` followed by `CircuitBreaker.record`. Its keys
+share the tenant's hash tag, so the script touches a single cluster slot.
 """
 
 from __future__ import annotations
@@ -30,9 +33,9 @@ from gateway.budgets.breaker import (
     counts_against_tool,
 )
 from gateway.budgets.latency_window import (
-    KILL_OVERSHOOT,
     LatencySample,
     LatencyWindow,
+    kill_overshoot_of,
     sample_member,
     window_key,
 )
@@ -52,39 +55,49 @@ class OutcomeRecorder:
 
     async def record(
         self,
+        tenant: str,
         tool: str,
         *,
         duration_ms: float | None,
         censored: bool = False,
         healthy: bool | None,
+        kill_overshoot_ms: float | None = None,
         now_ms: int | None = None,
     ) -> BreakerStateName | None:
-        """Add a sample (unless `duration_ms` is None) and the breaker's evidence (unless
-        `healthy` is None); returns the breaker's state when there was evidence."""
-        if duration_ms is None and healthy is None:
+        """Add a sample (unless `duration_ms` is None), how late a kill answered (unless
+        `kill_overshoot_ms` is None) and the breaker's evidence (unless `healthy` is None),
+        all for `tenant`'s calls of `tool`; returns the breaker's state when there was
+        evidence."""
+        if duration_ms is None and healthy is None and kill_overshoot_ms is None:
             return None
         now = now_ms if now_ms is not None else int(time.time() * 1000)
-        member = (
-            ""
-            if duration_ms is None
-            else sample_member(LatencySample(max(0.0, duration_ms), censored))
-        )
         evidence = "" if healthy is None else ("1" if healthy else "0")
         state = await self._record(
-            keys=[window_key(tool), breaker_key(tool)],
+            keys=[
+                window_key(tenant, tool),
+                breaker_key(tenant, tool),
+                window_key(tenant, kill_overshoot_of(tool)),
+            ],
             args=[
                 now,
-                member,
+                _member(duration_ms, censored),
                 self.window.window_ms,
                 self.window.max_samples,
                 evidence,
                 self.breaker.threshold,
                 self.breaker.cooldown_ms,
+                _member(kill_overshoot_ms, False),
             ],
         )
         if healthy is None:
             return None
         return "closed" if state == "closed" else "open"
+
+
+def _member(duration_ms: float | None, censored: bool) -> str:
+    if duration_ms is None:
+        return ""
+    return sample_member(LatencySample(max(0.0, duration_ms), censored))
 
 
 class CallFeedback:
@@ -94,6 +107,7 @@ class CallFeedback:
 
     async def learn(
         self,
+        tenant: str,
         tool: str,
         error: SerfError | None,
         *,
@@ -103,13 +117,14 @@ class CallFeedback:
         stop_by_ms: int | None,
         answered_ms: float,
     ) -> None:
-        """Record one finished call: its outcome (`error`, None for a result), the wall time
-        it took, the time it was granted, and when it answered against the sandbox's
-        deadline (`stop_by_ms`)."""
+        """Record one finished call of `tenant`'s: its outcome (`error`, None for a result),
+        the wall time it took, the time it was granted, and when it answered against the
+        sandbox's deadline (`stop_by_ms`)."""
         timed_out = error is not None and error.code is ErrorCode.TOOL_TIMEOUT
         duration: float | None = None
         if error is None or error.code not in NOT_RUN:
             duration = granted_ms if timed_out else wall_ms
+        overshoot: float | None = None
         if timed_out:
             assert error is not None
             # How late the kill answered. A kill in the sandbox is measured from the call's
@@ -119,11 +134,17 @@ class CallFeedback:
             late = answered_ms - stop_by_ms if stop_by_ms is not None else 0.0
             cut_by_gateway = error.details.get("killed_by") == "gateway"
             overrun = 0.0 if cut_by_gateway else wall_ms - granted_ms
-            await self.window.record(KILL_OVERSHOOT, max(0.0, overrun, late))
+            overshoot = max(0.0, overrun, late)
         if error is None:
-            await self.recorder.record(tool, duration_ms=duration, healthy=True)
-            return
-        fault = counts_against_tool(error.code, granted_ms=granted_ms, declared_ms=declared_ms)
+            healthy: bool | None = True
+        else:
+            fault = counts_against_tool(error.code, granted_ms=granted_ms, declared_ms=declared_ms)
+            healthy = False if fault else None
         await self.recorder.record(
-            tool, duration_ms=duration, censored=timed_out, healthy=False if fault else None
+            tenant,
+            tool,
+            duration_ms=duration,
+            censored=timed_out,
+            healthy=healthy,
+            kill_overshoot_ms=overshoot,
         )

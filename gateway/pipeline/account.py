@@ -3,7 +3,8 @@
 An audit record (handed to the background `AuditWriter`), metrics (requests, latency per
 operation and per stage, errors by code, rate-limit hits), one structured log line carrying
 the trace id, and for a tool call that reached its executor, what the time budgets learn
-from it (`CallFeedback`: the latency sample and the breaker's evidence).
+from it (`CallFeedback`: the latency sample and the breaker's evidence, the caller's
+tenant's own).
 Runs as the pipeline's closing stage, so refusals are accounted like answers.
 """
 
@@ -101,6 +102,7 @@ class AccountStage:
             return  # not a tool call, or no outcome came back from its executor
         assert answered is not None  # set by dispatch with the outcome
         await self.feedback.learn(
+            ctx.require_principal().tenant,
             ctx.tool.name,
             ctx.error,
             wall_ms=usage.wall_ms,

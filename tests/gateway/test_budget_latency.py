@@ -39,24 +39,27 @@ def test_censored_samples_below_observed_ones_shift_weight_upward() -> None:
 async def test_declared_timeout_stands_in_until_enough_samples(redis: Redis) -> None:
     window = LatencyWindow(redis, min_samples=5)
     for ms in (10, 11, 12, 13):
-        await window.record("slow_tool", ms)
-    early = await window.estimate("slow_tool", 2_000)
+        await window.record("acme", "slow_tool", ms)
+    early = await window.estimate("acme", "slow_tool", 2_000)
     assert (early.source, early.p50_ms, early.p95_ms, early.samples) == ("declared", 2000, 2000, 4)
-    await window.record("slow_tool", 14)
-    learned = await window.estimate("slow_tool", 2_000)
+    await window.record("acme", "slow_tool", 14)
+    learned = await window.estimate("acme", "slow_tool", 2_000)
     assert learned.source == "observed" and learned.p50_ms == 12 and learned.p95_ms == 14
+    # Another tenant's calls of the tool are another window: it has learned nothing yet.
+    other = await window.estimate("globex", "slow_tool", 2_000)
+    assert (other.source, other.samples) == ("declared", 0)
 
 
 async def test_window_is_bounded_by_count_and_by_age(redis: Redis) -> None:
     window = LatencyWindow(redis, window_s=10, max_samples=3, min_samples=1)
     now = 1_000_000
     for i, ms in enumerate((100, 200, 300, 400)):
-        await window.record("t", ms, now_ms=now + i)
-    kept = await window.samples("t", now_ms=now + 10)
+        await window.record("acme", "t", ms, now_ms=now + i)
+    kept = await window.samples("acme", "t", now_ms=now + 10)
     assert sorted(s.duration_ms for s in kept) == [200, 300, 400]
     # Eleven seconds later the old samples have aged out of the window.
-    await window.record("t", 50, now_ms=now + 11_000)
-    later = await window.samples("t", now_ms=now + 11_000)
+    await window.record("acme", "t", 50, now_ms=now + 11_000)
+    later = await window.samples("acme", "t", now_ms=now + 11_000)
     assert [s.duration_ms for s in later] == [50]
 
 
@@ -65,8 +68,8 @@ async def test_replicas_share_one_window(redis: Redis, redis_url: str) -> None:
 
     other = connect_redis(redis_url)
     try:
-        await LatencyWindow(redis, min_samples=1).record("shared", 42, censored=True)
-        seen = await LatencyWindow(other, min_samples=1).estimate("shared", 1000)
+        await LatencyWindow(redis, min_samples=1).record("acme", "shared", 42, censored=True)
+        seen = await LatencyWindow(other, min_samples=1).estimate("acme", "shared", 1000)
     finally:
         await other.aclose()
     assert seen.samples == 1 and seen.censored == 1 and seen.p95_ms == 42

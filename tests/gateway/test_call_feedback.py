@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from redis.asyncio import Redis
 
-from gateway.budgets import KILL_OVERSHOOT, CallFeedback, CircuitBreaker, LatencyWindow
+from gateway.budgets import CallFeedback, CircuitBreaker, LatencyWindow, kill_overshoot_of
 from protocol import ErrorCode, SerfError
 
 pytestmark = pytest.mark.anyio
@@ -21,15 +21,19 @@ async def test_a_kill_is_a_censored_sample_and_its_lateness_is_kept(redis: Redis
     window, breaker, feedback = _parts(redis)
     killed = SerfError.of(ErrorCode.TOOL_TIMEOUT, "killed")
     await feedback.learn(
-        "slow", killed, wall_ms=290.0, granted_ms=300, declared_ms=300,
+        "acme", "slow", killed, wall_ms=290.0, granted_ms=300, declared_ms=300,
         stop_by_ms=1_000, answered_ms=1_025.0,
     )  # fmt: skip
-    [sample] = await window.samples("slow")
+    [sample] = await window.samples("acme", "slow")
     assert (sample.duration_ms, sample.censored) == (300, True)
-    [late] = await window.samples(KILL_OVERSHOOT)
+    [late] = await window.samples("acme", kill_overshoot_of("slow"))
     assert late.duration_ms == 25  # answered 25 ms past the sandbox's deadline
     # It had its whole declared timeout: the tool broke its promise.
-    assert (await breaker.state("slow")).state == "open"
+    assert (await breaker.state("acme", "slow")).state == "open"
+    # All of it is the tenant's own: another tenant's window, margin and breaker are clean.
+    assert await window.samples("globex", "slow") == []
+    assert await window.samples("globex", kill_overshoot_of("slow")) == []
+    assert (await breaker.state("globex", "slow")).state == "closed"
 
 
 async def test_a_deadline_cut_is_not_the_tools_fault_and_a_call_not_run_teaches_nothing(
@@ -38,25 +42,27 @@ async def test_a_deadline_cut_is_not_the_tools_fault_and_a_call_not_run_teaches_
     window, breaker, feedback = _parts(redis)
     cut = SerfError.of(ErrorCode.TOOL_TIMEOUT, "cut", details={"killed_by": "gateway"})
     await feedback.learn(
-        "t", cut, wall_ms=80.0, granted_ms=50, declared_ms=2_000,
+        "acme", "t", cut, wall_ms=80.0, granted_ms=50, declared_ms=2_000,
         stop_by_ms=None, answered_ms=0.0,
     )  # fmt: skip
-    assert (await breaker.state("t")).state == "closed"
-    assert [s.censored for s in await window.samples("t")] == [True]
+    assert (await breaker.state("acme", "t")).state == "closed"
+    assert [s.censored for s in await window.samples("acme", "t")] == [True]
     no_sandbox = SerfError.of(ErrorCode.SANDBOX_UNAVAILABLE, "busy")
     await feedback.learn(
-        "u", no_sandbox, wall_ms=3.0, granted_ms=50, declared_ms=50,
+        "acme", "u", no_sandbox, wall_ms=3.0, granted_ms=50, declared_ms=50,
         stop_by_ms=None, answered_ms=0.0,
     )  # fmt: skip
-    assert await window.samples("u") == []
-    assert (await breaker.state("u")).state == "closed"
+    assert await window.samples("acme", "u") == []
+    assert (await breaker.state("acme", "u")).state == "closed"
 
 
 async def test_a_result_is_a_plain_sample_and_no_kill_lateness(redis: Redis) -> None:
     window, _, feedback = _parts(redis)
     await feedback.learn(
-        "ok", None, wall_ms=12.5, granted_ms=2_000, declared_ms=2_000,
+        "acme", "ok", None, wall_ms=12.5, granted_ms=2_000, declared_ms=2_000,
         stop_by_ms=None, answered_ms=0.0,
     )  # fmt: skip
-    assert [(s.duration_ms, s.censored) for s in await window.samples("ok")] == [(12.5, False)]
-    assert await window.samples(KILL_OVERSHOOT) == []
+    assert [(s.duration_ms, s.censored) for s in await window.samples("acme", "ok")] == [
+        (12.5, False)
+    ]
+    assert await window.samples("acme", kill_overshoot_of("ok")) == []

@@ -144,8 +144,8 @@ async def _too_late(settings: Settings, redis: Redis, client: httpx.AsyncClient)
 @produces(ErrorCode.UPSTREAM_UNAVAILABLE)
 async def _open_circuit(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
     breaker = CircuitBreaker(redis, failures=1, cooldown_ms=60_000)
-    await breaker.record("down", ok=False)
-    return await _raised_async(lambda: breaker.admit("down", probe_ttl_ms=100))
+    await breaker.record("acme", "down", ok=False)
+    return await _raised_async(lambda: breaker.admit("acme", "down", probe_ttl_ms=100))
 
 
 def _tool_failure(name: str, **arguments: object) -> Producer:

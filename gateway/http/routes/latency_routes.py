@@ -1,4 +1,5 @@
-"""`GET /v1/tools/{name}/latency`: a tool's p50/p95 as the allocator sees them, and its breaker.
+"""`GET /v1/tools/{name}/latency`: a tool's p50/p95 as the allocator sees them for the
+caller's tenant, and the tenant's breaker of it.
 
 Runs through the pipeline (authenticated, accounted) as an operation; the caller sees only
 tools it may call, with the same TOOL_NOT_ALLOWED / TOOL_NOT_FOUND answers as a call.
@@ -36,9 +37,9 @@ async def tool_latency(name: str, request: Request) -> Any:
         if registered is None:
             raise GatewayError.of(ErrorCode.TOOL_NOT_FOUND, f"no tool {name!r} is served here")
         window: LatencyWindow = request.app.state.latency_window
-        estimate = await window.estimate(name, registered.spec.intent.timeout_ms)
+        estimate = await window.estimate(principal.tenant, name, registered.spec.intent.timeout_ms)
         breaker_of: CircuitBreaker = request.app.state.breaker
-        breaker = await breaker_of.state(name)
+        breaker = await breaker_of.state(principal.tenant, name)
         return ToolLatency(
             tool=name,
             p50_ms=estimate.p50_ms,
