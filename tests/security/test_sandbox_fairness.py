@@ -44,7 +44,7 @@ async def gateway(fairness_settings: Settings) -> AsyncIterator[httpx.AsyncClien
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://gateway", timeout=60
+            transport=transport, base_url="http://localhost", timeout=60
         ) as client:
             yield client
 
