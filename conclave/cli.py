@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import anyio
-
 import typer
 from rich.console import Console
 
 from conclave.sandbox_cli import sandbox_app
-from conclave.stack import EmbeddedStack
+from conclave.stack import EmbeddedStack, StackError
 from conclave.state_cli import state_app
 from gateway import AgentDirectory, Settings, connect_redis, translate
 from protocol import AgentToken
+from sandbox import SandboxStartError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 token_app = typer.Typer(no_args_is_help=True, help="Agent tokens.")
@@ -30,20 +30,55 @@ console = Console()
 def serve(
     host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port; 0 picks a free one")] = 8321,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="where generated secrets live (default: $XDG_DATA_HOME/conclave)"),
+    ] = None,
+    unisolated_process_backend: Annotated[
+        bool,
+        typer.Option(help="run tools as plain processes: NO isolation, for trusted code only"),
+    ] = False,
 ) -> None:
     """Run the embedded stack (Redis, gateway, sandbox) in the foreground until Ctrl-C."""
-    settings = Settings().model_copy(update={"port": port})
+    overrides: dict[str, object] = {"port": port}
+    if data_dir is not None:
+        overrides["data_dir"] = data_dir
+    if unisolated_process_backend:
+        overrides["sandbox_backend"] = "process"
+    settings = Settings(**overrides)  # type: ignore[arg-type]
+    if settings.sandbox_backend == "process" and not unisolated_process_backend:
+        _refuse_to_serve(
+            "the process backend does not isolate tools: add --unisolated-process-backend"
+        )
     stopped = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopped.set())
-    with EmbeddedStack(settings, host=host) as stack:
+    try:
+        stack = EmbeddedStack(settings, host=host).start()
+    except (StackError, SandboxStartError) as exc:
+        _refuse_to_serve(str(exc))
+    try:
         assert stack.backend is not None
         console.print(f"[bold green]Conclave gateway[/] {stack.url}")
         console.print(f"redis    {stack.settings.redis_url}")
         console.print(f"sandbox  {stack.backend.name}: {stack.backend.reason}")
+        console.print(f"secrets  {_secrets_origin(settings)}")
         console.print("Ctrl-C stops it.")
         stopped.wait()
+    finally:
+        stack.stop()
     console.print("stopped.")
+
+
+def _secrets_origin(settings: Settings) -> str:
+    if settings.secrets_configured:
+        return "configured (CONCLAVE_SECRET, CONCLAVE_ADMIN_KEY)"
+    return f"in {settings.data_dir} (files 'secret' and 'admin_key', 0600)"
+
+
+def _refuse_to_serve(message: str) -> NoReturn:
+    typer.echo(f"conclave serve: {message}", err=True)
+    raise typer.Exit(1)
 
 
 @token_app.command("issue")

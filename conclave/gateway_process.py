@@ -4,6 +4,9 @@
 never sets TCP_NODELAY on the TCP connections it accepts; Nagle's algorithm then meets the
 client's delayed ACK and every small response waits ~40 ms. Rebuilding the socket with its
 real family (auto-detected from the descriptor) avoids that.
+
+The settings, secrets included, arrive through an inherited pipe (`conclave.settings_pipe`),
+never through the environment.
 """
 
 from __future__ import annotations
@@ -13,16 +16,18 @@ import sys
 
 import uvicorn
 
+from conclave.settings_pipe import read_settings
+from gateway import create_app
 from gateway.http import CoalescingHttpToolsProtocol
 
 
 def main() -> None:
     listener = socket.socket(fileno=int(sys.argv[1]))  # family and type detected from the fd
+    settings = read_settings(int(sys.argv[2]))
     # loop "auto" picks uvloop (a dependency); httptools parses, as "auto" would pick.
     # No proxy-header rewriting: nothing reads the client address, and it ran on every request.
     config = uvicorn.Config(
-        "gateway:create_app",
-        factory=True,
+        create_app(settings),
         log_level="warning",
         access_log=False,
         proxy_headers=False,

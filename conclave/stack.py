@@ -3,11 +3,16 @@
 `EmbeddedStack` starts all three and tears all of it down, so one command (or one test
 fixture) gets a whole platform. The gateway runs in its own process, listening on a socket
 this process bound to a free port, so callers cross a real HTTP and process boundary.
+
+Secrets reach the gateway process through a pipe, never its environment. A bind beyond
+loopback needs explicitly configured secrets; the sandbox backend is the strongest one found
+(or the one configured), never a silent fall-back to no isolation.
 """
 
 from __future__ import annotations
 
-import json
+import ipaddress
+import logging
 import os
 import socket
 import subprocess
@@ -20,13 +25,30 @@ from typing import IO
 import httpx
 
 from conclave.embedded_redis import EmbeddedRedis
+from conclave.settings_pipe import settings_pipe
 from gateway import Settings, issue_token
 from protocol import ADMIN_KEY_HEADER
 from sandbox import BackendChoice, strongest_available
 
+log = logging.getLogger("conclave.stack")
+
+INPROCESS_WARNING = (
+    "NO ISOLATION: tools run in the gateway's own threads; 'inprocess' is for benchmarks only"
+)
+
 
 class StackError(RuntimeError):
     pass
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 or localhost: reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to anything
 
 
 class EmbeddedStack:
@@ -59,6 +81,19 @@ class EmbeddedStack:
 
     def _start(self, timeout_s: float) -> None:
         base = self.base_settings
+        if not is_loopback(self.host) and not base.secrets_configured:
+            raise StackError(
+                f"refusing to listen on {self.host} with generated secrets: set "
+                "CONCLAVE_SECRET and CONCLAVE_ADMIN_KEY (long random values) to bind beyond "
+                "loopback"
+            )
+        if base.sandbox_backend == "auto":
+            self.backend = strongest_available(base.docker_host, base.sandbox_image)
+        elif base.sandbox_backend == "inprocess":
+            log.warning(INPROCESS_WARNING)
+            self.backend = BackendChoice("inprocess", INPROCESS_WARNING)
+        else:
+            self.backend = BackendChoice(base.sandbox_backend, "chosen by configuration")
         redis_url = base.redis_url
         if not redis_url:
             self.redis = EmbeddedRedis(
@@ -68,10 +103,6 @@ class EmbeddedStack:
             )
             self.redis.start()
             redis_url = self.redis.url
-        if base.sandbox_backend == "auto":
-            self.backend = strongest_available(base.docker_host, base.sandbox_image)
-        else:
-            self.backend = BackendChoice(base.sandbox_backend, "chosen by configuration")
         self.settings = base.model_copy(
             update={"redis_url": redis_url, "sandbox_backend": self.backend.name}
         )
@@ -85,28 +116,26 @@ class EmbeddedStack:
         port = self._socket.getsockname()[1]
         self.url = f"http://{self.host}:{port}"
         self.settings = self.settings.model_copy(update={"port": port, "host": self.host})
-        command = [sys.executable, "-m", "conclave.gateway_process", str(self._socket.fileno())]
         if self.log_path is not None:
             self._log = self.log_path.open("ab")
-        self._gateway = subprocess.Popen(
-            command,
-            env=self._gateway_env(),
-            pass_fds=(self._socket.fileno(),),
-            stdout=self._log,
-            stderr=subprocess.STDOUT if self._log else None,
-        )
+        settings_out = settings_pipe(self.settings)
+        try:
+            fds = (self._socket.fileno(), settings_out)
+            command = [sys.executable, "-m", "conclave.gateway_process", *map(str, fds)]
+            self._gateway = subprocess.Popen(
+                command,
+                env=self._gateway_env(),
+                pass_fds=fds,
+                stdout=self._log,
+                stderr=subprocess.STDOUT if self._log else None,
+            )
+        finally:
+            os.close(settings_out)
         self._wait_ready(timeout_s)
 
     def _gateway_env(self) -> dict[str, str]:
+        """Ours without any CONCLAVE_* variable: the settings travel through the pipe."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("CONCLAVE_")}
-        for name, value in self.settings.model_dump().items():
-            if value is None:
-                continue
-            if hasattr(value, "get_secret_value"):
-                value = value.get_secret_value()
-            elif isinstance(value, tuple | list):
-                value = json.dumps(list(value))
-            env[f"CONCLAVE_{name.upper()}"] = str(value)
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         return env

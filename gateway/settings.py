@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from gateway.secrets_store import default_data_dir, load_or_create_secrets
 
 # "inprocess" runs tools in the gateway's own threads: no isolation, for measuring overhead.
 SandboxChoice = Literal["auto", "docker", "bwrap", "process", "inprocess"]
@@ -21,9 +24,14 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8321, ge=0, le=65535)
 
-    # Tokens: HS256 with this secret; or RS256 from an identity provider's JWKS.
-    secret: SecretStr = SecretStr("conclave-dev-secret-change-me-0123456789")
-    admin_key: SecretStr = SecretStr("conclave-dev-admin-key")
+    # Where generated secrets live (0700): default $XDG_DATA_HOME/conclave, ~/.local/share/conclave.
+    data_dir: Path = Field(default_factory=default_data_dir)
+    # Tokens: HS256 with this secret; or RS256 from an identity provider's JWKS. Either left
+    # empty is generated once into data_dir (0600) and read from there on later runs.
+    secret: SecretStr = SecretStr("")
+    admin_key: SecretStr = SecretStr("")
+    # Host headers the gateway answers (DNS-rebinding guard); the bind host is always allowed.
+    allowed_hosts: tuple[str, ...] = ("localhost", "127.0.0.1", "::1")
     jwks_url: str | None = None
     token_issuer: str = "conclave"
     token_ttl_s: int = Field(default=3600, gt=0)
@@ -91,3 +99,22 @@ class Settings(BaseSettings):
     budget_min_grant_ms: int = Field(default=10, gt=0)  # never kill a call sooner than this
     breaker_failures: int = Field(default=5, gt=0)  # consecutive failures that open it
     breaker_cooldown_ms: int = Field(default=10_000, gt=0)
+
+    _secrets_configured: bool = PrivateAttr(default=False)
+
+    @model_validator(mode="after")
+    def _fill_secrets_from_data_dir(self) -> Settings:
+        """Secrets not configured explicitly come from (or are first generated in) data_dir."""
+        secret, admin_key = self.secret.get_secret_value(), self.admin_key.get_secret_value()
+        self._secrets_configured = bool(secret and admin_key)
+        if not self._secrets_configured:
+            stored = load_or_create_secrets(self.data_dir)
+            # The model is frozen; this runs once, while it is being built.
+            object.__setattr__(self, "secret", SecretStr(secret or stored.secret))
+            object.__setattr__(self, "admin_key", SecretStr(admin_key or stored.admin_key))
+        return self
+
+    @property
+    def secrets_configured(self) -> bool:
+        """Both the secret and the admin key were given explicitly (not from data_dir)."""
+        return self._secrets_configured

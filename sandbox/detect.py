@@ -1,4 +1,8 @@
-"""Which sandbox backend is the strongest this machine can run, and why."""
+"""Which sandbox backend is the strongest this machine can run, and why.
+
+Only isolating backends are candidates: with neither Docker nor bubblewrap, start-up fails
+saying what to install. The unisolated `process` backend is never picked, only chosen.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,10 @@ from pathlib import Path
 import docker
 from docker.errors import DockerException, ImageNotFound
 
-# Strongest first: a container, then namespaces + cgroups, then a bare process.
-STRENGTH_ORDER = ("docker", "bwrap", "process")
+from sandbox.backend import SandboxStartError
+
+# Strongest first: a container, then namespaces + cgroups. `process` is not a candidate.
+STRENGTH_ORDER = ("docker", "bwrap")
 
 
 @dataclass(frozen=True)
@@ -59,13 +65,15 @@ def bwrap_status() -> str | None:
 
 
 def strongest_available(docker_host: str, image: str) -> BackendChoice:
+    """Docker, else bubblewrap; SandboxStartError naming what to install when neither runs."""
     docker_missing = docker_status(docker_host, image)
     if docker_missing is None:
         return BackendChoice("docker", "Docker engine reachable and runtime image present")
     bwrap_missing = bwrap_status()
     if bwrap_missing is None:
         return BackendChoice("bwrap", f"bubblewrap available; docker unused: {docker_missing}")
-    return BackendChoice(
-        "process",
-        f"NO ISOLATION: {docker_missing}; {bwrap_missing}. Tools run as plain processes.",
+    raise SandboxStartError(
+        f"no isolating sandbox backend here: {docker_missing}; {bwrap_missing}. Install "
+        "Docker or bubblewrap; or, knowing tools then run unisolated, choose the process "
+        "backend explicitly (conclave serve --unisolated-process-backend)"
     )

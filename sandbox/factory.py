@@ -62,7 +62,7 @@ def backend_named(name: str, docker_host: str, image: str) -> SandboxBackend:
     if name == "bwrap":
         missing = bwrap_status()
         if missing is not None:
-            raise SandboxStartError(f"{missing}; or use CONCLAVE_SANDBOX_BACKEND=process")
+            raise SandboxStartError(f"{missing}; or use CONCLAVE_SANDBOX_BACKEND=docker")
         from sandbox.backends.bwrap import BwrapBackend
 
         return BwrapBackend()

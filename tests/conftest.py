@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
@@ -16,6 +17,11 @@ from gateway.settings import Settings
 from sandbox.detect import bwrap_status, docker_status
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+# Secrets a test does not configure are generated in this run's own data directory (here
+# and in every process a test starts), never in the user's.
+os.environ.setdefault("CONCLAVE_DATA_DIR", tempfile.mkdtemp(prefix="conclave-test-data-"))
+TEST_SECRETS = {"secret": "test-secret-" + "x" * 32, "admin_key": "test-admin-key"}
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +42,13 @@ def redis_url() -> Iterator[str]:
 
 @pytest.fixture
 def settings(redis_url: str) -> Settings:
-    return Settings(redis_url=redis_url, port=0, sandbox_backend="process")
+    return Settings(
+        redis_url=redis_url,
+        port=0,
+        sandbox_backend="process",
+        allowed_hosts=("gateway",),  # the `client` fixture's base URL
+        **TEST_SECRETS,
+    )
 
 
 @pytest.fixture

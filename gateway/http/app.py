@@ -17,6 +17,7 @@ from starlette.types import Receive, Send
 from starlette.types import Scope as AsgiScope
 
 from gateway.http.fast_path import FastPath, serve_hot
+from gateway.http.host_check import HostCheck
 from gateway.http.responses import install_error_handlers
 from gateway.http.routes import ROUTERS
 
@@ -27,8 +28,17 @@ class GatewayApp(FastAPI):
     """FastAPI with the hot routes (tool calls, /mcp) served ahead of its middleware stack."""
 
     _fast_path: FastPath | None = None
+    _host_check: HostCheck | None = None
 
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        # The DNS-rebinding guard, ahead of everything, once the app's settings are known.
+        if self._host_check is None and hasattr(self.state, "settings"):
+            settings = self.state.settings
+            self._host_check = HostCheck(settings.allowed_hosts, settings.host)
+        check = self._host_check
+        if check is not None and scope["type"] == "http" and not check.allows(scope):
+            await check.refuse(scope, receive, send)
+            return
         # Built once, on the first call, as Starlette builds its middleware stack: every route
         # is declared by then, wherever it was declared from.
         if self._fast_path is None:

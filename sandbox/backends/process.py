@@ -1,8 +1,11 @@
 """The `process` backend: the runner as a plain subprocess with rlimits. It does NOT isolate.
 
-For machines with neither Docker nor bubblewrap. Per-call rlimits and the wall-clock kill
+Only ever chosen explicitly, never a fall-back. Per-call rlimits and the wall-clock kill
 still apply, but tool code sees the host's files, network and processes; the backend says
-so loudly when it starts.
+so loudly when it starts. What it does keep from tools: the gateway's environment (the
+runner gets a scrubbed one) and, when the gateway runs as root, everything only root may
+read: the runner then runs as the unprivileged SANDBOX_UID, so the 0600 secret files and
+/proc/<gateway>/environ are closed to it.
 """
 
 from __future__ import annotations
@@ -13,11 +16,13 @@ import os
 import signal
 import subprocess
 import sys
+import sysconfig
+from pathlib import Path
 
 import anyio
 from anyio.abc import Process
 
-from sandbox.backend import LaunchedSandbox, SandboxSpec
+from sandbox.backend import SANDBOX_UID, LaunchedSandbox, SandboxSpec, SandboxStartError
 from sandbox.channel import SOCKET_NAME
 from sandbox.layout import REPO_ROOT, RUNNER_PATH, code_packages, runner_argv
 
@@ -25,7 +30,7 @@ log = logging.getLogger("conclave.sandbox")
 
 WARNING = (
     "sandbox backend 'process' does NOT isolate tools: they run as plain processes with the "
-    "gateway's user, files and network. Use docker or bwrap for untrusted tool code."
+    "host's files and network. Use docker or bwrap for untrusted tool code."
 )
 
 
@@ -68,24 +73,78 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+def _reachable_by_others(path: Path) -> bool:
+    """Whether a user with no rights of ours (SANDBOX_UID) can execute `path`."""
+    real = path.resolve()
+    return real.is_file() and bool(real.stat().st_mode & 0o001) and _passable_by_others(real)
+
+
+def _passable_by_others(directory: Path) -> bool:
+    """Whether a user with no rights of ours may pass through every directory above this one."""
+    return all(parent.stat().st_mode & 0o001 for parent in directory.resolve().parents)
+
+
+def _unprivileged_interpreter() -> str:
+    """Our Python, or the same version elsewhere on PATH when SANDBOX_UID cannot reach ours
+    (an interpreter under /root, say); our site-packages go on its PYTHONPATH."""
+    if _reachable_by_others(Path(sys.executable)):
+        return sys.executable
+    name = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    dirs = [*os.environ.get("PATH", "").split(os.pathsep), "/usr/local/bin", "/usr/bin"]
+    for directory in dirs:
+        candidate = Path(directory or ".") / name
+        if candidate.exists() and _reachable_by_others(candidate):
+            return str(candidate)
+    raise SandboxStartError(
+        f"the process backend runs tools as uid {SANDBOX_UID}, which cannot execute "
+        f"{sys.executable}: install {name} where every user can run it (e.g. /usr/bin)"
+    )
+
+
+# Drops to the uid in argv[1] (and its gid, no supplementary groups), then execs the rest.
+# A launcher, not Popen's user=/group=: uvloop, the gateway's event loop, refuses those.
+_DROP_PRIVILEGES = (
+    "import os, sys; uid = int(sys.argv[1]); os.setgroups([]); os.setgid(uid); "
+    "os.setuid(uid); os.execv(sys.argv[2], sys.argv[2:])"
+)
+
+
+def _as_sandbox_user(uid: int | None) -> list[str]:
+    if uid is None:
+        return []
+    return [sys.executable, "-I", "-S", "-c", _DROP_PRIVILEGES, str(uid)]
+
+
 class ProcessBackend:
     name = "process"
     isolates = False
 
     def __init__(self) -> None:
         log.warning(WARNING)
+        # As root, the runner runs as the unprivileged SANDBOX_UID (no supplementary groups).
+        self._uid = SANDBOX_UID if os.geteuid() == 0 else None
+        self._python = sys.executable if self._uid is None else _unprivileged_interpreter()
 
     async def launch(self, spec: SandboxSpec) -> LaunchedSandbox:
+        if self._uid is not None and not _passable_by_others(spec.workspace):
+            raise SandboxStartError(
+                f"the process backend runs tools as uid {SANDBOX_UID}, which cannot pass "
+                f"through to the workspace {spec.workspace}: use a workspace root outside "
+                "private directories"
+            )
         roots = {str(path.parent) for path in code_packages(spec.tool_modules).values()}
-        pythonpath = os.pathsep.join([str(REPO_ROOT), *sorted(roots - {str(REPO_ROOT)})])
+        paths = [str(REPO_ROOT), *sorted(roots - {str(REPO_ROOT)})]
+        if self._python != sys.executable:  # another interpreter: give it our packages
+            paths += sorted({sysconfig.get_path("purelib"), sysconfig.get_path("platlib")})
+        pythonpath = os.pathsep.join(paths)
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "PYTHONPATH": pythonpath,
             "CONCLAVE_WORKSPACE": str(spec.workspace),
             "HOME": str(spec.workspace),
         }
-        argv = runner_argv(
-            sys.executable,
+        argv = _as_sandbox_user(self._uid) + runner_argv(
+            self._python,
             str(RUNNER_PATH),
             str(spec.workspace / SOCKET_NAME),
             str(spec.workspace),

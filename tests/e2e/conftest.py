@@ -16,6 +16,13 @@ E2E_LIMITS = {"max_body_bytes": 4096, "rate_limit_per_s": 1.0, "rate_limit_burst
 
 @pytest.fixture(scope="module")
 def stack(redis_url: str) -> Iterator[EmbeddedStack]:
-    settings = Settings(redis_url=redis_url, port=0, sandbox_backend="process", **E2E_LIMITS)
+    settings = Settings(
+        redis_url=redis_url,
+        port=0,
+        sandbox_backend="process",
+        secret="e2e-secret-" + "x" * 32,
+        admin_key="e2e-admin-key",
+        **E2E_LIMITS,
+    )
     with EmbeddedStack(settings) as running:
         yield running

@@ -16,7 +16,7 @@ async def test_health_and_ready(client: httpx.AsyncClient) -> None:
 
 
 async def test_ready_is_a_serf_503_when_redis_is_gone(tmp_path: object) -> None:
-    app = create_app(Settings(redis_url="unix:///nonexistent/redis.sock"))
+    app = create_app(Settings(redis_url="unix:///nonexistent/redis.sock", allowed_hosts=("g",)))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://g") as c:

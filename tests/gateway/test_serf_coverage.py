@@ -116,7 +116,7 @@ async def _bad_method(settings: Settings, redis: Redis, client: httpx.AsyncClien
 
 @produces(ErrorCode.STATE_UNAVAILABLE)
 async def _no_redis(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
-    app = create_app(Settings(redis_url="unix:///nonexistent/redis.sock"))
+    app = create_app(Settings(redis_url="unix:///nonexistent/redis.sock", allowed_hosts=("g",)))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://g") as dead:
@@ -190,9 +190,6 @@ async def _bug(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> S
 
 # --- through the real app: pipeline, state store and sandbox pool (process backend) ------
 
-ADMIN = {"X-Conclave-Admin-Key": "conclave-dev-admin-key"}
-
-
 def _bearer(settings: Settings, agent: str, scopes: list[str]) -> dict[str, str]:
     return {
         "Authorization": f"Bearer {issue_token(settings, tenant='cov', agent=agent, scopes=scopes)}"
@@ -254,12 +251,13 @@ PRODUCERS[ErrorCode.SANDBOX_KILLED] = _via(
 
 @produces(ErrorCode.AUTH_REVOKED)
 async def _revoked(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
+    admin = {"X-Conclave-Admin-Key": settings.admin_key.get_secret_value()}
     registered = await client.post(
-        "/v1/agents", json={"tenant": "cov", "agent": "gone", "tools": ["echo"]}, headers=ADMIN
+        "/v1/agents", json={"tenant": "cov", "agent": "gone", "tools": ["echo"]}, headers=admin
     )
     assert registered.status_code == 201, registered.text
     token = registered.json()["token"]
-    assert (await client.delete("/v1/agents/cov/gone", headers=ADMIN)).status_code < 300
+    assert (await client.delete("/v1/agents/cov/gone", headers=admin)).status_code < 300
     headers = {"Authorization": f"Bearer {token}"}
     return await _call(client, headers, "echo", arguments={"message": "x"})
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,14 +70,16 @@ PoolFactory = Callable[..., SandboxPool]
 
 
 @pytest.fixture
-async def make_pool(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[PoolFactory]:
+async def make_pool(request: pytest.FixtureRequest) -> AsyncIterator[PoolFactory]:
     """Build pools on the test's backend (`request.param` via `backend_name`); all closed after."""
     pools: list[SandboxPool] = []
+    roots: list[Path] = []
 
     def build(backend_name: str, **options: Any) -> SandboxPool:
-        root = tmp_path_factory.mktemp("pool")  # short enough for a Unix socket path
+        # Short enough for a Unix socket path, and outside pytest's 0700 temp tree: the
+        # process backend's runner (uid 65534 under root) must pass through to its workspace.
+        root = Path(tempfile.mkdtemp(prefix="conclave-pool-"))
+        roots.append(root)
         options.setdefault("tool_modules", TOOL_MODULES)
         pool = SandboxPool(make_backend(backend_name, request), workspace_root=root, **options)
         pools.append(pool)
@@ -83,6 +88,8 @@ async def make_pool(
     yield build
     for pool in pools:
         await pool.aclose()
+    for root in roots:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def processes_mentioning(text: str) -> list[int]:

@@ -22,7 +22,9 @@ async def test_commits_survive_a_redis_restart_whole_or_not_at_all(tmp_path: Pat
     server = EmbeddedRedis(tmp_path / "redis", persist=True)
     server.start()
     try:
-        settings = Settings(redis_url=server.url, port=0, sandbox_backend="process")
+        settings = Settings(
+            redis_url=server.url, port=0, sandbox_backend="process", allowed_hosts=("g",)
+        )
         await _run_through_restart(server, settings)
     finally:
         server.close()
