@@ -17,6 +17,7 @@ SUITES: dict[str, str] = {
     "tasks": "conclave.bench.tasks_suite",
     "sandbox": "conclave.bench.sandbox_suite",
     "gateway": "conclave.bench.gateway_suite",
+    "isolation": "conclave.bench.isolation_suite",
 }
 
 

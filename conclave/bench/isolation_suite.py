@@ -1,0 +1,217 @@
+"""`conclave bench isolation`: does a noisy tenant move a victim tenant's service?
+
+A victim tenant calls `echo` (sandboxed, with a time budget) one call after another, first
+alone, then while a noisy tenant, on the same gateway, Redis and sandbox backend:
+
+- floods tool calls (16 agents calling `echo` as fast as they are answered);
+- holds slow sandboxes (more `sleep` calls at once than the global sandbox cap);
+- floods commits with huge read sets (80,000 entries each);
+- forges results (tool code that writes its own result frame: a timeout of 1e9 ms).
+
+Every call, the victim's and the noisy tenant's, is made once: no retries, so a refusal the
+victim gets is counted, not hidden. Reported per scenario: the victim's success rate, p50 and
+p99, and p99 against its p99 alone. One more row runs `run_python` as the noisy tenant looking
+for the gateway's secret and admin key everywhere a tool can read (its environment, every
+`/proc/<pid>/environ`, the data directory) and counts what it found.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+import anyio
+
+from agents import GatewayCallError, GatewayClient
+from conclave.bench.stats import percentile
+from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
+from conclave.stack import EmbeddedStack
+from protocol import ADMIN_KEY_HEADER, AgentRegistration, Budget, CommitRequest, SerfError, Write
+
+TOOL_MODULES = ("tools.builtin", "tools.harness.misbehaving", "tools.harness.hostile")
+VICTIM_BUDGET_MS = 5_000
+GOAL_P99_RATIO = 2.0
+Noise = Callable[[EmbeddedStack, float], Coroutine[Any, Any, None]]
+
+
+def _never_retry(error: SerfError, attempt: int) -> float | None:
+    return None
+
+
+async def _client(stack: EmbeddedStack, tenant: str, tools: list[str]) -> GatewayClient:
+    """A new agent of `tenant`, registered through the admin API, with its own token."""
+    admin_key = stack.admin_headers[ADMIN_KEY_HEADER]
+    admin = GatewayClient(stack.url, admin_key=admin_key, retry=_never_retry)
+    async with admin:
+        registration = AgentRegistration(
+            tenant=tenant,
+            agent=f"a-{uuid.uuid4().hex[:8]}",
+            tools=tools,
+            namespaces={f"{tenant}-ns": "write"},
+        )
+        token = (await admin.register_agent(registration)).token
+    return GatewayClient(stack.url, token, retry=_never_retry)
+
+
+async def _victim_calls(victim: GatewayClient, seconds: float) -> tuple[list[float], int]:
+    """Echo calls one after another for `seconds`: each call's latency (ms), and failures."""
+    latencies: list[float] = []
+    failures = 0
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
+        budget = Budget(deadline_ms=int(time.time() * 1000) + VICTIM_BUDGET_MS)
+        began = time.perf_counter()
+        try:
+            await victim.call_tool("echo", {"message": "ping"}, budget=budget)
+        except GatewayCallError:
+            failures += 1
+        latencies.append((time.perf_counter() - began) * 1000)
+    return latencies, failures
+
+
+async def _loop(call: Callable[[], Awaitable[Any]], until: float) -> None:
+    while time.monotonic() < until:
+        try:
+            await call()
+        except GatewayCallError:
+            await anyio.sleep(0.005)  # a refusal answers at once: don't spin the shared cores
+
+
+async def _flood_tool_calls(stack: EmbeddedStack, until: float) -> None:
+    clients = [await _client(stack, "noisy", ["echo"]) for _ in range(16)]
+    async with anyio.create_task_group() as group:
+        for client in clients:
+            group.start_soon(_loop, lambda c=client: c.call_tool("echo", {"message": "x"}), until)
+    for client in clients:
+        await client.aclose()
+
+
+async def _hold_slow_sandboxes(stack: EmbeddedStack, until: float) -> None:
+    holders = stack.settings.sandbox_pool_max + 16
+    clients = [await _client(stack, "noisy", ["sleep"]) for _ in range(holders)]
+    async with anyio.create_task_group() as group:
+        for client in clients:
+            group.start_soon(_loop, lambda c=client: c.call_tool("sleep", {"seconds": 2}), until)
+    for client in clients:
+        await client.aclose()
+
+
+async def _huge_read_sets(stack: EmbeddedStack, until: float) -> None:
+    request = CommitRequest(
+        writes=[Write(key="k", value=1)], read_set={f"k{i}": 0 for i in range(80_000)}
+    )
+    clients = [await _client(stack, "noisy", []) for _ in range(4)]
+    async with anyio.create_task_group() as group:
+        for client in clients:
+            group.start_soon(_loop, lambda c=client: c.commit("noisy-ns", request), until)
+    for client in clients:
+        await client.aclose()
+
+
+async def _forge_results(stack: EmbeddedStack, until: float) -> None:
+    clients = [await _client(stack, "noisy", ["forge_outcome"]) for _ in range(2)]
+    async with anyio.create_task_group() as group:
+        for client in clients:
+            group.start_soon(_loop, lambda c=client: c.call_tool("forge_outcome", {}), until)
+    for client in clients:
+        await client.aclose()
+
+
+SCENARIOS: dict[str, Noise | None] = {
+    "alone": None,
+    "noisy floods tool calls": _flood_tool_calls,
+    "noisy holds slow sandboxes": _hold_slow_sandboxes,
+    "noisy commits huge read sets": _huge_read_sets,
+    "noisy forges results": _forge_results,
+}
+
+# Run by the noisy tenant's `run_python`: every place a tool could find a gateway secret.
+_SNOOP = r"""
+import glob, os
+seen = [repr(dict(os.environ))]
+for path in glob.glob('/proc/*/environ') + glob.glob('/proc/*/cmdline'):
+    try:
+        seen.append(open(path, 'rb').read().decode(errors='replace'))
+    except OSError:
+        pass
+for root in (os.environ.get('HOME', '/root'), '/root', '/run', '/tmp', '/workspace'):
+    for path in glob.glob(root + '/**/*', recursive=True)[:2000]:
+        try:
+            seen.append(open(path, 'rb').read(4096).decode(errors='replace'))
+        except OSError:
+            pass
+'\n'.join(seen)[:800_000]
+"""
+
+
+async def _secrets_found(stack: EmbeddedStack) -> int:
+    snoop = await _client(stack, "noisy", ["run_python"])
+    async with snoop:
+        answer = await snoop.call_tool("run_python", {"code": _SNOOP})
+    text = str(answer.result)
+    secrets = (stack.settings.secret, stack.settings.admin_key)
+    return sum(1 for s in secrets if s is not None and s.get_secret_value() in text)
+
+
+async def _measure(stack: EmbeddedStack, seconds: float) -> dict[str, Any]:
+    rows: dict[str, tuple[list[float], int]] = {}
+    victim = await _client(stack, "victim", ["echo"])
+    async with victim:
+        await _victim_calls(victim, 1.0)  # its sandbox starts warm, as a running agent's is
+        for name, noise in SCENARIOS.items():
+            if noise is None:
+                rows[name] = await _victim_calls(victim, seconds)
+                continue
+            async with anyio.create_task_group() as group:
+                group.start_soon(noise, stack, time.monotonic() + seconds + 1.0)
+                await anyio.sleep(0.5)  # let the noise build up first
+                rows[name] = await _victim_calls(victim, seconds)
+            await anyio.sleep(2.5)  # the noisy tenant's slow calls end before the next scenario
+    return {"rows": rows, "secrets": await _secrets_found(stack)}
+
+
+def run(ctx: BenchContext) -> SuiteResult:
+    seconds = 4.0 if ctx.quick else 15.0
+    base = ctx.stack.settings
+    settings = base.model_copy(update={"port": 0, "tool_modules": TOOL_MODULES})
+    task = ctx.progress.add_task("isolation: a victim tenant beside a noisy one", total=1)
+    with EmbeddedStack(settings, log_path=ctx.gateway_log("isolation")) as stack:
+        measured = anyio.run(_measure, stack, seconds)
+    ctx.progress.advance(task)
+
+    table = Table(
+        "isolation: the victim tenant's echo calls (ms), alone and beside a noisy tenant",
+        ["scenario", "calls", "succeeded", "p50", "p99", "p99 / alone"],
+    )
+    result = SuiteResult("isolation", tables=[table])
+    alone_p99 = percentile(measured["rows"]["alone"][0], 0.99)
+    for name, (latencies, failures) in measured["rows"].items():
+        calls = len(latencies)
+        success = (calls - failures) / calls if calls else 0.0
+        p50, p99 = statistics.median(latencies), percentile(latencies, 0.99)
+        ratio = p99 / alone_p99
+        table.rows.append([name, calls, f"{success:.1%}", p50, p99, f"{ratio:.2f}x"])
+        result.figures[f"{name} success"] = success
+        result.figures[f"{name} p99_ratio"] = ratio
+        result.goals.append(
+            Goal(f"{name}: victim calls succeeded", "100%", f"{success:.1%}", success == 1.0)
+        )
+        if name != "alone":
+            result.goals.append(
+                Goal(f"{name}: victim p99 / alone", f"<= {GOAL_P99_RATIO:.0f}x",
+                     f"{ratio:.2f}x", ratio <= GOAL_P99_RATIO)
+            )  # fmt: skip
+    found = measured["secrets"]
+    backend = ctx.stack.backend.name if ctx.stack.backend else "?"
+    result.figures["gateway secrets readable by a tool"] = found
+    result.goals.append(
+        Goal(f"gateway secrets readable by a tool ({backend})", "0", str(found), found == 0)
+    )
+    result.notes.append(
+        "no call is retried, the victim's nor the noisy tenant's; the victim's sandbox is warm "
+        "before the first scenario, as a running agent's would be"
+    )
+    return result
