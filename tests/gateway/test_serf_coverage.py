@@ -3,7 +3,7 @@
 Each producer below drives a real part of the system to the failure (most through the real
 app: pipeline, state store, process-backend sandbox pool) and returns the envelope it
 answered with; the test checks the code and that the envelope carries the table's category
-and retryability. A code shown by another suite is listed in PENDING with where.
+and retryability.
 """
 
 from __future__ import annotations
@@ -32,12 +32,6 @@ pytestmark = pytest.mark.anyio
 
 Producer = Callable[[Settings, Redis, httpx.AsyncClient], Awaitable[SerfError]]
 PRODUCERS: dict[ErrorCode, Producer] = {}
-
-# Shown elsewhere, where the component can be driven to it directly.
-PENDING: dict[ErrorCode, str] = {
-    ErrorCode.STATE_QUOTA_EXCEEDED: "tests/security/test_state_limits.py (a tenant's quota)",
-}
-
 
 def produces(code: ErrorCode) -> Callable[[Producer], Producer]:
     def register(fn: Producer) -> Producer:
@@ -123,6 +117,22 @@ async def _no_redis(settings: Settings, redis: Redis, client: httpx.AsyncClient)
             return SerfError.model_validate((await dead.get("/readyz")).json())
 
 
+@produces(ErrorCode.STATE_QUOTA_EXCEEDED)
+async def _over_quota(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
+    app = create_app(settings.model_copy(update={"state_quota_keys": 1}))
+    token = issue_token(settings, tenant="cov", agent="quota", scopes=["state:*:write"])
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url=str(client.base_url),
+            headers={"Authorization": f"Bearer {token}"},
+        ) as agent:  # fmt: skip
+            await agent.put("/v1/state/q", json={})
+            writes = [{"key": "a", "value": 1}, {"key": "b", "value": 2}]
+            answer = await agent.post("/v1/state/q/commit", json={"writes": writes})
+            return SerfError.model_validate(answer.json())
+
+
 def _estimate(p50: float) -> LatencyEstimate:
     return LatencyEstimate("slow", p50, p50 * 2, 20, 0, "observed")
 
@@ -189,6 +199,7 @@ async def _bug(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> S
 
 
 # --- through the real app: pipeline, state store and sandbox pool (process backend) ------
+
 
 def _bearer(settings: Settings, agent: str, scopes: list[str]) -> dict[str, str]:
     return {
@@ -353,8 +364,6 @@ def test_every_code_has_one_row_in_the_table() -> None:
 async def test_every_code_is_reachable(
     code: ErrorCode, settings: Settings, redis: Redis, client: httpx.AsyncClient
 ) -> None:
-    if code in PENDING:
-        pytest.skip(f"{code} is produced by {PENDING[code]}")
     assert code in PRODUCERS, f"no component is shown to produce {code}"
     error = await PRODUCERS[code](settings, redis, client)
     info = CODE_TABLE[code]
@@ -362,10 +371,6 @@ async def test_every_code_is_reachable(
     assert (error.category, error.retryable) == (info.category, info.retryable)
     if info.retryable and info.retry_after_ms is not None:
         assert error.retry_after_ms is not None
-
-
-def test_pending_codes_are_not_claimed_twice() -> None:
-    assert not set(PENDING) & set(PRODUCERS)
 
 
 def test_docker_and_redis_refusals_translate_to_transient_codes() -> None:
