@@ -24,6 +24,7 @@ from gateway.budgets import (
     CallFeedback,
     CircuitBreaker,
     LatencyWindow,
+    RateLimit,
 )
 from gateway.http import build_http_app
 from gateway.identity import AgentDirectory, JwksVerifier
@@ -119,7 +120,12 @@ def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: Fas
     """The six stages in DESIGN.md's order; account runs whatever happened."""
     state = app.state
     jwks = JwksVerifier(settings) if settings.jwks_url else None
-    admission = Admission(redis, settings.rate_limit_per_s, settings.rate_limit_burst)
+    admission = Admission(
+        redis,
+        settings.rate_limit_per_s,
+        settings.rate_limit_burst,
+        RateLimit(settings.tenant_rate_limit_per_s, settings.tenant_rate_limit_burst),
+    )
     allocator = AtbaAllocator(
         state.latency_window,
         state.breaker,

@@ -69,8 +69,13 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1_048_576, gt=0)
     audit_stream_max: int = Field(default=100_000, gt=0)  # ~records the audit stream keeps
     max_value_bytes: int = Field(default=262_144, gt=0)
+    # Rate limits: each agent per target (a tool, or all its state operations), and each
+    # tenant over all its agents and targets, so a tenant cannot multiply its rate by
+    # registering more agents. Both are taken in the one admission script before a call.
     rate_limit_per_s: float = Field(default=200.0, gt=0)
     rate_limit_burst: int = Field(default=400, gt=0)
+    tenant_rate_limit_per_s: float = Field(default=1000.0, gt=0)
+    tenant_rate_limit_burst: int = Field(default=2000, gt=0)
 
     # Shared state cannot be flooded: caps checked before any Redis work, a bounded history,
     # per-tenant quotas checked inside the commit script (a commit over them is refused whole).

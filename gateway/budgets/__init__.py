@@ -8,7 +8,7 @@ lateness and the breaker's evidence, one round trip). Their Lua lives in `lua/`,
 script.
 """
 
-from gateway.budgets.admission import Admission, AdmissionDecision
+from gateway.budgets.admission import Admission, AdmissionDecision, CallReads, RateLimit
 from gateway.budgets.allocator import AtbaAllocator, TimeGrant
 from gateway.budgets.breaker import BreakerState, CircuitBreaker, breaker_key, counts_against_tool
 from gateway.budgets.grant_rule import Allocation, allocate_budget, best_attempt, planned_chain
@@ -32,11 +32,13 @@ __all__ = [
     "AtbaAllocator",
     "BreakerState",
     "CallFeedback",
+    "CallReads",
     "CircuitBreaker",
     "LatencyEstimate",
     "LatencySample",
     "LatencyWindow",
     "OutcomeRecorder",
+    "RateLimit",
     "TimeGrant",
     "allocate_budget",
     "best_attempt",

@@ -1,26 +1,54 @@
-"""Admission: the revocation check and the rate limit in ONE Redis round trip.
+"""Admission: everything the gateway checks in Redis before a call starts, in ONE round trip.
 
-Every request costs one script call here, whatever it asks for: is the caller's token from
-its agent's current generation (if not, refuse, and take nothing from its bucket), and if so,
-one token from the (identity x target) bucket, refilled by Redis's own clock so replicas never
-disagree about a bucket. Buckets expire once they would be full again. The generation and the
-buckets carry the tenant as Redis Cluster hash tag, so the script touches one slot.
+One script per request, whatever it asks for: is the caller's token from its agent's current
+generation (if not, refuse, and take nothing); then one token from the agent's bucket for the
+target and one from its tenant's bucket (a refusal takes from neither), refilled by Redis's
+own clock so replicas never disagree; then, for a tool call, what the allocator asked to
+read (`CallReads`): the tool's circuit breaker (which may take the half-open probe's lease)
+and the latency windows its grant is computed from. Before, those were four round trips.
+Every key carries the tenant as Redis Cluster hash tag, so the script touches one slot.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 
+from gateway.budgets.breaker import breaker_key
+from gateway.budgets.latency_window import window_key
 from gateway.identity import generation_key
 from gateway.lua_files import lua_text
 
-_ADMIT = lua_text("gateway.budgets", "admission")
+_ADMIT = lua_text("gateway.budgets", "breaker_gate", "admission")
 
 
 def bucket_key(tenant: str, agent: str, target: str) -> str:
     return f"conclave:rl:{{{tenant}}}:{agent}:{target}"
+
+
+def tenant_bucket_key(tenant: str) -> str:
+    """The tenant's own bucket, shared by all its agents and targets (a name holds no ':')."""
+    return f"conclave:rl:{{{tenant}}}::tenant"
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    per_s: float
+    burst: int
+
+
+@dataclass(frozen=True)
+class CallReads:
+    """What the allocator needs read before a call: the breaker to pass (None: no breaker),
+    the probe's lease should it be the half-open probe, and the latency windows (by name)
+    with the age past which their samples no longer count."""
+
+    breaker_tool: str | None = None
+    probe_ttl_ms: int = 0
+    windows: tuple[str, ...] = ()
+    window_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -28,22 +56,67 @@ class AdmissionDecision:
     revoked: bool
     allowed: bool
     retry_after_ms: int
+    limited_by: str = ""  # 'agent' or 'tenant': whose bucket was empty
+    breaker_admitted: bool = True
+    breaker_wait_ms: int = 0
+    breaker_state: str = "closed"
+    windows: dict[str, list[str]] = field(default_factory=dict)  # name -> sample members
+    now_ms: int = 0  # the clock the breaker and windows were read at
 
 
 class Admission:
-    def __init__(self, redis: Redis, rate_per_s: float, burst: int) -> None:
+    def __init__(
+        self, redis: Redis, rate_per_s: float, burst: int, tenant: RateLimit | None = None
+    ) -> None:
         self.rate_per_s = rate_per_s
         self.burst = burst
+        self.tenant = tenant
         self._admit = redis.register_script(_ADMIT)
 
     async def admit(
-        self, tenant: str, agent: str, generation: int, target: str | None
+        self,
+        tenant: str,
+        agent: str,
+        generation: int,
+        target: str | None,
+        reads: CallReads = CallReads(),
     ) -> AdmissionDecision:
-        """Check the token's `generation` and, given a target, take from its bucket."""
+        """Check the token's `generation`; given a target, take from the agent's and the
+        tenant's buckets; then read what `reads` names."""
         keys = [generation_key(tenant, agent)]
+        buckets = 0
         if target is not None:
             keys.append(bucket_key(tenant, agent, target))
-        revoked, allowed, wait = await self._admit(
-            keys=keys, args=[generation, self.rate_per_s, self.burst]
+            buckets = 1
+            if self.tenant is not None:
+                keys.append(tenant_bucket_key(tenant))
+                buckets = 2
+        if reads.breaker_tool is not None:
+            keys.append(breaker_key(tenant, reads.breaker_tool))
+        keys += [window_key(tenant, name) for name in reads.windows]
+        tenant_limit = self.tenant or RateLimit(self.rate_per_s, self.burst)
+        now = int(time.time() * 1000)
+        reply = await self._admit(
+            keys=keys,
+            args=[
+                generation, buckets, self.rate_per_s, self.burst, tenant_limit.per_s,
+                tenant_limit.burst, "1" if reads.breaker_tool else "0", now,
+                max(1, reads.probe_ttl_ms), now - reads.window_ms,
+            ],
+        )  # fmt: skip
+        revoked, allowed, wait, limited_by, admitted, breaker_wait, state = reply[:7]
+        members = reply[7:]
+        return AdmissionDecision(
+            revoked=bool(int(revoked)),
+            allowed=bool(int(allowed)),
+            retry_after_ms=int(wait),
+            limited_by=str(limited_by),
+            breaker_admitted=bool(int(admitted)),
+            breaker_wait_ms=int(breaker_wait),
+            breaker_state=str(state),
+            windows={
+                name: [str(m) for m in found]
+                for name, found in zip(reads.windows, members, strict=False)
+            },
+            now_ms=now,
         )
-        return AdmissionDecision(bool(int(revoked)), bool(int(allowed)), int(wait))

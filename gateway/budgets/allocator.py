@@ -1,15 +1,16 @@
 """The budget stage's ATBA seam: breaker admission, then the call's share of the deadline.
 
-`AtbaAllocator` is the pipeline's `TimeAllocator`. For a tool call with a deadline it reads
-the caller's tenant's latency windows of this tool and of the planned calls after it (each
-tenant learns from its own calls only, so no tenant can move another's grants) and grants
-`allocate_budget`'s share (or refuses with BUDGET_EXHAUSTED); then the tool's circuit
-breaker must admit the call (an open circuit refuses before anything starts). The grant
-becomes the call's `CallLimits.timeout_ms`, so an overrun is killed by the sandbox; with it
-comes the kill margin (the tenant's kill overshoot of this tool, read in the same round
-trip) by which the dispatch stage moves the
-sandbox's deadline before the run's. Without a deadline the tool's declared timeout (or the
-caller's smaller request) applies.
+`AtbaAllocator` is the pipeline's `TimeAllocator`. It names what the admission script must
+read (`reads`): the tool's circuit breaker and, for a call with a deadline, the caller's
+tenant's latency windows of this tool, of the planned calls after it and of this tool's kill
+lateness (each tenant learns from its own calls only, so no tenant can move another's
+grants). From what was read (`allocate`), a shut circuit refuses before anything starts,
+and the call gets `allocate_budget`'s share (or BUDGET_EXHAUSTED). The grant becomes the
+call's `CallLimits.timeout_ms`, so an overrun is killed by the sandbox; with it comes the
+kill margin by which the dispatch stage moves the sandbox's deadline before the run's.
+Without a deadline the tool's declared timeout (or the caller's smaller request) applies.
+A half-open circuit's probe lease is taken in the script, before the grant is known: it
+covers the longest grant the call can get.
 
 The plan and the reserve come from `X-Conclave-Plan` (comma-separated tool names, this call
 first) and `X-Conclave-Reserve` (ms), else the body's `budget`, else MCP `_meta`
@@ -24,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gateway.budgets.admission import AdmissionDecision, CallReads
 from gateway.budgets.breaker import CircuitBreaker
 from gateway.budgets.grant_rule import allocate_budget, planned_chain
 from gateway.budgets.latency_window import LatencyWindow, kill_overshoot_of
@@ -110,23 +112,47 @@ class AtbaAllocator:
         registered = self.registry.get(tool)
         return registered.spec.intent.timeout_ms if registered else _DEFAULT_TIMEOUT_MS
 
-    async def allocate(self, ctx: RequestContext) -> TimeGrant:
+    def _ceiling_ms(self, ctx: RequestContext) -> int:
+        assert ctx.tool is not None
+        asked = ctx.limits.timeout_ms if ctx.limits else None
+        return fit_timeout(ctx.tool.spec.intent.timeout_ms, asked, None)
+
+    def reads(self, ctx: RequestContext) -> CallReads:
+        """The breaker and, under a deadline, the windows of the call's chain and its kill
+        lateness: read by the admission script, in the same round trip as the rate limit."""
         if ctx.tool is None:
-            return TimeGrant(None)  # state operations and listings have no time budget
+            return CallReads()  # state operations and listings have no time budget
+        tool = ctx.tool.name
+        # The probe's lease covers the longest grant this call can get, and the reply.
+        probe_ttl_ms = self._ceiling_ms(ctx) + PROBE_GRACE_MS
+        if ctx.tool_context is None or ctx.tool_context.deadline_ms is None:
+            return CallReads(tool, probe_ttl_ms)
+        chain = planned_chain(tool, _plan_of(ctx)[0])
+        windows = tuple(dict.fromkeys((*chain, kill_overshoot_of(tool))))
+        return CallReads(tool, probe_ttl_ms, windows, self.window.window_ms)
+
+    async def allocate(self, ctx: RequestContext, admitted: AdmissionDecision) -> TimeGrant:
+        if ctx.tool is None:
+            return TimeGrant(None)
         tool = ctx.tool.name
         tenant = ctx.require_principal().tenant
-        asked = ctx.limits.timeout_ms if ctx.limits else None
-        ceiling = fit_timeout(ctx.tool.spec.intent.timeout_ms, asked, None)
+        ceiling = self._ceiling_ms(ctx)
         deadline = ctx.tool_context.deadline_ms if ctx.tool_context else None
         remaining = None if deadline is None else deadline - time.time() * 1000
+        if not admitted.breaker_admitted:
+            raise self.breaker.refusal(
+                tenant, tool, admitted.breaker_wait_ms, admitted.breaker_state, remaining
+            )
         if remaining is None:
-            await self.breaker.admit(tenant, tool, probe_ttl_ms=ceiling + PROBE_GRACE_MS)
             return TimeGrant(ceiling)
         plan, reserve = _plan_of(ctx)
         chain = planned_chain(tool, plan)
-        timeouts = {name: self._declared_ms(name) for name in chain}
         overshoot = kill_overshoot_of(tool)
-        estimates = await self.window.estimates(tenant, {**timeouts, overshoot: 0})
+        declared = {name: self._declared_ms(name) for name in chain} | {overshoot: 0}
+        estimates = {
+            name: self.window.summarize(name, admitted.windows.get(name, ()), ms)
+            for name, ms in declared.items()
+        }
         # Keep back the usual lateness of a kill, as measured here (0 until it is known).
         margin = kill_margin_ms(self.margin_ms, estimates[overshoot].p95_ms)
         grant = allocate_budget(
@@ -137,8 +163,5 @@ class AtbaAllocator:
             max_ms=ceiling,
             margin_ms=margin,
             min_ms=self.min_grant_ms,
-        )
-        await self.breaker.admit(
-            tenant, tool, probe_ttl_ms=grant.granted_ms + PROBE_GRACE_MS, remaining_ms=remaining
         )
         return TimeGrant(grant.granted_ms, kill_margin_ms=margin)

@@ -30,7 +30,7 @@ from protocol import ErrorCode, RecoveryAction
 
 KEY_PREFIX = "conclave:breaker:"
 
-_ADMIT = lua_text("gateway.budgets", "breaker_admit")
+_ADMIT = lua_text("gateway.budgets", "breaker_gate", "breaker_admit")
 _RECORD = lua_text("gateway.budgets", "record_outcome", "breaker_record")
 
 BreakerStateName = Literal["closed", "open", "half_open"]
@@ -95,15 +95,20 @@ class CircuitBreaker:
         )
         if int(admitted):
             return bool(state == "probe")
-        wait = int(wait_ms)
-        fits = remaining_ms is None or wait < remaining_ms
-        raise GatewayError.of(
+        raise self.refusal(tenant, tool, int(wait_ms), str(state), remaining_ms)
+
+    def refusal(
+        self, tenant: str, tool: str, wait_ms: int, state: str, remaining_ms: float | None
+    ) -> GatewayError:
+        """UPSTREAM_UNAVAILABLE for a shut circuit: `retry_backoff` when the wait fits in the
+        caller's remaining time (or there is no deadline), otherwise `switch_tool`."""
+        fits = remaining_ms is None or wait_ms < remaining_ms
+        return GatewayError.of(
             ErrorCode.UPSTREAM_UNAVAILABLE,
             f"tool {tool!r} failed {self.threshold} times in a row for tenant {tenant!r}; its"
-            f" circuit is {state}"
-            f" for {wait} ms more: "
+            f" circuit is {state} for {wait_ms} ms more: "
             + ("retry after that" if fits else "use another tool, it will not recover in time"),
-            retry_after_ms=wait,
+            retry_after_ms=wait_ms,
             action=RecoveryAction.RETRY_BACKOFF if fits else RecoveryAction.SWITCH_TOOL,
             details={"tool": tool, "tenant": tenant, "breaker": state},
         )

@@ -186,14 +186,13 @@ class LatencyWindow:
                 pipe.zrangebyscore(window_key(tenant, tool), f"({now - self.window_ms}", "+inf")
             answers: list[list[str]] = await pipe.execute()
         return {
-            tool: self._summarize(tool, [_parse(str(m)) for m in members], declared[tool])
+            tool: self.summarize(tool, members, declared[tool])
             for tool, members in zip(tools, answers, strict=True)
         }
 
-    def _summarize(
-        self, tool: str, samples: Iterable[LatencySample], declared_ms: int
-    ) -> LatencyEstimate:
-        found = list(samples)
+    def summarize(self, tool: str, members: Iterable[str], declared_ms: int) -> LatencyEstimate:
+        """The estimate from a window's members as read (here, or by the admission script)."""
+        found = [_parse(str(m)) for m in members]
         censored = sum(1 for s in found if s.censored)
         if len(found) < self.min_samples:
             return LatencyEstimate(tool, declared_ms, declared_ms, len(found), censored, "declared")

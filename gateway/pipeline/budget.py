@@ -1,12 +1,13 @@
-"""Stage 4, budget: admission (revocation + rate limit per identity x target), then time.
+"""Stage 4, budget: admission (revocation, rate limits, what the allocator reads), then time.
 
 Admission is one Redis script (`gateway.budgets.admission`): a token from an earlier
 generation of its agent (revoked, or registered again since) is refused AUTH_REVOKED there,
-an agent over its bucket RATE_LIMITED with `retry_after_ms`. Time allocation is a pluggable
-`TimeAllocator`, the seam for ATBA (deadline split across a planned chain, from latency
-windows); the default grants the tool's declared timeout, cut to what is left before the
-run's deadline. The grant and the kill margin land on the context; the dispatch stage fits
-the call's limits to them (`sandbox.time_limit` does the arithmetic).
+an agent or a tenant over its bucket RATE_LIMITED with `retry_after_ms`. Time allocation is
+a pluggable `TimeAllocator`, the seam for ATBA (deadline split across a planned chain, from
+latency windows): it names what the script reads for it (`reads`), then decides from what
+was read (`allocate`); the default grants the tool's declared timeout, cut to what is left
+before the run's deadline. The grant and the kill margin land on the context; the dispatch
+stage fits the call's limits to them (`sandbox.time_limit` does the arithmetic).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
-from gateway.budgets import Admission, TimeGrant
+from gateway.budgets import Admission, AdmissionDecision, CallReads, TimeGrant
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
 from protocol import ErrorCode
@@ -23,13 +24,20 @@ from protocol import ErrorCode
 class TimeAllocator(Protocol):
     """Decides how long a call may run; raises GatewayError(BUDGET_EXHAUSTED) to refuse."""
 
-    async def allocate(self, ctx: RequestContext) -> TimeGrant: ...
+    def reads(self, ctx: RequestContext) -> CallReads:
+        """What admission must read for `allocate` (a breaker, latency windows)."""
+        ...
+
+    async def allocate(self, ctx: RequestContext, admitted: AdmissionDecision) -> TimeGrant: ...
 
 
 class DeadlineClamp:
     """The tool's declared timeout, never past the deadline; a passed deadline refuses."""
 
-    async def allocate(self, ctx: RequestContext) -> TimeGrant:
+    def reads(self, ctx: RequestContext) -> CallReads:
+        return CallReads()
+
+    async def allocate(self, ctx: RequestContext, admitted: AdmissionDecision) -> TimeGrant:
         declared = ctx.tool.spec.intent.timeout_ms if ctx.tool is not None else None
         deadline = ctx.tool_context.deadline_ms if ctx.tool_context is not None else None
         if deadline is None:
@@ -55,7 +63,9 @@ class BudgetStage:
         # Buckets are per identity x tool; all state operations of an identity share one
         # bucket ("state:*": no tool name holds a colon), so more namespaces add no rate.
         target = ctx.tool_name or ("state:*" if ctx.namespace is not None else None)
-        decision = await self.admission.admit(p.tenant, p.agent, p.generation, target)
+        decision = await self.admission.admit(
+            p.tenant, p.agent, p.generation, target, self.allocator.reads(ctx)
+        )
         if decision.revoked:
             raise GatewayError.of(
                 ErrorCode.AUTH_REVOKED,
@@ -63,11 +73,20 @@ class BudgetStage:
                 " registered again): use the token of its latest registration",
             )
         if not decision.allowed:
-            raise GatewayError.of(
-                ErrorCode.RATE_LIMITED,
-                f"{p.tenant}/{p.agent} is over its rate limit for {target}"
-                f" ({self.admission.rate_per_s:g}/s, burst {self.admission.burst})",
-                retry_after_ms=decision.retry_after_ms,
-            )
-        grant = await self.allocator.allocate(ctx)
+            raise self._rate_limited(p.tenant, p.agent, target, decision)
+        grant = await self.allocator.allocate(ctx, decision)
         ctx.granted_ms, ctx.kill_margin_ms = grant.granted_ms, grant.kill_margin_ms
+
+    def _rate_limited(
+        self, tenant: str, agent: str, target: str | None, decision: AdmissionDecision
+    ) -> GatewayError:
+        if decision.limited_by == "tenant" and self.admission.tenant is not None:
+            limit = self.admission.tenant
+            whose = f"tenant {tenant} is over its rate limit ({limit.per_s:g}/s"
+            whose += f", burst {limit.burst}, shared by all its agents)"
+        else:
+            whose = f"{tenant}/{agent} is over its rate limit for {target}"
+            whose += f" ({self.admission.rate_per_s:g}/s, burst {self.admission.burst})"
+        return GatewayError.of(
+            ErrorCode.RATE_LIMITED, whose, retry_after_ms=decision.retry_after_ms
+        )

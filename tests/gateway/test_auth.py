@@ -7,7 +7,8 @@ import pytest
 from fastapi import Depends, FastAPI
 from redis.crc import key_slot
 
-from gateway.budgets.admission import bucket_key
+from gateway.budgets import breaker_key, kill_overshoot_of, window_key
+from gateway.budgets.admission import bucket_key, tenant_bucket_key
 from gateway.gateway_error import GatewayError
 from gateway.identity import generation_key
 from gateway.identity.tokens import authenticated, issue_token, verify_token
@@ -108,8 +109,12 @@ async def test_dependency_answers_serf_envelopes() -> None:
 
 
 def test_the_admission_script_touches_one_cluster_slot() -> None:
-    """The generation and the agent's rate buckets share the tenant's hash tag."""
+    """The generation, the rate buckets, the breaker and the latency windows the script
+    reads all share the tenant's hash tag."""
     slot = key_slot(generation_key("acme", "bot").encode())
     assert key_slot(bucket_key("acme", "bot", "echo").encode()) == slot
+    assert key_slot(tenant_bucket_key("acme").encode()) == slot
+    assert key_slot(breaker_key("acme", "echo").encode()) == slot
+    assert key_slot(window_key("acme", kill_overshoot_of("echo")).encode()) == slot
     assert key_slot(bucket_key("acme", "other", "state:notes").encode()) == slot
     assert key_slot(generation_key("globex", "bot").encode()) != slot

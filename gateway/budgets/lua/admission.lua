@@ -1,34 +1,53 @@
--- Admit one request: the generation check, then one token from the caller's rate bucket.
--- KEYS: the agent's generation, (identity x target) bucket (absent: no rate limit to take
---       from). Both carry the tenant as hash tag: one slot.
--- ARGV: the token's generation, rate per s, burst.
--- Returns {revoked (0/1), allowed (0/1), wait ms}. A token whose generation is not the
--- agent's current one (absent: 0) is revoked and takes nothing from its bucket. The bucket
--- refills by Redis's own clock, so replicas never disagree about it, and expires once it
--- would be full again.
+-- (After breaker_gate.lua.) Admit one request, everything the gateway must know before it starts a call, in one script:
+-- the token's generation, one token from the agent's and from the tenant's rate bucket, the
+-- tool's circuit breaker, and the latency windows the grant is computed from.
+-- KEYS: the agent's generation; then n buckets (agent x target, tenant x target); then the
+--       breaker, when asked; then the latency windows to read. All carry the tenant as hash
+--       tag: one cluster slot.
+-- ARGV: the token's generation, n buckets (0-2), agent rate per s, agent burst, tenant rate
+--       per s, tenant burst, breaker asked (0/1), now (ms, the gateway's clock, as the
+--       breaker and the windows are written with it), probe lease (ms), windows' oldest
+--       score (exclusive).
+-- Returns {revoked (0/1), allowed (0/1), wait ms, limited by ('agent'|'tenant'|''),
+-- breaker admitted (0/1), breaker wait ms, breaker state, window members...}: the members of
+-- each window as one array each. A revoked token takes nothing; a refused bucket takes from
+-- neither; the breaker and the windows are read only for an admitted call. Buckets refill by
+-- Redis's own clock, so replicas never disagree about them, and expire once full again.
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current ~= tonumber(ARGV[1]) then
-  return {1, 0, 0}
+  return {1, 0, 0, '', 0, 0, ''}
 end
-if #KEYS < 2 then
-  return {0, 1, 0}
-end
-local rate = tonumber(ARGV[2])
-local burst = tonumber(ARGV[3])
+
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local state = redis.call('HMGET', KEYS[2], 'tokens', 'at')
-local tokens = tonumber(state[1]) or burst
-local at = tonumber(state[2]) or now
-tokens = math.min(burst, tokens + math.max(0, now - at) * rate / 1000)
-local allowed = 0
-local wait = 0
-if tokens >= 1 then
-  tokens = tokens - 1
-  allowed = 1
-else
-  wait = math.ceil((1 - tokens) * 1000 / rate)
+local clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local buckets = tonumber(ARGV[2])
+local names = {'agent', 'tenant'}
+local levels = {}
+for i = 1, buckets do
+  local rate, burst = tonumber(ARGV[1 + i * 2]), tonumber(ARGV[2 + i * 2])
+  local state = redis.call('HMGET', KEYS[1 + i], 'tokens', 'at')
+  local tokens = tonumber(state[1]) or burst
+  local at = tonumber(state[2]) or clock
+  tokens = math.min(burst, tokens + math.max(0, clock - at) * rate / 1000)
+  if tokens < 1 then
+    return {0, 0, math.ceil((1 - tokens) * 1000 / rate), names[i], 0, 0, ''}
+  end
+  levels[i] = {tokens - 1, math.ceil(burst * 1000 / rate) + 1000}
 end
-redis.call('HSET', KEYS[2], 'tokens', tostring(tokens), 'at', now)
-redis.call('PEXPIRE', KEYS[2], math.ceil(burst * 1000 / rate) + 1000)
-return {0, allowed, wait}
+for i = 1, buckets do
+  redis.call('HSET', KEYS[1 + i], 'tokens', tostring(levels[i][1]), 'at', clock)
+  redis.call('PEXPIRE', KEYS[1 + i], levels[i][2])
+end
+
+local reply = {0, 1, 0, '', 1, 0, 'closed'}
+local next_key = 2 + buckets
+local now = tonumber(ARGV[8])
+if ARGV[7] == '1' then
+  reply[5], reply[6], reply[7] = breaker_gate(KEYS[next_key], now, tonumber(ARGV[9]))
+  next_key = next_key + 1
+  if reply[5] == 0 then return reply end
+end
+for k = next_key, #KEYS do
+  reply[#reply + 1] = redis.call('ZRANGEBYSCORE', KEYS[k], '(' .. ARGV[10], '+inf')
+end
+return reply

@@ -9,6 +9,7 @@ import pytest
 from redis.asyncio import Redis
 
 import tools.builtin  # noqa: F401  (registers the built-in tools)
+from gateway.budgets import AtbaAllocator, CallReads, CircuitBreaker, LatencyWindow, RateLimit
 from gateway.budgets.admission import Admission
 from gateway.gateway_error import GatewayError
 from gateway.identity.agent_directory import AgentDirectory
@@ -171,6 +172,41 @@ async def test_budget_rate_limits_per_identity_and_tool(redis: Redis) -> None:
         info.value.error.retry_after_ms is not None and 0 < info.value.error.retry_after_ms <= 1000
     )
     await stage(_ctx(principal=_principal(), tool_name="read_file"))  # another bucket
+
+
+async def test_a_tenant_has_one_rate_however_many_agents_it_registers(redis: Redis) -> None:
+    admission = Admission(redis, rate_per_s=100.0, burst=100, tenant=RateLimit(1.0, 3))
+    stage = BudgetStage(admission)
+
+    def agent(tenant: str, name: str) -> Principal:
+        return Principal(tenant=tenant, agent=name, expires_at=0, token_id="t")
+
+    for name in ("a1", "a2", "a3"):
+        await stage(_ctx(principal=agent("acme", name), tool_name="echo"))
+    with pytest.raises(GatewayError) as info:  # a fourth agent: the tenant's bucket is empty
+        await stage(_ctx(principal=agent("acme", "a4"), tool_name="read_file"))
+    assert info.value.error.code is ErrorCode.RATE_LIMITED
+    assert "tenant acme" in info.value.error.message
+    await stage(_ctx(principal=agent("other", "a1"), tool_name="echo"))  # its own bucket
+
+
+async def test_one_admission_script_reads_the_breaker_and_the_windows(redis: Redis) -> None:
+    window, breaker = LatencyWindow(redis, min_samples=1), CircuitBreaker(redis, failures=1)
+    admission = Admission(redis, rate_per_s=100.0, burst=100)
+    await window.record("acme", "echo", 40.0)
+    await window.record("other", "echo", 900.0)  # another tenant's: never read for acme
+    reads = CallReads("echo", 1000, ("echo", "read_file"), window.window_ms)
+    decision = await admission.admit("acme", "w", 0, "echo", reads)
+    assert decision.allowed and decision.breaker_admitted
+    assert [window.summarize("echo", decision.windows["echo"], 2000).p50_ms] == [40.0]
+    assert decision.windows["read_file"] == []
+    await breaker.record("acme", "echo", ok=False)  # opens: one failure is the threshold
+    stage = BudgetStage(admission, AtbaAllocator(window, breaker, default_registry))
+    soon = str(int(time.time() * 1000) + 1000)
+    ctx = _ctx({"x-conclave-deadline": soon}, principal=_principal("tool:*"), tool_name="echo")
+    await AuthorizeStage(default_registry)(ctx)
+    await ScopeStage()(ctx)
+    assert await _refusal(stage, ctx) is ErrorCode.UPSTREAM_UNAVAILABLE
 
 
 async def test_budget_refuses_a_passed_deadline_and_clamps_the_timeout(redis: Redis) -> None:
