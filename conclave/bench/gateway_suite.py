@@ -233,6 +233,8 @@ def run(ctx: BenchContext) -> SuiteResult:
         sandbox_backend="inprocess",
         rate_limit_per_s=1_000_000.0,  # measure the limiter's cost, never its refusals
         rate_limit_burst=1_000_000,
+        tenant_rate_limit_per_s=1_000_000.0,
+        tenant_rate_limit_burst=1_000_000,
         log_level="warning",
     )
     task = ctx.progress.add_task("gateway: echo direct vs through the gateway", total=1)
