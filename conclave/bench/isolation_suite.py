@@ -8,19 +8,22 @@ alone, then while a noisy tenant, on the same gateway, Redis and sandbox backend
 - floods commits with huge read sets (80,000 entries each);
 - forges results (tool code that writes its own result frame: a timeout of 1e9 ms).
 
-Every call, the victim's and the noisy tenant's, is made once: no retries, so a refusal the
-victim gets is counted, not hidden. Reported per scenario: the victim's success rate, p50 and
-p99, and p99 against its p99 alone. One more row runs `run_python` as the noisy tenant looking
+The noisy tenant runs in its own process, as a real tenant's client would. Every call, the
+victim's and the noisy tenant's, is made once: no retries, so a refusal the victim gets is
+counted, not hidden. Reported per scenario: the victim's success rate, p50 and p99, and p99
+against its p99 alone. One more row runs `run_python` as the noisy tenant looking
 for the gateway's secret and admin key everywhere a tool can read (its environment, every
 `/proc/<pid>/environ`, the data directory) and counts what it found.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import statistics
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -34,17 +37,25 @@ from protocol import ADMIN_KEY_HEADER, AgentRegistration, Budget, CommitRequest,
 TOOL_MODULES = ("tools.builtin", "tools.harness.misbehaving", "tools.harness.hostile")
 VICTIM_BUDGET_MS = 5_000
 GOAL_P99_RATIO = 2.0
-Noise = Callable[[EmbeddedStack, float], Coroutine[Any, Any, None]]
+Noise = Callable[["Target", float], Coroutine[Any, Any, None]]
 
 
 def _never_retry(error: SerfError, attempt: int) -> float | None:
     return None
 
 
-async def _client(stack: EmbeddedStack, tenant: str, tools: list[str]) -> GatewayClient:
+@dataclass(frozen=True)
+class Target:
+    """The gateway under test, as the noisy tenant's own process reaches it."""
+
+    url: str
+    admin_key: str
+    pool_max: int
+
+
+async def _client(target: Target, tenant: str, tools: list[str]) -> GatewayClient:
     """A new agent of `tenant`, registered through the admin API, with its own token."""
-    admin_key = stack.admin_headers[ADMIN_KEY_HEADER]
-    admin = GatewayClient(stack.url, admin_key=admin_key, retry=_never_retry)
+    admin = GatewayClient(target.url, admin_key=target.admin_key, retry=_never_retry)
     async with admin:
         registration = AgentRegistration(
             tenant=tenant,
@@ -53,7 +64,7 @@ async def _client(stack: EmbeddedStack, tenant: str, tools: list[str]) -> Gatewa
             namespaces={f"{tenant}-ns": "write"},
         )
         token = (await admin.register_agent(registration)).token
-    return GatewayClient(stack.url, token, retry=_never_retry)
+    return GatewayClient(target.url, token, retry=_never_retry)
 
 
 async def _victim_calls(victim: GatewayClient, seconds: float) -> tuple[list[float], int]:
@@ -80,8 +91,8 @@ async def _loop(call: Callable[[], Awaitable[Any]], until: float) -> None:
             await anyio.sleep(0.005)  # a refusal answers at once: don't spin the shared cores
 
 
-async def _flood_tool_calls(stack: EmbeddedStack, until: float) -> None:
-    clients = [await _client(stack, "noisy", ["echo"]) for _ in range(16)]
+async def _flood_tool_calls(target: Target, until: float) -> None:
+    clients = [await _client(target, "noisy", ["echo"]) for _ in range(16)]
     async with anyio.create_task_group() as group:
         for client in clients:
             group.start_soon(_loop, lambda c=client: c.call_tool("echo", {"message": "x"}), until)
@@ -89,9 +100,9 @@ async def _flood_tool_calls(stack: EmbeddedStack, until: float) -> None:
         await client.aclose()
 
 
-async def _hold_slow_sandboxes(stack: EmbeddedStack, until: float) -> None:
-    holders = stack.settings.sandbox_pool_max + 16
-    clients = [await _client(stack, "noisy", ["sleep"]) for _ in range(holders)]
+async def _hold_slow_sandboxes(target: Target, until: float) -> None:
+    holders = target.pool_max + 16
+    clients = [await _client(target, "noisy", ["sleep"]) for _ in range(holders)]
     async with anyio.create_task_group() as group:
         for client in clients:
             group.start_soon(_loop, lambda c=client: c.call_tool("sleep", {"seconds": 2}), until)
@@ -99,11 +110,11 @@ async def _hold_slow_sandboxes(stack: EmbeddedStack, until: float) -> None:
         await client.aclose()
 
 
-async def _huge_read_sets(stack: EmbeddedStack, until: float) -> None:
+async def _huge_read_sets(target: Target, until: float) -> None:
     request = CommitRequest(
         writes=[Write(key="k", value=1)], read_set={f"k{i}": 0 for i in range(80_000)}
     )
-    clients = [await _client(stack, "noisy", []) for _ in range(4)]
+    clients = [await _client(target, "noisy", []) for _ in range(4)]
     async with anyio.create_task_group() as group:
         for client in clients:
             group.start_soon(_loop, lambda c=client: c.commit("noisy-ns", request), until)
@@ -111,8 +122,8 @@ async def _huge_read_sets(stack: EmbeddedStack, until: float) -> None:
         await client.aclose()
 
 
-async def _forge_results(stack: EmbeddedStack, until: float) -> None:
-    clients = [await _client(stack, "noisy", ["forge_outcome"]) for _ in range(2)]
+async def _forge_results(target: Target, until: float) -> None:
+    clients = [await _client(target, "noisy", ["forge_outcome"]) for _ in range(2)]
     async with anyio.create_task_group() as group:
         for client in clients:
             group.start_soon(_loop, lambda c=client: c.call_tool("forge_outcome", {}), until)
@@ -147,8 +158,16 @@ for root in (os.environ.get('HOME', '/root'), '/root', '/run', '/tmp', '/workspa
 """
 
 
-async def _secrets_found(stack: EmbeddedStack) -> int:
-    snoop = await _client(stack, "noisy", ["run_python"])
+def _noise_process(name: str, target: Target, until: float) -> None:
+    """The noisy tenant's own process (its own event loop and CPU time, as a real tenant's
+    client would have): runs one scenario until `until` (time.monotonic, system-wide)."""
+    noise = SCENARIOS[name]
+    assert noise is not None
+    anyio.run(noise, target, until)
+
+
+async def _secrets_found(target: Target, stack: EmbeddedStack) -> int:
+    snoop = await _client(target, "noisy", ["run_python"])
     async with snoop:
         answer = await snoop.call_tool("run_python", {"code": _SNOOP})
     text = str(answer.result)
@@ -157,20 +176,25 @@ async def _secrets_found(stack: EmbeddedStack) -> int:
 
 
 async def _measure(stack: EmbeddedStack, seconds: float) -> dict[str, Any]:
+    admin_key = stack.admin_headers[ADMIN_KEY_HEADER]
+    target = Target(stack.url, admin_key, stack.settings.sandbox_pool_max)
     rows: dict[str, tuple[list[float], int]] = {}
-    victim = await _client(stack, "victim", ["echo"])
+    spawn = multiprocessing.get_context("spawn")
+    victim = await _client(target, "victim", ["echo"])
     async with victim:
         await _victim_calls(victim, 1.0)  # its sandbox starts warm, as a running agent's is
         for name, noise in SCENARIOS.items():
             if noise is None:
                 rows[name] = await _victim_calls(victim, seconds)
                 continue
-            async with anyio.create_task_group() as group:
-                group.start_soon(noise, stack, time.monotonic() + seconds + 1.0)
-                await anyio.sleep(0.5)  # let the noise build up first
-                rows[name] = await _victim_calls(victim, seconds)
+            until = time.monotonic() + seconds + 3.0
+            noisy = spawn.Process(target=_noise_process, args=(name, target, until))
+            noisy.start()
+            await anyio.sleep(2.0)  # the noisy process starts and its noise builds up first
+            rows[name] = await _victim_calls(victim, seconds)
+            await anyio.to_thread.run_sync(noisy.join)
             await anyio.sleep(2.5)  # the noisy tenant's slow calls end before the next scenario
-    return {"rows": rows, "secrets": await _secrets_found(stack)}
+    return {"rows": rows, "secrets": await _secrets_found(target, stack)}
 
 
 def run(ctx: BenchContext) -> SuiteResult:
