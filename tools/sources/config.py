@@ -1,0 +1,149 @@
+"""`conclave.toml`: where tools come from (DESIGN.md, "Tool sources"), validated at start-up.
+
+```toml
+[gateway]                  # any gateway setting; CONCLAVE_* environment variables override
+port = 8321
+
+[[source]]
+name = "time"              # the tools' prefix: time.get_current_time
+kind = "mcp_stdio"
+command = ["mcp-server-time"]
+pypi = ["mcp-server-time"]
+
+[[source]]
+name = "mine"
+kind = "python"
+path = "tools/my_tools.py" # a module name (`module`), a package directory or one .py file
+requirements = ["humanize>=4"]
+```
+
+Every source has a `name` (its tools are `<name>.<tool>`), optional `allow`/`deny` globs on
+the tools' own names, a default resource `intent`, and `network`: "none" (the default), or an
+allow-list of "host:port" reached through the gateway's egress proxy. A file that does not
+validate is refused with one line per problem, each naming the source and the field.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, HttpUrl, ValidationError, field_validator
+
+from protocol import ResourceIntent
+
+SOURCE_NAME = r"[a-z][a-z0-9_-]{0,31}"  # no dot: the dot separates the prefix from the tool
+_HOST_PORT = re.compile(r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})")
+
+
+class ConfigError(ValueError):
+    """The configuration file is wrong; the message has one line per problem."""
+
+
+class SourceBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=rf"^{SOURCE_NAME}$")  # pydantic-core: $ is the very end
+    allow: tuple[str, ...] = ()  # globs on the source's own tool names; empty: all
+    deny: tuple[str, ...] = ()
+    intent: ResourceIntent = ResourceIntent()  # for tools that declare none
+    network: Literal["none"] | tuple[str, ...] = "none"
+
+    @field_validator("network")
+    @classmethod
+    def _host_ports(cls, value: Any) -> Any:
+        if isinstance(value, tuple):
+            for entry in value:
+                match = _HOST_PORT.fullmatch(entry)
+                if match is None or not 0 < int(match.group(2)) < 65536:
+                    raise ValueError(f"{entry!r} is not host:port")
+        return value
+
+    def serves(self, tool: str) -> bool:
+        """Whether the allow/deny filters let the source's own tool `tool` through."""
+        allowed = not self.allow or any(fnmatch.fnmatchcase(tool, g) for g in self.allow)
+        return allowed and not any(fnmatch.fnmatchcase(tool, g) for g in self.deny)
+
+    def qualified(self, tool: str) -> str:
+        return f"{self.name}.{tool}"
+
+
+class PythonSource(SourceBase):
+    """Python tool code: `module` (importable by name) or `path` (a package directory or a
+    single .py file), with its own pip `requirements` (strings, or a requirements file)."""
+
+    kind: Literal["python"]
+    module: str | None = None
+    path: Path | None = None
+    requirements: tuple[str, ...] | Path = ()
+
+
+class McpStdioSource(SourceBase):
+    """An MCP server started inside the calling identity's sandbox, spoken to over stdio;
+    `pypi` and `npm` packages are installed into its runtime when the image is built."""
+
+    kind: Literal["mcp_stdio"]
+    command: tuple[str, ...] = Field(min_length=1)
+    env: dict[str, str] = {}
+    pypi: tuple[str, ...] = ()
+    npm: tuple[str, ...] = ()
+
+
+class McpHttpSource(SourceBase):
+    """A remote streamable-HTTP MCP server. The gateway holds its credential (from an
+    environment variable or a secret file) and never passes an agent's token through."""
+
+    kind: Literal["mcp_http"]
+    url: HttpUrl
+    credential_env: str | None = None
+    credential_file: Path | None = None
+    credential_header: str = "Authorization"  # sent as "Bearer <credential>" for this one
+    sessions: int = Field(default=4, gt=0, le=64)  # the session pool's size
+
+
+ToolSource = Annotated[PythonSource | McpStdioSource | McpHttpSource, Field(discriminator="kind")]
+
+
+class ConclaveConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gateway: dict[str, Any] = {}
+    source: tuple[ToolSource, ...] = ()
+
+
+def load_config(path: Path) -> ConclaveConfig:
+    """The validated file, or ConfigError with one line per problem naming the field."""
+    try:
+        raw = tomllib.loads(path.read_text("utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not TOML: {exc}") from exc
+    try:
+        config = ConclaveConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError("\n".join(_line(path, raw, e) for e in exc.errors())) from exc
+    names = [s.name for s in config.source]
+    clashes = sorted({n for n in names if names.count(n) > 1})
+    if clashes:
+        raise ConfigError(f"{path}: source names must be unique: {', '.join(clashes)}")
+    for source in config.source:
+        if isinstance(source, PythonSource) and (source.module is None) == (source.path is None):
+            raise ConfigError(f"{path}: source {source.name!r}: give exactly one of module, path")
+    return config
+
+
+def _line(path: Path, raw: dict[str, Any], error: Any) -> str:
+    where = list(error["loc"])
+    label = ".".join(str(part) for part in where)
+    if len(where) >= 2 and where[0] == "source" and isinstance(where[1], int):
+        sources = raw.get("source") or []
+        entry = sources[where[1]] if where[1] < len(sources) else {}
+        name = entry.get("name", f"#{where[1] + 1}") if isinstance(entry, dict) else "?"
+        # Past the index comes the discriminator's tag (the kind), then the field.
+        field = [str(p) for p in where[2:] if p not in ("python", "mcp_stdio", "mcp_http")]
+        label = f"source {name!r}: " + (".".join(field) or "(the table)")
+    return f"{path}: {label}: {error['msg']}"
