@@ -389,10 +389,18 @@ class SandboxPool:
         return expired
 
     def _oldest_idle(self) -> Sandbox | None:
-        candidates = [(s.last_used, key, s) for key, v in self._idle.items() for s in v]
+        """The idle sandbox to tear down for room: the least recently used one of the tenant
+        that holds the most sandboxes, so a tenant starting many never evicts the one warm
+        sandbox of a tenant that holds few."""
+        held = Counter(self._tenant_in_use)
+        for key, sandboxes in self._idle.items():
+            held[key[0]] += len(sandboxes)
+        candidates = [
+            (-held[key[0]], s.last_used, key, s) for key, v in self._idle.items() for s in v
+        ]
         if not candidates:
             return None
-        _, key, oldest = min(candidates, key=lambda c: c[0])
+        *_, key, oldest = min(candidates, key=lambda c: (c[0], c[1]))
         self._idle[key].remove(oldest)
         if not self._idle[key]:
             del self._idle[key]

@@ -130,3 +130,15 @@ async def test_an_agent_past_its_share_is_refused_after_the_queue_wait(
         assert "CONCLAVE_SANDBOX_AGENT_MAX" in refused.error.message
         other_agent = await pool.execute(invocation("whoami", agent="bob"))
         assert other_agent.ok, other_agent.error
+
+
+async def test_room_is_made_from_the_tenant_holding_most_not_a_small_tenants_warm_one(
+    make_pool: PoolFactory,
+) -> None:
+    pool = make_pool("process", max_sandboxes=3, tenant_max=3, agent_max=1)
+    victim = await pool.execute(invocation("whoami", tenant="small", agent="v"))
+    for agent in ("n1", "n2"):  # the noisy tenant fills the pool, then goes idle
+        assert (await pool.execute(invocation("whoami", tenant="noisy", agent=agent))).ok
+    assert (await pool.execute(invocation("whoami", tenant="noisy", agent="n3"))).ok
+    again = await pool.execute(invocation("whoami", tenant="small", agent="v"))
+    assert again.ok and again.usage.sandbox == victim.usage.sandbox  # still warm
