@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.types import Receive, Send
@@ -18,6 +19,7 @@ from starlette.types import Scope as AsgiScope
 
 from gateway.http.fast_path import FastPath, serve_hot
 from gateway.http.host_check import HostCheck
+from gateway.http.hot_routes import document_hot_routes
 from gateway.http.responses import install_error_handlers
 from gateway.http.routes import ROUTERS
 
@@ -49,6 +51,12 @@ class GatewayApp(FastAPI):
             return
         scope["app"] = self  # what Starlette sets: handlers reach app.state through it
         await serve_hot(handler, scope, receive, send)
+
+    def openapi(self) -> dict[str, Any]:
+        """FastAPI's document, plus the hot routes (plain endpoints it does not document)."""
+        if self.openapi_schema is None:
+            document_hot_routes(super().openapi(), self.router.routes)
+        return self.openapi_schema  # type: ignore[return-value]
 
 
 def build_http_app(lifespan: Lifespan) -> GatewayApp:

@@ -33,7 +33,16 @@ from gateway.http.hot_routes import hot_route
 from gateway.http.responses import refusal
 from gateway.pipeline import Pipeline, RequestContext
 from gateway.state import Actor, StateStore
-from protocol import Access, CommitRequest, ErrorCode, LeaseRequest, NamespaceConfig
+from protocol import (
+    Access,
+    CommitRequest,
+    CommitResult,
+    ErrorCode,
+    LeaseGrants,
+    LeaseRequest,
+    NamespaceConfig,
+    ReadResult,
+)
 
 router = APIRouter(prefix="/v1/state", tags=["state"])
 Body = TypeVar("Body", bound=BaseModel)
@@ -173,8 +182,9 @@ async def get_history(
     return await _through_pipeline(request, "history", namespace, "read", history)
 
 
-@hot_route(router, "/v1/state/{namespace}/{key:path}", "GET")
+@hot_route(router, "/v1/state/{namespace}/{key:path}", "GET", answer=ReadResult)
 async def get_key(request: Request) -> Response:
+    """Read a key: its value and version (0: the key does not exist yet)."""
     namespace, key = request.path_params["namespace"], request.path_params["key"]
 
     async def read(actor: Actor) -> Response:
@@ -183,8 +193,9 @@ async def get_key(request: Request) -> Response:
     return await _through_pipeline(request, "read", namespace, "read", read)
 
 
-@hot_route(router, "/v1/state/{namespace}/leases", "POST")
+@hot_route(router, "/v1/state/{namespace}/leases", "POST", body=LeaseRequest, answer=LeaseGrants)
 async def post_leases(request: Request) -> Response:
+    """Take write leases on keys (pessimistic namespaces): each with a fencing token."""
     namespace = request.path_params["namespace"]
 
     async def acquire(actor: Actor, body: LeaseRequest) -> Response:
@@ -193,8 +204,9 @@ async def post_leases(request: Request) -> Response:
     return await _write_with_body(request, "lease", namespace, LeaseRequest, acquire)
 
 
-@hot_route(router, "/v1/state/{namespace}/leases/{key:path}", "DELETE")
+@hot_route(router, "/v1/state/{namespace}/leases/{key:path}", "DELETE", status=204)
 async def delete_lease(request: Request) -> Response:
+    """Release a lease this agent holds."""
     namespace, key = request.path_params["namespace"], request.path_params["key"]
 
     async def release(actor: Actor) -> Response:
@@ -204,8 +216,9 @@ async def delete_lease(request: Request) -> Response:
     return await _through_pipeline(request, "release", namespace, "write", release)
 
 
-@hot_route(router, "/v1/state/{namespace}/commit", "POST")
+@hot_route(router, "/v1/state/{namespace}/commit", "POST", body=CommitRequest, answer=CommitResult)
 async def post_commit(request: Request) -> Response:
+    """Commit writes atomically, checked against what this session read."""
     namespace = request.path_params["namespace"]
 
     async def commit(actor: Actor, body: CommitRequest) -> Response:

@@ -30,7 +30,7 @@ async def list_tools(request: Request) -> Any:
     return ctx.result
 
 
-@hot_route(router, "/v1/tools/{name}/call", "POST")
+@hot_route(router, "/v1/tools/{name}/call", "POST", body=ToolCallRequest, answer=ToolCallResult)
 async def call_tool(request: Request) -> Response:
     """`POST /v1/tools/{name}/call`: ToolCallRequest in, ToolCallResult or a SERF envelope out."""
     name: str = request.path_params["name"]
