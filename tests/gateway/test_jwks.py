@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from jwt.algorithms import RSAAlgorithm
 
 from gateway.gateway_error import GatewayError
 from gateway.identity.jwks import JwksVerifier
@@ -22,12 +18,11 @@ from gateway.identity.tokens import issue_token
 from gateway.pipeline import AuthenticateStage, RequestContext
 from gateway.settings import Settings
 from protocol import ErrorCode
+from tests.identity_provider import AUDIENCE, ISSUER, KEY, serving_jwks
 
 pytestmark = pytest.mark.anyio
 
-KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 OTHER_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-ISSUER, AUDIENCE = "https://idp.example", "conclave-gateway"
 
 
 def _settings(jwks_url: str) -> Settings:
@@ -38,27 +33,8 @@ def _settings(jwks_url: str) -> Settings:
 
 @pytest.fixture(scope="module")
 def jwks_url() -> Iterator[str]:
-    jwk = json.loads(RSAAlgorithm.to_jwk(KEY.public_key()))
-    body = json.dumps({"keys": [{**jwk, "kid": "idp-1", "alg": "RS256", "use": "sig"}]}).encode()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/.well-known/jwks.json"
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
+    with serving_jwks() as url:
+        yield url
 
 
 def _idp_token(key: Any = KEY, kid: str = "idp-1", ttl: int = 300, **extra: Any) -> str:

@@ -8,22 +8,17 @@ a JWKS provider's token must name the configured issuer and audience.
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anyio
 import httpx
 import jwt
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
-from jwt.algorithms import RSAAlgorithm
 from redis.asyncio import Redis
 from typer.testing import CliRunner
 
@@ -31,6 +26,7 @@ from conclave.cli import app
 from gateway.assembly import create_app
 from gateway.identity.tokens import issue_token
 from gateway.settings import Settings
+from tests.identity_provider import AUDIENCE, ISSUER, KEY, serving_jwks
 
 pytestmark = pytest.mark.anyio
 
@@ -189,33 +185,10 @@ async def test_no_token_outlives_the_ttl_cap(client: httpx.AsyncClient, settings
     _refused(await _echo(client, stretched), "AUTH_INVALID")
 
 
-KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-ISSUER, AUDIENCE = "https://idp.example", "conclave-gateway"
-
-
 @pytest.fixture(scope="module")
 def jwks_url() -> Iterator[str]:
-    jwk = json.loads(RSAAlgorithm.to_jwk(KEY.public_key()))
-    body = json.dumps({"keys": [{**jwk, "kid": "idp-1", "alg": "RS256", "use": "sig"}]}).encode()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/jwks.json"
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
+    with serving_jwks() as url:
+        yield url
 
 
 @pytest.fixture
