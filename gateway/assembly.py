@@ -10,7 +10,7 @@ six-stage pipeline over all of them. Nothing else constructs these parts.
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 import anyio
@@ -42,15 +42,17 @@ from gateway.pipeline import (
 from gateway.redis_client import connect_redis
 from gateway.settings import Settings
 from gateway.state import StateStore
+from gateway.upstreams import UpstreamRouter, UpstreamSet
 from sandbox import InProcessExecutor, SandboxPool, ToolExecutor, create_executor
 from tools import ToolRegistry, default_registry
+from tools.sources import ToolSource
 
 
 class ConfigurationError(RuntimeError):
     pass
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] = ()) -> FastAPI:
     settings = settings or Settings()
     if not settings.redis_url:
         raise ConfigurationError(
@@ -74,11 +76,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.state_store = StateStore.from_settings(state.redis, settings)
         state.latency_window = _latency_window(settings, state.redis)
         state.breaker = _circuit_breaker(settings, state.redis)
+        state.upstreams = UpstreamSet(sources, state.registry)  # mcp_http sources
         state.pipeline = _pipeline(settings, state.redis, state.registry, app)
         try:
             async with anyio.create_task_group() as background:
                 if isinstance(state.executor, SandboxPool):
                     background.start_soon(state.executor.run_reaper)  # reaps idle sandboxes
+                await background.start(state.upstreams.run)  # each upstream tried once
                 yield
                 background.cancel_scope.cancel()
         finally:
@@ -139,7 +143,10 @@ def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: Fas
             ScopeStage(),
             AuthorizeStage(registry),
             BudgetStage(admission, allocator),
-            DispatchStage(state.executor, reply_margin_ms=settings.budget_margin_ms),
+            DispatchStage(
+                UpstreamRouter(state.executor, state.upstreams),
+                reply_margin_ms=settings.budget_margin_ms,
+            ),
         ],
         closing=[
             AccountStage(

@@ -1,8 +1,9 @@
 """`/mcp`: MCP's streamable HTTP transport, stateless, answering plain JSON.
 
 Every POST carries one JSON-RPC message and runs through the pipeline like an HTTP call:
-`initialize`, `ping` and `tools/list` as operations, `tools/call` as the tool call itself, so
-the same authentication, policy, rate limits and audit apply. The server issues no session id
+`initialize`, `ping`, `tools/list` and the upstreams' resources and prompts (`catalog`) as
+operations, `tools/call` as the tool call itself, so the same authentication, policy, rate
+limits and audit apply. The server issues no session id
 and offers no server-to-client stream: GET and DELETE answer 405, as the transport allows.
 """
 
@@ -16,6 +17,7 @@ from fastapi.responses import JSONResponse
 from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body
 from gateway.http.hot_routes import hot_route
+from gateway.http.mcp.catalog import CAPABILITIES, UPSTREAM_OPERATIONS, upstream_operation
 from gateway.http.mcp.messages import (
     McpMessage,
     is_tool_failure,
@@ -28,20 +30,20 @@ from gateway.http.mcp.messages import (
 )
 from gateway.http.responses import challenge
 from gateway.pipeline import Pipeline, RequestContext, allowed_specs
-from protocol import PROTOCOL_VERSION, ErrorCode, InitializeResult
+from protocol import PROTOCOL_VERSION, ErrorCode, InitializeResult, SerfError
 from tools import ToolRegistry
 
 router = APIRouter(tags=["mcp"])
 
 # Handshake-era revisions whose tools surface this endpoint serves unchanged.
 SUPPORTED_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-_OPERATIONS = ("initialize", "ping", "tools/list", "tools/call")
+_OPERATIONS = ("initialize", "ping", "tools/list", "tools/call", *UPSTREAM_OPERATIONS)
 
 
 def _initialize(params: dict[str, Any]) -> dict[str, Any]:
     asked = params.get("protocolVersion")
     version = asked if asked in SUPPORTED_VERSIONS else PROTOCOL_VERSION
-    result = InitializeResult(protocolVersion=version)
+    result = InitializeResult(protocolVersion=version, capabilities=CAPABILITIES)
     return result.model_dump(by_alias=True)
 
 
@@ -91,6 +93,8 @@ def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> R
         ctx.operation = name
     elif method == "tools/list":
         ctx.action = _listing(registry)
+    elif method in UPSTREAM_OPERATIONS:
+        ctx.action = upstream_operation(request.app.state.upstreams, method, message.params)
     elif method == "initialize":
         params = message.params
 
@@ -148,8 +152,10 @@ async def mcp_post(request: Request) -> Response:
 
 
 async def mcp_no_stream(request: Request) -> Response:
-    # No server-initiated stream and no sessions to end: the spec's answer is 405.
-    return Response(status_code=405, headers={"Allow": "POST"})
+    # No server-initiated stream and no sessions to end: the spec's answer is 405 (with a
+    # SERF body, as every refusal has).
+    error = SerfError.of(ErrorCode.METHOD_NOT_FOUND, "this /mcp serves POST only: no stream")
+    return JSONResponse(error.model_dump(mode="json"), 405, headers={"Allow": "POST"})
 
 
 router.add_route("/mcp", mcp_no_stream, methods=["GET", "DELETE"])

@@ -34,6 +34,7 @@ _RPC_CODES = {
     ErrorCode.PAYLOAD_TOO_LARGE: jsonrpc.INVALID_REQUEST,
     ErrorCode.METHOD_NOT_FOUND: jsonrpc.METHOD_NOT_FOUND,
     ErrorCode.TOOL_NOT_FOUND: jsonrpc.INVALID_PARAMS,
+    ErrorCode.NOT_FOUND: jsonrpc.INVALID_PARAMS,
     ErrorCode.TOOL_NOT_ALLOWED: jsonrpc.INVALID_PARAMS,
     ErrorCode.INTERNAL: jsonrpc.INTERNAL_ERROR,
 }

@@ -1,0 +1,184 @@
+"""A FastMCP server that plays a remote `mcp_http` upstream, for the tests and the bench.
+
+Run in its own process (`running_upstream()`), on a free loopback port, so the gateway in
+front of it and the client measuring it do not share its event loop or CPU. It serves:
+
+- tools: `echo`, `headers_seen` (the credential and agent headers it received), `meta_seen`
+  (the call's `_meta`), `sleep` (answers after `ms`), `fail` (a tool error, `isError`), and
+  two whose calls the wire fault layer answers badly: `http_500` and `garbage` (not JSON);
+- a resource `notes://readme` and a prompt `greet`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import uvicorn
+from fastmcp import Context, FastMCP
+from fastmcp.exceptions import ToolError
+from fastmcp.server.dependencies import get_http_headers
+
+_FAULTS = {"http_500": (500, b"internal error"), "garbage": (200, b"{this is not json")}
+
+
+class _WireFaults:
+    """ASGI middleware: a `tools/call` of a fault tool is answered at the HTTP level."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        more = True
+        while more:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        fault = _fault_of(body)
+        if fault is not None:
+            status, payload = fault
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": payload})
+            return
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def _fault_of(body: bytes) -> tuple[int, bytes] | None:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return None
+    name = (message.get("params") or {}).get("name")
+    return _FAULTS.get(name) if isinstance(name, str) else None
+
+
+def build_upstream_app() -> Any:
+    """The upstream's ASGI app: FastMCP's streamable HTTP at `/mcp` behind the fault layer."""
+    server = FastMCP("upstream")
+
+    @server.tool
+    def echo(message: str) -> str:
+        """Answer the message."""
+        return message
+
+    @server.tool
+    def headers_seen() -> dict[str, Any]:
+        """The request headers this server received that could carry a credential."""
+        headers = get_http_headers(include_all=True)
+        return {k: v for k, v in headers.items() if k.startswith(("authorization", "x-"))}
+
+    @server.tool
+    def meta_seen(ctx: Context) -> dict[str, Any]:
+        """The `_meta` of this call's request, as this server received it."""
+        request = ctx.request_context
+        return dict(request.meta or {}) if request is not None else {}
+
+    @server.tool
+    async def sleep(ms: int) -> str:
+        """Answer after `ms` milliseconds."""
+        await anyio.sleep(ms / 1000)
+        return f"slept {ms} ms"
+
+    @server.tool
+    def fail(reason: str = "broken on purpose") -> str:
+        """A tool error: the result has isError."""
+        raise ToolError(reason)
+
+    @server.tool
+    def http_500() -> str:
+        """Its calls are answered with HTTP 500 by the fault layer."""
+        return "unreachable"
+
+    @server.tool
+    def garbage() -> str:
+        """Its calls are answered with a body that is not JSON by the fault layer."""
+        return "unreachable"
+
+    @server.resource("notes://readme", mime_type="text/plain")
+    def readme() -> str:
+        """The upstream's readme."""
+        return "upstream notes"
+
+    @server.prompt
+    def greet(name: str) -> str:
+        """A greeting for `name`."""
+        return f"Say hello to {name}."
+
+    app = server.http_app(path="/mcp", json_response=True, stateless_http=True)
+    app.add_middleware(_WireFaults)
+    return app
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def running_upstream(timeout_s: float = 30.0) -> Iterator[str]:
+    """The upstream in a child process; yields its MCP URL, stops it on exit."""
+    port = _free_port()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "conclave.bench.mcp_upstream", "--port", str(port)],
+        env={**os.environ, "FASTMCP_SHOW_CLI_BANNER": "false"},
+    )
+    try:
+        _wait_listening(port, child, timeout_s)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        child.terminate()
+        try:
+            child.wait(10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def _wait_listening(port: int, child: subprocess.Popen[bytes], timeout_s: float) -> None:
+    stop = time.monotonic() + timeout_s
+    while time.monotonic() < stop:
+        if child.poll() is not None:
+            raise RuntimeError(f"the upstream exited with {child.returncode} before listening")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"the upstream did not listen on port {port} within {timeout_s} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    port = parser.parse_args().port
+    uvicorn.run(build_upstream_app(), host="127.0.0.1", port=port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""The one place a remote MCP upstream's failures become SERF envelopes.
+
+- the upstream cannot be reached, answers an HTTP error (5xx: the SDK reports it as JSON-RPC
+  -32603), or has no open session: UPSTREAM_UNAVAILABLE, retryable (it may come back);
+- it answers something that is not MCP (garbage, a parse error): TOOL_FAILED, not retryable
+  (the same call would get the same garbage);
+- its JSON-RPC refusal of the arguments (-32602): INVALID_ARGUMENTS; of the tool (-32601):
+  TOOL_NOT_FOUND;
+- the tool's own failure (`isError: true`): TOOL_FAILED, not retryable.
+Every envelope names the source, so an operator knows which upstream to look at.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.shared.exceptions import MCPError
+
+from protocol import ErrorCode, SerfError
+
+_PARSE_ERROR = -32700
+_METHOD_NOT_FOUND = -32601
+_INVALID_PARAMS = -32602
+
+
+def upstream_failure(source: str, exc: BaseException) -> SerfError:
+    """The envelope for an exception raised while talking to upstream `source`."""
+    details: dict[str, Any] = {"upstream": source}
+    if isinstance(exc, MCPError):
+        details["rpc_code"] = exc.code
+        if exc.code == _PARSE_ERROR:
+            return SerfError.of(
+                ErrorCode.TOOL_FAILED,
+                f"upstream {source!r} answered with something that is not MCP: {_short(exc)}",
+                details=details,
+            )
+        if exc.code == _INVALID_PARAMS:
+            return SerfError.of(
+                ErrorCode.INVALID_ARGUMENTS,
+                f"upstream {source!r} refused the arguments: {_short(exc)}",
+                details=details,
+            )
+        if exc.code == _METHOD_NOT_FOUND:
+            return SerfError.of(
+                ErrorCode.TOOL_NOT_FOUND,
+                f"upstream {source!r} no longer serves it: {_short(exc)}",
+                details=details,
+            )
+    return unavailable(source, f"{type(exc).__name__}: {_short(exc)}", details)
+
+
+def unavailable(source: str, reason: str, details: dict[str, Any] | None = None) -> SerfError:
+    """UPSTREAM_UNAVAILABLE: retry later, the upstream may be back."""
+    return SerfError.of(
+        ErrorCode.UPSTREAM_UNAVAILABLE,
+        f"upstream {source!r} is unavailable ({reason}); retry later",
+        details=details or {"upstream": source},
+    )
+
+
+def tool_error(source: str, tool: str, text: str) -> SerfError:
+    """The upstream tool's own failure (its result had `isError: true`)."""
+    return SerfError.of(
+        ErrorCode.TOOL_FAILED,
+        f"{tool} failed on upstream {source!r}: {text[:500]}",
+        details={"upstream": source},
+    )
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    first = text.splitlines()[0] if text else text
+    return first[:300]

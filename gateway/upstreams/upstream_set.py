@@ -1,0 +1,171 @@
+"""`UpstreamSet`: the gateway's `mcp_http` upstreams, and what they add to the gateway.
+
+- Their tools go into the gateway's `ToolRegistry` as `<source>.<tool>` (the source's allow
+  and deny filters applied, its default intent), so listings, scopes and the six stages treat
+  them like every other tool; their entrypoint `mcp_http:<source>/<tool>` says where they run.
+- `UpstreamRouter` is the dispatch stage's executor: a call of an upstream tool goes to its
+  upstream, every other call to the sandbox executor. The budgets need nothing new: latency
+  windows and breakers are kept per (tenant, tool), so per upstream tool.
+- Their resources and prompts are served at `/mcp`. Who sees them: a principal whose
+  `tool:` scopes cover every tool of the source (`tool:<source>.*`, or `tool:*`) sees and may
+  read its resources and get its prompts; to anyone else they do not exist (NOT_FOUND).
+  Prompts are named `<source>.<prompt>`; resources keep their upstream URIs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+from anyio.abc import TaskStatus
+from pydantic import BaseModel, ConfigDict
+
+from gateway.gateway_error import GatewayError
+from gateway.upstreams.http_upstream import HttpUpstream
+from protocol import ErrorCode, Principal, ToolSpec
+from sandbox import Invocation, Outcome, ToolExecutor
+from tools import RegisteredTool, ToolRegistry
+from tools.sources import McpHttpSource, ToolSource
+
+log = logging.getLogger("conclave.upstreams")
+
+ENTRYPOINT_PREFIX = "mcp_http:"
+
+
+class UpstreamSet:
+    def __init__(
+        self,
+        sources: Sequence[ToolSource],
+        registry: ToolRegistry,
+        *,
+        timeout_s: float = 10.0,
+        retry_s: float = 10.0,
+    ) -> None:
+        self.registry = registry
+        self.upstreams = {
+            s.name: HttpUpstream(s, timeout_s=timeout_s, retry_s=retry_s)
+            for s in sources
+            if isinstance(s, McpHttpSource)
+        }
+        self._registered: list[str] = []
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Keep every upstream connected; started once each has been tried once."""
+        try:
+            async with anyio.create_task_group() as held:
+                async with anyio.create_task_group() as first_tries:
+                    for upstream in self.upstreams.values():
+                        first_tries.start_soon(held.start, upstream.run, self._register)
+                task_status.started()
+        finally:  # the registry may outlive this gateway (tests build many)
+            for name in self._registered:
+                self.registry.remove(name)
+
+    def _register(self, upstream: HttpUpstream) -> None:
+        for name, found in upstream.tools.items():
+            qualified = f"{upstream.name}.{name}"
+            if qualified in self._registered:
+                continue  # registered at an earlier discovery
+            self._registered.append(qualified)
+            spec = ToolSpec(
+                name=qualified,
+                description=found.description or "",
+                input_schema=found.input_schema,
+                intent=upstream.source.intent,
+                idempotent=bool(found.annotations and found.annotations.idempotent_hint),
+            )
+            self.registry.add(
+                RegisteredTool(
+                    spec=spec,
+                    function=_runs_upstream,
+                    arguments_model=_UpstreamArguments,
+                    context_param=None,
+                    entrypoint=f"{ENTRYPOINT_PREFIX}{upstream.name}/{name}",
+                )
+            )
+        log.info(
+            "mcp_http source %r serves %d tools, %d resources, %d prompts",
+            upstream.name,
+            len(upstream.tools),
+            len(upstream.resources),
+            len(upstream.prompts),
+        )
+
+    def owner_of(self, tool: RegisteredTool | None) -> HttpUpstream | None:
+        if tool is None or not tool.entrypoint.startswith(ENTRYPOINT_PREFIX):
+            return None
+        return self.upstreams.get(tool.entrypoint[len(ENTRYPOINT_PREFIX) :].split("/", 1)[0])
+
+    def _visible(self, principal: Principal) -> list[HttpUpstream]:
+        return [u for u in self.upstreams.values() if principal.may_call(f"{u.name}.*")]
+
+    def resources_for(self, principal: Principal) -> list[dict[str, Any]]:
+        return [
+            r.model_dump(mode="json", by_alias=True, exclude_none=True)
+            for upstream in self._visible(principal)
+            for r in upstream.resources.values()
+        ]
+
+    def prompts_for(self, principal: Principal) -> list[dict[str, Any]]:
+        listed = []
+        for upstream in self._visible(principal):
+            for prompt in upstream.prompts.values():
+                shown = prompt.model_dump(mode="json", by_alias=True, exclude_none=True)
+                listed.append({**shown, "name": f"{upstream.name}.{prompt.name}"})
+        return listed
+
+    async def read_resource(self, principal: Principal, uri: str) -> dict[str, Any]:
+        for upstream in self._visible(principal):
+            if uri in upstream.resources:
+                return await upstream.read_resource(uri)
+        raise GatewayError.of(
+            ErrorCode.NOT_FOUND, f"no resource {uri[:200]!r} here; resources/list names them"
+        )
+
+    async def get_prompt(
+        self, principal: Principal, name: str, arguments: dict[str, str] | None
+    ) -> dict[str, Any]:
+        source, _, own = name.partition(".")
+        upstream = self.upstreams.get(source)
+        if (
+            upstream is None
+            or upstream not in self._visible(principal)
+            or own not in upstream.prompts
+        ):
+            raise GatewayError.of(
+                ErrorCode.NOT_FOUND, f"no prompt {name[:100]!r} here; prompts/list names them"
+            )
+        return await upstream.get_prompt(own, arguments)
+
+
+class UpstreamRouter:
+    """The executor that sends each call where its tool runs: its upstream, or `local`."""
+
+    def __init__(self, local: ToolExecutor, upstreams: UpstreamSet) -> None:
+        self.local = local
+        self.upstreams = upstreams
+
+    @property
+    def name(self) -> str:
+        return self.local.name
+
+    async def execute(self, invocation: Invocation) -> Outcome:
+        upstream = self.upstreams.owner_of(self.upstreams.registry.get(invocation.tool))
+        if upstream is not None:
+            return await upstream.call(invocation)
+        return await self.local.execute(invocation)
+
+    async def aclose(self) -> None:
+        await self.local.aclose()
+
+
+class _UpstreamArguments(BaseModel):
+    """Any arguments: the upstream checks them against its own schema."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def _runs_upstream(**_: Any) -> Any:
+    raise RuntimeError("an mcp_http tool runs on its upstream, through UpstreamRouter")

@@ -1,0 +1,258 @@
+"""`mcp_http` tool sources: a FastMCP server, started here in its own process, behind the gateway.
+
+Its tools are called through REST and through the official `mcp` client at our `/mcp`; the
+upstream sees the gateway's credential, never the agent's token; an upstream that answers
+500, garbage or too slowly gets the right SERF code; one that is down at start-up is not
+served while the gateway serves everything else; its resources and prompts reach `/mcp`
+for the identities whose scopes cover the source.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from pydantic import HttpUrl
+from redis.asyncio import Redis
+
+from conclave.bench.mcp_upstream import running_upstream
+from gateway.assembly import create_app
+from gateway.identity.tokens import issue_token
+from gateway.settings import Settings
+from tools.sources import McpHttpSource
+
+pytestmark = pytest.mark.anyio
+
+UPSTREAM_SECRET = "upstream-credential-7f3a"
+CREDENTIAL_ENV = "CONCLAVE_TEST_UPSTREAM_CREDENTIAL"
+
+
+@pytest.fixture(scope="module")
+def upstream_url() -> Iterator[str]:
+    with running_upstream() as url:
+        yield url
+
+
+def _source(url: str, name: str = "up", **fields: Any) -> McpHttpSource:
+    return McpHttpSource(kind="mcp_http", name=name, url=HttpUrl(url), **fields)
+
+
+@asynccontextmanager
+async def _gateway(settings: Settings, *sources: McpHttpSource) -> AsyncIterator[Any]:
+    app = create_app(settings, sources=sources)
+    async with app.router.lifespan_context(app):
+        yield app
+
+
+def _client(app: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway")
+
+
+def _auth(settings: Settings, *scopes: str, agent: str = "caller") -> dict[str, str]:
+    token = issue_token(settings, tenant="fed", agent=agent, scopes=scopes)
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def _call(
+    client: httpx.AsyncClient, headers: dict[str, str], tool: str, **body: Any
+) -> httpx.Response:
+    return await client.post(f"/v1/tools/{tool}/call", json=body, headers=headers)
+
+
+@pytest.fixture
+def credential(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv(CREDENTIAL_ENV, UPSTREAM_SECRET)
+    return CREDENTIAL_ENV
+
+
+async def test_upstream_tools_are_listed_per_scope_and_called_through_rest(
+    settings: Settings, redis: Redis, upstream_url: str, credential: str
+) -> None:
+    source = _source(upstream_url, credential_env=credential, deny=("garbage",))
+    async with _gateway(settings, source) as app, _client(app) as client:
+        everything = _auth(settings, "tool:*")
+        listed = await client.get("/v1/tools", headers=everything)
+        names = {t["name"] for t in listed.json()}
+        assert {"up.echo", "up.sleep", "up.fail", "echo"} <= names
+        assert "up.garbage" not in names  # denied by the source's filter
+
+        only_echo = _auth(settings, "tool:up.echo", agent="narrow")
+        narrow = await client.get("/v1/tools", headers=only_echo)
+        assert [t["name"] for t in narrow.json()] == ["up.echo"]
+        refused = await _call(client, only_echo, "up.sleep", arguments={"ms": 1})
+        assert refused.json()["code"] == "TOOL_NOT_ALLOWED"
+
+        answer = await _call(client, only_echo, "up.echo", arguments={"message": "hi"})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["result"] == "hi"
+        assert answer.json()["usage"]["sandbox"] == "mcp_http:up"
+
+
+async def test_the_upstream_sees_the_gateways_credential_never_the_agents_token(
+    settings: Settings, redis: Redis, upstream_url: str, credential: str
+) -> None:
+    source = _source(upstream_url, credential_env=credential, credential_header="X-Upstream-Key")
+    async with _gateway(settings, source) as app, _client(app) as client:
+        headers = _auth(settings, "tool:up.*")
+        answer = await _call(client, headers, "up.headers_seen")
+        seen = answer.json()["result"]
+        assert seen["x-upstream-key"] == f"Bearer {UPSTREAM_SECRET}"
+        agent_token = headers["Authorization"].removeprefix("Bearer ")
+        assert "authorization" not in seen
+        assert agent_token not in str(seen)
+
+
+async def test_a_credential_file_is_read_by_the_gateway(
+    settings: Settings, redis: Redis, upstream_url: str, tmp_path: Any
+) -> None:
+    secret = tmp_path / "upstream.secret"
+    secret.write_text("from-a-file\n")
+    secret.chmod(0o600)
+    source = _source(upstream_url, credential_file=secret)
+    async with _gateway(settings, source) as app, _client(app) as client:
+        answer = await _call(client, _auth(settings, "tool:up.*"), "up.headers_seen")
+        assert answer.json()["result"]["authorization"] == "Bearer from-a-file"
+
+
+async def test_the_grant_travels_to_the_upstream_and_a_slow_call_is_cancelled_at_it(
+    settings: Settings, redis: Redis, upstream_url: str
+) -> None:
+    async with _gateway(settings, _source(upstream_url)) as app, _client(app) as client:
+        headers = _auth(settings, "tool:up.*")
+        deadline = int(time.time() * 1000) + 20_000
+        meta = await _call(
+            client,
+            headers,
+            "up.meta_seen",
+            limits={"timeout_ms": 4000},
+            budget={"deadline_ms": deadline},
+        )
+        seen = meta.json()["result"]
+        assert 0 < seen["conclave/timeout_ms"] <= 4000
+        # The caller's deadline, less the margin the gateway keeps to answer in time.
+        assert deadline - 1000 < seen["conclave/deadline_ms"] <= deadline
+
+        began = time.monotonic()
+        slow = await _call(
+            client, headers, "up.sleep", arguments={"ms": 5000}, limits={"timeout_ms": 300}
+        )
+        waited = time.monotonic() - began
+        assert slow.status_code == 504
+        error = slow.json()
+        assert error["code"] == "TOOL_TIMEOUT" and error["retryable"] is True
+        assert waited < 2.0  # cancelled at the grant, not after the upstream's 5 s
+
+        after = await _call(client, headers, "up.echo", arguments={"message": "still here"})
+        assert after.json()["result"] == "still here"  # the pool survived the cancel
+
+
+@pytest.mark.parametrize(
+    ("tool", "code", "retryable"),
+    [
+        ("up.http_500", "UPSTREAM_UNAVAILABLE", True),
+        ("up.garbage", "TOOL_FAILED", False),
+        ("up.fail", "TOOL_FAILED", False),
+    ],
+)
+async def test_upstream_failures_get_serf_codes(
+    settings: Settings, redis: Redis, upstream_url: str, tool: str, code: str, retryable: bool
+) -> None:
+    async with _gateway(settings, _source(upstream_url)) as app, _client(app) as client:
+        answer = await _call(client, _auth(settings, "tool:up.*"), tool)
+        error = answer.json()
+        assert error["code"] == code, error
+        assert error["retryable"] is retryable
+        assert error["details"]["upstream"] == "up"
+
+
+async def test_an_upstream_down_at_start_up_is_not_served_and_the_rest_is(
+    settings: Settings,
+    redis: Redis,
+    upstream_url: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    down = _source("http://127.0.0.1:9/mcp", name="gone")  # discard port: refused
+    few = _source(upstream_url, name="few", allow=("echo",))
+    with caplog.at_level(logging.WARNING, logger="conclave.upstreams"):
+        async with _gateway(settings, down, few) as app, _client(app) as client:
+            headers = _auth(settings, "tool:*")
+            names = {t["name"] for t in (await client.get("/v1/tools", headers=headers)).json()}
+            assert "few.echo" in names and "few.sleep" not in names
+            assert not any(n.startswith("gone.") for n in names)
+            health = await client.get("/healthz")
+            assert health.status_code == 200
+            built_in = await _call(client, headers, "echo", arguments={"message": "ok"})
+            assert built_in.json()["result"] == "ok"
+            missing = await _call(client, headers, "gone.anything")
+            assert missing.json()["code"] == "TOOL_NOT_FOUND"
+    lines = [r.getMessage() for r in caplog.records if "'gone'" in r.getMessage()]
+    assert len(lines) == 1 and "retried" in lines[0]
+
+
+async def test_the_official_mcp_client_at_our_mcp_calls_lists_and_reads_per_identity(
+    settings: Settings, redis: Redis, upstream_url: str
+) -> None:
+    async with _gateway(settings, _source(upstream_url)) as app:
+
+        @asynccontextmanager
+        async def mcp_as(*scopes: str, agent: str) -> AsyncIterator[Client]:
+            http = httpx2.AsyncClient(
+                transport=httpx2.ASGITransport(app=app),
+                base_url="http://gateway",
+                headers=_auth(settings, *scopes, agent=agent),
+            )
+            transport = streamable_http_client("http://gateway/mcp", http_client=http)
+            async with http, Client(transport) as client:
+                yield client
+
+        async with mcp_as("tool:up.*", agent="full") as client:
+            tools = {t.name for t in (await client.list_tools()).tools}
+            assert {"up.echo", "up.fail"} <= tools
+            answer = await client.call_tool("up.echo", {"message": "via mcp"})
+            assert not answer.is_error and answer.structured_content == {"result": "via mcp"}
+            failed = await client.call_tool("up.fail", {})
+            assert failed.is_error and failed.structured_content is not None
+            assert failed.structured_content["code"] == "TOOL_FAILED"
+
+            resources = (await client.list_resources()).resources
+            assert [str(r.uri) for r in resources] == ["notes://readme"]
+            read = await client.read_resource("notes://readme")
+            assert read.contents[0].text == "upstream notes"  # type: ignore[union-attr]
+            prompts = (await client.list_prompts()).prompts
+            assert [p.name for p in prompts] == ["up.greet"]
+            prompt = await client.get_prompt("up.greet", {"name": "Ada"})
+            assert "Ada" in prompt.messages[0].content.text  # type: ignore[union-attr]
+
+        async with mcp_as("tool:up.echo", "tool:echo", agent="narrow") as client:
+            assert (await client.list_resources()).resources == []
+            assert (await client.list_prompts()).prompts == []
+            with pytest.raises(MCPError) as hidden:
+                await client.read_resource("notes://readme")
+            assert hidden.value.error.data["code"] == "NOT_FOUND"
+            with pytest.raises(MCPError):
+                await client.get_prompt("up.greet", {"name": "Ada"})
+
+
+async def test_a_failing_upstream_tool_opens_its_breaker(
+    settings: Settings, redis: Redis, upstream_url: str
+) -> None:
+    tight = settings.model_copy(update={"breaker_failures": 2})
+    async with _gateway(tight, _source(upstream_url)) as app, _client(app) as client:
+        headers = _auth(settings, "tool:up.*")
+        for _ in range(2):
+            failed = await _call(client, headers, "up.http_500")
+            assert failed.json()["code"] == "UPSTREAM_UNAVAILABLE"
+        refused = (await _call(client, headers, "up.http_500")).json()
+        assert refused["code"] == "UPSTREAM_UNAVAILABLE"
+        assert "upstream" not in refused["details"], refused  # the breaker, not the upstream
+        other = await _call(client, headers, "up.echo", arguments={"message": "fine"})
+        assert other.json()["result"] == "fine"  # per tool: the source's other tools still run
