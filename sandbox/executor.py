@@ -30,6 +30,7 @@ class Invocation:
     arguments: dict[str, Any]  # as the caller sent them: the executor validates them, once
     context: ToolContext
     limits: CallLimits
+    network: tuple[str, ...] = ()  # the tool's egress allow-list ("host:port"); empty: none
 
 
 # Failures decided before the tool did any work: they say nothing about its latency or health.

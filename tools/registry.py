@@ -43,6 +43,9 @@ class RegisteredTool:
     arguments_model: type[BaseModel]
     context_param: str | None
     entrypoint: str  # "module:function", what the sandbox runner imports
+    # The "host:port" destinations the tool may reach through the gateway's egress proxy;
+    # empty: no network at all (gateway.egress checks each connection against it).
+    network: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -87,10 +90,6 @@ class ToolRegistry:
     def get(self, name: str) -> RegisteredTool | None:
         return self._tools.get(name)
 
-    def remove(self, name: str) -> None:
-        """Stop serving `name` (a remote source's tool, when the gateway that found it stops)."""
-        self._tools.pop(name, None)
-
     def __iter__(self) -> Iterator[RegisteredTool]:
         return iter(sorted(self._tools.values(), key=lambda t: t.name))
 
@@ -112,6 +111,7 @@ def build_tool(
     description: str | None = None,
     intent: ResourceIntent | None = None,
     idempotent: bool = False,
+    network: tuple[str, ...] = (),
 ) -> RegisteredTool:
     hints = get_type_hints(function)
     fields: dict[str, Any] = {}
@@ -137,7 +137,7 @@ def build_tool(
         idempotent=idempotent,
     )
     entrypoint = f"{function.__module__}:{function.__qualname__}"
-    return RegisteredTool(spec, function, model, context_param, entrypoint)
+    return RegisteredTool(spec, function, model, context_param, entrypoint, tuple(network))
 
 
 @overload
@@ -149,6 +149,7 @@ def tool(
     description: str | None = None,
     intent: ResourceIntent | None = None,
     idempotent: bool = False,
+    network: tuple[str, ...] = (),
     registry: ToolRegistry | None = None,
 ) -> Callable[[F], F]: ...
 def tool(
@@ -159,13 +160,22 @@ def tool(
     description: str | None = None,
     intent: ResourceIntent | None = None,
     idempotent: bool = False,
+    network: tuple[str, ...] = (),
     registry: ToolRegistry | None = None,
 ) -> F | Callable[[F], F]:
-    """Register a typed function as a tool; the function itself is returned unchanged."""
+    """Register a typed function as a tool; the function itself is returned unchanged.
+
+    `network` lists the "host:port" destinations the tool may reach (through the gateway's
+    egress proxy); by default it has no network."""
 
     def register(fn: F) -> F:
         built = build_tool(
-            fn, name=name, description=description, intent=intent, idempotent=idempotent
+            fn,
+            name=name,
+            description=description,
+            intent=intent,
+            idempotent=idempotent,
+            network=network,
         )
         (registry if registry is not None else default_registry).add(built)
         return fn

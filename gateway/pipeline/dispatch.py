@@ -89,6 +89,7 @@ class DispatchStage:
             arguments=ctx.arguments,
             context=context,
             limits=limits,
+            network=ctx.tool.network,
         )
         ctx.executed = True
         outcome = await self._execute_by_deadline(ctx.invocation, deadline)
