@@ -11,6 +11,7 @@ from typing import Protocol
 
 from sandbox.backend import SandboxBackend, SandboxStartError
 from sandbox.detect import bwrap_status, docker_status, strongest_available
+from sandbox.instance import EgressGate
 from sandbox.pool import SandboxPool
 
 log = logging.getLogger("conclave.sandbox")
@@ -73,7 +74,9 @@ def backend_named(name: str, docker_host: str, image: str) -> SandboxBackend:
     raise SandboxStartError(f"unknown sandbox backend {name!r}: use docker, bwrap or process")
 
 
-def create_executor(settings: SandboxSettings, *, replace_killed: bool = False) -> SandboxPool:
+def create_executor(
+    settings: SandboxSettings, *, replace_killed: bool = False, egress: EgressGate | None = None
+) -> SandboxPool:
     return SandboxPool(
         create_backend(settings),
         tool_modules=settings.tool_modules,
@@ -85,4 +88,5 @@ def create_executor(settings: SandboxSettings, *, replace_killed: bool = False) 
         idle_s=settings.sandbox_idle_s,
         recycle_after=settings.sandbox_recycle_after,
         replace_killed=replace_killed,
+        egress=egress,
     )

@@ -11,6 +11,11 @@ The runner shares its sandbox with tool code, so its report is a claim too: the 
 what it records to what it granted and saw itself (`_clamped_usage`): wall time at most the
 host's own measure of the call, CPU at most the call's CPU limit, peak RSS at most the
 sandbox's memory ceiling, a kill's lateness at most what the host saw past the limit.
+
+Egress: with an `EgressGate` (the gateway's egress proxy), the gate serves the sandbox's
+egress socket (`egress_socket`, in the workspace) while the sandbox is open, and checks each
+connection against `current_call`, the one call the sandbox runs at a time. The runner sets
+the call's proxy environment only when the call's tool has an allow-list.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import logging
 import math
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import anyio
 from pydantic_core import to_jsonable_python
@@ -46,6 +52,21 @@ _RECYCLE_REASONS = {ExitReason.OOM, ExitReason.KILLED}
 
 
 log = logging.getLogger("conclave.sandbox")
+
+# The egress proxy's socket in the workspace; the runner's forwarder connects to this name.
+EGRESS_SOCKET_NAME = ".conclave-egress.sock"
+
+
+class EgressGate(Protocol):
+    """What serves a sandbox's egress socket (the gateway's egress proxy)."""
+
+    async def attach(self, sandbox: Sandbox) -> None:
+        """Listen on `sandbox.egress_socket`, checking connections against its current call."""
+        ...
+
+    async def detach(self, sandbox: Sandbox) -> None:
+        """Stop listening for the sandbox and drop its open tunnels."""
+        ...
 
 
 class StaleSandboxError(SandboxError):
@@ -77,19 +98,33 @@ class Sandbox:
         self.closed = False
         self._ids = itertools.count(1)
         self._oom_kills_seen = 0
+        self.current_call: Invocation | None = None  # the call running now, for the egress gate
+        self._egress: EgressGate | None = None
 
     @property
     def label(self) -> str:
         return f"{self.backend_name}:{self.spec.sandbox_id}"
 
+    @property
+    def egress_socket(self) -> Path:
+        """Where, on the host, the egress gate listens for this sandbox's connections."""
+        return self.spec.workspace / EGRESS_SOCKET_NAME
+
     @classmethod
     async def open(
-        cls, backend: SandboxBackend, spec: SandboxSpec, startup_timeout_s: float
+        cls,
+        backend: SandboxBackend,
+        spec: SandboxSpec,
+        startup_timeout_s: float,
+        egress: EgressGate | None = None,
     ) -> Sandbox:
         listener, _ = await listen(spec.workspace)
         sandbox: Sandbox | None = None
         try:
             sandbox = cls(spec, backend, await backend.launch(spec))
+            if egress is not None:
+                await egress.attach(sandbox)
+                sandbox._egress = egress
             await sandbox._connect(listener, startup_timeout_s)
             return sandbox
         except BaseException:
@@ -138,21 +173,29 @@ class Sandbox:
             "arguments": to_jsonable_python(invocation.arguments),
             "context": invocation.context.model_dump(mode="json"),
             "limits": {**asdict(invocation.limits), "max_processes": self._nproc},
+            "egress": bool(invocation.network) and self._egress is not None,
         }
         started = time.monotonic()
         reply: dict[str, Any] | None = None
         gone = ""
+        self.current_call = invocation
         try:
             await self.channel.send(request)
         except ChannelClosed as exc:
             # The runner died while idle: the call never started, another sandbox may run it.
+            self.current_call = None
             await self.close()
             raise StaleSandboxError(str(exc)) from exc
-        with anyio.move_on_after(TimeLimit.runner_wait_s(invocation.limits.timeout_ms)):
-            try:
-                reply = await self.channel.receive()
-            except ChannelClosed as exc:
-                gone = str(exc)
+        try:
+            with anyio.move_on_after(TimeLimit.runner_wait_s(invocation.limits.timeout_ms)):
+                try:
+                    reply = await self.channel.receive()
+                except ChannelClosed as exc:
+                    gone = str(exc)
+        finally:
+            # The runner reaps the call's processes before it takes the next call; a
+            # connection opened after this finds no call and is refused.
+            self.current_call = None
         self.last_used = time.monotonic()
         wall_ms = (self.last_used - started) * 1000
         if reply is None:
@@ -230,6 +273,8 @@ class Sandbox:
             return
         self.closed = True
         with anyio.CancelScope(shield=True):
+            if self._egress is not None:
+                await self._egress.detach(self)
             if self.channel is not None:
                 await self.channel.aclose()
             try:

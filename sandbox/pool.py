@@ -36,7 +36,7 @@ from protocol import CallUsage, ErrorCode, ExitReason, SerfError
 from sandbox.backend import SandboxBackend, SandboxError, SandboxProfile, SandboxSpec
 from sandbox.executor import CallLimits, Invocation, Outcome
 from sandbox.fair_queue import FairQueue, Waiter
-from sandbox.instance import Sandbox, StaleSandboxError
+from sandbox.instance import EgressGate, Sandbox, StaleSandboxError
 from sandbox.time_limit import TimeLimit
 from sandbox.unavailable import unavailable_error
 from sandbox.workspace import DEFAULT_ROOT, create_workspace, remove_workspace
@@ -101,6 +101,7 @@ class SandboxPool:
         agent_max: int | None = None,
         queue_ms: int = 0,
         queue_max: int = 32,
+        egress: EgressGate | None = None,
     ) -> None:
         """`tenant_max`, `agent_max`: None is half and a quarter of `max_sandboxes` (at least
         one). `queue_ms`: 0 refuses at once when no sandbox can be had."""
@@ -121,6 +122,7 @@ class SandboxPool:
         # Start a replacement in the background when a kill tears a sandbox down (the gateway
         # turns this on: ATBA's kills invite retries, which should find a warm sandbox).
         self.replace_killed = replace_killed
+        self.egress = egress  # serves each sandbox's egress socket (the gateway's proxy)
         self._idle: dict[PoolKey, list[Sandbox]] = {}
         self._busy: set[Sandbox] = set()
         self._starting = 0
@@ -356,7 +358,7 @@ class SandboxPool:
         workspace = create_workspace(self.workspace_root, sandbox_id)
         spec = SandboxSpec(sandbox_id, tenant, agent, profile, workspace, self.tool_modules)
         try:
-            sandbox = await Sandbox.open(self.backend, spec, self.startup_timeout_s)
+            sandbox = await Sandbox.open(self.backend, spec, self.startup_timeout_s, self.egress)
         except BaseException:
             remove_workspace(workspace)
             raise

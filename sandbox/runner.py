@@ -14,6 +14,12 @@ comes through it is a claim. So the runner alone measures usage (its own clock, 
 it takes only a result, or a tool's exception (type names, message, a `ToolArgumentsError`'s
 hints). Any code, usage or other field the payload carries is ignored.
 
+Egress: the sandbox has no network but loopback. At start the runner listens on 127.0.0.1
+and forks one forwarder process that relays each connection made there to the gateway's
+egress proxy (the Unix socket `.conclave-egress.sock` in the workspace). A call whose tool
+has a network allow-list (the request's `egress`) gets HTTP_PROXY and HTTPS_PROXY pointing
+at it; the gateway decides what each connection may reach.
+
 Frames: 4-byte big-endian length, then UTF-8 JSON. Tool code is reached through the tool
 registry when the `tools` package is importable (so the `ToolContext` is injected), else as
 a plain `module:function`.
@@ -36,12 +42,16 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import time
 from typing import Any
 
 MAX_FRAME = 64 * 1024 * 1024
 FILE_SIZE_LIMIT = 1024 * 1024 * 1024  # a call may write at most 1 GiB per file
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
+EGRESS_SOCKET_NAME = ".conclave-egress.sock"  # sandbox.instance.EGRESS_SOCKET_NAME
+_PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
 _HEADER = struct.Struct(">I")
 _RESULT = struct.Struct(">Q")  # a child's result: its length, then the JSON
 _OUT_OF_MEMORY = b'{"ok":false,"error":{"mro":["MemoryError"],"message":"out of memory"}}'
@@ -113,6 +123,8 @@ class Runner:
         self._resolved: dict[str, Any] = {}
         self._spare: tuple[int, int, int] | None = None  # (pid, request fd, result fd)
         self.host_fd: int | None = None
+        self.egress_port: int | None = None  # the forwarder's port on 127.0.0.1
+        self.forwarder_pid = 0
         self._unreaped, self._child_pid = False, 0
         # Children share the imported modules' pages; keep the collector from dirtying them.
         gc.freeze()
@@ -127,6 +139,7 @@ class Runner:
             "tools": tools,
             "import_errors": self.import_errors,
             "baseline_vm_kb": self.baseline_vm // 1024,
+            "egress_port": self.egress_port,
         }
 
     def _resolve(self, tool: str, entrypoint: str) -> Any:
@@ -193,7 +206,7 @@ class Runner:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self._child_pid, 0)
             self._unreaped = False
-        _sweep_orphans()
+        _sweep_orphans(keep=self.forwarder_pid)
         self.prepare()
 
     def _child(self, request_read: int, result_write: int) -> None:
@@ -209,6 +222,11 @@ class Runner:
             if not raw:  # the runner went away before handing over a call
                 os._exit(0)
             request = json.loads(raw)
+            if request.get("egress") and self.egress_port is not None:
+                proxy = f"http://127.0.0.1:{self.egress_port}"
+                os.environ.update(dict.fromkeys(_PROXY_VARIABLES, proxy))
+                for name in ("NO_PROXY", "no_proxy"):
+                    os.environ.pop(name, None)
             _apply_limits(request["limits"], self.baseline_vm)
             target = self._resolve(request["tool"], request["entrypoint"])
             body = {"ok": True, "result": self._invoke(target, request)}
@@ -468,10 +486,11 @@ def _children() -> list[int]:
         return []
 
 
-def _sweep_orphans() -> None:
-    """Kill whatever the call left behind: as subreaper, every orphan is our child."""
+def _sweep_orphans(keep: int = 0) -> None:
+    """Kill whatever the call left behind (but `keep`): as subreaper, every orphan is our
+    child."""
     for _ in range(100):
-        children = _children()
+        children = [child for child in _children() if child != keep]
         if not children:
             return
         for child in children:
@@ -481,6 +500,58 @@ def _sweep_orphans() -> None:
         for child in children:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(child, 0)
+
+
+def start_egress_forwarder(workspace: str) -> tuple[int, int] | None:
+    """(pid, port) of a forked process relaying connections on 127.0.0.1:port to the
+    workspace's egress socket; None when loopback is not usable here. Forked before the tool
+    modules are imported, so it is small, and it alone runs threads (the runner forks)."""
+    try:
+        listener = socket.create_server(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+        # Loopback is up when a connection to it completes.
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            listener.accept()[0].close()
+    except OSError as exc:
+        print(f"runner: no egress, loopback is not usable: {exc}", file=sys.stderr)
+        return None
+    pid = os.fork()
+    if pid == 0:  # the forwarder never returns
+        try:
+            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            target = os.path.join(workspace, EGRESS_SOCKET_NAME)
+            while True:
+                connection, _ = listener.accept()
+                threading.Thread(target=_relay, args=(connection, target), daemon=True).start()
+        finally:
+            os._exit(0)
+    listener.close()
+    return pid, port
+
+
+def _relay(connection: socket.socket, target: str) -> None:
+    """Copy bytes both ways between a tool's connection and the egress socket until both
+    sides are done; each side's end of stream is passed on as a half-close."""
+    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        upstream.connect(target)
+        peers = {connection: upstream, upstream: connection}
+        open_sides = [connection, upstream]
+        while open_sides:
+            readable, _, _ = select.select(open_sides, [], [])
+            for side in readable:
+                data = side.recv(1 << 16)
+                if data:
+                    peers[side].sendall(data)
+                else:
+                    open_sides.remove(side)
+                    with contextlib.suppress(OSError):
+                        peers[side].shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+    finally:
+        connection.close()
+        upstream.close()
 
 
 def _reply(request: dict[str, Any], reason: str, **fields: Any) -> dict[str, Any]:
@@ -495,7 +566,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    forwarder = start_egress_forwarder(args.workspace)
     runner = Runner(args.module, args.workspace)
+    if forwarder is not None:
+        runner.forwarder_pid, runner.egress_port = forwarder
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(args.connect)
     runner.host_fd = sock.fileno()
