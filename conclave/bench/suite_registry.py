@@ -18,6 +18,7 @@ SUITES: dict[str, str] = {
     "sandbox": "conclave.bench.sandbox_suite",
     "gateway": "conclave.bench.gateway_suite",
     "isolation": "conclave.bench.isolation_suite",
+    "federation": "conclave.bench.federation_suite",
 }
 
 
