@@ -3,8 +3,9 @@
 `create_app` checks the configuration and returns the HTTP app whose lifespan builds, in
 order: the tool registry, the Redis pool, the executor that runs tools (the sandbox pool on
 the configured backend, or the gateway's own threads for `inprocess`), the agent directory,
-the audit writer, the time budgets (latency windows, breakers, the allocator) and the
-six-stage pipeline over all of them. Nothing else constructs these parts.
+the audit writer, the egress proxy that sandboxes reach the network through, the time
+budgets (latency windows, breakers, the allocator) and the six-stage pipeline over all of
+them. Nothing else constructs these parts.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from gateway.budgets import (
     LatencyWindow,
     RateLimit,
 )
+from gateway.egress import EgressProxy
 from gateway.http import build_http_app
 from gateway.identity import AgentDirectory, JwksVerifier
 from gateway.json_logs import install_json_logging
@@ -69,10 +71,11 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
         state = app.state
         state.registry = default_registry
         state.redis = connect_redis(redis_url)
-        state.executor = _tool_executor(settings, state.registry)
-        state.agents = AgentDirectory(state.redis, settings)
         state.audit = AuditWriter(AuditLog(state.redis, settings.audit_stream_max))
         state.audit.start()
+        state.egress = EgressProxy(state.audit)
+        state.executor = _tool_executor(settings, state.registry, state.egress)
+        state.agents = AgentDirectory(state.redis, settings)
         state.state_store = StateStore.from_settings(state.redis, settings)
         state.latency_window = _latency_window(settings, state.redis)
         state.breaker = _circuit_breaker(settings, state.redis)
@@ -86,8 +89,9 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
                 yield
                 background.cancel_scope.cancel()
         finally:
-            await state.audit.aclose()
             await state.executor.aclose()
+            await state.egress.aclose()
+            await state.audit.aclose()
             await state.redis.aclose()
 
     app = build_http_app(lifespan)
@@ -97,12 +101,13 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
     return app
 
 
-def _tool_executor(settings: Settings, registry: ToolRegistry) -> ToolExecutor:
+def _tool_executor(settings: Settings, registry: ToolRegistry, egress: EgressProxy) -> ToolExecutor:
     if settings.sandbox_backend == "inprocess":  # no isolation: measures the gateway alone
         return InProcessExecutor(registry)
     # The sandbox's runner imports the same tool modules. A sandbox a kill tore down is
     # replaced at once: ATBA's kills invite retries, which should find it warm.
-    return create_executor(settings, replace_killed=True)
+    # Each sandbox's egress socket is served by the gateway's egress proxy.
+    return create_executor(settings, replace_killed=True, egress=egress)
 
 
 def _latency_window(settings: Settings, redis: Redis) -> LatencyWindow:
