@@ -156,7 +156,7 @@ async def test_malformed_json_rpc(http: httpx.AsyncClient, stack: EmbeddedStack)
         (b'{"jsonrpc": "1.0", "id": 1, "method": "tools/list"}', "INVALID_REQUEST", -32600, 400),
         (b'[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]', "INVALID_REQUEST", -32600, 400),
         (
-            b'{"jsonrpc": "2.0", "id": 7, "method": "resources/list"}',
+            b'{"jsonrpc": "2.0", "id": 7, "method": "completion/complete"}',
             "METHOD_NOT_FOUND",
             -32601,
             404,
