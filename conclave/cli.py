@@ -11,25 +11,35 @@ import anyio
 import typer
 from rich.console import Console
 
+from conclave.config_file import settings_from
 from conclave.sandbox_cli import sandbox_app
 from conclave.stack import EmbeddedStack, StackError
 from conclave.state_cli import state_app
+from conclave.tools_cli import tools_app
 from gateway import AgentDirectory, Settings, connect_redis, translate
 from protocol import AgentToken
 from sandbox import SandboxStartError
+from tools.sources import ConfigError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 token_app = typer.Typer(no_args_is_help=True, help="Agent tokens.")
 app.add_typer(token_app, name="token")
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(state_app, name="state")
+app.add_typer(tools_app, name="tools")
 console = Console()
 
 
 @app.command()
 def serve(
     host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port; 0 picks a free one")] = 8321,
+    port: Annotated[
+        int | None, typer.Option(help="port (default 8321); 0 picks a free one")
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(help="conclave.toml: [gateway] settings, [[source]] tool sources"),
+    ] = None,
     data_dir: Annotated[
         Path | None,
         typer.Option(help="where generated secrets live (default: $XDG_DATA_HOME/conclave)"),
@@ -40,12 +50,17 @@ def serve(
     ] = False,
 ) -> None:
     """Run the embedded stack (Redis, gateway, sandbox) in the foreground until Ctrl-C."""
-    overrides: dict[str, object] = {"port": port}
+    overrides: dict[str, object] = {} if port is None else {"port": port}
     if data_dir is not None:
         overrides["data_dir"] = data_dir
     if unisolated_process_backend:
         overrides["sandbox_backend"] = "process"
-    settings = Settings(**overrides)  # type: ignore[arg-type]
+    try:
+        settings = settings_from(config, **overrides)
+    except ConfigError as exc:  # one line per problem, each naming the field
+        for line in str(exc).splitlines():
+            typer.echo(f"conclave serve: {line}", err=True)
+        raise typer.Exit(1) from exc
     if settings.sandbox_backend == "process" and not unisolated_process_backend:
         _refuse_to_serve(
             "the process backend does not isolate tools: add --unisolated-process-backend"

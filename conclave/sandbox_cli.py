@@ -6,10 +6,13 @@ import time
 from pathlib import Path
 from typing import Annotated
 
+import anyio
 import typer
 from rich.console import Console
 
-from gateway import Settings
+from conclave.config_file import settings_from
+from gateway import Settings, open_python_sources
+from tools.sources import ConfigError, load_config
 
 sandbox_app = typer.Typer(no_args_is_help=True, help="Sandboxes: runtime image, cleanup.")
 console = Console(stderr=True)
@@ -24,11 +27,21 @@ def build_image(
     cache_dir: Annotated[
         Path | None, typer.Option(help="where wheels are kept (default ~/.cache/conclave)")
     ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(help="conclave.toml: also build each python source's requirements layer"),
+    ] = None,
 ) -> None:
-    """Build the docker backend's runtime image (Python 3.11 + pydantic), no registry needed."""
+    """Build the docker backend's runtime image (Python 3.11 + pydantic), no registry needed;
+    with --config, then a layer per python source with its requirements."""
     from sandbox import ImageBuildError, RuntimeImageBuilder
 
-    settings = Settings()
+    try:
+        settings = settings_from(config)
+    except ConfigError as exc:
+        for line in str(exc).splitlines():
+            console.print(f"[red]build-image:[/] {line}", markup=False)
+        raise typer.Exit(1) from exc
     began = time.monotonic()
     builder = RuntimeImageBuilder(
         settings.docker_host,
@@ -44,6 +57,23 @@ def build_image(
         raise typer.Exit(1) from exc
     if built:
         console.print(f"built {settings.sandbox_image} in {time.monotonic() - began:.1f} s")
+    if settings.config is not None and not _prepare_sources(settings, cache_dir):
+        raise typer.Exit(1)
+
+
+def _prepare_sources(settings: Settings, cache_dir: Path | None) -> bool:
+    """Build every python source's layer (and check it imports); False if one cannot."""
+    assert settings.config is not None
+    on_docker = settings.model_copy(update={"sandbox_backend": "docker"})
+    sources = load_config(settings.config).source
+    found = anyio.run(open_python_sources, sources, settings.config.parent, on_docker, cache_dir)
+    for report in found.reports:
+        if report.error is not None:
+            console.print(f"source {report.name}: cannot be served: {report.error}", markup=False)
+        else:
+            console.print(f"source {report.name}: {len(report.tools)} tools ready")
+    console.print(f"sources' image: {found.sandbox_settings.sandbox_image}")
+    return all(report.error is None for report in found.reports)
 
 
 @sandbox_app.command("gc")

@@ -3,6 +3,7 @@
 from gateway.assembly import ConfigurationError, create_app
 from gateway.gateway_error import GatewayError, translate
 from gateway.identity import AgentDirectory, authenticated, issue_token, verify_token
+from gateway.python_sources import PythonSources, effective_backend, open_python_sources
 from gateway.redis_client import connect_redis
 from gateway.settings import Settings
 
@@ -10,11 +11,14 @@ __all__ = [
     "AgentDirectory",
     "ConfigurationError",
     "GatewayError",
+    "PythonSources",
     "Settings",
     "authenticated",
     "connect_redis",
     "create_app",
+    "effective_backend",
     "issue_token",
+    "open_python_sources",
     "translate",
     "verify_token",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
 from fastapi import FastAPI
@@ -41,13 +42,14 @@ from gateway.pipeline import (
     Pipeline,
     ScopeStage,
 )
+from gateway.python_sources import open_python_sources, register_sources
 from gateway.redis_client import connect_redis
 from gateway.settings import Settings
 from gateway.state import StateStore
 from gateway.upstreams import UpstreamRouter, UpstreamSet
 from sandbox import InProcessExecutor, SandboxPool, ToolExecutor, create_executor
 from tools import ToolRegistry, default_registry
-from tools.sources import ToolSource
+from tools.sources import ToolSource, load_config
 
 
 class ConfigurationError(RuntimeError):
@@ -62,6 +64,9 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
             "'conclave serve'"
         )
     redis_url = settings.redis_url
+    if settings.config is not None and not sources:
+        sources = load_config(settings.config).source
+    config_dir = settings.config.parent if settings.config is not None else Path.cwd()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -74,7 +79,9 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
         state.audit = AuditWriter(AuditLog(state.redis, settings.audit_stream_max))
         state.audit.start()
         state.egress = EgressProxy(state.audit)
-        state.executor = _tool_executor(settings, state.registry, state.egress)
+        python = await open_python_sources(sources, config_dir, settings)  # in a sandbox
+        served = register_sources(state.registry, python.reports)
+        state.executor = _tool_executor(python.sandbox_settings, state.registry, state.egress)
         state.agents = AgentDirectory(state.redis, settings)
         state.state_store = StateStore.from_settings(state.redis, settings)
         state.latency_window = _latency_window(settings, state.redis)
@@ -89,6 +96,8 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
                 yield
                 background.cancel_scope.cancel()
         finally:
+            for name in served:  # the registry may outlive this gateway (tests build many)
+                state.registry.remove(name)
             await state.executor.aclose()
             await state.egress.aclose()
             await state.audit.aclose()

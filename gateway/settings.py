@@ -41,6 +41,8 @@ class Settings(BaseSettings):
     jwks_issuer: str | None = None
     jwks_audience: str | None = None
 
+    # conclave.toml: its [[source]] entries are tool sources (`conclave serve --config`).
+    config: Path | None = None
     # Modules whose @tool functions the gateway serves; the sandbox runner imports the same.
     tool_modules: tuple[str, ...] = ("tools.builtin",)
 

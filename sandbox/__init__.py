@@ -17,6 +17,7 @@ from sandbox.image import ImageBuildError, RuntimeImageBuilder
 from sandbox.inprocess import InProcessExecutor
 from sandbox.instance import Sandbox
 from sandbox.pool import PoolFullError, SandboxPool, profile_for
+from sandbox.source_layer import source_layer
 from sandbox.time_limit import (
     TimeLimit,
     fit_timeout,
@@ -58,6 +59,7 @@ __all__ = [
     "kill_margin_ms",
     "profile_for",
     "sandbox_deadline_ms",
+    "source_layer",
     "strongest_available",
     "unavailable_error",
 ]

@@ -181,37 +181,7 @@ class RuntimeImageBuilder:
         partial = target.with_name(target.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
-        machine = platform.machine()
-        _run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--python-version",
-                "3.11",
-                "--implementation",
-                "cp",
-                "--abi",
-                "cp311",
-                "--abi",
-                "abi3",
-                "--abi",
-                "none",
-                "--platform",
-                f"manylinux2014_{machine}",
-                "--platform",
-                f"manylinux_2_17_{machine}",
-                "--platform",
-                "any",
-                "-d",
-                str(partial),
-                *self.requirements,
-            ]
-        )
+        _run(download_argv(partial, self.requirements, with_dependencies=False))
         shutil.rmtree(target, ignore_errors=True)
         partial.rename(target)
         return target
@@ -231,6 +201,19 @@ class RuntimeImageBuilder:
             except BuildError as exc:
                 log = "".join(str(chunk.get("stream", "")) for chunk in exc.build_log)
                 raise ImageBuildError(f"docker build failed: {exc}\n{log[-2000:]}") from exc
+
+
+def download_argv(target: Path, requirements: list[str], *, with_dependencies: bool) -> list[str]:
+    """`pip download` of wheels for the image's CPython 3.11 on manylinux (or pure Python)."""
+    machine = platform.machine()
+    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check"]
+    argv += [] if with_dependencies else ["--no-deps"]
+    argv += ["--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp"]
+    for abi in ("cp311", "abi3", "none"):
+        argv += ["--abi", abi]
+    for tag in (f"manylinux2014_{machine}", f"manylinux_2_17_{machine}", "any"):
+        argv += ["--platform", tag]
+    return [*argv, "-d", str(target), *requirements]
 
 
 def _run(argv: list[str]) -> None:

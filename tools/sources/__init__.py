@@ -10,14 +10,24 @@ from tools.sources.config import (
     ToolSource,
     load_config,
 )
+from tools.sources.python_source import (
+    PreparedSource,
+    SourceUnavailable,
+    prepare_python_source,
+)
+from tools.sources.source_loader import DESCRIBE_ENTRYPOINT
 
 __all__ = [
+    "DESCRIBE_ENTRYPOINT",
     "ConclaveConfig",
     "ConfigError",
     "McpHttpSource",
     "McpStdioSource",
+    "PreparedSource",
     "PythonSource",
     "SourceBase",
+    "SourceUnavailable",
     "ToolSource",
     "load_config",
+    "prepare_python_source",
 ]

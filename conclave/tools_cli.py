@@ -1,0 +1,100 @@
+"""`conclave tools ...`: what the gateway would serve, and whether each tool source works.
+
+Both commands prepare and start the `python` sources the way `conclave serve` does (their
+code is imported inside a sandbox of the configured backend, never here), so what they
+print is what the gateway will serve.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import anyio
+import typer
+
+from conclave.config_file import settings_from
+from gateway import PythonSources, Settings, effective_backend, open_python_sources
+from protocol import ResourceIntent
+from tools import default_registry
+from tools.sources import ConfigError, PythonSource, load_config
+
+tools_app = typer.Typer(no_args_is_help=True, help="Tools: list them, check tool sources.")
+
+
+@tools_app.command("list")
+def list_tools(
+    config: Annotated[
+        Path | None, typer.Option(help="conclave.toml (default: CONCLAVE_CONFIG)")
+    ] = None,
+) -> None:
+    """Every tool the gateway serves: its source, name, intent and where it runs."""
+    settings = effective_backend(_settings(config))
+    for module in settings.tool_modules:  # the configured (trusted) tool modules
+        importlib.import_module(module)
+    rows = [("SOURCE", "TOOL", "INTENT", "RUNS IN")]
+    where = _where(settings)
+    rows += [("(built in)", t.name, _intent(t.spec.intent), where) for t in default_registry]
+    found = _open_sources(settings)
+    where = _where(found.sandbox_settings)  # on docker: the image with the sources' layers
+    for report in found.reports:
+        rows += [(report.name, t.name, _intent(t.spec.intent), where) for t in report.tools]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        typer.echo("  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[3]]))
+    for report in found.reports:
+        if report.error is not None:
+            typer.echo(f"source {report.name!r} not served: {report.error}", err=True)
+
+
+@tools_app.command("check")
+def check(
+    config: Annotated[Path, typer.Argument(help="conclave.toml")],
+) -> None:
+    """Start each tool source once; print what it serves, or one line saying why it cannot."""
+    settings = _settings(config)
+    found = _open_sources(settings)
+    failed = False
+    for source in load_config(config.resolve()).source:
+        if not isinstance(source, PythonSource):
+            typer.echo(f"skip  {source.name} ({source.kind}): checked when the gateway starts")
+            continue
+        report = next(r for r in found.reports if r.name == source.name)
+        if report.error is not None:
+            failed = True
+            typer.echo(f"FAIL  {source.name} (python): {report.error}")
+        else:
+            names = ", ".join(t.name for t in report.tools) or "no tools (all filtered out)"
+            typer.echo(f"ok    {source.name} (python): {names}")
+    if failed:
+        raise typer.Exit(1)
+
+
+def _settings(config: Path | None) -> Settings:
+    try:
+        return settings_from(config)
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+def _open_sources(settings: Settings) -> PythonSources:
+    if settings.config is None:
+        return PythonSources((), settings)
+    config = load_config(settings.config)
+    return anyio.run(open_python_sources, config.source, settings.config.parent, settings)
+
+
+def _where(settings: Settings) -> str:
+    backend = settings.sandbox_backend
+    return f"docker ({settings.sandbox_image})" if backend == "docker" else backend
+
+
+def _intent(intent: ResourceIntent) -> str:
+    return f"{intent.memory_mb} MB, {intent.cpu_seconds:g} s CPU, {intent.timeout_ms} ms"
+
+
+def _fail(message: str) -> NoReturn:
+    for line in message.splitlines():
+        typer.echo(f"error: {line}", err=True)
+    raise typer.Exit(1)
