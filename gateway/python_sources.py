@@ -14,6 +14,9 @@ prepared packages among its tool modules and, on docker, the last source layer a
 from __future__ import annotations
 
 import logging
+import os
+import stat
+import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -31,6 +34,7 @@ from sandbox import (
     CallLimits,
     Invocation,
     SandboxError,
+    SandboxStartError,
     create_executor,
     source_layer,
     strongest_available,
@@ -89,7 +93,7 @@ async def open_python_sources(
     if settings.sandbox_backend == "inprocess":
         reason = "python sources run in a sandbox; the inprocess backend has none"
         return PythonSources(tuple(_failed(s, reason) for s in sources), settings)
-    cache = cache_dir or Path.home() / ".cache" / "conclave"
+    cache = cache_dir or _cache_root(settings.sandbox_backend)
     failed: list[SourceReport] = []
     prepared: list[PreparedSource] = []
     image = settings.sandbox_image
@@ -138,6 +142,20 @@ def register_sources(registry: ToolRegistry, reports: tuple[SourceReport, ...]) 
             registry.add(tool)
             added.append(tool.name)
     return added
+
+
+def _cache_root(backend: str) -> Path:
+    """Where prepared sources are kept: the user's cache, except for the process backend,
+    whose runner (uid 65534 under root) cannot pass through a private home directory: a
+    directory of ours in the temp dir then, refused if anyone else could have planted it."""
+    if backend != "process":
+        return Path.home() / ".cache" / "conclave"
+    root = Path(tempfile.gettempdir()) / f"conclave-sources-{os.getuid()}"
+    root.mkdir(mode=0o755, exist_ok=True)
+    info = root.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise SandboxStartError(f"{root} is not a directory only this user may write: remove it")
+    return root
 
 
 def _say(source: str, line: str) -> None:
