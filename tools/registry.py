@@ -90,6 +90,10 @@ class ToolRegistry:
     def get(self, name: str) -> RegisteredTool | None:
         return self._tools.get(name)
 
+    def remove(self, name: str) -> None:
+        """Stop serving `name` (a remote source's tool, when the gateway that found it stops)."""
+        self._tools.pop(name, None)
+
     def __iter__(self) -> Iterator[RegisteredTool]:
         return iter(sorted(self._tools.values(), key=lambda t: t.name))
 
