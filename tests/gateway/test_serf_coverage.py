@@ -33,6 +33,7 @@ pytestmark = pytest.mark.anyio
 Producer = Callable[[Settings, Redis, httpx.AsyncClient], Awaitable[SerfError]]
 PRODUCERS: dict[ErrorCode, Producer] = {}
 
+
 def produces(code: ErrorCode) -> Callable[[Producer], Producer]:
     def register(fn: Producer) -> Producer:
         PRODUCERS[code] = fn
