@@ -67,6 +67,11 @@ class Settings(BaseSettings):
     sandbox_queue_max: int = Field(default=32, gt=0)
     sandbox_idle_s: float = Field(default=300.0, gt=0)
     sandbox_recycle_after: int = Field(default=500, gt=0)
+    # Keep one pre-started spare sandbox, nobody's until a new identity's first call takes it,
+    # for the profiles of calls limited to these memory_mb (rounded up to their tier, so
+    # [256] covers every call of up to 256 MB). Unset: the profile of the last cold start;
+    # [] none. A spare counts against sandbox_pool_max and is the first torn down for room.
+    sandbox_spares: tuple[int, ...] | None = None
 
     max_body_bytes: int = Field(default=1_048_576, gt=0)
     audit_stream_max: int = Field(default=100_000, gt=0)  # ~records the audit stream keeps

@@ -12,7 +12,7 @@ from typing import Protocol
 from sandbox.backend import SandboxBackend, SandboxStartError
 from sandbox.detect import bwrap_status, docker_status, strongest_available
 from sandbox.instance import EgressGate
-from sandbox.pool import SandboxPool
+from sandbox.pool import SandboxPool, profile_for_memory
 
 log = logging.getLogger("conclave.sandbox")
 
@@ -40,6 +40,8 @@ class SandboxSettings(Protocol):
     def sandbox_idle_s(self) -> float: ...
     @property
     def sandbox_recycle_after(self) -> int: ...
+    @property
+    def sandbox_spares(self) -> tuple[int, ...] | None: ...
 
 
 def create_backend(settings: SandboxSettings) -> SandboxBackend:
@@ -77,6 +79,7 @@ def backend_named(name: str, docker_host: str, image: str) -> SandboxBackend:
 def create_executor(
     settings: SandboxSettings, *, replace_killed: bool = False, egress: EgressGate | None = None
 ) -> SandboxPool:
+    spares = settings.sandbox_spares
     return SandboxPool(
         create_backend(settings),
         tool_modules=settings.tool_modules,
@@ -89,4 +92,5 @@ def create_executor(
         recycle_after=settings.sandbox_recycle_after,
         replace_killed=replace_killed,
         egress=egress,
+        spares=None if spares is None else [profile_for_memory(mb) for mb in spares],
     )

@@ -16,6 +16,13 @@ an agent at most `agent_max`, so one tenant's flood cannot take every sandbox. A
 cannot have one waits up to `queue_ms` (never past its deadline) in a queue served round
 robin by tenant (`sandbox.fair_queue`), at most `queue_max` calls per tenant; then it gets
 `SANDBOX_UNAVAILABLE` (retryable), or the deadline error if its deadline came first.
+
+Spares: with `spares`, the pool keeps one pre-started sandbox per chosen profile that belongs
+to nobody (it has never served a call). An identity with no warm sandbox of that profile
+takes it (its workspace becomes that identity's; it never returns to being a spare), so its
+first call skips the start, and a new spare starts in the background once the call is done.
+A spare counts against `max_sandboxes`, is the first torn down when a call needs room, is
+started only while there is room, is never reaped as idle, and is torn down with the pool.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from sandbox.workspace import DEFAULT_ROOT, create_workspace, remove_workspace
 MEMORY_TIERS_MB = (256, 1024, 4096, 16384, 65536)
 RUNNER_OVERHEAD_MB = 192
 PoolKey = tuple[str, str, SandboxProfile]
+NOBODY = ("", "")  # the (tenant, agent) of a spare: it belongs to no identity yet
 log = logging.getLogger("conclave.sandbox")
 
 
@@ -62,7 +70,12 @@ class _Grant:
 
 
 def profile_for(limits: CallLimits) -> SandboxProfile:
-    tier = next((t for t in MEMORY_TIERS_MB if t >= limits.memory_mb), limits.memory_mb)
+    return profile_for_memory(limits.memory_mb)
+
+
+def profile_for_memory(memory_mb: int) -> SandboxProfile:
+    """The profile of calls limited to `memory_mb`."""
+    tier = next((t for t in MEMORY_TIERS_MB if t >= memory_mb), memory_mb)
     return SandboxProfile(memory_mb=tier + RUNNER_OVERHEAD_MB)
 
 
@@ -102,9 +115,11 @@ class SandboxPool:
         queue_ms: int = 0,
         queue_max: int = 32,
         egress: EgressGate | None = None,
+        spares: Iterable[SandboxProfile] | None = (),
     ) -> None:
         """`tenant_max`, `agent_max`: None is half and a quarter of `max_sandboxes` (at least
-        one). `queue_ms`: 0 refuses at once when no sandbox can be had."""
+        one). `queue_ms`: 0 refuses at once when no sandbox can be had. `spares`: the
+        profiles to keep a pre-started spare of; None: the profile of the last cold start."""
         self.backend = backend
         self.tool_modules = tuple(tool_modules)
         self.max_sandboxes = max_sandboxes
@@ -126,6 +141,10 @@ class SandboxPool:
         self._idle: dict[PoolKey, list[Sandbox]] = {}
         self._busy: set[Sandbox] = set()
         self._starting = 0
+        self._spare_profiles = None if spares is None else frozenset(spares)
+        self._last_cold: SandboxProfile | None = None  # the profile a cold start last had
+        self._spares: dict[SandboxProfile, Sandbox] = {}  # started, never used
+        self._spares_starting: set[SandboxProfile] = set()
         self._lock = anyio.Lock()
         self._closed = False
         self._background: set[asyncio.Task[None]] = set()
@@ -139,7 +158,13 @@ class SandboxPool:
 
     @property
     def size(self) -> int:
-        return self._starting + len(self._busy) + sum(len(v) for v in self._idle.values())
+        spares = len(self._spares) + len(self._spares_starting)
+        return self._starting + spares + len(self._busy) + sum(map(len, self._idle.values()))
+
+    @property
+    def ready_spares(self) -> int:
+        """How many spares are started and waiting for an identity."""
+        return len(self._spares)
 
     async def execute(self, invocation: Invocation) -> Outcome:
         principal = invocation.context.principal
@@ -279,14 +304,20 @@ class SandboxPool:
         if self._agent_in_use[(tenant, agent)] >= self.agent_max:
             return None
         idle = self._idle.get(key)
+        spare = None if idle else self._spares.pop(key[2], None)
         if idle:
             sandbox = idle.pop()
             self._busy.add(sandbox)
             grant = _Grant(sandbox=sandbox)
+        elif spare is not None:  # from now on it is this identity's, workspace and all
+            spare.spec = replace(spare.spec, tenant=tenant, agent=agent)
+            self._busy.add(spare)
+            self._last_cold = key[2]
+            grant = _Grant(sandbox=spare)
         else:
             grant = _Grant()
             if self.size >= self.max_sandboxes:
-                grant.evicted = self._oldest_idle()
+                grant.evicted = self._spare_for_room() or self._oldest_idle()
                 if grant.evicted is None:
                     return None
             self._starting += 1
@@ -303,6 +334,7 @@ class SandboxPool:
         self._tenant_in_use = +self._tenant_in_use
         self._agent_in_use = +self._agent_in_use
         self._queue.serve(self._admit)
+        self._top_up_spares()
 
     def _give_back(self, key: PoolKey, grant: _Grant) -> None:
         """Undo a grant its call no longer wants (it was cancelled while queued)."""
@@ -350,6 +382,7 @@ class SandboxPool:
         async with self._lock:
             self._starting -= 1
             self._busy.add(sandbox)
+            self._last_cold = key[2]
         return sandbox
 
     async def _start(self, key: PoolKey) -> Sandbox:
@@ -377,6 +410,43 @@ class SandboxPool:
             # Off the caller's path: a killed call answers at its limit, not after the
             # teardown (which under load takes longer than the calls a deadline allows).
             self._in_background(self._destroy(sandbox))
+
+    def _top_up_spares(self) -> None:
+        """Start each wanted spare that is missing, while there is room (a spare never evicts
+        anything); tear down spares of profiles no longer wanted."""
+        if self._closed:
+            return
+        wanted = self._spare_profiles
+        if wanted is None:
+            wanted = frozenset() if self._last_cold is None else frozenset({self._last_cold})
+        for profile in [p for p in self._spares if p not in wanted]:
+            self._in_background(self._destroy(self._spares.pop(profile)))
+        for profile in wanted - self._spares.keys() - self._spares_starting:
+            if self.size >= self.max_sandboxes:
+                return
+            self._spares_starting.add(profile)
+            self._in_background(self._start_spare(profile))
+
+    async def _start_spare(self, profile: SandboxProfile) -> None:
+        sandbox: Sandbox | None = None
+        try:
+            sandbox = await self._start((*NOBODY, profile))
+        except Exception:  # a spare is a courtesy; a call starts its own sandbox anyway
+            log.info("could not start a spare sandbox of %s MB", profile.memory_mb, exc_info=True)
+        finally:
+            async with self._lock:
+                self._spares_starting.discard(profile)
+                if sandbox is not None and not self._closed:
+                    self._spares[profile], sandbox = sandbox, None
+                    self._queue.serve(self._admit)  # a queued call may take it
+        if sandbox is not None:  # the pool shut down while it started
+            await self._destroy(sandbox)
+
+    def _spare_for_room(self) -> Sandbox | None:
+        """A spare to tear down for room (spares go before anyone's warm sandbox)."""
+        if not self._spares:
+            return None
+        return self._spares.pop(next(iter(self._spares)))
 
     def _take_expired(self) -> list[Sandbox]:
         now = time.monotonic()
@@ -417,8 +487,11 @@ class SandboxPool:
         return len(expired)
 
     async def run_reaper(self, interval_s: float | None = None) -> None:
-        """Reap idle sandboxes forever (run it in the owner's task group)."""
+        """Start the configured spares, then reap idle sandboxes forever (and start spares
+        again where reaping made room); run it in the owner's task group."""
         while True:
+            async with self._lock:
+                self._top_up_spares()
             await anyio.sleep(interval_s or max(1.0, self.idle_s / 4))
             await self.reap_idle()
 
@@ -436,7 +509,9 @@ class SandboxPool:
         async with self._lock:
             self._closed = True
             everything = [s for v in self._idle.values() for s in v] + list(self._busy)
+            everything += self._spares.values()
             self._idle.clear()
+            self._spares.clear()
         with anyio.CancelScope(shield=True):
             for sandbox in everything:
                 await self._destroy(sandbox)

@@ -8,12 +8,21 @@ import time
 from dataclasses import replace
 
 import anyio
+import docker
 import pytest
 
 from protocol import ErrorCode
 from sandbox.executor import CallLimits
-from sandbox.pool import MEMORY_TIERS_MB, RUNNER_OVERHEAD_MB, profile_for
-from tests.sandbox.conftest import PoolFactory, invocation
+from sandbox.instance import Sandbox
+from sandbox.pool import MEMORY_TIERS_MB, RUNNER_OVERHEAD_MB, SandboxPool, profile_for
+from tests.sandbox.conftest import (
+    ALL_BACKENDS,
+    DEFAULT_LIMITS,
+    ISOLATING,
+    PoolFactory,
+    invocation,
+    processes_mentioning,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -142,3 +151,99 @@ async def test_room_is_made_from_the_tenant_holding_most_not_a_small_tenants_war
     assert (await pool.execute(invocation("whoami", tenant="noisy", agent="n3"))).ok
     again = await pool.execute(invocation("whoami", tenant="small", agent="v"))
     assert again.ok and again.usage.sandbox == victim.usage.sandbox  # still warm
+
+
+async def _ready_spare(pool: SandboxPool) -> Sandbox:
+    """The pool's one spare, once it has started."""
+    with anyio.fail_after(30):
+        while not pool._spares:  # noqa: ASYNC110 (polling the pool's own state)
+            await anyio.sleep(0.005)
+    (spare,) = pool._spares.values()
+    return spare
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+async def test_a_new_identitys_first_call_takes_the_spare_and_a_new_one_starts_after(
+    backend: str, make_pool: PoolFactory
+) -> None:
+    pool = make_pool(backend, spares=None)  # a spare of the last cold start's profile
+    assert pool.ready_spares == 0  # nobody called yet: no spare
+    alice = await pool.execute(invocation("whoami"))
+    spare = await _ready_spare(pool)
+    assert alice.ok and pool.started == 2 and spare.label != alice.usage.sandbox
+    bob = await pool.execute(invocation("whoami", agent="bob"))
+    assert bob.ok and bob.result["agent"] == "bob", bob.error  # type: ignore[index]
+    assert bob.usage.sandbox == spare.label and pool.started == 2  # nothing started for bob
+    assert (spare.spec.tenant, spare.spec.agent) == ("acme", "bob")  # bob's sandbox now
+    after = await _ready_spare(pool)
+    assert after is not spare and pool.started == 3
+    again = await pool.execute(invocation("whoami", agent="bob"))
+    assert again.usage.sandbox == spare.label  # bob keeps it warm; the new spare waits
+
+
+async def test_a_spare_serves_one_identity_only(make_pool: PoolFactory) -> None:
+    pool = make_pool("process", spares=None)
+    served: dict[str, set[str]] = {}
+    for agent in ("a0", "a1", "a2", "a0", "a1", "a2"):
+        if pool.started:
+            await _ready_spare(pool)
+        outcome = await pool.execute(invocation("whoami", agent=agent))
+        assert outcome.ok and outcome.usage.sandbox, outcome.error
+        served.setdefault(outcome.usage.sandbox, set()).add(outcome.result["agent"])  # type: ignore[index]
+    assert sorted(map(sorted, served.values())) == [["a0"], ["a1"], ["a2"]]
+    assert (await _ready_spare(pool)).label not in served  # the next spare is nobody's yet
+    assert pool.started == 4
+
+
+async def test_a_spare_is_evicted_first_and_never_evicts(make_pool: PoolFactory) -> None:
+    pool = make_pool("process", max_sandboxes=3, tenant_max=3, agent_max=1, spares=None)
+    alice = await pool.execute(invocation("whoami"))
+    await _ready_spare(pool)
+    bob = await pool.execute(invocation("whoami", agent="bob"))
+    spare = await _ready_spare(pool)
+    assert pool.size == 3
+    # A call of another profile has no spare to take: room is made from the spare, not from
+    # alice's or bob's warm sandbox.
+    carol = await pool.execute(invocation("whoami", agent="carol", memory_mb=1024))
+    assert carol.ok and spare.closed
+    for before in (alice, bob):
+        again = await pool.execute(invocation("whoami", agent=before.result["agent"]))  # type: ignore[index]
+        assert again.usage.sandbox == before.usage.sandbox  # still warm
+    # The pool is full: no spare of carol's profile starts (a spare never makes room).
+    assert pool.size == 3 and pool.ready_spares == 0 and pool.started == 4
+
+
+async def test_configured_spares_start_before_any_call(make_pool: PoolFactory) -> None:
+    pool = make_pool("process", spares=[profile_for(DEFAULT_LIMITS)])
+    async with anyio.create_task_group() as group:
+        group.start_soon(pool.run_reaper)  # the gateway runs it: it starts the spares
+        spare = await _ready_spare(pool)
+        first = await pool.execute(invocation("whoami"))
+        assert first.usage.sandbox == spare.label and pool.started == 1
+        group.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("backend", ISOLATING)
+async def test_nothing_is_left_after_the_pool_closes_with_spares(
+    backend: str, make_pool: PoolFactory
+) -> None:
+    pool = make_pool(backend, spares=None)
+    await pool.execute(invocation("whoami"))
+    await _ready_spare(pool)
+    await pool.execute(invocation("whoami", agent="bob"))  # takes the spare; another starts
+    root = pool.workspace_root
+    with anyio.fail_after(30):
+        while len(ids := {p.name for p in root.glob("sbx-*") if p.is_dir()}) < 3:  # noqa: ASYNC110
+            await anyio.sleep(0.005)
+    await pool.aclose()  # while the new spare may still be starting
+    assert processes_mentioning(str(root)) == []
+    assert not any(root.iterdir())
+    if backend == "docker":
+        client = docker.DockerClient(base_url=pool.backend.docker_host)  # type: ignore[attr-defined]
+        try:
+            mine = client.containers.list(
+                all=True, filters={"label": f"conclave.owner_pid={os.getpid()}"}
+            )
+            assert not {c.labels["conclave.sandbox_id"] for c in mine} & ids
+        finally:
+            client.close()
