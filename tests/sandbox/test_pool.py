@@ -172,7 +172,7 @@ async def test_a_new_identitys_first_call_takes_the_spare_and_a_new_one_starts_a
     spare = await _ready_spare(pool)
     assert alice.ok and pool.started == 2 and spare.label != alice.usage.sandbox
     bob = await pool.execute(invocation("whoami", agent="bob"))
-    assert bob.ok and bob.result["agent"] == "bob", bob.error  # type: ignore[index]
+    assert bob.ok and bob.result["agent"] == "bob", bob.error
     assert bob.usage.sandbox == spare.label and pool.started == 2  # nothing started for bob
     assert (spare.spec.tenant, spare.spec.agent) == ("acme", "bob")  # bob's sandbox now
     after = await _ready_spare(pool)
@@ -189,7 +189,7 @@ async def test_a_spare_serves_one_identity_only(make_pool: PoolFactory) -> None:
             await _ready_spare(pool)
         outcome = await pool.execute(invocation("whoami", agent=agent))
         assert outcome.ok and outcome.usage.sandbox, outcome.error
-        served.setdefault(outcome.usage.sandbox, set()).add(outcome.result["agent"])  # type: ignore[index]
+        served.setdefault(outcome.usage.sandbox, set()).add(outcome.result["agent"])
     assert sorted(map(sorted, served.values())) == [["a0"], ["a1"], ["a2"]]
     assert (await _ready_spare(pool)).label not in served  # the next spare is nobody's yet
     assert pool.started == 4
@@ -207,7 +207,7 @@ async def test_a_spare_is_evicted_first_and_never_evicts(make_pool: PoolFactory)
     carol = await pool.execute(invocation("whoami", agent="carol", memory_mb=1024))
     assert carol.ok and spare.closed
     for before in (alice, bob):
-        again = await pool.execute(invocation("whoami", agent=before.result["agent"]))  # type: ignore[index]
+        again = await pool.execute(invocation("whoami", agent=before.result["agent"]))
         assert again.usage.sandbox == before.usage.sandbox  # still warm
     # The pool is full: no spare of carol's profile starts (a spare never makes room).
     assert pool.size == 3 and pool.ready_spares == 0 and pool.started == 4
