@@ -177,7 +177,8 @@ async def _discover(prepared: list[PreparedSource], settings: Settings) -> list[
     if not prepared:
         return []
     try:
-        executor = create_executor(settings)
+        # One call: no spare sandbox to start (and wait for at close) after it.
+        executor = create_executor(settings.model_copy(update={"sandbox_spares": ()}))
     except SandboxError as exc:  # no backend here: the sources wait for one
         return [_failed(p.source, f"no sandbox to import it in: {exc}") for p in prepared]
     try:
