@@ -20,6 +20,9 @@ install_system_packages() {
     command -v bwrap >/dev/null || missing+=(bubblewrap)
     command -v debootstrap >/dev/null || missing+=(debootstrap)
     command -v curl >/dev/null || missing+=(curl)
+    # mcp_stdio sources' npm packages are installed on the host; docker images get its node.
+    command -v node >/dev/null || missing+=(nodejs)
+    command -v npm >/dev/null || missing+=(npm)
     python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
     if [ ${#missing[@]} -gt 0 ]; then
         say "apt-get install ${missing[*]}"

@@ -3,7 +3,8 @@
 `create_app` checks the configuration and returns the HTTP app whose lifespan builds, in
 order: the tool registry, the Redis pool, the executor that runs tools (the sandbox pool on
 the configured backend, or the gateway's own threads for `inprocess`), the agent directory,
-the audit writer, the egress proxy that sandboxes reach the network through, the time
+the audit writer, the egress proxy that sandboxes reach the network through, the tool
+sources (python and mcp_stdio run in sandboxes, mcp_http upstreams), the time
 budgets (latency windows, breakers, the allocator) and the six-stage pipeline over all of
 them. Nothing else constructs these parts.
 """
@@ -46,6 +47,7 @@ from gateway.python_sources import open_python_sources, register_sources
 from gateway.redis_client import connect_redis
 from gateway.settings import Settings
 from gateway.state import StateStore
+from gateway.stdio_sources import StdioRouter, StdioSources
 from gateway.upstreams import UpstreamRouter, UpstreamSet
 from sandbox import InProcessExecutor, SandboxPool, ToolExecutor, create_executor
 from tools import ToolRegistry, default_registry
@@ -81,7 +83,9 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
         state.egress = EgressProxy(state.audit)
         python = await open_python_sources(sources, config_dir, settings)  # in a sandbox
         served = register_sources(state.registry, python.reports)
-        state.executor = _tool_executor(python.sandbox_settings, state.registry, state.egress)
+        state.stdio = StdioSources(sources, state.registry)  # mcp_stdio sources
+        sandbox_settings = await state.stdio.open(python.sandbox_settings)
+        state.executor = _tool_executor(sandbox_settings, state.registry, state.egress)
         state.agents = AgentDirectory(state.redis, settings)
         state.state_store = StateStore.from_settings(state.redis, settings)
         state.latency_window = _latency_window(settings, state.redis)
@@ -98,6 +102,7 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
         finally:
             for name in served:  # the registry may outlive this gateway (tests build many)
                 state.registry.remove(name)
+            state.stdio.close()
             await state.executor.aclose()
             await state.egress.aclose()
             await state.audit.aclose()
@@ -158,7 +163,7 @@ def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: Fas
             AuthorizeStage(registry),
             BudgetStage(admission, allocator),
             DispatchStage(
-                UpstreamRouter(state.executor, state.upstreams),
+                UpstreamRouter(StdioRouter(state.executor, state.stdio), state.upstreams),
                 reply_margin_ms=settings.budget_margin_ms,
             ),
         ],

@@ -15,9 +15,9 @@ from sandbox.factory import backend_named, create_backend, create_executor
 from sandbox.gc import collect_orphans
 from sandbox.image import ImageBuildError, RuntimeImageBuilder
 from sandbox.inprocess import InProcessExecutor
-from sandbox.instance import Sandbox
+from sandbox.instance import MCP_STDIO_ENTRYPOINT, Sandbox
 from sandbox.pool import PoolFullError, SandboxPool, profile_for
-from sandbox.source_layer import source_layer
+from sandbox.source_layer import node_layer, source_layer
 from sandbox.time_limit import (
     TimeLimit,
     fit_timeout,
@@ -28,6 +28,7 @@ from sandbox.time_limit import (
 from sandbox.unavailable import unavailable_error
 
 __all__ = [
+    "MCP_STDIO_ENTRYPOINT",
     "NOT_RUN",
     "BackendChoice",
     "CallLimits",
@@ -57,6 +58,7 @@ __all__ = [
     "fit_timeout",
     "gateway_wait_s",
     "kill_margin_ms",
+    "node_layer",
     "profile_for",
     "sandbox_deadline_ms",
     "source_layer",

@@ -16,6 +16,10 @@ Egress: with an `EgressGate` (the gateway's egress proxy), the gate serves the s
 egress socket (`egress_socket`, in the workspace) while the sandbox is open, and checks each
 connection against `current_call`, the one call the sandbox runs at a time. The runner sets
 the call's proxy environment only when the call's tool has an allow-list.
+
+MCP servers: an invocation whose entrypoint starts with `MCP_STDIO_ENTRYPOINT` is sent as a
+request of type "mcp": its arguments are the server's spec and one JSON-RPC message, which
+the runner relays to the server it keeps in this sandbox (started on first use).
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ log = logging.getLogger("conclave.sandbox")
 
 # The egress proxy's socket in the workspace; the runner's forwarder connects to this name.
 EGRESS_SOCKET_NAME = ".conclave-egress.sock"
+# The entrypoint prefix of calls the runner relays to an MCP server it runs (mcp_stdio).
+MCP_STDIO_ENTRYPOINT = "mcp_stdio:"
 
 
 class EgressGate(Protocol):
@@ -175,6 +181,8 @@ class Sandbox:
             "limits": {**asdict(invocation.limits), "max_processes": self._nproc},
             "egress": bool(invocation.network) and self._egress is not None,
         }
+        if invocation.entrypoint.startswith(MCP_STDIO_ENTRYPOINT):
+            request["type"] = "mcp"
         started = time.monotonic()
         reply: dict[str, Any] | None = None
         gone = ""

@@ -20,6 +20,14 @@ egress proxy (the Unix socket `.conclave-egress.sock` in the workspace). A call 
 has a network allow-list (the request's `egress`) gets HTTP_PROXY and HTTPS_PROXY pointing
 at it; the gateway decides what each connection may reach.
 
+MCP servers (`mcp_stdio` sources): a request of type "mcp" carries a server's command and
+one JSON-RPC message. The runner starts the server on first use as a long-lived child in its
+own process group (stdin/stdout pipes), does `initialize` once, relays the message and
+answers with the server's response, all within the call's wall-clock limit; at the limit, on
+non-JSON output, on a line longer than the output cap or when the server exits, it kills the
+server's process group and the next call starts it again. The server lives as long as the
+sandbox.
+
 Frames: 4-byte big-endian length, then UTF-8 JSON. Tool code is reached through the tool
 registry when the `tools` package is importable (so the `ToolContext` is injected), else as
 a plain `module:function`.
@@ -126,6 +134,7 @@ class Runner:
         self.egress_port: int | None = None  # the forwarder's port on 127.0.0.1
         self.forwarder_pid = 0
         self._unreaped, self._child_pid = False, 0
+        self._servers: dict[str, _McpServer] = {}  # mcp_stdio servers, by source name
         # Children share the imported modules' pages; keep the collector from dirtying them.
         gc.freeze()
 
@@ -181,6 +190,8 @@ class Runner:
         return pid, request_write, result_read
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        if request.get("type") == "mcp":
+            return self._relay_mcp(request)
         limits = request["limits"]
         try:
             self._resolve(request["tool"], request["entrypoint"])
@@ -206,8 +217,47 @@ class Runner:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self._child_pid, 0)
             self._unreaped = False
-        _sweep_orphans(keep=self.forwarder_pid)
+        # An MCP relay leaves the spare child forked before it; servers stay warm.
+        keep = {self.forwarder_pid, *(server.pid for server in self._servers.values())}
+        if self._spare is not None:
+            keep.add(self._spare[0])
+        _sweep_orphans(keep=keep)
         self.prepare()
+
+    def _relay_mcp(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Relay one JSON-RPC message to the request's MCP server (started if it is not)."""
+        started = time.monotonic()
+        limits = request["limits"]
+        deadline = started + int(limits["timeout_ms"]) / 1000
+        spec = request["arguments"]
+        name = str(spec["source"])
+        server = self._servers.get(name)
+        try:
+            if server is None or not server.alive():
+                if server is not None:
+                    server.kill()
+                server = self._servers[name] = _McpServer.start(spec, self.workspace)
+            before = server.cpu_ms()
+            server.initialize(deadline, int(limits["max_output_bytes"]))
+            message = spec["message"]
+            if message["method"] == "initialize":  # the gateway asks what the server is
+                answer: dict[str, Any] = {"result": server.initialized}
+            else:
+                answer = server.request(message, deadline, int(limits["max_output_bytes"]))
+        except _McpFault as fault:
+            if server is not None:
+                server.kill()
+            self._servers.pop(name, None)
+            usage = {"wall_ms": (time.monotonic() - started) * 1000, "cpu_ms": 0.0}
+            return _reply(request, fault.reason, usage=usage, error=fault.error)
+        usage = {
+            "wall_ms": (time.monotonic() - started) * 1000,
+            "cpu_ms": max(0.0, server.cpu_ms() - before),
+            "peak_rss_kb": server.peak_rss_kb(),
+        }
+        if "error" in answer:
+            return _reply(request, "error", usage=usage, error=_rpc_error(name, answer["error"]))
+        return _reply(request, "ok", usage=usage, result=answer.get("result"))
 
     def _child(self, request_read: int, result_write: int) -> None:
         me = os.getpid()
@@ -486,11 +536,11 @@ def _children() -> list[int]:
         return []
 
 
-def _sweep_orphans(keep: int = 0) -> None:
+def _sweep_orphans(keep: set[int] | None = None) -> None:
     """Kill whatever the call left behind (but `keep`): as subreaper, every orphan is our
     child."""
     for _ in range(100):
-        children = [child for child in _children() if child != keep]
+        children = [child for child in _children() if child not in (keep or set())]
         if not children:
             return
         for child in children:
@@ -552,6 +602,233 @@ def _relay(connection: socket.socket, target: str) -> None:
     finally:
         connection.close()
         upstream.close()
+
+
+MCP_PROTOCOL_VERSION = "2025-06-18"
+_RPC_CODES = {-32602: "INVALID_ARGUMENTS", -32601: "TOOL_NOT_FOUND"}
+
+
+class _McpFault(Exception):
+    """The server cannot answer this call: its process group is killed."""
+
+    def __init__(self, reason: str, code: str, message: str, details: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.error = _err(code, message, details)
+
+
+class _McpServer:
+    """One MCP server over stdio: newline-delimited JSON-RPC, one request at a time."""
+
+    def __init__(self, source: str, process: Any, log: Any) -> None:
+        self.source = source
+        self.process = process
+        self.pid: int = process.pid
+        self._log = log  # its stderr, for the message when it dies
+        self._buffer = bytearray()
+        self._ids = 0
+        self.initialized: dict[str, Any] | None = None
+
+    @classmethod
+    def start(cls, spec: dict[str, Any], workspace: str) -> _McpServer:
+        import subprocess  # only sandboxes running an MCP server pay for these imports
+        import tempfile
+
+        source = str(spec["source"])
+        argv, env = _server_command(spec)
+        log = tempfile.TemporaryFile()  # noqa: SIM115 (closed with the server, in kill)
+        try:
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                cwd=workspace,
+                env=env,
+                start_new_session=True,  # its own process group, killed as one
+            )
+        except OSError as exc:
+            log.close()
+            raise _McpFault(
+                "error",
+                "TOOL_FAILED",
+                f"mcp_stdio source {source!r}: its command {argv[0]!r} cannot start "
+                f"({exc.strerror or exc}); fix the source's command",
+                {"source": source, "phase": "start"},
+            ) from exc
+        os.set_blocking(process.stdout.fileno(), False)  # type: ignore[union-attr]
+        return cls(source, process, log)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        _kill_group(self.pid)
+        with contextlib.suppress(Exception):
+            self.process.wait(5)
+        for stream in (self.process.stdin, self.process.stdout, self._log):
+            with contextlib.suppress(Exception):
+                stream.close()
+
+    def initialize(self, deadline: float, cap: int) -> None:
+        if self.initialized is not None:
+            return
+        params = {
+            "protocolVersion": MCP_PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "conclave", "version": "1"},
+        }
+        answer = self.request(
+            {"method": "initialize", "params": params}, deadline, cap, "initialize"
+        )
+        if "error" in answer or not isinstance(answer.get("result"), dict):
+            raise self._fault("error", "TOOL_FAILED", f"refused initialize: {answer.get('error')}")
+        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"}, "initialize")
+        self.initialized = answer["result"]
+
+    def request(
+        self, message: dict[str, Any], deadline: float, cap: int, phase: str = "call"
+    ) -> dict[str, Any]:
+        """The server's response to `message` (a JSON-RPC request without its id)."""
+        self._ids += 1
+        sent_id = self._ids
+        self._send({"jsonrpc": "2.0", "id": sent_id, **message}, phase)
+        while True:
+            line = self._line(deadline, cap, phase)
+            try:
+                received = json.loads(line)
+            except ValueError:
+                raise self._fault(
+                    "error", "TOOL_FAILED", f"wrote something that is not JSON-RPC: {line[:80]!r}"
+                ) from None
+            if not isinstance(received, dict):
+                raise self._fault("error", "TOOL_FAILED", "wrote a JSON line that is not a message")
+            if "method" in received:  # its own request or notification: no client features
+                if "id" in received:
+                    refusal = {"code": -32601, "message": "the gateway offers no client features"}
+                    self._send({"jsonrpc": "2.0", "id": received["id"], "error": refusal}, phase)
+                continue
+            if received.get("id") == sent_id:
+                return received
+
+    def _send(self, message: dict[str, Any], phase: str) -> None:
+        try:
+            self.process.stdin.write(json.dumps(message).encode() + b"\n")
+            self.process.stdin.flush()
+        except OSError:
+            raise self._exited(phase) from None
+
+    def _line(self, deadline: float, cap: int, phase: str) -> bytes:
+        fd = self.process.stdout.fileno()
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[:end])
+                del self._buffer[: end + 1]
+                if line.strip():
+                    return line
+                continue
+            if len(self._buffer) > cap:
+                raise self._fault(
+                    "killed",
+                    "SANDBOX_OUTPUT_LIMIT",
+                    f"wrote more than the output cap of {cap} bytes in one message; it was "
+                    "stopped: ask for less output",
+                    max_output_bytes=cap,
+                )
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._timeout(phase)
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                raise self._timeout(phase)
+            chunk = _read_some(fd)
+            if not chunk and not self.alive():
+                raise self._exited(phase)
+            self._buffer += chunk
+
+    def _timeout(self, phase: str) -> _McpFault:
+        if phase == "initialize":
+            return self._fault(
+                "error", "TOOL_FAILED", "did not complete initialize within the call's limit"
+            )
+        return self._fault(
+            "timeout", "TOOL_TIMEOUT", "ran past the call's wall-clock limit; it was stopped"
+        )
+
+    def _exited(self, phase: str) -> _McpFault:
+        with contextlib.suppress(Exception):
+            self.process.wait(1)
+        status = self.process.poll()
+        self._log.seek(0)
+        said = self._log.read()[-300:].decode("utf-8", "replace").strip().splitlines()
+        last = f": {said[-1]}" if said else ""
+        if phase == "initialize":  # never got going: its command or environment is wrong
+            return self._fault("error", "TOOL_FAILED", f"exited at start (status {status}){last}")
+        return self._fault(
+            "killed",
+            "UPSTREAM_UNAVAILABLE",
+            f"exited during the call (status {status}){last}; the next call starts it again",
+        )
+
+    def _fault(self, reason: str, code: str, what: str, **details: Any) -> _McpFault:
+        message = f"mcp_stdio source {self.source!r} {what}"
+        return _McpFault(reason, code, message, {"source": self.source, **details})
+
+    def cpu_ms(self) -> float:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(f"/proc/{self.pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            return sum(int(f) for f in fields[11:15]) * 1000 / _CLOCK_TICKS
+        return 0.0
+
+    def peak_rss_kb(self) -> int:
+        with contextlib.suppress(OSError, ValueError), open(f"/proc/{self.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+        return 0
+
+
+def _server_command(spec: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """The server's argv and environment: its prepared package's Python packages and npm
+    binaries first on the paths; a command no PATH entry has may be a console script of an
+    installed distribution (a wheel unpacked into the image has no scripts)."""
+    import shutil  # only sandboxes running an MCP server pay for these imports
+
+    env = {k: v for k, v in os.environ.items() if k not in _PROXY_VARIABLES}
+    paths, bins = [], []
+    package = spec.get("package")
+    if package:
+        root = os.path.dirname(importlib.import_module(package).__file__ or "")
+        paths.append(os.path.join(root, "deps"))
+        bins += [os.path.join(root, "deps", "bin"), os.path.join(root, "node_modules", ".bin")]
+    env["PATH"] = os.pathsep.join([*bins, env.get("PATH", "/usr/bin:/bin")])
+    env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update({str(k): str(v) for k, v in (spec.get("env") or {}).items()})
+    argv = [str(part) for part in spec["command"]]
+    if shutil.which(argv[0], path=env["PATH"]) is None and os.sep not in argv[0]:
+        from importlib.metadata import distributions
+
+        for dist in distributions(path=[*paths, *sys.path]):
+            for entry in dist.entry_points:
+                if entry.group == "console_scripts" and entry.name == argv[0]:
+                    module, _, attr = entry.value.partition(":")
+                    call = (
+                        f"import sys; from {module} import {attr.split('.')[0]} as f; sys.exit(f())"
+                    )
+                    return [sys.executable, "-c", call, *argv[1:]], env
+    return argv, env
+
+
+def _rpc_error(source: str, error: Any) -> dict[str, Any]:
+    """The server's JSON-RPC error as the host's error: invalid params, unknown name, else a
+    failure of the server's."""
+    raised = error if isinstance(error, dict) else {}
+    rpc_code = raised.get("code")
+    code = _RPC_CODES.get(rpc_code, "TOOL_FAILED") if isinstance(rpc_code, int) else "TOOL_FAILED"
+    message = f"mcp_stdio source {source!r}: {str(raised.get('message', 'failed'))[:500]}"
+    return _err(code, message, {"source": source, "rpc_code": rpc_code})
 
 
 def _reply(request: dict[str, Any], reason: str, **fields: Any) -> dict[str, Any]:

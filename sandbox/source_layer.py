@@ -8,6 +8,13 @@ network, and unpacked into the image's site directory, as the runtime image's ow
 dependencies) are left out, so a source cannot replace them. The tag hashes the parent
 image's id and the source's digest (its code and requirements): an unchanged source on an
 unchanged parent is found, not rebuilt.
+
+`node_layer` adds the host's `node` (Debian's nodejs package on this bookworm host, the
+same release as the runtime image) for `mcp_stdio` sources with npm packages: the binary
+and the shared libraries `ldd` lists that the image lacks are COPYed in. The runtime image
+is a debootstrap root file system with no apt inside the build, and adding nodejs to its
+debootstrap would need the apt mirror and a rebuild of every image; the host's files need
+neither.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +45,14 @@ COPY wheels /tmp/wheels
 RUN python3 -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('{site}') \
 for w in sorted(glob.glob('/tmp/wheels/*.whl'))]" \
  && python3 -m compileall -q {site} ; rm -rf /tmp/wheels
+LABEL {label}={digest}
+"""
+NODE_DOCKERFILE = """\
+FROM {parent}
+COPY node /usr/local/bin/node
+COPY libs /tmp/node-libs
+RUN for lib in /tmp/node-libs/*; do [ -e "/usr/lib/x86_64-linux-gnu/${{lib##*/}}" ] \
+ || cp "$lib" /usr/lib/x86_64-linux-gnu/; done; rm -rf /tmp/node-libs; /usr/local/bin/node -v
 LABEL {label}={digest}
 """
 _RUNTIME_NAMES = {re.sub(r"[-_.]+", "_", name).lower() for name in RUNTIME_DISTRIBUTIONS}
@@ -105,3 +121,50 @@ def _wheels(target: Path, requirements: tuple[str, ...], say: Callable[[str], No
             wheel.unlink()
     partial.rename(target)
     return target
+
+
+def node_layer(docker_host: str, parent: str, *, say: Callable[[str], None] = print) -> str:
+    """The tag of `parent` plus the host's node, built unless it already exists."""
+    node = shutil.which("node")
+    if node is None:
+        raise ImageBuildError("node is missing on the host: apt-get install nodejs npm")
+    binary = Path(node).resolve()
+    info = binary.stat()
+    try:
+        client = docker.DockerClient(base_url=docker_host)
+        parent_id = client.images.get(parent).id
+    except DockerException as exc:
+        raise ImageBuildError(f"cannot build on {parent} at {docker_host}: {exc}") from exc
+    try:
+        identity = f"{parent_id}/{binary}/{info.st_size}/{info.st_mtime_ns}"
+        digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
+        tag = f"conclave-node:{digest}"
+        try:
+            client.images.get(tag)
+            return tag
+        except ImageNotFound:
+            pass
+        say(f"docker build -> {tag} (the host's node)")
+        with tempfile.TemporaryDirectory(prefix="conclave-node-") as context:
+            shutil.copy2(binary, Path(context) / "node")
+            (Path(context) / "libs").mkdir()
+            for library in _shared_libraries(binary):
+                shutil.copy2(library, Path(context) / "libs" / library.name)
+            dockerfile = NODE_DOCKERFILE.format(parent=parent, label=HASH_LABEL, digest=digest)
+            (Path(context) / "Dockerfile").write_text(dockerfile)
+            client.images.build(path=context, tag=tag, rm=True, forcerm=True, network_mode="none")
+        return tag
+    except BuildError as exc:
+        log = "".join(str(chunk.get("stream", "")) for chunk in exc.build_log)
+        raise ImageBuildError(f"docker build of node failed: {exc}: {log[-500:]}") from exc
+    except DockerException as exc:
+        raise ImageBuildError(f"docker refused the build: {exc}") from exc
+    finally:
+        client.close()
+
+
+def _shared_libraries(binary: Path) -> list[Path]:
+    """The libraries `ldd` resolves for `binary` (the loader and vdso aside)."""
+    done = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=False)
+    found = re.findall(r"=> (/\S+)", done.stdout)
+    return [Path(path) for path in found]  # copied by these names, the sonames

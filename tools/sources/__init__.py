@@ -10,6 +10,7 @@ from tools.sources.config import (
     ToolSource,
     load_config,
 )
+from tools.sources.mcp_stdio_source import PreparedStdioSource, prepare_stdio_source
 from tools.sources.python_source import (
     PreparedSource,
     SourceUnavailable,
@@ -24,10 +25,12 @@ __all__ = [
     "McpHttpSource",
     "McpStdioSource",
     "PreparedSource",
+    "PreparedStdioSource",
     "PythonSource",
     "SourceBase",
     "SourceUnavailable",
     "ToolSource",
     "load_config",
     "prepare_python_source",
+    "prepare_stdio_source",
 ]

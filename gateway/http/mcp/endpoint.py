@@ -94,7 +94,9 @@ def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> R
     elif method == "tools/list":
         ctx.action = _listing(registry)
     elif method in UPSTREAM_OPERATIONS:
-        ctx.action = upstream_operation(request.app.state.upstreams, method, message.params)
+        state = request.app.state
+        stdio = getattr(state, "stdio", None)  # mcp_stdio sources, when the app has them
+        ctx.action = upstream_operation(state.upstreams, stdio, method, message.params)
     elif method == "initialize":
         params = message.params
 

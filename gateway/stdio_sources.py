@@ -1,0 +1,414 @@
+"""`mcp_stdio` tool sources: MCP servers run inside the calling identity's sandbox.
+
+At start-up each source's runtime is prepared on the host (`tools.sources.prepare_stdio_source`:
+its npm packages, and its PyPI packages as a read-only directory for bwrap and process or an
+image layer for docker, plus the host's node in the image when it has npm packages). One
+discovery sandbox then starts each server and lists its tools, resources and prompts; its
+tools are registered as `<source>.<tool>` (allow/deny applied, the source's default intent),
+their entrypoint `mcp_stdio:<source>/<tool>`. A source that cannot be prepared, started or
+listed, or whose tool names clash, is left out with one log line naming it; every other
+source is served.
+
+The gateway is each server's MCP client: `StdioRouter` turns a call of a source's tool into
+a `tools/call` message that the sandbox pool runs in the caller's own sandbox, where the
+runner keeps the server warm (`sandbox.runner`), and reads the server's result. Resources and
+prompts are served at `/mcp` (`gateway.http.mcp.catalog`) to the principals whose scopes
+cover the source (`tool:<source>.*`), read in the caller's sandbox too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from gateway.gateway_error import GatewayError
+from gateway.python_sources import DISCOVERY_LIMITS, _cache_root, effective_backend
+from gateway.settings import Settings
+from protocol import ErrorCode, ExitReason, Principal, SerfError, ToolContext, ToolSpec
+from sandbox import (
+    MCP_STDIO_ENTRYPOINT,
+    CallLimits,
+    Invocation,
+    Outcome,
+    SandboxError,
+    ToolExecutor,
+    create_executor,
+    node_layer,
+    source_layer,
+)
+from tools import RegisteredTool, ToolRegistry
+from tools.sources import McpStdioSource, ToolSource, prepare_stdio_source
+
+log = logging.getLogger("conclave.sources")
+
+
+@dataclass
+class StdioServer:
+    """One source's server as discovered: what it serves, by its own names (and URIs)."""
+
+    source: McpStdioSource
+    package: str  # the prepared package the runner imports (its runtime's paths)
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    resources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    prompts: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.source.name
+
+    def message(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The runner's request arguments: the server's spec and one JSON-RPC message."""
+        return {
+            "source": self.name,
+            "package": self.package,
+            "command": list(self.source.command),
+            "env": dict(self.source.env),
+            "message": {"method": method, "params": params},
+        }
+
+    @property
+    def limits(self) -> CallLimits:
+        """What a resource read or prompt get may use: the source's default intent."""
+        intent = self.source.intent
+        return CallLimits(
+            intent.memory_mb, intent.cpu_seconds, intent.timeout_ms, intent.max_output_bytes
+        )
+
+
+class StdioSources:
+    def __init__(self, sources: Sequence[ToolSource], registry: ToolRegistry) -> None:
+        self.sources = [s for s in sources if isinstance(s, McpStdioSource)]
+        self.registry = registry
+        self.servers: dict[str, StdioServer] = {}
+        self.registered: list[str] = []
+        self.executor: ToolExecutor | None = None  # the pool serving the callers' sandboxes
+
+    async def open(self, settings: Settings, cache_dir: Path | None = None) -> Settings:
+        """Prepare, discover and register every source; the sandbox settings that carry their
+        runtimes (tool modules, and on docker the image)."""
+        settings = effective_backend(settings)
+        if not self.sources:
+            return settings
+        if settings.sandbox_backend == "inprocess":
+            for source in self.sources:
+                _refused(source, "mcp_stdio sources run in a sandbox; inprocess has none")
+            return settings
+        cache = cache_dir or _cache_root(settings.sandbox_backend)
+        on_docker = settings.sandbox_backend == "docker"
+        image, modules, ready = settings.sandbox_image, list(settings.tool_modules), []
+        for source in self.sources:
+            try:
+                prepare = partial(prepare_stdio_source, source, cache, install_pypi=not on_docker)
+                prepared = await anyio.to_thread.run_sync(prepare)
+                if on_docker and source.pypi:
+                    build = partial(
+                        source_layer,
+                        settings.docker_host,
+                        image,
+                        source.name,
+                        prepared.digest,
+                        source.pypi,
+                        cache_dir=cache,
+                        say=partial(_say, source.name),
+                    )
+                    image = await anyio.to_thread.run_sync(build)
+            except Exception as exc:  # one line per source; the others go on
+                _refused(source, str(exc))
+                continue
+            modules.append(str(prepared.package_dir))
+            ready.append(StdioServer(source, prepared.module))
+        if on_docker and any(s.source.npm for s in ready):
+            try:
+                say = partial(_say, "node")
+                build_node = partial(node_layer, settings.docker_host, image, say=say)
+                image = await anyio.to_thread.run_sync(build_node)
+            except Exception as exc:
+                for server in [s for s in ready if s.source.npm]:
+                    _refused(server.source, str(exc))
+                    ready.remove(server)
+        sandbox_settings = settings.model_copy(
+            update={"tool_modules": tuple(modules), "sandbox_image": image}
+        )
+        await self._discover(ready, sandbox_settings)
+        return sandbox_settings
+
+    async def _discover(self, ready: list[StdioServer], settings: Settings) -> None:
+        if not ready:
+            return
+        try:
+            executor = create_executor(settings)
+        except SandboxError as exc:
+            for server in ready:
+                _refused(server.source, f"no sandbox to start it in: {exc}")
+            return
+        try:
+            for server in ready:
+                try:
+                    await self._list(executor, server)
+                except GatewayError as exc:
+                    _refused(server.source, f"{exc.error.code}: {exc.error.message}")
+                    continue
+                self._register(server)
+        finally:
+            await executor.aclose()
+
+    async def _list(self, executor: ToolExecutor, server: StdioServer) -> None:
+        context = _context(_discovery_principal())
+        # A server gets its source's wall-clock limit to start and answer each listing.
+        limits = replace(DISCOVERY_LIMITS, timeout_ms=server.source.intent.timeout_ms)
+        found = await _relay(executor, server, context, limits, "initialize", {})
+        capabilities = found.get("capabilities") or {}
+        for tool in await _listed(executor, server, context, limits, "tools/list", "tools"):
+            name = str(tool.get("name"))
+            if name in server.tools:
+                raise GatewayError.of(ErrorCode.TOOL_FAILED, f"it lists tool {name!r} twice")
+            if server.source.serves(name):
+                server.tools[name] = tool
+        if "resources" in capabilities:
+            listed = await _listed(executor, server, context, limits, "resources/list", "resources")
+            server.resources = {str(r.get("uri")): r for r in listed}
+        if "prompts" in capabilities:
+            listed = await _listed(executor, server, context, limits, "prompts/list", "prompts")
+            server.prompts = {str(p.get("name")): p for p in listed}
+
+    def _register(self, server: StdioServer) -> None:
+        """Register the server's tools, or none of them when one's name is already served."""
+        tools = []
+        for name, found in server.tools.items():
+            qualified = server.source.qualified(name)
+            if qualified in self.registry:
+                _refused(server.source, f"its tool {qualified!r} is already served")
+                return
+            annotations = found.get("annotations") or {}
+            try:
+                spec = ToolSpec(
+                    name=qualified,
+                    description=str(found.get("description") or ""),
+                    input_schema=found.get("inputSchema") or {"type": "object"},
+                    intent=server.source.intent,
+                    idempotent=bool(annotations.get("idempotentHint")),
+                )
+            except ValidationError as exc:
+                why = exc.errors()[0]["msg"]
+                _refused(server.source, f"its tool {name!r} cannot be served: {why}")
+                return
+            network = () if server.source.network == "none" else server.source.network
+            entrypoint = f"{MCP_STDIO_ENTRYPOINT}{server.name}/{name}"
+            tools.append(
+                RegisteredTool(
+                    spec, _runs_in_sandbox, _ServerArguments, None, entrypoint, network=network
+                )
+            )
+        for tool in tools:
+            self.registry.add(tool)
+            self.registered.append(tool.name)
+        self.servers[server.name] = server
+        log.info(
+            "mcp_stdio source %r serves %d tools, %d resources, %d prompts",
+            server.name,
+            len(server.tools),
+            len(server.resources),
+            len(server.prompts),
+        )
+
+    def close(self) -> None:
+        """Stop serving the sources' tools (the registry may outlive this gateway)."""
+        for name in self.registered:
+            self.registry.remove(name)
+        self.registered.clear()
+
+    async def call_tool(self, executor: ToolExecutor, invocation: Invocation) -> Outcome:
+        """Run `tools/call` on the tool's server in the caller's sandbox."""
+        own = invocation.entrypoint.removeprefix(MCP_STDIO_ENTRYPOINT)
+        source, _, tool = own.partition("/")
+        server = self.servers[source]
+        params = {"name": tool, "arguments": invocation.arguments}
+        outcome = await executor.execute(
+            replace(invocation, arguments=server.message("tools/call", params))
+        )
+        if outcome.error is not None or not isinstance(outcome.result, dict):
+            return outcome
+        result = outcome.result
+        if result.get("isError"):
+            error = SerfError.of(
+                ErrorCode.TOOL_FAILED,
+                f"{invocation.tool} failed on mcp_stdio source {source!r}: {_text(result)[:500]}",
+                details={"source": source},
+            )
+            usage = outcome.usage.model_copy(update={"exit_reason": ExitReason.ERROR})
+            return Outcome(usage=usage, error=error)
+        return Outcome(usage=outcome.usage, result=_value(result))
+
+    # /mcp's resources and prompts (gateway.http.mcp.catalog)
+
+    def _visible(self, principal: Principal) -> list[StdioServer]:
+        return [s for s in self.servers.values() if principal.may_call(f"{s.name}.*")]
+
+    def resources_for(self, principal: Principal) -> list[dict[str, Any]]:
+        return [r for s in self._visible(principal) for r in s.resources.values()]
+
+    def prompts_for(self, principal: Principal) -> list[dict[str, Any]]:
+        return [
+            {**p, "name": f"{s.name}.{p['name']}"}
+            for s in self._visible(principal)
+            for p in s.prompts.values()
+        ]
+
+    def resource_owner(self, principal: Principal, uri: str) -> StdioServer | None:
+        return next((s for s in self._visible(principal) if uri in s.resources), None)
+
+    async def read_resource(self, principal: Principal, uri: str) -> dict[str, Any] | None:
+        """The resource read in the caller's sandbox; None when no visible source has it."""
+        server = self.resource_owner(principal, uri)
+        if server is None or self.executor is None:
+            return None
+        return await _relay(
+            self.executor,
+            server,
+            _context(principal),
+            server.limits,
+            "resources/read",
+            {"uri": uri},
+        )
+
+    async def get_prompt(
+        self, principal: Principal, name: str, arguments: dict[str, str] | None
+    ) -> dict[str, Any] | None:
+        """The prompt got in the caller's sandbox; None when no visible source has it."""
+        source, _, own = name.partition(".")
+        server = self.servers.get(source)
+        if server is None or server not in self._visible(principal) or own not in server.prompts:
+            return None
+        if self.executor is None:
+            return None
+        params: dict[str, Any] = {"name": own, **({"arguments": arguments} if arguments else {})}
+        context = _context(principal)
+        return await _relay(self.executor, server, context, server.limits, "prompts/get", params)
+
+
+class StdioRouter:
+    """The executor that relays calls of `mcp_stdio` tools to their servers; every other
+    call goes to `local`, the sandbox pool."""
+
+    def __init__(self, local: ToolExecutor, stdio: StdioSources) -> None:
+        self.local = local
+        self.stdio = stdio
+        stdio.executor = local
+
+    @property
+    def name(self) -> str:
+        return self.local.name
+
+    async def execute(self, invocation: Invocation) -> Outcome:
+        if invocation.entrypoint.startswith(MCP_STDIO_ENTRYPOINT):
+            return await self.stdio.call_tool(self.local, invocation)
+        return await self.local.execute(invocation)
+
+    async def aclose(self) -> None:
+        await self.local.aclose()
+
+
+async def _relay(
+    executor: ToolExecutor,
+    server: StdioServer,
+    context: ToolContext,
+    limits: CallLimits,
+    method: str,
+    params: dict[str, Any],
+) -> dict[str, Any]:
+    """The server's result for one message, run in `context`'s identity's sandbox."""
+    invocation = Invocation(
+        f"{server.name}.{method}",
+        f"{MCP_STDIO_ENTRYPOINT}{server.name}",
+        server.message(method, params),
+        context,
+        limits,
+    )
+    outcome = await executor.execute(invocation)
+    if outcome.error is not None:
+        raise GatewayError(outcome.error)
+    return outcome.result if isinstance(outcome.result, dict) else {}
+
+
+async def _listed(
+    executor: ToolExecutor,
+    server: StdioServer,
+    context: ToolContext,
+    limits: CallLimits,
+    method: str,
+    key: str,
+) -> list[dict[str, Any]]:
+    """Every page of a `*/list` method's items."""
+    items: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        params = {"cursor": cursor} if cursor else {}
+        page = await _relay(executor, server, context, limits, method, params)
+        items += [item for item in page.get(key) or [] if isinstance(item, dict)]
+        cursor = page.get("nextCursor")
+        if not cursor:
+            return items
+
+
+def _discovery_principal() -> Principal:
+    return Principal(
+        tenant="conclave",
+        agent="source-discovery",
+        expires_at=int(time.time()) + 3600,
+        token_id=f"discovery-{uuid.uuid4().hex[:8]}",
+    )
+
+
+def _context(principal: Principal) -> ToolContext:
+    trace = uuid.uuid4().hex
+    return ToolContext(
+        principal=principal,
+        session_id="mcp-stdio",
+        trace_id=trace,
+        traceparent=f"00-{trace}-{trace[:16]}-01",
+    )
+
+
+def _text(result: dict[str, Any]) -> str:
+    content = result.get("content") or []
+    return "\n".join(str(c.get("text", "")) for c in content if c.get("type") == "text")
+
+
+def _value(result: dict[str, Any]) -> Any:
+    """The call's result as our tools answer it: the structured content (unwrapped when the
+    server wrapped a plain value in {"result": ...}), else the text, else the content."""
+    structured = result.get("structuredContent")
+    if isinstance(structured, dict):
+        return structured["result"] if set(structured) == {"result"} else structured
+    content = result.get("content") or []
+    if all(isinstance(c, dict) and c.get("type") == "text" for c in content):
+        return _text(result)
+    return content
+
+
+def _say(source: str, line: str) -> None:
+    log.info("source %s: %s", source, line)
+
+
+def _refused(source: McpStdioSource, why: str) -> None:
+    first = why.splitlines()[0] if why else "failed"
+    log.error("tool source %r not served: %s", source.name, first)
+
+
+class _ServerArguments(BaseModel):
+    """Any arguments: the server checks them against its own schema."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def _runs_in_sandbox(**_: Any) -> Any:
+    raise RuntimeError("an mcp_stdio tool runs in its server, through StdioRouter")

@@ -1,0 +1,251 @@
+"""`mcp_stdio` tool sources: MCP servers nobody here wrote, run in the caller's own sandbox.
+
+Real parts only: `mcp-server-time` (PyPI) on bwrap and on docker, called through REST and the
+official `mcp` client at `/mcp`; `@modelcontextprotocol/server-everything` (npm) on docker,
+its tools, resources and prompts through `/mcp`; and our misbehaving server
+(`tools.harness.stdio_mcp_server`) for the faults: each gets its SERF code, the gateway keeps
+serving the other sources, and no server process outlives the gateway.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from conclave.config_file import settings_from
+from conclave.stack import EmbeddedStack
+from gateway import Settings, create_app, issue_token
+from protocol import ResourceIntent
+from tools.sources import McpStdioSource
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRETS = {"secret": "test-secret-" + "s" * 32, "admin_key": "test-admin-key"}
+# Where isolating sandboxes mount the `tools` package: the script needs only the stdlib.
+HARNESS = ("python3", "/opt/conclave/code/tools/harness/stdio_mcp_server.py")
+
+
+def _settings(redis_url: str, backend: str) -> Settings:
+    return Settings(
+        redis_url=redis_url, sandbox_backend=backend, allowed_hosts=("gateway",), **SECRETS
+    )
+
+
+def _source(name: str, command: tuple[str, ...], **fields: Any) -> McpStdioSource:
+    return McpStdioSource(kind="mcp_stdio", name=name, command=command, **fields)
+
+
+@asynccontextmanager
+async def _gateway(settings: Settings, *sources: McpStdioSource) -> AsyncIterator[Any]:
+    app = create_app(settings, sources=sources)
+    async with app.router.lifespan_context(app):
+        yield app
+
+
+def _auth(settings: Settings, *scopes: str, agent: str = "caller") -> dict[str, str]:
+    token = issue_token(settings, tenant="stdio", agent=agent, scopes=list(scopes))
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _rest(app: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway")
+
+
+@asynccontextmanager
+async def _mcp(app: Any, headers: dict[str, str]) -> AsyncIterator[Client]:
+    """The official `mcp` client at our /mcp, in process."""
+    http = httpx2.AsyncClient(
+        transport=httpx2.ASGITransport(app=app), base_url="http://gateway", headers=headers
+    )
+    transport = streamable_http_client("http://gateway/mcp", http_client=http)
+    async with http, Client(transport) as client:
+        yield client
+
+
+def _running(marker: str) -> list[int]:
+    """Processes on this machine (sandboxes' included) whose command line holds `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline and int(entry) != os.getpid():
+                found.append(int(entry))
+    return found
+
+
+async def _call(
+    client: httpx.AsyncClient, headers: dict[str, str], tool: str, **body: Any
+) -> httpx.Response:
+    return await client.post(f"/v1/tools/{tool}/call", json=body, headers=headers, timeout=120)
+
+
+async def _time_through_rest_and_mcp(settings: Settings) -> None:
+    time_source = _source("time", ("mcp-server-time",), pypi=("mcp-server-time",))
+    async with _gateway(settings, time_source) as app, _rest(app) as client:
+        headers = _auth(settings, "tool:time.*")
+        names = {t["name"] for t in (await client.get("/v1/tools", headers=headers)).json()}
+        assert {"time.get_current_time", "time.convert_time"} <= names
+        arguments = {"timezone": "Europe/Paris"}
+        answer = await _call(client, headers, "time.get_current_time", arguments=arguments)
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert body["result"]["timezone"] == "Europe/Paris"
+        assert body["usage"]["sandbox"].startswith(f"{settings.sandbox_backend}:")
+        converted = await _call(
+            client,
+            headers,
+            "time.convert_time",
+            arguments={"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"},
+        )
+        assert converted.json()["result"]["target"]["datetime"].startswith(
+            converted.json()["result"]["source"]["datetime"][:10]
+        )
+        bad = await _call(
+            client, headers, "time.get_current_time", arguments={"timezone": "Nowhere/X"}
+        )
+        assert bad.json()["code"] == "TOOL_FAILED" and not bad.json()["retryable"]
+        async with _mcp(app, _auth(settings, "tool:time.*", agent="mcp-user")) as mcp:
+            tools = {t.name for t in (await mcp.list_tools()).tools}
+            assert "time.get_current_time" in tools
+            result = await mcp.call_tool("time.get_current_time", {"timezone": "UTC"})
+            assert not result.is_error
+            assert result.structured_content is not None
+            assert result.structured_content["result"]["timezone"] == "UTC"
+
+
+async def test_mcp_server_time_on_bwrap_through_rest_and_the_mcp_client(
+    bwrap_available: None, redis_url: str
+) -> None:
+    await _time_through_rest_and_mcp(_settings(redis_url, "bwrap"))
+
+
+async def test_mcp_server_time_on_docker_through_rest_and_the_mcp_client(
+    docker_engine: str, redis_url: str
+) -> None:
+    await _time_through_rest_and_mcp(_settings(redis_url, "docker"))
+
+
+async def test_each_identity_has_its_own_server_kept_warm(
+    bwrap_available: None, redis_url: str
+) -> None:
+    settings = _settings(redis_url, "bwrap")
+    async with _gateway(settings, _source("odd", HARNESS)) as app, _rest(app) as client:
+        alice, bob = (_auth(settings, "tool:odd.*", agent=a) for a in ("alice", "bob"))
+        first = (await _call(client, alice, "odd.pid")).json()
+        again = (await _call(client, alice, "odd.pid")).json()
+        other = (await _call(client, bob, "odd.pid")).json()
+        assert first["result"] == again["result"]  # warm: the same server process
+        assert first["usage"]["sandbox"] == again["usage"]["sandbox"]
+        assert other["usage"]["sandbox"] != first["usage"]["sandbox"]  # never shared
+
+
+async def test_faults_get_their_serf_codes_and_leave_nothing_running(
+    bwrap_available: None, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = _settings(redis_url, "bwrap")
+    marker = "harness/stdio_mcp_server.py"
+    sources = (
+        _source("odd", HARNESS),
+        _source("nostart", (*HARNESS, "--start", "exit")),
+        _source("hangs", (*HARNESS, "--start", "hang"), intent=ResourceIntent(timeout_ms=2000)),
+        _source("twice", (*HARNESS, "--start", "duplicate")),
+        _source("missing", ("no-such-mcp-server",)),
+    )
+    caplog.set_level(logging.INFO, logger="conclave.sources")
+    async with _gateway(settings, *sources) as app, _rest(app) as client:
+        headers = _auth(settings, "tool:*")
+        names = {t["name"] for t in (await client.get("/v1/tools", headers=headers)).json()}
+        assert "odd.echo" in names and "echo" in names
+        for refused in ("nostart", "hangs", "twice", "missing"):
+            assert not any(n.startswith(f"{refused}.") for n in names)
+            lines = [r.getMessage() for r in caplog.records if f"'{refused}'" in r.getMessage()]
+            assert len(lines) == 1, lines
+        said = {
+            name: next(r.getMessage() for r in caplog.records if f"'{name}'" in r.getMessage())
+            for name in ("nostart", "hangs", "twice", "missing")
+        }
+        assert "exited at start" in said["nostart"] and "exiting at start" in said["nostart"]
+        assert "initialize" in said["hangs"]
+        assert "twice" in said["twice"]
+        assert "cannot start" in said["missing"]
+
+        expected = {
+            "crash": ("UPSTREAM_UNAVAILABLE", True),
+            "garbage": ("TOOL_FAILED", False),
+            "flood": ("SANDBOX_OUTPUT_LIMIT", False),
+        }
+        for tool, (code, retryable) in expected.items():
+            failed = (await _call(client, headers, f"odd.{tool}")).json()
+            assert (failed["code"], failed["retryable"]) == (code, retryable), failed
+            assert "'odd'" in failed["message"]
+            back = await _call(client, headers, "odd.echo", arguments={"text": "back"})
+            assert back.json()["result"] == "back"  # the next call starts it again
+        slow = await _call(
+            client, headers, "odd.sleep", arguments={"seconds": 30}, limits={"timeout_ms": 800}
+        )
+        assert slow.json()["code"] == "TOOL_TIMEOUT" and slow.json()["retryable"]
+        assert _running(marker) == []  # killed at its grant, not restarted until needed
+        pid = (await _call(client, headers, "odd.pid")).json()["result"]
+        assert int(pid) > 0
+        assert _running(marker)  # warm while the gateway serves
+        builtin = await _call(client, headers, "echo", arguments={"message": "healthy"})
+        assert builtin.status_code == 200
+    assert _running(marker) == []  # nothing left once the gateway stopped
+
+
+def _readme_examples() -> dict[str, str]:
+    text = (ROOT / "README.md").read_text()
+    return dict(re.findall(r"<!-- example: (\S+) -->\n```\w*\n(.*?)```", text, re.S))
+
+
+async def test_server_everything_from_npm_on_docker_serves_tools_resources_and_prompts(
+    docker_engine: str, redis_url: str, tmp_path: Path
+) -> None:
+    """The README's mcp_stdio example, as written, through the embedded stack."""
+    config = tmp_path / "conclave.toml"
+    config.write_text(_readme_examples()["stdio-conclave.toml"])
+    settings = settings_from(config, redis_url=redis_url, port=0, **SECRETS)
+    assert settings.sandbox_backend == "docker"
+    with EmbeddedStack(settings) as stack:
+        token = stack.token("acme", "ops", ["tool:everything.*", "tool:time.*"])
+        headers = {"Authorization": f"Bearer {token}"}
+        http = httpx2.AsyncClient(headers=headers, timeout=60)
+        transport = streamable_http_client(f"{stack.url}/mcp", http_client=http)
+        async with http, Client(transport) as mcp:
+            tools = {t.name for t in (await mcp.list_tools()).tools}
+            assert "everything.echo" in tools
+            answer = await mcp.call_tool("everything.echo", {"message": "from npm"})
+            assert not answer.is_error, answer
+            assert "from npm" in str(answer.content[0].text)  # type: ignore[union-attr]
+            resources = (await mcp.list_resources()).resources
+            assert resources
+            read = await mcp.read_resource(str(resources[0].uri))
+            assert read.contents
+            prompts = (await mcp.list_prompts()).prompts
+            assert any(p.name == "everything.simple-prompt" for p in prompts), prompts
+            got = await mcp.get_prompt("everything.simple-prompt", {})
+            assert got.messages
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            transport = streamable_http_client(f"{stack.url}/mcp", http_client=http)
+            async with Client(transport) as mcp:
+                now = await mcp.call_tool("time.get_current_time", {"timezone": "UTC"})
+                assert not now.is_error, now
+        narrow = {"Authorization": f"Bearer {stack.token('acme', 'other', ['tool:echo'])}"}
+        async with httpx.AsyncClient() as rest:
+            listed = (await rest.get(f"{stack.url}/v1/tools", headers=narrow)).json()
+        assert listed and not any(t["name"].startswith("everything.") for t in listed)
