@@ -11,7 +11,8 @@ import typer
 from rich.console import Console
 
 from conclave.config_file import settings_from
-from gateway import Settings, open_python_sources
+from gateway import Settings, StdioSources, open_python_sources
+from tools import ToolRegistry
 from tools.sources import ConfigError, load_config
 
 sandbox_app = typer.Typer(no_args_is_help=True, help="Sandboxes: runtime image, cleanup.")
@@ -72,8 +73,14 @@ def _prepare_sources(settings: Settings, cache_dir: Path | None) -> bool:
             console.print(f"source {report.name}: cannot be served: {report.error}", markup=False)
         else:
             console.print(f"source {report.name}: {len(report.tools)} tools ready")
-    console.print(f"sources' image: {found.sandbox_settings.sandbox_image}")
-    return all(report.error is None for report in found.reports)
+    stdio = StdioSources(sources, ToolRegistry())  # mcp_stdio: their layers, and a start
+    ready = anyio.run(stdio.open, found.sandbox_settings, cache_dir)
+    for source in stdio.sources:
+        why = stdio.refused.get(source.name)
+        line = f"cannot be served: {why}" if why else "ready"
+        console.print(f"source {source.name}: {line}", markup=False)
+    console.print(f"sources' image: {ready.sandbox_image}")
+    return all(report.error is None for report in found.reports) and not stdio.refused
 
 
 @sandbox_app.command("gc")

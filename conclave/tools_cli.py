@@ -15,10 +15,10 @@ import anyio
 import typer
 
 from conclave.config_file import settings_from
-from gateway import PythonSources, Settings, effective_backend, open_python_sources
+from gateway import PythonSources, Settings, StdioSources, effective_backend, open_python_sources
 from protocol import ResourceIntent
-from tools import default_registry
-from tools.sources import ConfigError, PythonSource, load_config
+from tools import ToolRegistry, default_registry
+from tools.sources import ConfigError, McpStdioSource, PythonSource, load_config
 
 tools_app = typer.Typer(no_args_is_help=True, help="Tools: list them, check tool sources.")
 
@@ -56,7 +56,17 @@ def check(
     settings = _settings(config)
     found = _open_sources(settings)
     failed = False
+    stdio = _open_stdio(settings)
     for source in load_config(config.resolve()).source:
+        if isinstance(source, McpStdioSource):  # started in a sandbox, its lists read
+            if source.name in stdio.refused:
+                failed = True
+                typer.echo(f"FAIL  {source.name} (mcp_stdio): {stdio.refused[source.name]}")
+            else:
+                own = [t.name for t in stdio.registry if t.name.startswith(f"{source.name}.")]
+                names = ", ".join(own) or "no tools (all filtered out)"
+                typer.echo(f"ok    {source.name} (mcp_stdio): {names}")
+            continue
         if not isinstance(source, PythonSource):
             typer.echo(f"skip  {source.name} ({source.kind}): checked when the gateway starts")
             continue
@@ -83,6 +93,14 @@ def _open_sources(settings: Settings) -> PythonSources:
         return PythonSources((), settings)
     config = load_config(settings.config)
     return anyio.run(open_python_sources, config.source, settings.config.parent, settings)
+
+
+def _open_stdio(settings: Settings) -> StdioSources:
+    """The config's mcp_stdio sources, each started once in a discovery sandbox."""
+    sources = load_config(settings.config).source if settings.config is not None else ()
+    stdio = StdioSources(sources, ToolRegistry())
+    anyio.run(stdio.open, settings)
+    return stdio
 
 
 def _where(settings: Settings) -> str:

@@ -6,6 +6,7 @@ from gateway.identity import AgentDirectory, authenticated, issue_token, verify_
 from gateway.python_sources import PythonSources, effective_backend, open_python_sources
 from gateway.redis_client import connect_redis
 from gateway.settings import Settings
+from gateway.stdio_sources import StdioSources
 
 __all__ = [
     "AgentDirectory",
@@ -13,6 +14,7 @@ __all__ = [
     "GatewayError",
     "PythonSources",
     "Settings",
+    "StdioSources",
     "authenticated",
     "connect_redis",
     "create_app",

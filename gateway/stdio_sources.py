@@ -91,6 +91,12 @@ class StdioSources:
         self.servers: dict[str, StdioServer] = {}
         self.registered: list[str] = []
         self.executor: ToolExecutor | None = None  # the pool serving the callers' sandboxes
+        self.refused: dict[str, str] = {}  # source name -> the one line saying why
+
+    def _refuse(self, source: McpStdioSource, why: str) -> None:
+        first = why.splitlines()[0] if why else "failed"
+        self.refused[source.name] = first
+        log.error("tool source %r not served: %s", source.name, first)
 
     async def open(self, settings: Settings, cache_dir: Path | None = None) -> Settings:
         """Prepare, discover and register every source; the sandbox settings that carry their
@@ -100,7 +106,7 @@ class StdioSources:
             return settings
         if settings.sandbox_backend == "inprocess":
             for source in self.sources:
-                _refused(source, "mcp_stdio sources run in a sandbox; inprocess has none")
+                self._refuse(source, "mcp_stdio sources run in a sandbox; inprocess has none")
             return settings
         cache = cache_dir or _cache_root(settings.sandbox_backend)
         on_docker = settings.sandbox_backend == "docker"
@@ -122,7 +128,7 @@ class StdioSources:
                     )
                     image = await anyio.to_thread.run_sync(build)
             except Exception as exc:  # one line per source; the others go on
-                _refused(source, str(exc))
+                self._refuse(source, str(exc))
                 continue
             modules.append(str(prepared.package_dir))
             ready.append(StdioServer(source, prepared.module))
@@ -133,7 +139,7 @@ class StdioSources:
                 image = await anyio.to_thread.run_sync(build_node)
             except Exception as exc:
                 for server in [s for s in ready if s.source.npm]:
-                    _refused(server.source, str(exc))
+                    self._refuse(server.source, str(exc))
                     ready.remove(server)
         sandbox_settings = settings.model_copy(
             update={"tool_modules": tuple(modules), "sandbox_image": image}
@@ -148,14 +154,14 @@ class StdioSources:
             executor = create_executor(settings)
         except SandboxError as exc:
             for server in ready:
-                _refused(server.source, f"no sandbox to start it in: {exc}")
+                self._refuse(server.source, f"no sandbox to start it in: {exc}")
             return
         try:
             for server in ready:
                 try:
                     await self._list(executor, server)
                 except GatewayError as exc:
-                    _refused(server.source, f"{exc.error.code}: {exc.error.message}")
+                    self._refuse(server.source, f"{exc.error.code}: {exc.error.message}")
                     continue
                 self._register(server)
         finally:
@@ -186,7 +192,7 @@ class StdioSources:
         for name, found in server.tools.items():
             qualified = server.source.qualified(name)
             if qualified in self.registry:
-                _refused(server.source, f"its tool {qualified!r} is already served")
+                self._refuse(server.source, f"its tool {qualified!r} is already served")
                 return
             annotations = found.get("annotations") or {}
             try:
@@ -199,7 +205,7 @@ class StdioSources:
                 )
             except ValidationError as exc:
                 why = exc.errors()[0]["msg"]
-                _refused(server.source, f"its tool {name!r} cannot be served: {why}")
+                self._refuse(server.source, f"its tool {name!r} cannot be served: {why}")
                 return
             network = () if server.source.network == "none" else server.source.network
             entrypoint = f"{MCP_STDIO_ENTRYPOINT}{server.name}/{name}"
@@ -397,11 +403,6 @@ def _value(result: dict[str, Any]) -> Any:
 
 def _say(source: str, line: str) -> None:
     log.info("source %s: %s", source, line)
-
-
-def _refused(source: McpStdioSource, why: str) -> None:
-    first = why.splitlines()[0] if why else "failed"
-    log.error("tool source %r not served: %s", source.name, first)
 
 
 class _ServerArguments(BaseModel):

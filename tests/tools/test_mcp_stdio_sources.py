@@ -9,9 +9,12 @@ serving the other sources, and no server process outlives the gateway.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -249,3 +252,18 @@ async def test_server_everything_from_npm_on_docker_serves_tools_resources_and_p
         async with httpx.AsyncClient() as rest:
             listed = (await rest.get(f"{stack.url}/v1/tools", headers=narrow)).json()
         assert listed and not any(t["name"].startswith("everything.") for t in listed)
+
+
+def test_tools_check_starts_each_stdio_source_once(bwrap_available: None, tmp_path: Path) -> None:
+    config = tmp_path / "conclave.toml"
+    config.write_text(
+        '[gateway]\nsandbox_backend = "bwrap"\n\n'
+        f'[[source]]\nname = "odd"\nkind = "mcp_stdio"\ncommand = {json.dumps(list(HARNESS))}\n'
+        'allow = ["echo", "pid"]\n\n'
+        '[[source]]\nname = "bad"\nkind = "mcp_stdio"\ncommand = ["no-such-mcp-server"]\n'
+    )
+    command = [sys.executable, "-m", "conclave", "tools", "check", str(config)]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "ok    odd (mcp_stdio): odd.echo, odd.pid" in done.stdout
+    assert re.search(r"FAIL  bad \(mcp_stdio\): .*'no-such-mcp-server' cannot start", done.stdout)
