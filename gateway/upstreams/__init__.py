@@ -1,6 +1,20 @@
 """Remote MCP upstreams (`mcp_http` tool sources) served behind the gateway."""
 
-from gateway.upstreams.http_upstream import DEADLINE_META, TIMEOUT_META, HttpUpstream
+from gateway.upstreams.http_upstream import (
+    DEADLINE_META,
+    TIMEOUT_META,
+    HttpUpstream,
+    UpstreamCheck,
+    check_upstream,
+)
 from gateway.upstreams.upstream_set import UpstreamRouter, UpstreamSet
 
-__all__ = ["DEADLINE_META", "TIMEOUT_META", "HttpUpstream", "UpstreamRouter", "UpstreamSet"]
+__all__ = [
+    "DEADLINE_META",
+    "TIMEOUT_META",
+    "HttpUpstream",
+    "UpstreamCheck",
+    "UpstreamRouter",
+    "UpstreamSet",
+    "check_upstream",
+]

@@ -1,33 +1,33 @@
 """`HttpUpstream`: one `mcp_http` source, a remote streamable-HTTP MCP server.
 
-The gateway is the upstream's MCP client (the official `mcp` SDK). `run` opens the source's
-pool of `sessions` sessions with the gateway's own credential (from the environment variable
-or the secret file the source names, sent as "Bearer <credential>" in `credential_header`;
-an agent's token is never passed through), discovers the tools, resources and prompts, and
-keeps the pool open; an upstream that cannot be reached or discovered is logged in one line
-and tried again every `retry_s`. Calls take the pool's sessions in turn. A call is cancelled
-at its grant (TOOL_TIMEOUT) and carries the time it has left to the upstream in `_meta`.
+The gateway is the upstream's MCP client (`McpSession`, JSON-RPC over the upstream's pool of
+keep-alive connections, `Http1Pool`). `run` opens the source's pool of `sessions` sessions
+with the gateway's own credential (from the environment variable or the secret file the
+source names, sent as "Bearer <credential>" in `credential_header`; an agent's token is never
+passed through),
+discovers the tools, resources and prompts, and keeps the pool open; an upstream that cannot
+be reached or discovered is logged in one line and tried again every `retry_s`. Calls take
+the pool's sessions in turn. A call is cancelled at its grant (TOOL_TIMEOUT) and carries the
+time it has left to the upstream in `_meta`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
-from collections.abc import Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import httpx2
-import mcp_types as types
-from anyio.abc import TaskStatus
-from mcp.client.client import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from anyio.abc import TaskGroup, TaskStatus
+from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.gateway_error import GatewayError
+from gateway.upstreams.http1_pool import Http1Pool
+from gateway.upstreams.mcp_session import PARSE_ERROR, McpSession, RpcError, UpstreamHttpError
 from gateway.upstreams.upstream_failure import tool_error, unavailable, upstream_failure
 from protocol import CallUsage, ErrorCode, ExitReason, SerfError
 from sandbox import Invocation, Outcome
@@ -64,15 +64,49 @@ def credential_headers(source: McpHttpSource) -> dict[str, str]:
     return {source.credential_header: f"Bearer {value}"}
 
 
+class UpstreamTool(BaseModel):
+    """A tool as the upstream's `tools/list` declares it (what the gateway reads of it)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any] = Field(alias="inputSchema")
+    annotations: dict[str, Any] | None = None
+
+    @property
+    def idempotent(self) -> bool:
+        return bool((self.annotations or {}).get("idempotentHint"))
+
+
+class _Named(BaseModel):
+    """A listed resource (`uri`) or prompt (`name`): kept as the upstream sent it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    uri: str | None = None
+    name: str | None = None
+
+
+@dataclass
+class UpstreamCheck:
+    """What `check_upstream` found: the served tools' own names, or why it could not."""
+
+    tools: list[str] = field(default_factory=list)
+    resources: int = 0
+    prompts: int = 0
+    error: str | None = None
+
+
 class HttpUpstream:
     def __init__(self, source: McpHttpSource, *, timeout_s: float, retry_s: float) -> None:
         self.source = source
         self.timeout_s = timeout_s  # connecting and each discovery request
         self.retry_s = retry_s
-        self.tools: dict[str, types.Tool] = {}  # by the upstream's own name
-        self.resources: dict[str, types.Resource] = {}  # by URI
-        self.prompts: dict[str, types.Prompt] = {}  # by the upstream's own name
-        self._clients: list[Client] = []
+        self.tools: dict[str, UpstreamTool] = {}  # by the upstream's own name
+        self.resources: dict[str, dict[str, Any]] = {}  # by URI
+        self.prompts: dict[str, dict[str, Any]] = {}  # by the upstream's own name
+        self._sessions: list[McpSession] = []
         self._turn = 0
         self._reopen = anyio.Event()
 
@@ -90,18 +124,20 @@ class HttpUpstream:
         started = False
         while True:
             try:
-                async with AsyncExitStack() as sessions:
-                    clients = [
-                        await sessions.enter_async_context(self._client(sessions))
-                        for _ in range(self.source.sessions)
-                    ]
-                    await self._discover(clients[0])
-                    self._clients = clients
-                    on_discovered(self)
-                    if not started:
-                        started = True
-                        task_status.started()
-                    await self._reopen.wait()
+                async with _closing(self._http()) as http, anyio.create_task_group() as background:
+                    sessions = await self._open(http, background, self.source.sessions)
+                    try:
+                        self._sessions = sessions
+                        on_discovered(self)
+                        if not started:
+                            started = True
+                            task_status.started()
+                        await self._reopen.wait()
+                    finally:
+                        self._sessions = []
+                        with anyio.CancelScope(shield=True):
+                            for session in sessions:
+                                await session.close()
             except Exception as exc:
                 log.warning(
                     "mcp_http source %r at %s is not served: %s; discovery is retried every %s s",
@@ -110,40 +146,54 @@ class HttpUpstream:
                     _reason(exc),
                     self.retry_s,
                 )
-            finally:
-                self._clients = []
             self._reopen = anyio.Event()
             if not started:
                 started = True
                 task_status.started()
             await anyio.sleep(self.retry_s)
 
-    def _client(self, sessions: AsyncExitStack) -> Client:
-        """A session's client; its HTTP client is closed with the pool (`sessions`)."""
-        http = create_mcp_http_client(
-            headers=credential_headers(self.source),
-            timeout=httpx2.Timeout(self.timeout_s, read=None),  # reads: each call's own grant
-        )
-        sessions.push_async_callback(http.aclose)
-        transport = streamable_http_client(str(self.source.url), http_client=http)
-        return Client(transport, read_timeout_seconds=self.timeout_s, cache=None)
+    async def check(self) -> UpstreamCheck:
+        """Connect once, discover, disconnect: what the source would serve, or why not."""
+        try:
+            async with _closing(self._http()) as http, anyio.create_task_group() as background:
+                (session,) = await self._open(http, background, 1)
+                await session.close()
+        except Exception as exc:
+            return UpstreamCheck(error=_reason(exc))
+        return UpstreamCheck(list(self.tools), len(self.resources), len(self.prompts))
 
-    async def _discover(self, client: Client) -> None:
-        listed = await client.list_tools()
-        self.tools = {t.name: t for t in listed.tools if self.source.serves(t.name)}
-        capabilities = client.server_capabilities
-        if capabilities.resources is not None:
-            found = await client.list_resources()
-            self.resources = {str(r.uri): r for r in found.resources}
-        if capabilities.prompts is not None:
-            prompts = await client.list_prompts()
-            self.prompts = {p.name: p for p in prompts.prompts}
+    def _http(self) -> Http1Pool:
+        """The upstream's connections, shared by its sessions; reads are bounded by each
+        request's own deadline (a call's grant, discovery's `timeout_s`)."""
+        headers = credential_headers(self.source)
+        return Http1Pool(str(self.source.url), headers, connect_timeout_s=self.timeout_s)
 
-    def _next_client(self) -> Client | None:
-        if not self._clients:
+    async def _open(self, http: Http1Pool, background: TaskGroup, count: int) -> list[McpSession]:
+        """`count` open sessions, and what the upstream serves discovered on the first."""
+        sessions = [
+            McpSession(http, background, notify_timeout_s=self.timeout_s) for _ in range(count)
+        ]
+        with anyio.fail_after(self.timeout_s):
+            for session in sessions:
+                await session.open()
+            await self._discover(sessions[0])
+        return sessions
+
+    async def _discover(self, session: McpSession) -> None:
+        tools = [UpstreamTool.model_validate(t) for t in await _listed(session, "tools")]
+        self.tools = {t.name: t for t in tools if self.source.serves(t.name)}
+        if "resources" in session.capabilities:
+            found = [_Named.model_validate(r) for r in await _listed(session, "resources")]
+            self.resources = {r.uri: _shown(r) for r in found if r.uri}
+        if "prompts" in session.capabilities:
+            found = [_Named.model_validate(p) for p in await _listed(session, "prompts")]
+            self.prompts = {p.name: _shown(p) for p in found if p.name}
+
+    def _next_session(self) -> McpSession | None:
+        if not self._sessions:
             return None
-        self._turn = (self._turn + 1) % len(self._clients)
-        return self._clients[self._turn]
+        self._turn = (self._turn + 1) % len(self._sessions)
+        return self._sessions[self._turn]
 
     async def call(self, invocation: Invocation) -> Outcome:
         """Call the tool on the upstream within the call's grant; its failures as SERF."""
@@ -153,17 +203,14 @@ class HttpUpstream:
         meta: dict[str, Any] = {TIMEOUT_META: timeout_ms}
         if invocation.context.deadline_ms is not None:
             meta[DEADLINE_META] = invocation.context.deadline_ms
-        client = self._next_client()
-        if client is None:
+        session = self._next_session()
+        if session is None:
             return self._failed(began, unavailable(self.name, "no open session; reconnecting"))
-        result: types.CallToolResult | None = None
+        params = {"name": tool, "arguments": invocation.arguments, "_meta": meta}
+        result: dict[str, Any] | None = None
         try:
             with anyio.move_on_after(timeout_ms / 1000):
-                result = await client.call_tool(
-                    tool,
-                    invocation.arguments,
-                    meta=meta,  # type: ignore[arg-type]
-                )
+                result = await self._request(session, "tools/call", params)
         except Exception as exc:
             return self._failed(began, upstream_failure(self.name, exc))
         if result is None:
@@ -174,31 +221,38 @@ class HttpUpstream:
                 details={"timeout_ms": timeout_ms, "killed_by": "gateway", "upstream": self.name},
             )
             return self._failed(began, error, ExitReason.TIMEOUT)
-        if result.is_error:
+        if result.get("isError"):
             return self._failed(began, tool_error(self.name, invocation.tool, _text(result)))
         return Outcome(usage=self._usage(began), result=_value(result))
 
     async def read_resource(self, uri: str) -> dict[str, Any]:
-        client = self._require_client()
-        try:
-            found = await client.read_resource(uri)
-        except Exception as exc:
-            raise GatewayError(upstream_failure(self.name, exc)) from exc
-        return found.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return await self._operation("resources/read", {"uri": uri})
 
     async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> dict[str, Any]:
-        client = self._require_client()
+        params: dict[str, Any] = {"name": name}
+        if arguments is not None:
+            params["arguments"] = arguments
+        return await self._operation("prompts/get", params)
+
+    async def _operation(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        session = self._next_session()
+        if session is None:
+            raise GatewayError(unavailable(self.name, "no open session; reconnecting"))
         try:
-            found = await client.get_prompt(name, arguments)
+            with anyio.fail_after(self.timeout_s):
+                return await self._request(session, method, params)
         except Exception as exc:
             raise GatewayError(upstream_failure(self.name, exc)) from exc
-        return found.model_dump(mode="json", by_alias=True, exclude_none=True)
 
-    def _require_client(self) -> Client:
-        client = self._next_client()
-        if client is None:
-            raise GatewayError(unavailable(self.name, "no open session; reconnecting"))
-        return client
+    async def _request(
+        self, session: McpSession, method: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        try:
+            return await session.request(method, params)
+        except UpstreamHttpError as exc:
+            if exc.status == 404 and session.session_id is not None:
+                self._reopen.set()  # the upstream forgot the session: open a new pool
+            raise
 
     def _usage(self, began: float, reason: ExitReason = ExitReason.OK) -> CallUsage:
         wall_ms = (time.perf_counter() - began) * 1000
@@ -210,20 +264,60 @@ class HttpUpstream:
         return Outcome(usage=self._usage(began, reason), error=error)
 
 
-def _text(result: types.CallToolResult) -> str:
-    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+async def check_upstream(source: McpHttpSource, *, timeout_s: float = 10.0) -> UpstreamCheck:
+    """Connect to `source` once and discover what it serves (`conclave tools check`)."""
+    return await HttpUpstream(source, timeout_s=timeout_s, retry_s=timeout_s).check()
 
 
-def _value(result: types.CallToolResult) -> Any:
+@asynccontextmanager
+async def _closing(http: Http1Pool) -> AsyncIterator[Http1Pool]:
+    try:
+        yield http
+    finally:
+        await http.aclose()
+
+
+async def _listed(session: McpSession, kind: str) -> list[Any]:
+    """Every item of `<kind>/list`, following the upstream's pages."""
+    items: list[Any] = []
+    params: dict[str, Any] = {}
+    while True:
+        page = await session.request(f"{kind}/list", params)
+        found = page.get(kind)
+        if not isinstance(found, list):
+            raise RpcError(PARSE_ERROR, f"{kind}/list answered without a list of {kind}")
+        items += found
+        cursor = page.get("nextCursor")
+        if not cursor:
+            return items
+        params = {"cursor": cursor}
+
+
+def _shown(item: _Named) -> dict[str, Any]:
+    return item.model_dump(mode="json", exclude_none=True)
+
+
+def _text(result: dict[str, Any]) -> str:
+    content = result.get("content") or []
+    return "\n".join(str(c.get("text", "")) for c in content if _is_text(c))
+
+
+def _is_text(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("type") == "text"
+
+
+def _value(result: dict[str, Any]) -> Any:
     """The call's result as our tools answer it: the structured content (unwrapped when the
     server wrapped a plain value in {"result": ...}), else the text, else the content."""
-    structured = result.structured_content
-    if structured is not None:
-        wrapped = (result.meta or {}).get("fastmcp", {}).get("wrap_result")
+    structured = result.get("structuredContent")
+    if isinstance(structured, dict):
+        meta = result.get("_meta") or {}
+        wrapped = isinstance(meta, dict) and (meta.get("fastmcp") or {}).get("wrap_result")
         return structured.get("result") if wrapped and set(structured) == {"result"} else structured
-    if all(isinstance(c, types.TextContent) for c in result.content):
+    content = result.get("content") or []
+    if all(_is_text(c) for c in content):
         return _text(result)
-    return [json.loads(c.model_dump_json(by_alias=True)) for c in result.content]
+    return content
 
 
 def _reason(exc: BaseException) -> str:

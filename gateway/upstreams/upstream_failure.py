@@ -1,9 +1,10 @@
 """The one place a remote MCP upstream's failures become SERF envelopes.
 
-- the upstream cannot be reached, answers an HTTP error (5xx: the SDK reports it as JSON-RPC
-  -32603), or has no open session: UPSTREAM_UNAVAILABLE, retryable (it may come back);
-- it answers something that is not MCP (garbage, a parse error): TOOL_FAILED, not retryable
-  (the same call would get the same garbage);
+- the upstream cannot be reached, answers an HTTP error status (a 5xx, a refused credential,
+  an expired session), or has no open session: UPSTREAM_UNAVAILABLE, retryable (it may come
+  back);
+- it answers something that is not JSON-RPC (garbage): TOOL_FAILED, not retryable (the same
+  call would get the same garbage);
 - its JSON-RPC refusal of the arguments (-32602): INVALID_ARGUMENTS; of the tool (-32601):
   TOOL_NOT_FOUND;
 - the tool's own failure (`isError: true`): TOOL_FAILED, not retryable.
@@ -14,11 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp.shared.exceptions import MCPError
-
+from gateway.upstreams.mcp_session import PARSE_ERROR, RpcError, UpstreamHttpError
 from protocol import ErrorCode, SerfError
 
-_PARSE_ERROR = -32700
 _METHOD_NOT_FOUND = -32601
 _INVALID_PARAMS = -32602
 
@@ -26,9 +25,11 @@ _INVALID_PARAMS = -32602
 def upstream_failure(source: str, exc: BaseException) -> SerfError:
     """The envelope for an exception raised while talking to upstream `source`."""
     details: dict[str, Any] = {"upstream": source}
-    if isinstance(exc, MCPError):
+    if isinstance(exc, UpstreamHttpError):
+        details["http_status"] = exc.status
+    if isinstance(exc, RpcError):
         details["rpc_code"] = exc.code
-        if exc.code == _PARSE_ERROR:
+        if exc.code == PARSE_ERROR:
             return SerfError.of(
                 ErrorCode.TOOL_FAILED,
                 f"upstream {source!r} answered with something that is not MCP: {_short(exc)}",

@@ -74,7 +74,7 @@ class UpstreamSet:
                 description=found.description or "",
                 input_schema=found.input_schema,
                 intent=upstream.source.intent,
-                idempotent=bool(found.annotations and found.annotations.idempotent_hint),
+                idempotent=found.idempotent,
             )
             self.registry.add(
                 RegisteredTool(
@@ -102,18 +102,13 @@ class UpstreamSet:
         return [u for u in self.upstreams.values() if principal.may_call(f"{u.name}.*")]
 
     def resources_for(self, principal: Principal) -> list[dict[str, Any]]:
-        return [
-            r.model_dump(mode="json", by_alias=True, exclude_none=True)
-            for upstream in self._visible(principal)
-            for r in upstream.resources.values()
-        ]
+        return [r for upstream in self._visible(principal) for r in upstream.resources.values()]
 
     def prompts_for(self, principal: Principal) -> list[dict[str, Any]]:
         listed = []
         for upstream in self._visible(principal):
-            for prompt in upstream.prompts.values():
-                shown = prompt.model_dump(mode="json", by_alias=True, exclude_none=True)
-                listed.append({**shown, "name": f"{upstream.name}.{prompt.name}"})
+            for name, prompt in upstream.prompts.items():
+                listed.append({**prompt, "name": f"{upstream.name}.{name}"})
         return listed
 
     async def read_resource(self, principal: Principal, uri: str) -> dict[str, Any]:

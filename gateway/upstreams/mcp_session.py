@@ -1,0 +1,164 @@
+"""`McpSession`: one MCP session on a remote upstream, JSON-RPC over streamable HTTP.
+
+A lean client, where the official SDK's session machinery (memory streams, task groups and
+an SSE parser per call) cost the gateway several milliseconds a call. Each request is one
+POST on the upstream's `Http1Pool` (shared by the source's sessions); the answer is read as
+JSON, or, when the upstream answers `text/event-stream`, from its events (the upstream ends
+the stream after the response to the request, which is picked by its id). `open` runs
+`initialize` and keeps the `Mcp-Session-Id` the upstream issues (stateless upstreams issue
+none) and the negotiated protocol version for every later request. A request cancelled by
+its caller (its grant ran out) is followed by `notifications/cancelled`, sent in
+`background`, since an upstream must not read a dropped connection as a cancel.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from contextlib import suppress
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from gateway.upstreams.http1_pool import Http1Answer, Http1Pool
+
+PROTOCOL_VERSION = "2025-06-18"
+CLIENT_INFO = {"name": "conclave-gateway", "version": "0.1.0"}
+PARSE_ERROR = -32700
+_SESSION_HEADER = "mcp-session-id"
+
+
+class RpcError(Exception):
+    """The upstream's JSON-RPC error answer; PARSE_ERROR for an answer that is not JSON-RPC."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class UpstreamHttpError(Exception):
+    """The upstream answered an HTTP error status instead of JSON-RPC."""
+
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(f"HTTP {status}: {text}" if text else f"HTTP {status}")
+        self.status = status
+
+
+class McpSession:
+    def __init__(self, http: Http1Pool, background: TaskGroup, *, notify_timeout_s: float) -> None:
+        self.http = http
+        self.background = background
+        self.notify_timeout_s = notify_timeout_s
+        self.headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+        }
+        self.capabilities: dict[str, Any] = {}
+        self._ids = itertools.count(1)
+
+    @property
+    def session_id(self) -> str | None:
+        return self.headers.get(_SESSION_HEADER)
+
+    async def open(self) -> None:
+        """`initialize`, then `notifications/initialized`: the session's id and version."""
+        params = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": CLIENT_INFO,
+        }
+        request_id = next(self._ids)
+        answer = await self.http.request(
+            "POST", self.headers, _request(request_id, "initialize", params)
+        )
+        result = _result(answer, request_id)
+        session_id = answer.headers.get(_SESSION_HEADER)
+        if session_id:
+            self.headers[_SESSION_HEADER] = session_id
+        self.headers["mcp-protocol-version"] = str(result.get("protocolVersion", PROTOCOL_VERSION))
+        self.capabilities = result.get("capabilities") or {}
+        await self.notify("notifications/initialized", None)
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The result of `method`; RpcError, UpstreamHttpError or OSError if none."""
+        request_id = next(self._ids)
+        try:
+            answer = await self.http.request(
+                "POST", self.headers, _request(request_id, method, params)
+            )
+        except anyio.get_cancelled_exc_class():
+            self.background.start_soon(self._cancelled, request_id)
+            raise
+        return _result(answer, request_id)
+
+    async def notify(self, method: str, params: dict[str, Any] | None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        answer = await self.http.request("POST", self.headers, json.dumps(message).encode())
+        if answer.status >= 400:
+            raise UpstreamHttpError(answer.status, _shown(answer.body))
+
+    async def close(self) -> None:
+        """End the session on the upstream, if it issued one (best effort)."""
+        if _SESSION_HEADER in self.headers:  # else the upstream keeps none to end
+            with anyio.move_on_after(self.notify_timeout_s), suppress(OSError):
+                await self.http.request("DELETE", self.headers)
+
+    async def _cancelled(self, request_id: int) -> None:
+        params = {"requestId": request_id, "reason": "the call ran past its grant"}
+        # Best effort: the call has been answered already, and the upstream may be down.
+        with anyio.move_on_after(self.notify_timeout_s), suppress(OSError, UpstreamHttpError):
+            await self.notify("notifications/cancelled", params)
+
+
+def _request(request_id: int, method: str, params: dict[str, Any]) -> bytes:
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    return json.dumps(message).encode()
+
+
+def _result(answer: Http1Answer, request_id: int) -> dict[str, Any]:
+    if answer.status >= 400:
+        raise UpstreamHttpError(answer.status, _shown(answer.body))
+    if answer.headers.get("content-type", "").startswith("text/event-stream"):
+        message = _from_event_stream(answer.body, request_id)
+    else:
+        message = _message(answer.body)
+    if "error" in message:
+        error = message["error"] if isinstance(message["error"], dict) else {}
+        code = error.get("code")
+        raise RpcError(code if isinstance(code, int) else 0, str(error.get("message", "")))
+    result = message.get("result")
+    if message.get("id") != request_id or not isinstance(result, dict):
+        raise RpcError(PARSE_ERROR, "the answer is not the JSON-RPC response to the request")
+    return result
+
+
+def _from_event_stream(body: bytes, request_id: int) -> dict[str, Any]:
+    """The response to `request_id` among the stream's events (the upstream's own
+    notifications and requests before it are passed over)."""
+    for event in body.decode("utf-8", "replace").replace("\r\n", "\n").split("\n\n"):
+        data = [
+            line[5:].removeprefix(" ") for line in event.split("\n") if line.startswith("data:")
+        ]
+        if not data:
+            continue
+        message = _message("\n".join(data))
+        if message.get("id") == request_id and ("result" in message or "error" in message):
+            return message
+    raise RpcError(PARSE_ERROR, "the event stream ended without the response")
+
+
+def _message(body: bytes | str) -> dict[str, Any]:
+    try:
+        message = json.loads(body)
+    except ValueError as exc:
+        raise RpcError(PARSE_ERROR, f"the answer is not JSON: {_shown(body)!r}") from exc
+    if not isinstance(message, dict):
+        raise RpcError(PARSE_ERROR, "the answer is not a JSON-RPC message")
+    return message
+
+
+def _shown(body: bytes | str) -> str:
+    return (body.decode("utf-8", "replace") if isinstance(body, bytes) else body)[:200]
