@@ -16,9 +16,10 @@ import typer
 
 from conclave.config_file import settings_from
 from gateway import PythonSources, Settings, StdioSources, effective_backend, open_python_sources
+from gateway.upstreams import check_upstream
 from protocol import ResourceIntent
 from tools import ToolRegistry, default_registry
-from tools.sources import ConfigError, McpStdioSource, PythonSource, load_config
+from tools.sources import ConfigError, McpHttpSource, McpStdioSource, PythonSource, load_config
 
 tools_app = typer.Typer(no_args_is_help=True, help="Tools: list them, check tool sources.")
 
@@ -66,6 +67,16 @@ def check(
                 own = [t.name for t in stdio.registry if t.name.startswith(f"{source.name}.")]
                 names = ", ".join(own) or "no tools (all filtered out)"
                 typer.echo(f"ok    {source.name} (mcp_stdio): {names}")
+            continue
+        if isinstance(source, McpHttpSource):  # connected once, its lists read
+            upstream = anyio.run(check_upstream, source)
+            if upstream.error is not None:
+                failed = True
+                typer.echo(f"FAIL  {source.name} (mcp_http): {upstream.error}")
+            else:
+                names = ", ".join(f"{source.name}.{t}" for t in upstream.tools)
+                extra = f" ({upstream.resources} resources, {upstream.prompts} prompts)"
+                typer.echo(f"ok    {source.name} (mcp_http): {names or 'no tools'}{extra}")
             continue
         if not isinstance(source, PythonSource):
             typer.echo(f"skip  {source.name} ({source.kind}): checked when the gateway starts")

@@ -10,9 +10,14 @@ for the identities whose scopes cover the source.
 from __future__ import annotations
 
 import logging
+import re
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,12 +33,13 @@ from conclave.bench.mcp_upstream import running_upstream
 from gateway.assembly import create_app
 from gateway.identity.tokens import issue_token
 from gateway.settings import Settings
-from tools.sources import McpHttpSource
+from tools.sources import McpHttpSource, load_config
 
 pytestmark = pytest.mark.anyio
 
 UPSTREAM_SECRET = "upstream-credential-7f3a"
 CREDENTIAL_ENV = "CONCLAVE_TEST_UPSTREAM_CREDENTIAL"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -256,3 +262,103 @@ async def test_a_failing_upstream_tool_opens_its_breaker(
         assert "upstream" not in refused["details"], refused  # the breaker, not the upstream
         other = await _call(client, headers, "up.echo", arguments={"message": "fine"})
         assert other.json()["result"] == "fine"  # per tool: the source's other tools still run
+
+
+def _readme_examples() -> dict[str, str]:
+    """The README's `mcp_http` example blocks, by the name in their marker."""
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"<!-- example: (http-\S+) -->\n```\w*\n(.*?)```", text, re.S)
+    return {name.removeprefix("http-"): block for name, block in blocks}
+
+
+def _conclave(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "conclave", *args]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def _started(command: list[str], cwd: Path, port: int) -> Iterator[None]:
+    """`command` in its own process until it listens on `port`; stopped on exit."""
+    child = subprocess.Popen(command, cwd=cwd)
+    try:
+        stop = time.monotonic() + 30
+        while True:
+            assert child.poll() is None, f"{command} exited with {child.returncode}"
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < stop, f"{command} did not listen on {port} in 30 s"
+                time.sleep(0.05)
+        yield
+    finally:
+        child.terminate()
+        child.wait(10)
+
+
+async def test_the_readme_mcp_http_example_runs_as_written(
+    settings: Settings, redis: Redis, tmp_path: Path
+) -> None:
+    examples = _readme_examples()
+    port = str(_free_port())  # the README's 8765 may be taken here
+    for name in ("cal_server.py", "conclave.toml"):
+        (tmp_path / name).write_text(examples[name].replace("8765", port))
+    config = tmp_path / "conclave.toml"
+    lines = [line.split("#")[0].split() for line in examples["commands"].splitlines()]
+    assert lines[0] == ["python", "cal_server.py", "&"]
+    with _started([sys.executable, "cal_server.py"], tmp_path, int(port)):
+        for command in lines[1:]:
+            assert command[0] == "conclave"
+            done = _conclave(*command[1:], cwd=tmp_path)
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert "ok    cal (mcp_http): cal.days_between (0 resources, 0 prompts)" in done.stdout
+
+        sources = [s for s in load_config(config).source if isinstance(s, McpHttpSource)]
+        async with _gateway(settings, *sources) as app, _client(app) as client:
+            headers = _auth(settings, "tool:cal.*")
+            answer = await _call(
+                client,
+                headers,
+                "cal.days_between",
+                arguments={"start": "2025-01-01", "end": "2025-03-01"},
+            )
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["result"] == 59
+            rpc = {
+                "jsonrpc": "2.0",
+                "id": 7,
+                "method": "tools/call",
+                "params": {
+                    "name": "cal.days_between",
+                    "arguments": {"start": "2025-03-01", "end": "2025-03-08"},
+                },
+            }
+            over_mcp = await client.post("/mcp", json=rpc, headers=headers)
+            assert over_mcp.json()["result"]["structuredContent"] == {"result": 7}
+
+
+def test_tools_check_connects_to_each_mcp_http_source_and_says_why_not(
+    upstream_url: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "conclave.toml"
+    config.write_text(
+        f'[[source]]\nname = "up"\nkind = "mcp_http"\nurl = "{upstream_url}"\nallow = ["echo"]\n\n'
+        '[[source]]\nname = "gone"\nkind = "mcp_http"\nurl = "http://127.0.0.1:9/mcp"\n\n'
+        '[[source]]\nname = "keyless"\nkind = "mcp_http"\n'
+        f'url = "{upstream_url}"\ncredential_env = "CONCLAVE_TEST_NOBODY_SET_THIS"\n'
+    )
+    done = _conclave("tools", "check", str(config), cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "ok    up (mcp_http): up.echo (1 resources, 1 prompts)" in lines
+    gone = [line for line in lines if line.startswith("FAIL  gone (mcp_http): ")]
+    assert len(gone) == 1 and "connect" in gone[0].lower()
+    keyless = [line for line in lines if line.startswith("FAIL  keyless (mcp_http): ")]
+    assert len(keyless) == 1 and "CONCLAVE_TEST_NOBODY_SET_THIS" in keyless[0]
