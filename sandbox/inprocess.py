@@ -4,6 +4,12 @@ Arguments are validated here, once (`RegisteredTool.invoke`), as the sandbox's r
 No isolation at all: it exists to measure the gateway's own overhead (the bench's "direct"
 figure) and to serve tools where no sandbox is set up. A timed-out call is answered with
 TOOL_TIMEOUT at its deadline, but its thread cannot be killed and runs to its end.
+
+A tool declared `cheap` (trivial, pure, synchronous: `echo`) is called on the event loop
+instead: the hop to a worker thread and back (a capacity limiter, a queue, a wake-up of the
+loop from the thread) cost more than the call itself, ~13% of the gateway's CPU per echo
+(py-spy under load, issue 13). It finishes before any deadline could be checked, so it has
+no timeout to enforce.
 """
 
 from __future__ import annotations
@@ -34,8 +40,11 @@ class InProcessExecutor:
             return self._fail(began, ErrorCode.TOOL_NOT_FOUND, f"no tool {invocation.tool!r}")
         cpu: list[float] = [0.0]
         try:
-            with anyio.fail_after(invocation.limits.timeout_ms / 1000):
-                result = await self._run(registered, invocation, cpu)
+            if registered.cheap and not inspect.iscoroutinefunction(registered.function):
+                result = _call(registered, invocation, cpu)
+            else:
+                with anyio.fail_after(invocation.limits.timeout_ms / 1000):
+                    result = await self._run(registered, invocation, cpu)
         except TimeoutError:
             return self._fail(
                 began,
@@ -63,15 +72,9 @@ class InProcessExecutor:
     ) -> Any:
         if inspect.iscoroutinefunction(registered.function):
             return await registered.invoke(invocation.arguments, invocation.context)
-
-        def call() -> Any:
-            start = time.thread_time()
-            try:
-                return registered.invoke(invocation.arguments, invocation.context)
-            finally:
-                cpu[0] = (time.thread_time() - start) * 1000
-
-        return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+        return await anyio.to_thread.run_sync(
+            _call, registered, invocation, cpu, abandon_on_cancel=True
+        )
 
     def _usage(self, began: float, cpu_ms: float, reason: ExitReason = ExitReason.OK) -> CallUsage:
         wall_ms = (time.perf_counter() - began) * 1000
@@ -90,3 +93,12 @@ class InProcessExecutor:
 
     async def aclose(self) -> None:
         return None
+
+
+def _call(registered: RegisteredTool, invocation: Invocation, cpu: list[float]) -> Any:
+    """The synchronous tool's result; its thread's CPU time lands in `cpu[0]` (ms)."""
+    start = time.thread_time()
+    try:
+        return registered.invoke(invocation.arguments, invocation.context)
+    finally:
+        cpu[0] = (time.thread_time() - start) * 1000

@@ -29,7 +29,11 @@ def _inside_workspace(path: str) -> Path:
     return target
 
 
-@tool(idempotent=True, intent=ResourceIntent(memory_mb=64, cpu_seconds=1, timeout_ms=2_000))
+@tool(
+    idempotent=True,
+    cheap=True,
+    intent=ResourceIntent(memory_mb=64, cpu_seconds=1, timeout_ms=2_000),
+)
 def echo(message: str) -> str:
     """Return the message unchanged (the reference tool for measuring overhead)."""
     return message

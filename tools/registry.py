@@ -46,6 +46,9 @@ class RegisteredTool:
     # The "host:port" destinations the tool may reach through the gateway's egress proxy;
     # empty: no network at all (gateway.egress checks each connection against it).
     network: tuple[str, ...] = ()
+    # Declared by the tool: a trivial, pure, synchronous function (microseconds, no I/O, no
+    # blocking), so an in-process executor may call it on the event loop, not in a thread.
+    cheap: bool = False
 
     @property
     def name(self) -> str:
@@ -116,6 +119,7 @@ def build_tool(
     intent: ResourceIntent | None = None,
     idempotent: bool = False,
     network: tuple[str, ...] = (),
+    cheap: bool = False,
 ) -> RegisteredTool:
     hints = get_type_hints(function)
     fields: dict[str, Any] = {}
@@ -141,7 +145,9 @@ def build_tool(
         idempotent=idempotent,
     )
     entrypoint = f"{function.__module__}:{function.__qualname__}"
-    return RegisteredTool(spec, function, model, context_param, entrypoint, tuple(network))
+    return RegisteredTool(
+        spec, function, model, context_param, entrypoint, tuple(network), cheap=cheap
+    )
 
 
 @overload
@@ -154,6 +160,7 @@ def tool(
     intent: ResourceIntent | None = None,
     idempotent: bool = False,
     network: tuple[str, ...] = (),
+    cheap: bool = False,
     registry: ToolRegistry | None = None,
 ) -> Callable[[F], F]: ...
 def tool(
@@ -165,12 +172,14 @@ def tool(
     intent: ResourceIntent | None = None,
     idempotent: bool = False,
     network: tuple[str, ...] = (),
+    cheap: bool = False,
     registry: ToolRegistry | None = None,
 ) -> F | Callable[[F], F]:
     """Register a typed function as a tool; the function itself is returned unchanged.
 
     `network` lists the "host:port" destinations the tool may reach (through the gateway's
-    egress proxy); by default it has no network."""
+    egress proxy); by default it has no network. `cheap` declares a trivial, pure, synchronous
+    function that an in-process executor may call on its event loop."""
 
     def register(fn: F) -> F:
         built = build_tool(
@@ -180,6 +189,7 @@ def tool(
             intent=intent,
             idempotent=idempotent,
             network=network,
+            cheap=cheap,
         )
         (registry if registry is not None else default_registry).add(built)
         return fn
