@@ -143,9 +143,10 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_upstream(timeout_s: float = 30.0) -> Iterator[str]:
-    """The upstream in a child process; yields its MCP URL, stops it on exit."""
-    port = _free_port()
+def running_upstream(timeout_s: float = 30.0, port: int | None = None) -> Iterator[str]:
+    """The upstream in a child process (on `port`, or a free one); yields its MCP URL, stops
+    it on exit."""
+    port = port or _free_port()
     child = subprocess.Popen(
         [sys.executable, "-m", "conclave.bench.mcp_upstream", "--port", str(port)],
         env={**os.environ, "FASTMCP_SHOW_CLI_BANNER": "false"},

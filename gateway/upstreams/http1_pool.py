@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 
 import anyio
 
+MAX_IDLE = 64  # connections kept open between bursts; more are closed after their answer
+
 
 class UpstreamClosed(ConnectionError):
     """The upstream closed the connection before answering."""
@@ -81,7 +83,7 @@ class Http1Pool:
             answer, reusable = await _read_answer(connection.reader)
             return answer
         finally:
-            if reusable:
+            if reusable and len(self._idle) < MAX_IDLE:
                 self._idle.append(connection)
             else:  # cancelled, failed, or the upstream asked to close
                 connection.close()

@@ -16,10 +16,11 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import httpx2
 import pytest
@@ -362,3 +363,30 @@ def test_tools_check_connects_to_each_mcp_http_source_and_says_why_not(
     assert len(gone) == 1 and "connect" in gone[0].lower()
     keyless = [line for line in lines if line.startswith("FAIL  keyless (mcp_http): ")]
     assert len(keyless) == 1 and "CONCLAVE_TEST_NOBODY_SET_THIS" in keyless[0]
+
+
+async def test_calls_go_on_after_the_upstream_restarts_and_drops_the_kept_connections(
+    settings: Settings, redis: Redis
+) -> None:
+    port = _free_port()
+    with ExitStack() as first:
+        url = first.enter_context(running_upstream(port=port))
+        async with _gateway(settings, _source(url)) as app, _client(app) as client:
+            headers = _auth(settings, "tool:up.*")
+
+            async def echo_in_parallel(message: str) -> list[Any]:
+                answers: list[Any] = []
+
+                async def one() -> None:
+                    answer = await _call(client, headers, "up.echo", arguments={"message": message})
+                    answers.append(answer.json().get("result", answer.json()))
+
+                async with anyio.create_task_group() as group:
+                    for _ in range(4):  # four connections kept alive in the gateway's pool
+                        group.start_soon(one)
+                return answers
+
+            assert await echo_in_parallel("first") == ["first"] * 4
+            first.close()  # the upstream goes, closing every connection the gateway kept
+            with running_upstream(port=port):
+                assert await echo_in_parallel("back") == ["back"] * 4
