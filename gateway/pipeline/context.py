@@ -8,8 +8,8 @@ the request body.
 
 from __future__ import annotations
 
+import random
 import re
-import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -88,12 +88,21 @@ class RequestContext:
 
 
 def trace_of(traceparent: str | None) -> tuple[str, str]:
-    """(trace id, the traceparent our span hands on): the caller's W3C trace, or a new one."""
+    """(trace id, the traceparent our span hands on): the caller's W3C trace, or a new one.
+
+    New ids come from `random`, as OpenTelemetry's SDK makes them: an id names a request, it
+    grants nothing, and `secrets` (two `getrandom` calls a request) cost ~2% of an echo's CPU.
+    """
     match = _TRACEPARENT.match(traceparent or "")
     valid = match is not None and match.group(1) != "0" * 32
-    trace_id = match.group(1) if match and valid else secrets.token_hex(16)
+    trace_id = match.group(1) if match and valid else _new_id(128)
     flags = match.group(3) if match and valid else "01"
-    return trace_id, f"00-{trace_id}-{secrets.token_hex(8)}-{flags}"
+    return trace_id, f"00-{trace_id}-{_new_id(64)}-{flags}"
+
+
+def _new_id(bits: int) -> str:
+    """A random id of `bits` bits as lower-case hex, never all zeros (W3C: invalid)."""
+    return f"{random.getrandbits(bits) or 1:0{bits // 4}x}"
 
 
 class Stage(Protocol):
