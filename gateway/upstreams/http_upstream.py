@@ -61,6 +61,8 @@ def credential_headers(source: McpHttpSource) -> dict[str, str]:
             ) from exc
     else:
         return {}
+    if any(c in value for c in "\r\n\0"):  # it would end the header and forge others
+        raise UpstreamConfigError("the credential holds a line break or NUL; it cannot be sent")
     return {source.credential_header: f"Bearer {value}"}
 
 

@@ -346,14 +346,17 @@ async def test_the_readme_mcp_http_example_runs_as_written(
 
 
 def test_tools_check_connects_to_each_mcp_http_source_and_says_why_not(
-    upstream_url: str, tmp_path: Path
+    upstream_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("CONCLAVE_TEST_FORGED", "key\r\nX-Forged: 1")
     config = tmp_path / "conclave.toml"
     config.write_text(
         f'[[source]]\nname = "up"\nkind = "mcp_http"\nurl = "{upstream_url}"\nallow = ["echo"]\n\n'
         '[[source]]\nname = "gone"\nkind = "mcp_http"\nurl = "http://127.0.0.1:9/mcp"\n\n'
         '[[source]]\nname = "keyless"\nkind = "mcp_http"\n'
-        f'url = "{upstream_url}"\ncredential_env = "CONCLAVE_TEST_NOBODY_SET_THIS"\n'
+        f'url = "{upstream_url}"\ncredential_env = "CONCLAVE_TEST_NOBODY_SET_THIS"\n\n'
+        '[[source]]\nname = "forged"\nkind = "mcp_http"\n'
+        f'url = "{upstream_url}"\ncredential_env = "CONCLAVE_TEST_FORGED"\n'
     )
     done = _conclave("tools", "check", str(config), cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
@@ -363,6 +366,8 @@ def test_tools_check_connects_to_each_mcp_http_source_and_says_why_not(
     assert len(gone) == 1 and "connect" in gone[0].lower()
     keyless = [line for line in lines if line.startswith("FAIL  keyless (mcp_http): ")]
     assert len(keyless) == 1 and "CONCLAVE_TEST_NOBODY_SET_THIS" in keyless[0]
+    forged = [line for line in lines if line.startswith("FAIL  forged (mcp_http): ")]
+    assert len(forged) == 1 and "line break" in forged[0]
 
 
 async def test_calls_go_on_after_the_upstream_restarts_and_drops_the_kept_connections(
