@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -41,7 +42,7 @@ class InProcessExecutor:
         cpu: list[float] = [0.0]
         try:
             if registered.cheap and not inspect.iscoroutinefunction(registered.function):
-                result = _call(registered, invocation, cpu)
+                result = _call(registered, invocation, cpu, time.perf_counter)
             else:
                 with anyio.fail_after(invocation.limits.timeout_ms / 1000):
                     result = await self._run(registered, invocation, cpu)
@@ -73,7 +74,7 @@ class InProcessExecutor:
         if inspect.iscoroutinefunction(registered.function):
             return await registered.invoke(invocation.arguments, invocation.context)
         return await anyio.to_thread.run_sync(
-            _call, registered, invocation, cpu, abandon_on_cancel=True
+            _call, registered, invocation, cpu, time.thread_time, abandon_on_cancel=True
         )
 
     def _usage(self, began: float, cpu_ms: float, reason: ExitReason = ExitReason.OK) -> CallUsage:
@@ -95,10 +96,18 @@ class InProcessExecutor:
         return None
 
 
-def _call(registered: RegisteredTool, invocation: Invocation, cpu: list[float]) -> Any:
-    """The synchronous tool's result; its thread's CPU time lands in `cpu[0]` (ms)."""
-    start = time.thread_time()
+def _call(
+    registered: RegisteredTool,
+    invocation: Invocation,
+    cpu: list[float],
+    clock: Callable[[], float],
+) -> Any:
+    """The synchronous tool's result; the CPU time it took by `clock` lands in `cpu[0]` (ms).
+
+    A worker thread reads its own CPU clock; on the event loop a cheap call never waits, so its
+    wall time is its CPU time, and `perf_counter` spares two system calls a call."""
+    start = clock()
     try:
         return registered.invoke(invocation.arguments, invocation.context)
     finally:
-        cpu[0] = (time.thread_time() - start) * 1000
+        cpu[0] = (clock() - start) * 1000

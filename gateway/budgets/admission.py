@@ -20,6 +20,7 @@ from gateway.budgets.breaker import breaker_key
 from gateway.budgets.latency_window import window_key
 from gateway.identity import generation_key
 from gateway.lua_files import lua_text
+from gateway.redis_client import PooledScript
 
 _ADMIT = lua_text("gateway.budgets", "breaker_gate", "admission")
 
@@ -71,7 +72,7 @@ class Admission:
         self.rate_per_s = rate_per_s
         self.burst = burst
         self.tenant = tenant
-        self._admit = redis.register_script(_ADMIT)
+        self._admit = PooledScript(redis, _ADMIT)
 
     async def admit(
         self,

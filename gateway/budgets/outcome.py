@@ -40,6 +40,7 @@ from gateway.budgets.latency_window import (
     window_key,
 )
 from gateway.lua_files import lua_text
+from gateway.redis_client import PooledScript
 from protocol import ErrorCode, SerfError
 from sandbox import NOT_RUN
 
@@ -51,7 +52,7 @@ class OutcomeRecorder:
     def __init__(self, window: LatencyWindow, breaker: CircuitBreaker) -> None:
         self.window = window
         self.breaker = breaker
-        self._record = window.redis.register_script(_RECORD_BOTH)
+        self._record = PooledScript(window.redis, _RECORD_BOTH)
 
     async def record(
         self,
