@@ -25,7 +25,7 @@ async def test_a_connection_the_server_dropped_is_replaced(redis: Redis, redis_u
     try:
         script = PooledScript(own, _ECHO)
         assert await script(keys=["runs"], args=["a"]) == ["runs", "a", 1]
-        await redis.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        await redis.client_kill_filter(_type="normal", skipme=True)
         assert await script(keys=["runs"], args=["b"]) == ["runs", "b", 2]
     finally:
         await own.aclose()
