@@ -43,10 +43,10 @@ def fit_limits(
     intent: ResourceIntent, request: ResourceRequest | None, granted_ms: int | None
 ) -> CallLimits:
     """The call's limits: the intent, lowered by the caller's request and the time grant."""
-    asked = request or ResourceRequest()
+    asked = request.model_dump(exclude_none=True) if request is not None else {}
     above = {
         name: f"asked {value}, the tool's intent allows at most {getattr(intent, name)}"
-        for name, value in asked.model_dump(exclude_none=True).items()
+        for name, value in asked.items()
         if value > getattr(intent, name)
     }
     if above:
@@ -56,9 +56,9 @@ def fit_limits(
             param_hints={f"limits.{k}": v for k, v in above.items()},
         )
     return CallLimits(
-        memory_mb=asked.memory_mb or intent.memory_mb,
-        cpu_seconds=asked.cpu_seconds or intent.cpu_seconds,
-        timeout_ms=fit_timeout(intent.timeout_ms, asked.timeout_ms, granted_ms),
+        memory_mb=asked.get("memory_mb") or intent.memory_mb,
+        cpu_seconds=asked.get("cpu_seconds") or intent.cpu_seconds,
+        timeout_ms=fit_timeout(intent.timeout_ms, asked.get("timeout_ms"), granted_ms),
         max_output_bytes=intent.max_output_bytes,
     )
 
