@@ -3,7 +3,8 @@
 httpx costs ~1.8 ms of CPU per call on this machine, as much as the gateway itself; on two
 shared cores the bench would measure its own client. This one writes a prepared request with
 one `write` and reads the answer off one persistent connection: status line, headers, then a
-`Content-Length` or chunked body. Only what the bench needs; not a general client.
+`Content-Length` or chunked body (read as the gateway reads its MCP upstreams' answers,
+`gateway.upstreams.read_answer`). Only what the bench needs; not a general client.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from urllib.parse import urlsplit
+
+from gateway.upstreams import UpstreamClosed, read_answer
 
 
 class HttpError(RuntimeError):
@@ -49,57 +52,23 @@ class Http1Connection:
         reader, writer = await self._connect()
         try:
             writer.write(raw)
-            status_line = await reader.readline()
-        except ConnectionError:
-            status_line = b""
-        if not status_line:
+            answer, keep_alive = await read_answer(reader)
+        except (UpstreamClosed, ConnectionResetError, BrokenPipeError):
             await self.aclose()
             if not reused:
-                raise HttpError("the server closed the connection")
+                raise HttpError("the server closed the connection") from None
             # The server closed an idle kept-alive connection (uvicorn does after 5 s), as
             # httpx would notice too: it never read this request, so send it on a new one.
             reader, writer = await self._connect()
             writer.write(raw)
-            status_line = await reader.readline()
-            if not status_line:
+            try:
+                answer, keep_alive = await read_answer(reader)
+            except (UpstreamClosed, ConnectionResetError, BrokenPipeError):
                 await self.aclose()
-                raise HttpError("the server closed the connection")
-        status = int(status_line.split(b" ", 2)[1])
-        length = -1
-        chunked = closing = False
-        while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
-            name, _, value = line.partition(b":")
-            name = name.strip().lower()
-            if name == b"content-length":
-                length = int(value)
-            elif name == b"transfer-encoding":
-                chunked = b"chunked" in value.lower()
-            elif name == b"connection":
-                closing = b"close" in value.lower()
-        if status in (204, 304) or 100 <= status < 200:
-            body = b""  # no body, whatever the headers say (RFC 9112, 6.3)
-        elif chunked:
-            body = await self._read_chunked(reader)
-        elif length >= 0:
-            body = await reader.readexactly(length)
-        else:
-            body = await reader.read()
-            closing = True
-        if closing:
+                raise HttpError("the server closed the connection") from None
+        if not keep_alive:
             await self.aclose()
-        return status, body
-
-    @staticmethod
-    async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-        parts: list[bytes] = []
-        while True:
-            size = int((await reader.readline()).split(b";")[0], 16)
-            if size == 0:
-                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-                    pass  # trailers
-                return b"".join(parts)
-            parts.append(await reader.readexactly(size))
-            await reader.readexactly(2)  # the CRLF after each chunk
+        return answer.status, answer.body
 
     async def aclose(self) -> None:
         writer, self._reader, self._writer = self._writer, None, None

@@ -80,7 +80,7 @@ class Http1Pool:
         reusable = False
         try:
             connection.writer.write(raw)
-            answer, reusable = await _read_answer(connection.reader)
+            answer, reusable = await read_answer(connection.reader)
             return answer
         finally:
             if reusable and len(self._idle) < MAX_IDLE:
@@ -89,7 +89,7 @@ class Http1Pool:
                 connection.close()
 
 
-async def _read_answer(reader: asyncio.StreamReader) -> tuple[Http1Answer, bool]:
+async def read_answer(reader: asyncio.StreamReader) -> tuple[Http1Answer, bool]:
     """The answer, and whether its connection may carry another request."""
     status_line = await reader.readline()
     if not status_line:
