@@ -16,6 +16,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +42,10 @@ def prepare_stdio_source(
     source: McpStdioSource, cache_dir: Path, *, install_pypi: bool
 ) -> PreparedStdioSource:
     """The source's package directory, built unless an identical one exists."""
-    recipe = [RECIPE_VERSION, source.name, source.pypi, source.npm, install_pypi]
+    # pip writes the interpreter's path into the commands it installs (their #! line): a
+    # runtime prepared by another interpreter (another checkout's venv) is another runtime.
+    interpreter = sys.executable if install_pypi else ""
+    recipe = [RECIPE_VERSION, source.name, source.pypi, source.npm, install_pypi, interpreter]
     digest = hashlib.sha256(json.dumps(recipe).encode()).hexdigest()[:16]
     root = cache_dir / "stdio-sources" / f"{source.name}-{digest}"
     package = root / (PACKAGE_PREFIX + source.name.replace("-", "_"))

@@ -131,7 +131,10 @@ def _digest(
     name: str, module: str, code: Path | None, requirements: tuple[str, ...], install: bool
 ) -> str:
     """A hash of everything the prepared directory is made of."""
-    sha = hashlib.sha256(json.dumps([RECIPE_VERSION, name, module, requirements, install]).encode())
+    # Installed commands name their interpreter (#!): another interpreter, another directory.
+    interpreter = sys.executable if install else ""
+    recipe = [RECIPE_VERSION, name, module, requirements, install, interpreter]
+    sha = hashlib.sha256(json.dumps(recipe).encode())
     if code is not None:
         files = [code] if code.is_file() else sorted(code.rglob("*"))
         for path in files:

@@ -1,0 +1,35 @@
+"""`conclave bench isolation` as a user runs it (quick, on the strongest sandbox): it prints
+the victim's row for every scenario and finds no gateway secret a tool can read."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from conclave.bench import run_bench
+from conclave.bench.isolation_suite import SCENARIOS
+from gateway import Settings
+
+
+def test_the_isolation_suite_prints_every_scenario_and_finds_no_secret(
+    redis_url: str, docker_engine: str, tmp_path: Path
+) -> None:
+    out = io.StringIO()
+    (result,) = run_bench(
+        ["isolation"],
+        quick=True,
+        seed=7,
+        out_root=tmp_path,
+        console=Console(file=out, width=200),
+        settings=Settings(redis_url=redis_url, port=0),
+    )
+    (table,) = result.tables
+    assert [row[0] for row in table.rows] == list(SCENARIOS)
+    assert all(row[1] > 0 for row in table.rows)  # every scenario measured victim calls
+    assert result.figures["gateway secrets readable by a tool"] == 0
+    assert "noisy forges results" in out.getvalue()
+    (written,) = tmp_path.glob("*/isolation.json")
+    assert json.loads(written.read_text())["suite"] == "isolation"
