@@ -278,8 +278,10 @@ def _stdio_rows(ctx: BenchContext) -> tuple[dict[str, Any], list[float]]:
     )
     settings = _gateway_settings(ctx.stack.settings, config, sandboxed=True)
     # The first start may build the source's runtime (on docker, an image layer from wheels).
+    # (Not `with stack.start(...)`: entering the stack starts it again, a second gateway.)
     stack = EmbeddedStack(settings, log_path=ctx.gateway_log("federation-stdio"))
-    with stack.start(timeout_s=600):
+    stack.start(timeout_s=600)
+    try:
         tokens = [
             stack.token("bench", agent, ["tool:time.*"])
             for agent in ["warm", *(f"new-{i}" for i in range(identities))]
@@ -287,6 +289,8 @@ def _stdio_rows(ctx: BenchContext) -> tuple[dict[str, Any], list[float]]:
         samples, rate, first_calls = anyio.run(
             _gateway_stdio_rows, stack.url, tokens, count, seconds
         )
+    finally:
+        stack.stop()
     rows[STDIO_GATEWAY] = samples, rate
     return rows, first_calls
 
