@@ -16,7 +16,7 @@ import typer
 
 from conclave.config_file import settings_from
 from gateway import PythonSources, Settings, StdioSources, effective_backend, open_python_sources
-from gateway.upstreams import check_upstream
+from gateway.sources import check_upstream
 from protocol import ResourceIntent
 from tools import ToolRegistry, default_registry
 from tools.sources import ConfigError, McpHttpSource, McpStdioSource, PythonSource, load_config

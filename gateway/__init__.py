@@ -3,10 +3,9 @@
 from gateway.assembly import ConfigurationError, create_app
 from gateway.gateway_error import GatewayError, translate
 from gateway.identity import AgentDirectory, authenticated, issue_token, verify_token
-from gateway.python_sources import PythonSources, effective_backend, open_python_sources
 from gateway.redis_client import connect_redis
 from gateway.settings import Settings
-from gateway.stdio_sources import StdioSources
+from gateway.sources import PythonSources, StdioSources, effective_backend, open_python_sources
 
 __all__ = [
     "AgentDirectory",

@@ -43,12 +43,17 @@ from gateway.pipeline import (
     Pipeline,
     ScopeStage,
 )
-from gateway.python_sources import open_python_sources, register_sources
 from gateway.redis_client import connect_redis
 from gateway.settings import Settings
+from gateway.sources import (
+    StdioRouter,
+    StdioSources,
+    UpstreamRouter,
+    UpstreamSet,
+    open_python_sources,
+    register_sources,
+)
 from gateway.state import StateStore
-from gateway.stdio_sources import StdioRouter, StdioSources
-from gateway.upstreams import UpstreamRouter, UpstreamSet
 from sandbox import InProcessExecutor, SandboxPool, ToolExecutor, create_executor
 from tools import ToolRegistry, default_registry
 from tools.sources import ToolSource, load_config

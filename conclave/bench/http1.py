@@ -4,7 +4,7 @@ httpx costs ~1.8 ms of CPU per call on this machine, as much as the gateway itse
 shared cores the bench would measure its own client. This one writes a prepared request with
 one `write` and reads the answer off one persistent connection: status line, headers, then a
 `Content-Length` or chunked body (read as the gateway reads its MCP upstreams' answers,
-`gateway.upstreams.read_answer`). Only what the bench needs; not a general client.
+`gateway.sources.read_answer`). Only what the bench needs; not a general client.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 from urllib.parse import urlsplit
 
-from gateway.upstreams import UpstreamClosed, read_answer
+from gateway.sources import UpstreamClosed, read_answer
 
 
 class HttpError(RuntimeError):

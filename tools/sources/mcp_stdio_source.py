@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.sources.config import McpStdioSource
-from tools.sources.python_source import SourceUnavailable, _pip_install
+from tools.sources.python_source import SourceUnavailable, pip_install
 
 RECIPE_VERSION = "1"
 PACKAGE_PREFIX = "conclave_stdio_"
@@ -58,7 +58,7 @@ def prepare_stdio_source(
             f'"""The runtime of mcp_stdio source {source.name}."""\n'
         )
         if install_pypi and source.pypi:
-            _pip_install(source.pypi, staged / "deps")
+            pip_install(source.pypi, staged / "deps")
         if source.npm:
             _npm_install(source.npm, staged)
         partial.chmod(0o755)

@@ -113,12 +113,12 @@ def _build(
     (staged / MANIFEST).write_text(json.dumps({"source": name, "module": module}))
     (staged / "__init__.py").write_text(_STUB)
     if install and requirements:
-        _pip_install(requirements, staged / DEPS_DIR)
+        pip_install(requirements, staged / DEPS_DIR)
     partial.chmod(0o755)
     partial.rename(root)
 
 
-def _pip_install(requirements: tuple[str, ...], target: Path) -> None:
+def pip_install(requirements: tuple[str, ...], target: Path) -> None:
     argv = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     argv += ["--no-warn-script-location", "--target", str(target), *requirements]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)

@@ -14,8 +14,7 @@ from typing import Any
 
 from gateway.gateway_error import GatewayError
 from gateway.pipeline import RequestContext
-from gateway.stdio_sources import StdioSources
-from gateway.upstreams import UpstreamSet
+from gateway.sources import StdioSources, UpstreamSet
 from protocol import ErrorCode
 
 UPSTREAM_OPERATIONS = ("resources/list", "resources/read", "prompts/list", "prompts/get")

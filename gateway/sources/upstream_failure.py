@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.upstreams.mcp_session import PARSE_ERROR, RpcError, UpstreamHttpError
+from gateway.sources.mcp_session import PARSE_ERROR, RpcError, UpstreamHttpError
 from protocol import ErrorCode, SerfError
 
 _METHOD_NOT_FOUND = -32601

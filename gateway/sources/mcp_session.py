@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from gateway.upstreams.http1_pool import Http1Answer, Http1Pool
+from gateway.sources.http1_pool import Http1Answer, Http1Pool
 
 PROTOCOL_VERSION = "2025-06-18"
 CLIENT_INFO = {"name": "conclave-gateway", "version": "0.1.0"}

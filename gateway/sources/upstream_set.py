@@ -23,7 +23,7 @@ from anyio.abc import TaskStatus
 from pydantic import BaseModel, ConfigDict
 
 from gateway.gateway_error import GatewayError
-from gateway.upstreams.http_upstream import HttpUpstream
+from gateway.sources.http_upstream import HttpUpstream
 from protocol import ErrorCode, Principal, ToolSpec
 from sandbox import Invocation, Outcome, ToolExecutor
 from tools import RegisteredTool, ToolRegistry

@@ -26,9 +26,9 @@ from anyio.abc import TaskGroup, TaskStatus
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.gateway_error import GatewayError
-from gateway.upstreams.http1_pool import Http1Pool
-from gateway.upstreams.mcp_session import PARSE_ERROR, McpSession, RpcError, UpstreamHttpError
-from gateway.upstreams.upstream_failure import tool_error, unavailable, upstream_failure
+from gateway.sources.http1_pool import Http1Pool
+from gateway.sources.mcp_session import PARSE_ERROR, McpSession, RpcError, UpstreamHttpError
+from gateway.sources.upstream_failure import tool_error, unavailable, upstream_failure
 from protocol import CallUsage, ErrorCode, ExitReason, SerfError
 from sandbox import Invocation, Outcome
 from tools.sources import McpHttpSource

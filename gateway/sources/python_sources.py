@@ -93,7 +93,7 @@ async def open_python_sources(
     if settings.sandbox_backend == "inprocess":
         reason = "python sources run in a sandbox; the inprocess backend has none"
         return PythonSources(tuple(_failed(s, reason) for s in sources), settings)
-    cache = cache_dir or _cache_root(settings.sandbox_backend)
+    cache = cache_dir or cache_root(settings.sandbox_backend)
     failed: list[SourceReport] = []
     prepared: list[PreparedSource] = []
     image = settings.sandbox_image
@@ -144,7 +144,7 @@ def register_sources(registry: ToolRegistry, reports: tuple[SourceReport, ...]) 
     return added
 
 
-def _cache_root(backend: str) -> Path:
+def cache_root(backend: str) -> Path:
     """Where prepared sources are kept: the user's cache, except for the process backend,
     whose runner (uid 65534 under root) cannot pass through a private home directory: a
     directory of ours in the temp dir then, refused if anyone else could have planted it."""

@@ -31,8 +31,8 @@ import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.gateway_error import GatewayError
-from gateway.python_sources import DISCOVERY_LIMITS, _cache_root, effective_backend
 from gateway.settings import Settings
+from gateway.sources.python_sources import DISCOVERY_LIMITS, cache_root, effective_backend
 from protocol import ErrorCode, ExitReason, Principal, SerfError, ToolContext, ToolSpec
 from sandbox import (
     MCP_STDIO_ENTRYPOINT,
@@ -108,7 +108,7 @@ class StdioSources:
             for source in self.sources:
                 self._refuse(source, "mcp_stdio sources run in a sandbox; inprocess has none")
             return settings
-        cache = cache_dir or _cache_root(settings.sandbox_backend)
+        cache = cache_dir or cache_root(settings.sandbox_backend)
         on_docker = settings.sandbox_backend == "docker"
         image, modules, ready = settings.sandbox_image, list(settings.tool_modules), []
         for source in self.sources:

@@ -1,0 +1,43 @@
+"""Tool sources (DESIGN.md, "Tool sources"): the user's `python` modules and `mcp_stdio`
+servers, run in sandboxes, and remote `mcp_http` upstreams, all served as `<source>.<tool>`.
+
+`python_sources` and `stdio_sources` prepare and discover their tools at start-up (the
+gateway never imports user code); `http_upstream` and its session, connection pool and
+failure mapping speak to a remote MCP server; `upstream_set` routes calls to it.
+"""
+
+from gateway.sources.http1_pool import Http1Answer, UpstreamClosed, read_answer
+from gateway.sources.http_upstream import (
+    DEADLINE_META,
+    TIMEOUT_META,
+    HttpUpstream,
+    UpstreamCheck,
+    check_upstream,
+)
+from gateway.sources.python_sources import (
+    PythonSources,
+    effective_backend,
+    open_python_sources,
+    register_sources,
+)
+from gateway.sources.stdio_sources import StdioRouter, StdioSources
+from gateway.sources.upstream_set import UpstreamRouter, UpstreamSet
+
+__all__ = [
+    "DEADLINE_META",
+    "TIMEOUT_META",
+    "Http1Answer",
+    "HttpUpstream",
+    "PythonSources",
+    "StdioRouter",
+    "StdioSources",
+    "UpstreamCheck",
+    "UpstreamClosed",
+    "UpstreamRouter",
+    "UpstreamSet",
+    "check_upstream",
+    "effective_backend",
+    "open_python_sources",
+    "read_answer",
+    "register_sources",
+]
