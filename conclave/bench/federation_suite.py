@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,6 +32,7 @@ from conclave.bench.http1 import Http1Connection, encode_request
 from conclave.bench.mcp_upstream import running_upstream
 from conclave.bench.stats import percentile
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
+from conclave.bench.timing import Call, latencies, throughput
 from conclave.stack import EmbeddedStack
 from gateway import Settings
 
@@ -46,36 +46,6 @@ GOAL_FIRST_CALL_MS = 1000.0
 STDIO_DIRECT = "mcp_stdio: server direct (host, its stdin/stdout)"
 STDIO_GATEWAY = "mcp_stdio: through the gateway REST, warm sandbox"
 TIME_ARGUMENTS = {"timezone": "UTC"}
-
-Call = Callable[[], Awaitable[None]]
-
-
-async def _latencies(call: Call, count: int) -> list[float]:
-    for _ in range(min(50, count)):  # warm connections, sessions and scripts
-        await call()
-    samples = []
-    for _ in range(count):
-        began = time.perf_counter()
-        await call()
-        samples.append((time.perf_counter() - began) * 1000)
-    return samples
-
-
-async def _throughput(calls: list[Call], seconds: float) -> float:
-    done = 0
-    stop = time.perf_counter() + seconds
-
-    async def worker(call: Call) -> None:
-        nonlocal done
-        while time.perf_counter() < stop:
-            await call()
-            done += 1
-
-    began = time.perf_counter()
-    async with anyio.create_task_group() as group:
-        for call in calls:
-            group.start_soon(worker, call)
-    return done / (time.perf_counter() - began)
 
 
 async def _client_rows(url: str, token: str | None, tool: str, count: int, seconds: float) -> Any:
@@ -115,8 +85,8 @@ async def _client_rows(url: str, token: str | None, tool: str, count: int, secon
 
         calls.append(call)
     try:
-        samples = await _latencies(calls[-1], count)
-        rate = await _throughput(calls[:WORKERS], seconds)
+        samples = await latencies(calls[-1], count)
+        rate = await throughput(calls[:WORKERS], seconds)
     finally:
         for connection in connections:
             await connection.aclose()
@@ -218,8 +188,8 @@ async def _direct_stdio_rows(path: str | None, count: int, seconds: float) -> An
         stdin.write(line(0, "initialize", hello))
         await answer_to(0)
         stdin.write(line(None, "notifications/initialized", {}))
-        samples = await _latencies(call, count)
-        rate = await _throughput([call], seconds)
+        samples = await latencies(call, count)
+        rate = await throughput([call], seconds)
     finally:
         stdin.close()
         if server.returncode is None:
@@ -246,8 +216,8 @@ async def _gateway_stdio_rows(url: str, tokens: list[str], count: int, seconds: 
         return call
 
     try:
-        samples = await _latencies(prepared(tokens[0]), count)
-        rate = await _throughput([prepared(tokens[0])], seconds)
+        samples = await latencies(prepared(tokens[0]), count)
+        rate = await throughput([prepared(tokens[0])], seconds)
         first_calls = []
         for token in tokens[1:]:
             first = prepared(token)

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -25,49 +24,20 @@ from conclave.bench.ceiling_app import ceiling_server
 from conclave.bench.http1 import Http1Connection, encode_request
 from conclave.bench.stats import percentile
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
+from conclave.bench.timing import Call, latencies, throughput
 from conclave.stack import EmbeddedStack
 from gateway import Settings
 from protocol import Principal, ToolContext
 from sandbox import CallLimits, InProcessExecutor, Invocation
 from tools import default_registry
 
-Call = Callable[[], Coroutine[Any, Any, None]]
 GOAL_P50_MS, GOAL_P99_MS, GOAL_RATE = 1.5, 5.0, 1500.0
 GOAL_CEILING_SHARE = 0.5  # the REST echo's calls/s against the bare endpoint's (issue 13)
 CEILING = "ceiling: bare FastAPI+uvicorn, one Redis call"
 
 
-async def _latencies(call: Call, count: int) -> list[float]:
-    for _ in range(min(50, count)):  # warm connections, caches and scripts
-        await call()
-    samples = []
-    for _ in range(count):
-        began = time.perf_counter()
-        await call()
-        samples.append((time.perf_counter() - began) * 1000)
-    return samples
-
-
 async def _throughput(make_call: Callable[[int], Call], workers: int, seconds: float) -> float:
-    calls = [make_call(index) for index in range(workers)]
-    async with anyio.create_task_group() as warm:  # one call each first: sandboxes start warm
-        for call in calls:
-            warm.start_soon(call)
-    done = 0
-    stop = time.perf_counter() + seconds
-
-    async def worker(index: int) -> None:
-        nonlocal done
-        call = calls[index]
-        while time.perf_counter() < stop:
-            await call()
-            done += 1
-
-    began = time.perf_counter()
-    async with anyio.create_task_group() as group:
-        for index in range(workers):
-            group.start_soon(worker, index)
-    return done / (time.perf_counter() - began)
+    return await throughput([make_call(i) for i in range(workers)], seconds, warm=True)
 
 
 def _invocation() -> Invocation:
@@ -158,7 +128,7 @@ async def _official_client_rows(target: _Target, count: int, seconds: float) -> 
 
             return call
 
-        samples = await _latencies(make(16), count)
+        samples = await latencies(make(16), count)
         rate = await _throughput(make, 16, seconds)
     return [samples, rate]  # type: ignore[list-item]
 
@@ -188,7 +158,7 @@ async def _measure(
 
     rows: dict[str, Any] = {}
     rows["direct (in-process executor)"] = (
-        await _latencies(direct, count),
+        await latencies(direct, count),
         await _throughput(lambda _: direct, 16, seconds),
     )
     async with AsyncExitStack() as exits:
@@ -197,11 +167,11 @@ async def _measure(
             exits.push_async_callback(connection.aclose)
         target = _Target(overhead_stack, connections)
         rows["gateway HTTP /v1/tools"] = (
-            await _latencies(target.rest(16), count),
+            await latencies(target.rest(16), count),
             await _throughput(target.rest, 16, seconds),
         )
         rows["gateway /mcp (JSON-RPC, raw HTTP/1.1)"] = (
-            await _latencies(target.jsonrpc(16), count),
+            await latencies(target.jsonrpc(16), count),
             await _throughput(target.jsonrpc, 16, seconds),
         )
         samples, rate = await _official_client_rows(target, count, seconds)
@@ -210,7 +180,7 @@ async def _measure(
         for connection in ceiling:
             exits.push_async_callback(connection.aclose)
         rows[CEILING] = (
-            await _latencies(_ceiling_call(ceiling[16], ceiling_url), count),
+            await latencies(_ceiling_call(ceiling[16], ceiling_url), count),
             await _throughput(lambda i: _ceiling_call(ceiling[i], ceiling_url), 16, seconds),
         )
         stack_connections = [Http1Connection(ctx.stack.url) for _ in range(17)]
@@ -219,7 +189,7 @@ async def _measure(
         sandboxed = _Target(ctx.stack, stack_connections)
         name = ctx.stack.backend.name if ctx.stack.backend else "?"
         rows[f"stack gateway HTTP, {name} executor"] = (
-            await _latencies(sandboxed.rest(16), max(50, count // 4)),
+            await latencies(sandboxed.rest(16), max(50, count // 4)),
             await _throughput(sandboxed.rest, 16, seconds / 2),
         )
     return rows
