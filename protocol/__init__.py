@@ -31,6 +31,7 @@ from protocol.serf import (
 )
 from protocol.state import (
     KEY_PATTERN,
+    AppliedOp,
     CommitRequest,
     CommitResult,
     HistoryEntry,
@@ -40,6 +41,7 @@ from protocol.state import (
     NamespaceConfig,
     NamespaceMode,
     ReadResult,
+    StateOp,
     Write,
 )
 from protocol.time_budget import (
@@ -76,6 +78,7 @@ __all__ = [
     "AgentRecord",
     "AgentRegistration",
     "AgentToken",
+    "AppliedOp",
     "Budget",
     "BudgetGrant",
     "CallToolParams",
@@ -109,6 +112,7 @@ __all__ = [
     "ResourceIntent",
     "ResourceRequest",
     "SerfError",
+    "StateOp",
     "TextContent",
     "TokenClaims",
     "ToolCallRequest",

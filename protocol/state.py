@@ -57,14 +57,47 @@ class LeaseGrants(BaseModel):
     leases: list[LeaseGrant]
 
 
+class StateOp(StrEnum):
+    """A commutative operation a write applies to the stored value, inside the commit.
+
+    Two op writes on one key by different agents never conflict: neither depends on the value
+    it did not see. `value` is the operand; a missing (or deleted) key counts as the op's
+    empty value.
+    """
+
+    INCREMENT = "increment"  # add a number to the stored number (missing: 0)
+    APPEND = "append"  # append any JSON value to the stored list (missing: [])
+    # deep-merge a JSON object into the stored object (missing: {}): where both sides hold an
+    # object the merge recurses, anywhere else the operand's value replaces the stored one, so
+    # merges on disjoint paths commute and on the same path the later commit wins
+    MERGE = "merge"
+    ADD_TO_SET = "add_to_set"  # append to the stored list unless an equal value is in it
+
+
 class Write(BaseModel):
+    """One key's write: a value to store, a delete, or an `op` whose operand is `value`."""
+
     model_config = ConfigDict(extra="forbid")
 
     key: str = Field(pattern=KEY_PATTERN)
     value: Any = None
     delete: bool = False
+    op: StateOp | None = None
     expected_version: int | None = Field(default=None, ge=0)
     fencing_token: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _op_operand_fits(self) -> Write:
+        if self.op is None:
+            return self
+        if self.delete:
+            raise ValueError(f"op {self.op} cannot be combined with delete: send one or other")
+        number = isinstance(self.value, int | float) and not isinstance(self.value, bool)
+        if self.op is StateOp.INCREMENT and not number:
+            raise ValueError("op increment needs a number as its value")
+        if self.op is StateOp.MERGE and not isinstance(self.value, dict):
+            raise ValueError("op merge needs a JSON object as its value")
+        return self
 
 
 class CommitRequest(BaseModel):
@@ -89,7 +122,19 @@ class CommitResult(BaseModel):
 
     commit_id: str
     versions: dict[str, int]
+    values: dict[str, Any] = Field(
+        default_factory=dict, description="key -> the value an op produced (op writes only)"
+    )
     replayed: bool = Field(default=False, description="true when an idempotency key matched")
+
+
+class AppliedOp(BaseModel):
+    """An op as the history records it: the op and its operand."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    op: StateOp
+    value: Any = None
 
 
 class HistoryEntry(BaseModel):
@@ -102,5 +147,8 @@ class HistoryEntry(BaseModel):
     session: str
     keys: dict[str, tuple[int, int]] = Field(description="key -> (previous, new) version")
     values: dict[str, Any] = Field(default_factory=dict, description="key -> value written")
+    ops: dict[str, AppliedOp] = Field(
+        default_factory=dict, description="key -> the op that produced its value (op writes)"
+    )
     read_set: dict[str, int] = Field(default_factory=dict)
     time_ms: int
