@@ -119,6 +119,35 @@ class AuditLog:
                 break
         return found
 
+    async def newest(self, count: int, *, before: str | None = None) -> list[AuditRecord]:
+        """Newest first: up to `count` records, only those older than the entry id `before`
+        when it is given (so a reader pages back through the stream a window at a time)."""
+        entries = cast(
+            list[tuple[str, dict[str, str]]],
+            await self.redis.xrevrange(
+                AUDIT_STREAM, max=f"({before}" if before else "+", count=count
+            ),
+        )
+        return [_parsed(entry_id, fields) for entry_id, fields in entries]
+
+    async def last_id(self) -> str:
+        """The newest record's entry id; "0-0" while the stream is empty."""
+        newest = await self.redis.xrevrange(AUDIT_STREAM, count=1)
+        return str(newest[0][0]) if newest else "0-0"
+
+    async def tail(self, after: str, *, count: int, block_ms: int) -> list[AuditRecord]:
+        """Oldest first: up to `count` records newer than the entry id `after`, waiting up to
+        `block_ms` for the first of them (XREAD BLOCK); none when none came."""
+        answer = await self.redis.xread({AUDIT_STREAM: after}, count=count, block=block_ms)
+        if not answer:
+            return []
+        entries = cast(list[tuple[str, dict[str, str]]], cast(list[Any], answer)[0][1])
+        return [_parsed(entry_id, fields) for entry_id, fields in entries]
+
+
+def _parsed(entry_id: str, fields: dict[str, str]) -> AuditRecord:
+    return AuditRecord.model_validate({**json.loads(fields.get("record", "{}")), "id": entry_id})
+
 
 class AuditWriter:
     """Appends audit records in batches from one background task."""

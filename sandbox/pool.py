@@ -166,6 +166,16 @@ class SandboxPool:
         """How many spares are started and waiting for an identity."""
         return len(self._spares)
 
+    def tenant_stats(self) -> dict[str, tuple[int, int, int]]:
+        """Per tenant: sandboxes in use (busy or starting), idle ones kept warm for it, and
+        agents with one in use (the console's sandboxes page)."""
+        idle: Counter[str] = Counter()
+        for (tenant, _, _), sandboxes in self._idle.items():
+            idle[tenant] += len(sandboxes)
+        agents = Counter(tenant for tenant, _ in self._agent_in_use)
+        tenants = set(self._tenant_in_use) | set(idle)
+        return {t: (self._tenant_in_use[t], idle[t], agents[t]) for t in sorted(tenants)}
+
     async def execute(self, invocation: Invocation) -> Outcome:
         principal = invocation.context.principal
         key = (principal.tenant, principal.agent, profile_for(invocation.limits))

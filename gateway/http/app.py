@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from starlette.types import Receive, Send
 from starlette.types import Scope as AsgiScope
 
+from gateway.http.console import router as console_router
 from gateway.http.fast_path import FastPath, serve_hot
 from gateway.http.host_check import HostCheck
 from gateway.http.hot_routes import document_hot_routes
@@ -64,6 +65,7 @@ def build_http_app(lifespan: Lifespan) -> GatewayApp:
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
+    app.include_router(console_router)  # /console: the live console (admins)
     return app
 
 

@@ -1,0 +1,69 @@
+"""The console's chains: the calls of one trace (an agent's run passes one `traceparent`),
+newest chains first, each with its time burn-down: when each call started and ended after
+the chain's first call, and how it ended (a BUDGET_EXHAUSTED or TOOL_TIMEOUT shows where the
+run's deadline ran out).
+
+Read from one bounded window of the audit stream (`WINDOW_RECORDS` newest records); the
+audit keeps no deadline, so the burn-down is the time spent, call by call.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+
+from gateway.audit import AuditLog, AuditRecord
+from gateway.http.console.page_layout import esc, page, table
+
+WINDOW_RECORDS = 2000
+MAX_CHAINS = 20
+_BAR_PX = 400
+
+
+def _chains(records: list[AuditRecord]) -> list[list[AuditRecord]]:
+    """Tool-call chains, newest first, each oldest call first."""
+    by_trace: dict[str, list[AuditRecord]] = defaultdict(list)
+    for record in records:  # newest first: the first chains met are the newest
+        if record.trace_id and record.tool:
+            by_trace[record.trace_id].append(record)
+    return [sorted(calls, key=lambda r: r.id) for calls in list(by_trace.values())[:MAX_CHAINS]]
+
+
+def _burn_down(calls: list[AuditRecord]) -> str:
+    # A record is written when its call ends: it began duration_ms earlier.
+    start = min(c.at_ms - c.duration_ms for c in calls)
+    span = max(max(c.at_ms for c in calls) - start, 1.0)
+    rows = []
+    for call in calls:
+        began = call.at_ms - call.duration_ms - start
+        bar = (
+            f'<div style="margin-left:{began / span * _BAR_PX:.0f}px;'
+            f"width:{max(call.duration_ms / span * _BAR_PX, 1):.0f}px;height:0.8rem;"
+            f'background:{"#4a4" if call.outcome == "ok" else "#c33"}"></div>'
+        )
+        rows.append(
+            [call.tool, call.outcome, call.code, round(began, 1), round(call.duration_ms, 1),
+             round(began + call.duration_ms, 1), bar]
+        )  # fmt: skip
+    columns = ["tool", "outcome", "code", "start ms", "took ms", "elapsed ms", "burn-down"]
+    return table(columns, rows, raw=1)
+
+
+async def chains_page(request: Request) -> HTMLResponse:
+    await request.app.state.audit.flush()
+    records = await AuditLog(request.app.state.redis).newest(WINDOW_RECORDS)
+    parts = []
+    for calls in _chains(records):
+        first = calls[0]
+        parts.append(
+            f"<h2>trace {esc(first.trace_id)}</h2><p>{esc(first.tenant)}/{esc(first.agent)},"
+            f" {len(calls)} calls</p>" + _burn_down(calls)
+        )
+    body = "".join(parts) or '<p class="note">No tool calls in the newest records.</p>'
+    body += (
+        f'<p class="note">The newest {MAX_CHAINS} chains among the newest {WINDOW_RECORDS}'
+        " audit records.</p>"
+    )
+    return page("chains", "Chains and their deadline burn-down", body)
