@@ -8,6 +8,8 @@ It replays the commits in stream order (the order the store applied them) and re
 - ``bad_step``: a commit's new version is not its previous version + 1;
 - ``stale_read``: a commit's read set names a version that was no longer current when the
   commit was applied (the reads it decided on had gone stale);
+- ``bad_op``: a commit recorded an op (increment, append, merge, add_to_set) whose result is
+  not what the op makes of the value the history before it produced (or does not fit it);
 - ``final_mismatch``: the store's final version or value of a key differs from what the
   sequential replay of the history produces.
 
@@ -26,6 +28,7 @@ from redis.asyncio import Redis
 
 from gateway.state.history import read_all_history
 from gateway.state.keys import NamespaceKeys
+from gateway.state.op_replay import json_equal, replay_op
 from protocol import HistoryEntry
 
 
@@ -108,8 +111,11 @@ def check_history(
                         f"wrote from version {previous} but only {state.version} exists",
                     )
                 )
+            recorded = entry.values.get(key)
+            if key in entry.ops:
+                found.extend(_check_op(entry, key, state.value, recorded))
             state.version = new
-            state.value = entry.values.get(key)
+            state.value = recorded
             state.writers[new] = cid
     report.keys = len(keys)
     for key, (version, value) in (final or {}).items():
@@ -125,6 +131,25 @@ def check_history(
                 )
             )
     return report
+
+
+def _check_op(entry: HistoryEntry, key: str, before: Any, recorded: Any) -> list[Anomaly]:
+    applied = entry.ops[key]
+    try:
+        expected = replay_op(applied.op, before, applied.value)
+    except ValueError as exc:
+        return [Anomaly("bad_op", key, (entry.commit_id,), f"{exc}, yet the commit applied it")]
+    if json_equal(expected, recorded):
+        return []
+    return [
+        Anomaly(
+            "bad_op",
+            key,
+            (entry.commit_id,),
+            f"{applied.op} {json.dumps(applied.value)[:40]} on {json.dumps(before)[:40]} gives "
+            f"{json.dumps(expected)[:40]}; the commit recorded {json.dumps(recorded)[:40]}",
+        )
+    ]
 
 
 async def final_state(

@@ -14,6 +14,14 @@ Before any Redis work, a commit over the caps (`StateLimits`: writes, read-set e
 size) is refused 413 `PAYLOAD_TOO_LARGE`. In the script, a commit that would take its tenant
 over the state quota (keys holding a value, their bytes) is refused whole, 507
 `STATE_QUOTA_EXCEEDED`; deletes and shrinking writes always pass.
+
+A write with an `op` (increment, append, merge, add_to_set: `protocol.StateOp`) is applied to
+the stored value by the script (`lua/state_ops.lua`), with the same lease, version and
+read checks as any write. Its key is not put in the writer's read log (the writer did not see
+the value it changed), so ops on one key by many agents never conflict. An op that does not
+fit the stored value (increment on a string) refuses the whole commit, 422
+`INVALID_ARGUMENTS`; the value cap and the quota apply to the op's result. The result of each
+op comes back in `CommitResult.values`, and the history records the op beside the result.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from gateway.state.limits import StateLimits
 from gateway.state.refusals import (
     conflict_from_script,
     namespace_not_found,
+    op_does_not_fit,
     quota_exceeded,
     read_log_full,
     value_too_large,
@@ -58,7 +67,9 @@ async def commit(
     history_values = ",".join(
         f"{json.dumps(w.key)}:{text or 'null'}"
         for w, text in zip(request.writes, encoded, strict=True)
+        if w.op is None
     )
+    history_ops = {w.key: {"op": w.op, "value": w.value} for w in request.writes if w.op}
     idem = request.idempotency_key
     script_keys = [
         keys.config,
@@ -83,6 +94,8 @@ async def commit(
         limits.quota_bytes,
         limits.history_max,
         limits.max_read_log,
+        encode_value(history_ops),
+        limits.max_value_bytes,
     ]
     for write, text in zip(request.writes, encoded, strict=True):
         args += [
@@ -91,6 +104,7 @@ async def commit(
             "1" if write.delete else "0",
             "" if write.expected_version is None else write.expected_version,
             "" if write.fencing_token is None else write.fencing_token,
+            write.op or "",
         ]
     for key, version in request.read_set.items():
         args += [key, version]
@@ -110,9 +124,14 @@ async def commit(
             (add_keys, add_bytes),
             (limits.quota_keys, limits.quota_bytes),
         )
+    if status == "BAD_OP":
+        raise op_does_not_fit(reply[1], reply[2], reply[3])
+    if status == "TOO_LARGE":
+        raise value_too_large(reply[1], int(reply[2]), limits.max_value_bytes)
     outcome = json.loads(reply[1])
     return CommitResult(
         commit_id=outcome["commit_id"],
         versions={k: int(v) for k, v in outcome["versions"].items()},
+        values={k: json.loads(v) for k, v in outcome.get("values", {}).items()},
         replayed=status == "REPLAY",
     )

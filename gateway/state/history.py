@@ -29,6 +29,7 @@ def parse_entry(entry_id: str, fields: dict[str, str]) -> HistoryEntry:
         session=fields["session"],
         keys={k: (int(v[0]), int(v[1])) for k, v in json.loads(fields["keys"]).items()},
         values=json.loads(fields["values"]),
+        ops=json.loads(fields.get("ops", "{}")),
         read_set={k: int(v) for k, v in json.loads(fields["reads"]).items()},
         time_ms=int(fields["time"]),
     )

@@ -62,6 +62,26 @@ def value_too_large(key: str, size: int, limit: int) -> GatewayError:
     )
 
 
+_OP_NEEDS = {
+    "increment": "a number",
+    "append": "a list",
+    "add_to_set": "a list",
+    "merge": "a JSON object",
+}
+
+
+def op_does_not_fit(key: str, op: str, stored_type: str) -> GatewayError:
+    """An op whose key holds a value of another type (increment on a string, ...)."""
+    return GatewayError.of(
+        ErrorCode.INVALID_ARGUMENTS,
+        f"key {key!r} holds a value of JSON type {stored_type}; op {op} needs "
+        f"{_OP_NEEDS[op]} (or no value): write the key with a plain value instead, or use an "
+        "op that fits it. Nothing was written.",
+        param_hints={f"writes.{key}.op": f"{op} needs {_OP_NEEDS[op]}, not {stored_type}"},
+        details={"key": key, "op": op, "stored_type": stored_type},
+    )
+
+
 def too_many(field: str, count: int, limit: int, setting: str) -> GatewayError:
     return GatewayError.of(
         ErrorCode.PAYLOAD_TOO_LARGE,

@@ -28,7 +28,7 @@ class StateScripts:
     def register(cls, redis: Redis) -> StateScripts:
         return cls(
             read=redis.register_script(lua_text("gateway.state", "read")),
-            commit=redis.register_script(lua_text("gateway.state", "commit")),
+            commit=redis.register_script(lua_text("gateway.state", "state_ops", "commit")),
             acquire=redis.register_script(lua_text("gateway.state", "acquire")),
             release=redis.register_script(lua_text("gateway.state", "release")),
             create_namespace=redis.register_script(lua_text("gateway.state", "namespace")),

@@ -4,12 +4,17 @@
 --       usage, write data keys..., explicit read-set data keys...
 -- ARGV: agent, session, n writes, m reads, has idempotency key ('1'/'0'), read log ttl (s),
 --       idempotency ttl (s), history values (JSON object), key prefix, quota keys,
---       quota bytes, history max length, read log max keys,
---       then 5 per write: key, value JSON, delete ('1'/'0'), expected version or '',
---       fencing token or ''; then 2 per explicit read: key, version.
+--       quota bytes, history max length, read log max keys, history ops (JSON object),
+--       value size cap (bytes),
+--       then 6 per write: key, value JSON (an op's operand), delete ('1'/'0'), expected
+--       version or '', fencing token or '', op or ''; then 2 per explicit read: key, version.
 -- Returns {'OK'|'REPLAY', outcome JSON}, {'NSNF'}, {'CONFLICT', code, conflicts JSON,
 -- (key, value, version) per stale key...}, {'QUOTA', keys used, bytes used, keys added,
--- bytes added} or {'LOG_FULL', read log size} (its written keys would overfill the read log).
+-- bytes added}, {'LOG_FULL', read log size} (its written keys would overfill the read log),
+-- {'BAD_OP', key, op, stored JSON type} or {'TOO_LARGE', key, size} (an op's result).
+-- An op write's key is not put in the read log (the writer did not see the value it
+-- changed; an entry it had is dropped), so ops by different agents never conflict.
+-- `apply_op` (state_ops.lua) is prepended to this script.
 -- Logged reads are data keys named from the prefix: they share the namespace's hash tag, so
 -- they live in the same cluster slot as the declared keys.
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'NSNF'} end
@@ -37,9 +42,10 @@ end
 
 local writes = {}
 for i = 1, n do
-  local a = 13 + (i - 1) * 5
+  local a = 15 + (i - 1) * 6
   local w = {key = ARGV[a + 1], val = ARGV[a + 2], del = ARGV[a + 3] == '1',
-             expected = tonumber(ARGV[a + 4]), token = tonumber(ARGV[a + 5]), rkey = KEYS[5 + i]}
+             expected = tonumber(ARGV[a + 4]), token = tonumber(ARGV[a + 5]),
+             op = ARGV[a + 6], rkey = KEYS[5 + i]}
   local d = redis.call('HMGET', w.rkey, 'ver', 'owner', 'lexp', 'fence')
   w.ver = tonumber(d[1]) or 0
   local owner, lexp, fence = d[2] or '', tonumber(d[3]) or 0, tonumber(d[4]) or 0
@@ -100,7 +106,7 @@ if validate then
     end
   end
 end
-local rbase = 13 + n * 5
+local rbase = 15 + n * 6
 for j = 1, m do
   local k, v = ARGV[rbase + (j - 1) * 2 + 1], tonumber(ARGV[rbase + (j - 1) * 2 + 2])
   if reads[k] ~= v then checks[#checks + 1] = {k, v, 'read_set'} end
@@ -141,10 +147,26 @@ if code then
   return {'CONFLICT', code, cjson.encode(conflicts), unpack(values)}
 end
 
+-- Each op is applied to the stored value here, before anything is written: one that does not
+-- fit its value refuses the whole commit.
+local results, history_parts = {}, {}
+for _, w in ipairs(writes) do
+  if w.op ~= '' then
+    local out, have = apply_op(w.op, redis.call('HGET', w.rkey, 'val') or nil, w.val)
+    if out == nil then return {'BAD_OP', w.key, w.op, have} end
+    if #out > tonumber(ARGV[15]) then return {'TOO_LARGE', w.key, #out} end
+    w.val = out
+    results[w.key] = out
+    history_parts[#history_parts + 1] = cjson.encode(w.key) .. ':' .. out
+  end
+end
+
 -- The written keys go into the read log: a commit may not take it past its cap either.
 local logged_size, new_in_log = redis.call('HLEN', KEYS[2]), 0
 for _, w in ipairs(writes) do
-  if redis.call('HEXISTS', KEYS[2], w.key) == 0 then new_in_log = new_in_log + 1 end
+  if w.op == '' and redis.call('HEXISTS', KEYS[2], w.key) == 0 then
+    new_in_log = new_in_log + 1
+  end
 end
 if new_in_log > 0 and logged_size + new_in_log > tonumber(ARGV[13]) then
   return {'LOG_FULL', logged_size}
@@ -183,16 +205,26 @@ for _, w in ipairs(writes) do
   end
   changed[w.key] = {w.ver, nv}
   versions[w.key] = nv
-  redis.call('HSET', KEYS[2], w.key, nv)
+  if w.op == '' then
+    redis.call('HSET', KEYS[2], w.key, nv)
+  else
+    redis.call('HDEL', KEYS[2], w.key)
+  end
 end
 redis.call('EXPIRE', KEYS[2], ARGV[6])
 if add_keys ~= 0 then redis.call('HINCRBY', KEYS[5], 'keys', add_keys) end
 if add_bytes ~= 0 then redis.call('HINCRBY', KEYS[5], 'bytes', add_bytes) end
+local history_values = ARGV[8]
+if #history_parts > 0 then
+  local sep = history_values == '{}' and '' or ','
+  history_values = string.sub(history_values, 1, -2) .. sep .. table.concat(history_parts, ',')
+    .. '}'
+end
 -- The history keeps about the last ARGV[12] commits ('~': trimmed by whole stream nodes).
 local id = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[12], '*',
                       'agent', agent, 'session', session, 'time', now,
                       'keys', cjson.encode(changed), 'reads', cjson.encode(reads),
-                      'values', ARGV[8])
-local outcome = cjson.encode({commit_id = id, versions = versions})
+                      'values', history_values, 'ops', ARGV[14])
+local outcome = cjson.encode({commit_id = id, versions = versions, values = results})
 if ARGV[5] == '1' then redis.call('SET', KEYS[4], outcome, 'EX', ARGV[7]) end
 return {'OK', outcome}
