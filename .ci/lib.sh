@@ -24,6 +24,8 @@ install_system_packages() {
     command -v node >/dev/null || missing+=(nodejs)
     command -v npm >/dev/null || missing+=(npm)
     python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+    # The console's browser tests drive the system Chromium (Playwright's download is not used).
+    command -v chromium >/dev/null || missing+=(chromium)
     if [ ${#missing[@]} -gt 0 ]; then
         say "apt-get install ${missing[*]}"
         as_root apt-get update -qq
