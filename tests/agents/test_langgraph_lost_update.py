@@ -1,23 +1,37 @@
-"""Side by side: two parallel LangGraph branches increment one counter.
+"""What LangGraph guards when branches write one key, and the case it cannot guard at all.
 
-With plain LangGraph state the branches read the same value and one increment is silently
-lost (an overwrite reducer keeps one write; a plain last-value channel refuses both). With
-the counter in the gateway's store, the second commit is refused with a conflict, rereads
-and retries: both increments land, and the history checker finds the run serializable.
+Inside one graph run LangGraph handles parallel branches itself: a plain key (a `LastValue`
+channel) refuses two writes in one step with `InvalidUpdateError`, and a key with a reducer
+gets whatever the reducer makes of both writes (`operator.add`: both appends). What no graph
+sees is data two separate runs share: two graph runs in two OS processes that read-modify-write
+one list in a plain store lose an update, while the same graphs committing through the
+gateway's state (`SharedState.transact`: a stale commit is refused and retried) lose none.
+A barrier makes both runs read before either writes, so each outcome is deterministic.
 """
 
 from __future__ import annotations
 
+import json
+import operator
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import anyio
 import pytest
 from langgraph.errors import InvalidUpdateError
 from langgraph.graph import END, START, StateGraph
+from redis import Redis
 
 from agents import GatewayClient
 from agents.langgraph import TeamState, shared_state_node
 from agents.shared_state import SharedState, Values
+from conclave.stack import EmbeddedStack
+from gateway.settings import Settings
 from gateway.state.checker import check_history
 from protocol.agents import AgentRegistration
 from protocol.state import NamespaceConfig
@@ -26,10 +40,11 @@ pytestmark = pytest.mark.anyio
 
 
 def keep_last(_old: int, new: int) -> int:
+    """A last-value reducer: LangGraph ships none; a user may write one like this."""
     return new
 
 
-class PlainState(TypedDict):
+class KeepLastState(TypedDict):
     counter: Annotated[int, keep_last]
 
 
@@ -37,24 +52,32 @@ class LastValueState(TypedDict):
     counter: int
 
 
-def parallel_increments(state_type: type[Any]) -> Any:
-    def increment(state: Any) -> dict[str, int]:
-        return {"counter": state["counter"] + 1}
+class AppendState(TypedDict):
+    names: Annotated[list[str], operator.add]
 
+
+def parallel_branches(state_type: type[Any], write: Any) -> Any:
     graph = StateGraph(state_type)
-    graph.add_node("a", increment)
-    graph.add_node("b", increment)
     for branch in ("a", "b"):
+        graph.add_node(branch, lambda state, branch=branch: write(state, branch))
         graph.add_edge(START, branch)
         graph.add_edge(branch, END)
     return graph.compile()
 
 
-async def test_plain_langgraph_state_loses_one_of_two_parallel_increments() -> None:
-    final = await parallel_increments(PlainState).ainvoke({"counter": 0})
-    assert final["counter"] == 1  # two increments ran; one was silently dropped
-    with pytest.raises(InvalidUpdateError):
-        await parallel_increments(LastValueState).ainvoke({"counter": 0})
+async def test_langgraph_refuses_or_merges_parallel_writes_to_one_key_in_a_run() -> None:
+    def increment(state: Any, _branch: str) -> dict[str, int]:
+        return {"counter": state["counter"] + 1}
+
+    with pytest.raises(InvalidUpdateError, match="Can receive only one value per step"):
+        await parallel_branches(LastValueState, increment).ainvoke({"counter": 0})
+    appended = await parallel_branches(AppendState, lambda _s, b: {"names": [b]}).ainvoke(
+        {"names": []}
+    )
+    assert sorted(appended["names"]) == ["a", "b"]  # the reducer kept both writes
+    # a last-value reducer, written by the user, keeps one increment and drops the other
+    final = await parallel_branches(KeepLastState, increment).ainvoke({"counter": 0})
+    assert final["counter"] == 1
 
 
 async def test_with_conclave_both_parallel_increments_land(admin: GatewayClient) -> None:
@@ -97,3 +120,126 @@ async def test_with_conclave_both_parallel_increments_land(admin: GatewayClient)
     assert [(e.keys["counter"], e.values["counter"]) for e in history] == [((0, 1), 1), ((1, 2), 2)]
     report = check_history(history, {"counter": (counter.version, counter.value)})
     assert report.serializable and report.commits == 2, report.anomalies
+
+
+# One graph run in its own process: START -> sign -> END, where `sign` appends this run's name
+# to the shared list `names`, either straight in Redis (GET, then SET) or through the gateway.
+# Both runs meet at a barrier after their first read, so both read before either writes.
+GRAPH_RUN = textwrap.dedent(
+    """
+    import asyncio, json, sys, time
+    from typing import TypedDict
+
+    import redis
+    from langgraph.graph import END, START, StateGraph
+
+    from agents import GatewayClient, SharedState
+
+    mode, redis_url, key, gateway_url, name, token = sys.argv[1:7]
+    store = redis.Redis.from_url(redis_url)
+    met = False
+
+    def meet_the_other_run() -> None:
+        global met
+        if met:
+            return
+        met = True
+        store.incr(key + ":barrier")
+        deadline = time.monotonic() + 30
+        while int(store.get(key + ":barrier")) < 2:
+            assert time.monotonic() < deadline, "the other run never read"
+            time.sleep(0.005)
+
+    class Run(TypedDict, total=False):
+        name: str
+        attempts: int
+
+    async def sign_in_redis(state: Run) -> Run:
+        names = json.loads(store.get(key) or "[]")
+        meet_the_other_run()
+        store.set(key, json.dumps([*names, state["name"]]))
+        return {"attempts": 1}
+
+    async def sign_through_gateway(state: Run) -> Run:
+        def add(current: dict) -> dict:
+            meet_the_other_run()
+            return {"names": [*(current.get("names") or []), state["name"]]}
+
+        async with GatewayClient(gateway_url, token) as client:
+            done = await SharedState(client, key).transact(["names"], add)
+        return {"attempts": done.attempts}
+
+    graph = StateGraph(Run)
+    graph.add_node("sign", sign_in_redis if mode == "redis" else sign_through_gateway)
+    graph.add_edge(START, "sign")
+    graph.add_edge("sign", END)
+    print(json.dumps(asyncio.run(graph.compile().ainvoke({"name": name}))))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def stack(redis_url: str) -> Iterator[EmbeddedStack]:
+    settings = Settings(
+        redis_url=redis_url,
+        port=0,
+        sandbox_backend="process",
+        secret="langgraph-secret-" + "l" * 32,
+        admin_key="langgraph-admin-key",
+    )
+    with EmbeddedStack(settings) as running:
+        yield running
+
+
+def run_two_graphs(script: Path, *args: str, tokens: dict[str, str]) -> list[dict[str, Any]]:
+    """Start one graph run per agent, each in its own OS process; their final graph states."""
+    runs = [
+        subprocess.Popen(
+            [sys.executable, str(script), *args, name, token],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, token in tokens.items()
+    ]
+    finals = []
+    for run in runs:
+        out, err = run.communicate(timeout=120)
+        assert run.returncode == 0, err
+        finals.append(json.loads(out))
+    return finals
+
+
+async def test_two_graph_runs_in_two_processes_lose_an_update_unless_they_use_the_gateway(
+    stack: EmbeddedStack, redis_url: str, tmp_path: Path
+) -> None:
+    script = tmp_path / "graph_run.py"
+    script.write_text(GRAPH_RUN)
+    run = uuid.uuid4().hex[:8]
+    plain_key, namespace = f"plain-names-{run}", f"names-{run}"
+    tokens: dict[str, str] = {}
+    async with GatewayClient(stack.url, admin_key="langgraph-admin-key") as admin:
+        for name in ("alice", "bob"):
+            registration = AgentRegistration(
+                tenant="acme", agent=f"{name}-{run}", namespaces={namespace: "write"}
+            )
+            tokens[name] = (await admin.register_agent(registration)).token
+    async with GatewayClient(stack.url, tokens["alice"]) as alice:
+        await alice.create_namespace(namespace, NamespaceConfig())
+
+        def both(mode: str, key: str) -> list[dict[str, Any]]:
+            return run_two_graphs(script, mode, redis_url, key, stack.url, tokens=tokens)
+
+        plain = await anyio.to_thread.run_sync(both, "redis", plain_key)
+        guarded = await anyio.to_thread.run_sync(both, "gateway", namespace)
+        names = await alice.read(namespace, "names")
+
+    store = Redis.from_url(redis_url)
+    lost = json.loads(store.get(plain_key) or "[]")
+    store.close()
+    # straight on Redis: both runs read [], each wrote [itself]; the later SET erased the other
+    assert len(lost) == 1 and lost[0] in ("alice", "bob"), lost
+    assert [final["attempts"] for final in plain] == [1, 1]
+    # through the gateway: the second commit was refused (409), reread and retried
+    assert sorted(names.value) == ["alice", "bob"] and names.version == 2
+    assert sorted(final["attempts"] for final in guarded) == [1, 2]
