@@ -8,15 +8,22 @@ Recovery is a small seam: `retry` decides, from the SERF envelope alone, whether
 how long to resend. The default resends only what the gateway marks `retry_same` or
 `retry_backoff` (rate limits, sandboxes or Redis briefly away), a few times; conflicts
 (`reread_and_retry`, `reacquire`) go back to the caller, who must reread before retrying.
+
+Every request carries the W3C `traceparent` of the caller's current OpenTelemetry span, and
+while the application traces, each tool call and commit is a span of its own: the agent's
+run and the gateway's spans form one trace.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import anyio
 import httpx
+from opentelemetry import trace
+from opentelemetry.propagate import inject
 
 from agents.agent_errors import error_from_response, error_from_transport
 from protocol import (
@@ -72,6 +79,24 @@ def budget_headers(budget: Budget | None) -> dict[str, str]:
     if budget.reserve_ms:
         headers[RESERVE_HEADER] = str(budget.reserve_ms)
     return headers
+
+
+def _with_trace_context(headers: dict[str, str] | None) -> dict[str, str] | None:
+    """`headers` plus the W3C `traceparent` of the current OpenTelemetry span, if there is one,
+    so the gateway's spans join the agent's trace."""
+    carrier: dict[str, str] = {}
+    inject(carrier)
+    return {**(headers or {}), **carrier} if carrier else headers
+
+
+def _span(name: str, attributes: dict[str, str]) -> AbstractContextManager[object]:
+    """A client span around one gateway call while the application traces (it installed an
+    OpenTelemetry SDK provider); otherwise nothing, and the current context passes as is."""
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        return nullcontext()
+    tracer = provider.get_tracer("conclave.agents")
+    return tracer.start_as_current_span(name, kind=trace.SpanKind.CLIENT, attributes=attributes)
 
 
 class GatewayClient:
@@ -131,6 +156,7 @@ class GatewayClient:
         headers: dict[str, str] | None = None,
     ) -> Any:
         attempt = 0
+        headers = _with_trace_context(headers)
         while True:
             try:
                 response = await self._http.request(method, path, json=json, headers=headers)
@@ -169,12 +195,13 @@ class GatewayClient:
         budget: Budget | None = None,
     ) -> ToolCallResult:
         body = ToolCallRequest(arguments=arguments or {}, limits=limits)
-        payload = await self._request(
-            "POST",
-            f"/v1/tools/{name}/call",
-            json=body.model_dump(mode="json", exclude_none=True),
-            headers=budget_headers(budget or self.budget),
-        )
+        with _span(f"call {name}", {"conclave.tool": name}):
+            payload = await self._request(
+                "POST",
+                f"/v1/tools/{name}/call",
+                json=body.model_dump(mode="json", exclude_none=True),
+                headers=budget_headers(budget or self.budget),
+            )
         return ToolCallResult.model_validate(payload)
 
     # --- shared state -------------------------------------------------------------------
@@ -195,7 +222,8 @@ class GatewayClient:
 
     async def commit(self, namespace: str, request: CommitRequest) -> CommitResult:
         body = request.model_dump(mode="json", exclude_none=True)
-        payload = await self._request("POST", f"/v1/state/{namespace}/commit", json=body)
+        with _span(f"commit {namespace}", {"conclave.namespace": namespace}):
+            payload = await self._request("POST", f"/v1/state/{namespace}/commit", json=body)
         return CommitResult.model_validate(payload)
 
     async def history(self, namespace: str, *, page: int = 1000) -> list[HistoryEntry]:

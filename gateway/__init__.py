@@ -6,6 +6,7 @@ from gateway.identity import AgentDirectory, authenticated, issue_token, verify_
 from gateway.redis_client import connect_redis
 from gateway.settings import Settings
 from gateway.sources import PythonSources, StdioSources, effective_backend, open_python_sources
+from gateway.tracing import start_tracing, stop_tracing
 
 __all__ = [
     "AgentDirectory",
@@ -20,6 +21,8 @@ __all__ = [
     "effective_backend",
     "issue_token",
     "open_python_sources",
+    "start_tracing",
+    "stop_tracing",
     "translate",
     "verify_token",
 ]

@@ -54,6 +54,7 @@ from gateway.sources import (
     register_sources,
 )
 from gateway.state import StateStore
+from gateway.tracing import traced_lifespan
 from sandbox import InProcessExecutor, SandboxPool, ToolExecutor, create_executor
 from tools import ToolRegistry, default_registry
 from tools.sources import ToolSource, load_config
@@ -113,7 +114,7 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
             await state.audit.aclose()
             await state.redis.aclose()
 
-    app = build_http_app(lifespan)
+    app = build_http_app(traced_lifespan(lifespan))  # traces while it runs if OTEL_* ask
     app.state.settings = settings
     app.state.sandbox_name = settings.sandbox_backend
     app.state.metrics = GatewayMetrics()

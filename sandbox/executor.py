@@ -44,6 +44,7 @@ class Outcome:
     usage: CallUsage
     result: Any = None
     error: SerfError | None = None
+    waited_ms: float | None = None  # the wait for a sandbox (queue, start): pooled runs only
 
     @property
     def ok(self) -> bool:

@@ -194,11 +194,12 @@ class SandboxPool:
                 return _too_late(invocation, started)
             recycle = True  # if the call is cancelled midway, the sandbox cannot be trusted
             lost = True  # ... and it was lost to a kill unless the runner answers in time
+            waited_ms = (time.monotonic() - started) * 1000
             try:
                 result = await sandbox.call(within_deadline(invocation))
                 recycle = result.recycle or sandbox.calls >= self.recycle_after
                 lost = result.torn_down_at_timeout
-                return result.outcome
+                return replace(result.outcome, waited_ms=waited_ms)
             except StaleSandboxError:
                 lost = False  # the runner was gone before the call: nothing was killed
                 if attempt == 2:

@@ -272,6 +272,10 @@ class Runner:
             if not raw:  # the runner went away before handing over a call
                 os._exit(0)
             request = json.loads(raw)
+            # The call's W3C trace context, for tool code (and what it starts) to continue.
+            traceparent = (request.get("context") or {}).get("traceparent")
+            if traceparent:
+                os.environ["TRACEPARENT"] = traceparent
             if request.get("egress") and self.egress_port is not None:
                 proxy = f"http://127.0.0.1:{self.egress_port}"
                 os.environ.update(dict.fromkeys(_PROXY_VARIABLES, proxy))

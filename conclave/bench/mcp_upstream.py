@@ -3,7 +3,8 @@
 Run in its own process (`running_upstream()`), on a free loopback port, so the gateway in
 front of it and the client measuring it do not share its event loop or CPU. It serves:
 
-- tools: `echo`, `headers_seen` (the credential and agent headers it received), `meta_seen`
+- tools: `echo`, `headers_seen` (the credential and agent headers it received),
+  `traceparent_seen` (the W3C trace context it received), `meta_seen`
   (the call's `_meta`), `sleep` (answers after `ms`), `fail` (a tool error, `isError`), and
   two whose calls the wire fault layer answers badly: `http_500` and `garbage` (not JSON);
 - a resource `notes://readme` and a prompt `greet`.
@@ -92,6 +93,11 @@ def build_upstream_app() -> Any:
         """The request headers this server received that could carry a credential."""
         headers = get_http_headers(include_all=True)
         return {k: v for k, v in headers.items() if k.startswith(("authorization", "x-"))}
+
+    @server.tool
+    def traceparent_seen() -> str:
+        """The W3C `traceparent` header of this call's request ("" when none came)."""
+        return get_http_headers(include_all=True).get("traceparent", "")
 
     @server.tool
     def meta_seen(ctx: Context) -> dict[str, Any]:

@@ -72,7 +72,7 @@ class Admission:
         self.rate_per_s = rate_per_s
         self.burst = burst
         self.tenant = tenant
-        self._admit = PooledScript(redis, _ADMIT)
+        self._admit = PooledScript(redis, _ADMIT, name="admission")
 
     async def admit(
         self,

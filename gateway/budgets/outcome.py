@@ -52,7 +52,7 @@ class OutcomeRecorder:
     def __init__(self, window: LatencyWindow, breaker: CircuitBreaker) -> None:
         self.window = window
         self.breaker = breaker
-        self._record = PooledScript(window.redis, _RECORD_BOTH)
+        self._record = PooledScript(window.redis, _RECORD_BOTH, name="outcome")
 
     async def record(
         self,

@@ -23,6 +23,7 @@ from gateway.http.host_check import HostCheck
 from gateway.http.hot_routes import document_hot_routes
 from gateway.http.responses import install_error_handlers
 from gateway.http.routes import ROUTERS
+from gateway.tracing import TRACING, serve_traced
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
@@ -34,6 +35,12 @@ class GatewayApp(FastAPI):
     _host_check: HostCheck | None = None
 
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        if TRACING.on and scope["type"] == "http":  # one span per request (gateway.tracing)
+            await serve_traced(self._serve, scope, receive, send)
+            return
+        await self._serve(scope, receive, send)
+
+    async def _serve(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
         # The DNS-rebinding guard, ahead of everything, once the app's settings are known.
         if self._host_check is None and hasattr(self.state, "settings"):
             settings = self.state.settings

@@ -14,11 +14,13 @@ pass the same stages.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import anyio
 
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
+from gateway.tracing import TRACING, current_traceparent, mark_failed
 from protocol import (
     BudgetGrant,
     CallUsage,
@@ -92,7 +94,10 @@ class DispatchStage:
             network=ctx.tool.network,
         )
         ctx.executed = True
-        outcome = await self._execute_by_deadline(ctx.invocation, deadline)
+        if TRACING.on:
+            outcome = await self._execute_traced(ctx.invocation, deadline)
+        else:
+            outcome = await self._execute_by_deadline(ctx.invocation, deadline)
         ctx.answered_ms = time.time() * 1000
         error = outcome.error
         if error is not None and error.code is ErrorCode.INVALID_ARGUMENTS:
@@ -106,6 +111,31 @@ class DispatchStage:
         if error is not None:
             raise GatewayError(_with_grant(error, limits.timeout_ms, remaining))
         ctx.result = outcome.result
+
+    async def _execute_traced(self, invocation: Invocation, deadline: int | None) -> Outcome:
+        """The call in its own span ("execute <tool>"), whose W3C `traceparent` the tool gets in
+        its context, described by the executor's own timings (wall, CPU, peak memory, the wait
+        for a sandbox: queue and start)."""
+        granted = {"conclave.tool": invocation.tool}
+        with TRACING.span(f"execute {invocation.tool}", granted) as span:
+            span.set_attribute("conclave.budget.granted_ms", invocation.limits.timeout_ms)
+            traceparent = current_traceparent()
+            if traceparent is not None:
+                context = invocation.context.model_copy(update={"traceparent": traceparent})
+                invocation = replace(invocation, context=context)
+            outcome = await self._execute_by_deadline(invocation, deadline)
+            usage = outcome.usage
+            span.set_attribute("conclave.wall_ms", usage.wall_ms)
+            span.set_attribute("conclave.cpu_ms", usage.cpu_ms)
+            span.set_attribute("conclave.peak_rss_kb", usage.peak_rss_kb)
+            span.set_attribute("conclave.exit_reason", usage.exit_reason.value)
+            if usage.sandbox is not None:
+                span.set_attribute("conclave.sandbox", usage.sandbox)
+            if outcome.waited_ms is not None:
+                span.set_attribute("conclave.sandbox.waited_ms", outcome.waited_ms)
+            if outcome.error is not None:
+                mark_failed(span, outcome.error)
+            return outcome
 
     async def _execute_by_deadline(self, invocation: Invocation, deadline: int | None) -> Outcome:
         """The executor's outcome, or a kill by the gateway's own clock when the sandbox has

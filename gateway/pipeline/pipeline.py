@@ -3,6 +3,8 @@
 Composed once per app by `gateway.assembly`; every transport (HTTP tool routes, MCP, state
 routes) builds a `RequestContext` and calls `Pipeline.run`. A refusal stops the remaining
 stages, becomes the context's SERF error (through the one `translate`), and is accounted.
+While tracing is on, each stage runs in its own span, and the request's span is described
+(tenant, agent, tool, grant, SERF code) before the closing stages run.
 """
 
 from __future__ import annotations
@@ -11,8 +13,12 @@ import logging
 import time
 from collections.abc import Sequence
 
+from opentelemetry import trace
+from opentelemetry.trace import Span
+
 from gateway.gateway_error import translate
 from gateway.pipeline.context import RequestContext, Stage
+from gateway.tracing import TRACING, mark_failed
 
 log = logging.getLogger("conclave.gateway.pipeline")
 
@@ -28,22 +34,52 @@ class Pipeline:
 
     async def run(self, ctx: RequestContext) -> RequestContext:
         """Run `ctx` through every stage; never raises for a refusal or a tool's failure."""
+        traced = TRACING.on
         for stage in self.stages:
             began = time.perf_counter()
             try:
-                await stage(ctx)
+                await (_traced(stage, ctx) if traced else stage(ctx))
             except Exception as exc:
                 ctx.error = translate(exc, ctx.trace_id)
                 ctx.failed_stage = stage.name
                 break
             finally:
                 ctx.stage_seconds[stage.name] = time.perf_counter() - began
+        if traced:
+            _describe(trace.get_current_span(), ctx)
         for stage in self.closing:
             began = time.perf_counter()
             try:
-                await stage(ctx)
+                await (_traced(stage, ctx) if traced else stage(ctx))
             except Exception:  # accounting must never turn an answer into a failure
                 log.exception("closing stage %s failed", stage.name)
             finally:
                 ctx.stage_seconds[stage.name] = time.perf_counter() - began
         return ctx
+
+
+async def _traced(stage: Stage, ctx: RequestContext) -> None:
+    """Run `stage` in its own span ("stage <name>"), described as the request stands after it."""
+    with TRACING.span(f"stage {stage.name}") as span:
+        try:
+            await stage(ctx)
+        except Exception as exc:
+            mark_failed(span, translate(exc, ctx.trace_id))
+            raise
+        finally:
+            _describe(span, ctx, failed=False)
+
+
+def _describe(span: Span, ctx: RequestContext, *, failed: bool = True) -> None:
+    """Who asked for what, the time granted, and (`failed`) the SERF code of a failure."""
+    principal = ctx.principal
+    if principal is not None:
+        span.set_attribute("conclave.tenant", principal.tenant)
+        span.set_attribute("conclave.agent", principal.agent)
+    span.set_attribute("conclave.operation", ctx.operation)
+    if ctx.tool_name is not None:
+        span.set_attribute("conclave.tool", ctx.tool_name)
+    if ctx.granted_ms is not None:
+        span.set_attribute("conclave.budget.granted_ms", ctx.granted_ms)
+    if failed and ctx.error is not None:
+        mark_failed(span, ctx.error)

@@ -8,7 +8,8 @@ the stream after the response to the request, which is picked by its id). `open`
 `initialize` and keeps the `Mcp-Session-Id` the upstream issues (stateless upstreams issue
 none) and the negotiated protocol version for every later request. A request cancelled by
 its caller (its grant ran out) is followed by `notifications/cancelled`, sent in
-`background`, since an upstream must not read a dropped connection as a cancel.
+`background`, since an upstream must not read a dropped connection as a cancel. While
+tracing is on, each request is a client span and carries its W3C `traceparent`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from gateway.sources.http1_pool import Http1Answer, Http1Pool
+from gateway.tracing import TRACING, SpanKind, inject, mark_raised
 
 PROTOCOL_VERSION = "2025-06-18"
 CLIENT_INFO = {"name": "conclave-gateway", "version": "0.1.0"}
@@ -82,11 +84,33 @@ class McpSession:
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """The result of `method`; RpcError, UpstreamHttpError or OSError if none."""
+        if TRACING.on:
+            return await self._traced(method, params)
+        return await self._request(method, params, self.headers)
+
+    async def _traced(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The request in a client span, whose W3C `traceparent` the upstream receives."""
+        attributes: dict[str, str | int] = {
+            "rpc.system": "jsonrpc",
+            "rpc.method": method,
+            "server.address": self.http.host,
+            "server.port": self.http.port,
+        }
+        with TRACING.span(f"mcp {method}", attributes, SpanKind.CLIENT) as span:
+            headers = dict(self.headers)
+            inject(headers)
+            try:
+                return await self._request(method, params, headers)
+            except Exception as exc:
+                mark_raised(span, exc)
+                raise
+
+    async def _request(
+        self, method: str, params: dict[str, Any], headers: dict[str, str]
+    ) -> dict[str, Any]:
         request_id = next(self._ids)
         try:
-            answer = await self.http.request(
-                "POST", self.headers, _request(request_id, method, params)
-            )
+            answer = await self.http.request("POST", headers, _request(request_id, method, params))
         except anyio.get_cancelled_exc_class():
             self.background.start_soon(self._cancelled, request_id)
             raise
