@@ -1,12 +1,14 @@
 """LangGraph glue: agents as `StateGraph` nodes, shared state kept in the gateway's store.
 
-LangGraph merges parallel branches' writes to a channel with its reducer: a last-value
-channel refuses two writes in one step (`InvalidUpdateError`), and an overwrite reducer
-keeps one and silently drops the other. Here the data branches share does not live in
-LangGraph channels at all: each node reads and commits it through the gateway as its own
-agent (`SharedState.transact`), so two branches updating the same key get a 409 and a
-retry, and both updates land. The LangGraph state carries only what the graph routes on
-(answers, commit records), with append reducers, so nothing in it can be lost either.
+Within one graph run LangGraph handles parallel branches' writes to a channel itself: a
+plain (last-value) channel refuses two writes in one step (`InvalidUpdateError`), and a
+reducer merges them (`operator.add` keeps both; a last-value reducer a user writes keeps
+one). Separate runs, in other processes, share nothing LangGraph can check. Here the data
+branches and runs share does not live in LangGraph channels at all: each node reads and
+commits it through the gateway as its own agent (`SharedState.transact`), so two updates of
+the same key, from one run or from two, get a 409 and a retry, and both land. The LangGraph
+state carries only what the graph routes on (answers, commit records), with append
+reducers, so nothing in it can be lost either.
 """
 
 from __future__ import annotations
