@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from redis.asyncio import Redis
@@ -60,9 +60,14 @@ Compute = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 async def watch_multi_transaction(
-    redis: Redis, keys: NamespaceKeys, read: Sequence[str], compute: Compute
+    redis: Redis,
+    keys: NamespaceKeys,
+    read: Sequence[str],
+    compute: Compute,
+    backoff: Callable[[], Awaitable[None]] | None = None,
 ) -> int:
-    """Read `read`, write `compute(values)`, retrying on WatchError; returns the retries."""
+    """Read `read`, write `compute(values)`, retrying on WatchError (after awaiting `backoff`,
+    when given); returns the retries."""
     data_keys = [keys.data(k) for k in read]
     retries = 0
     async with redis.pipeline(transaction=True) as pipe:
@@ -82,3 +87,5 @@ async def watch_multi_transaction(
                 return retries
             except WatchError:
                 retries += 1
+                if backoff is not None:
+                    await backoff()

@@ -12,7 +12,9 @@ declaring the versions it knows in ``read_set``; a 409 lists each stale key's cu
 and version, and the retry commits from them at once), ``owned`` (HTTP: lease the written
 key, then a batch of commits with the fencing token, then release; ``LEASE_HELD`` backs off
 and retries), ``naive`` (the last-writer-wins store, straight on Redis) and ``watch``
-(WATCH/MULTI/EXEC on Redis).
+(WATCH/MULTI/EXEC on Redis, retried at once after an abort, or with the agents' `Backoff`).
+The ops runs (`run_op_agent`) commit a state op (``increment`` or ``append``) on one hot key
+with no read: such commits never conflict, so they never retry.
 Commit latency is the time of the commit request (for ``watch``, of the whole transaction);
 transaction latency, from the start of a transaction to its commit, includes the refused
 attempts, the backoff between them and an owner's wait for its lease.
@@ -73,6 +75,21 @@ def next_value(values: dict[str, Any]) -> int:
     return sum(int(v or 0) for v in values.values()) + 1
 
 
+@dataclass
+class Backoff:
+    """The wait before retrying a conflicted transaction: full jitter, doubling from 1 ms up to
+    250 ms, as a SERF client does on a retryable conflict: racing again at once mostly loses
+    again to the same herd. A low cap keeps a herd of 64 agents racing (a 64 ms cap: ~50
+    commits/s). The HTTP agents and the WATCH/MULTI baseline wait alike."""
+
+    rng: random.Random
+    wait_s: float = 0.001
+
+    async def __call__(self) -> None:
+        await anyio.sleep(self.wait_s * self.rng.random())
+        self.wait_s = min(self.wait_s * 2, 0.25)
+
+
 class RequestFailed(RuntimeError):
     """The gateway answered with a status the agent does not handle."""
 
@@ -131,7 +148,7 @@ class HttpAgent:
         still current, so a stale one is refused with the current value and version, and the
         retry computes from those: one request per attempt, no reading again. `began`: when
         the transaction started, if before this call (an owner's wait for its lease)."""
-        backoff_s = 0.001
+        backoff = Backoff(self.rng)
         began = began or time.perf_counter()
         shown: set[str] = set()  # keys a 409 listed: declared too, even one the agent only
         # wrote (the gateway logs a writer's keys as read), or the log's shown entry refuses
@@ -161,11 +178,19 @@ class HttpAgent:
                 raise LeaseLost(outcome["message"])
             if outcome["code"] != "STATE_CONFLICT":
                 raise RuntimeError(f"unexpected refusal {outcome['code']}: {outcome['message']}")
-            # Back off with full jitter, doubling up to 250 ms, as a SERF client does on a
-            # retryable conflict: racing again at once mostly loses again to the same herd. A
-            # low cap keeps a herd of 64 agents racing (a 64 ms cap: ~50 commits/s).
-            await anyio.sleep(backoff_s * self.rng.random())
-            backoff_s = min(backoff_s * 2, 0.25)
+            await backoff()
+
+    async def apply_op(self, key: str, op: str, operand: Any) -> None:
+        """One commit of `op` on `key`; an op commit is never refused for a conflict."""
+        body = {
+            "writes": [{"key": key, "op": op, "value": operand}],
+            "idempotency_key": uuid.uuid4().hex,
+        }
+        started = time.perf_counter()
+        await self._send("POST", "commit", body)
+        self.run.latencies_ms.append((time.perf_counter() - started) * 1000)
+        self.run.transactions_ms.append(self.run.latencies_ms[-1])
+        self.run.commits += 1
 
     async def lease(self, key: str, rng: random.Random) -> int:
         backoff_s = 0.004
@@ -229,14 +254,36 @@ async def run_naive_agent(store: NaiveStore, workload: str, index: int, run: Run
         run.commits += 1
 
 
+async def run_op_agent(agent: HttpAgent, op: str, index: int) -> None:
+    """Commit `op` on the one hot key until the run is done: ``increment`` by 1, ``append``
+    of a value unique to this agent and commit."""
+    key = "counter" if op == "increment" else "list"
+    n = 0
+    while not agent.run.done:
+        await agent.apply_op(key, op, 1 if op == "increment" else f"{index}-{n}")
+        n += 1
+
+
 async def run_watch_agent(
-    redis: Redis, keys: NamespaceKeys, workload: str, index: int, run: RunProgress
+    redis: Redis,
+    keys: NamespaceKeys,
+    workload: str,
+    index: int,
+    run: RunProgress,
+    backoff_seed: int | None = None,
 ) -> None:
+    """WATCH/MULTI transactions; with `backoff_seed`, each retry waits as the HTTP agents'
+    do (`Backoff`), else it retries at once."""
     reads, target = plan(workload, index)
+    rng = random.Random(backoff_seed)
     while not run.done:
         started = time.perf_counter()
         retries = await watch_multi_transaction(
-            redis, keys, reads, lambda values: {target: next_value(values)}
+            redis,
+            keys,
+            reads,
+            lambda values: {target: next_value(values)},
+            Backoff(rng) if backoff_seed is not None else None,
         )
         run.latencies_ms.append((time.perf_counter() - started) * 1000)
         run.transactions_ms.append(run.latencies_ms[-1])

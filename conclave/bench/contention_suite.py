@@ -20,6 +20,12 @@ commit's latency there is queueing behind the other agents' requests, and backin
 409 lowers it (fewer requests in flight) as it lowers throughput: the latency goals are read on
 the paced runs (16 agents each thinking ~250 ms between transactions, as LLM agents do, which
 leaves the gateway unsaturated); the saturating latencies are in the table.
+
+The ops runs (`run_ops`): 16 agents on one hot key, each committing a state op back to back
+(``increment`` by 1; ``append`` of a unique value), against the same counter on WATCH/MULTI
+(GET+SET in a transaction, retried on abort) once with the agents' backoff (`Backoff`) and
+once retrying at once, as the main table's baseline does. Each ops run is checked by the
+history checker, and its final value against its commits: appends or increments lost.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from conclave.bench.contention_agents import (
     RunProgress,
     run_http_agent,
     run_naive_agent,
+    run_op_agent,
     run_watch_agent,
 )
 from conclave.bench.http1 import Http1Connection, encode_request
@@ -52,6 +59,16 @@ WORKLOADS = ("counter", "dedicated", "cross")
 MODES = ("watch", "naive", "optimistic", "owned")
 CONCLAVE_MODES = ("optimistic", "owned")
 CONTENDED = ("counter", "cross")
+OP_MODE = "op"  # Conclave over HTTP, one state op per commit
+WATCH_BACKOFF = "watch, backoff"  # WATCH/MULTI retried after the agents' backoff
+WATCH_AT_ONCE = "watch, no backoff"  # WATCH/MULTI retried at once (the main table's baseline)
+OPS_RUNS = (
+    ("increment", OP_MODE),
+    ("increment", WATCH_BACKOFF),
+    ("increment", WATCH_AT_ONCE),
+    ("append", OP_MODE),
+)
+OPS_AGENTS = 16
 
 
 @dataclass
@@ -68,6 +85,7 @@ class RunResult:
     conflicts: int
     retries: int
     anomalies: int | None
+    lost: int | None = None  # ops runs: commits whose effect is missing from the final value
 
     @property
     def commits_per_s(self) -> float:
@@ -145,6 +163,46 @@ class _Runner:
             anomalies,
         )  # fmt: skip
 
+    async def run_ops(
+        self, op: str, mode: str, agents: int, target: int, label: str = "ops"
+    ) -> RunResult:
+        """`agents` on one hot key: Conclave committing `op`, or WATCH/MULTI on the counter."""
+        namespace = f"{label}-{op}-{mode.replace(', ', '-').replace(' ', '-')}-{self.prefix}"
+        keys = NamespaceKeys(TENANT, namespace)
+        progress = RunProgress(target, self.limit_s)
+        if mode == OP_MODE:
+            await self._create(namespace, "optimistic")
+        started = time.perf_counter()
+        async with anyio.create_task_group() as tasks:
+            for index in range(agents):
+                if mode == OP_MODE:
+                    agent = HttpAgent(
+                        self.connection(index), self.ctx.stack.url, self.agent_headers(index),
+                        namespace, progress,
+                    )  # fmt: skip
+                    tasks.start_soon(run_op_agent, agent, op, index)
+                else:
+                    seed = self.ctx.seed * 1000 + index if mode == WATCH_BACKOFF else None
+                    tasks.start_soon(
+                        run_watch_agent, self.redis, keys, "counter", index, progress, seed
+                    )
+        seconds = time.perf_counter() - started
+        anomalies = lost = None
+        if mode == OP_MODE:
+            anomalies = len((await check_namespace_history(self.redis, keys)).anomalies)
+            raw = await self.redis.hget(
+                keys.data("counter" if op == "increment" else "list"), "val"
+            )
+            final = json.loads(raw) if raw else None
+            lost = progress.commits - int((final or 0) if op == "increment" else len(final or []))
+        return RunResult(
+            op, mode, agents, progress.commits, seconds,
+            percentile(progress.latencies_ms, 0.50), percentile(progress.latencies_ms, 0.99),
+            percentile(progress.transactions_ms, 0.50),
+            percentile(progress.transactions_ms, 0.99), progress.conflicts, progress.retries,
+            anomalies, lost,
+        )  # fmt: skip
+
 
 PACE_S = 0.25  # paced runs: each agent thinks ~250 ms between transactions, as LLM agents do
 PACED_AGENTS = 16
@@ -185,6 +243,78 @@ async def run_contention(
     return results, paced
 
 
+async def run_ops(
+    ctx: BenchContext, agents: int, target: int, limit_s: float = float("inf")
+) -> list[RunResult]:
+    """The ops runs (`OPS_RUNS`), each ending after `target` commits or `limit_s` seconds."""
+    redis_url = ctx.stack.settings.redis_url
+    assert redis_url
+    redis = connect_redis(redis_url)
+    task = ctx.progress.add_task("ops", total=len(OPS_RUNS))
+    runner = _Runner(ctx, redis, limit_s)
+    runs: list[RunResult] = []
+    try:
+        await runner.run_ops("increment", OP_MODE, agents, 200, "warm-up")  # warm-up: connections
+        for op, mode in OPS_RUNS:
+            ctx.progress.update(task, description=f"ops: {op} {mode} x{agents}")
+            runs.append(await runner.run_ops(op, mode, agents, target))
+            ctx.progress.advance(task)
+    finally:
+        await runner.aclose()
+        await redis.aclose()
+    return runs
+
+
+def _ops_ratio(runs: list[RunResult], run: RunResult) -> float | None:
+    """`run`'s commits/s over WATCH/MULTI's on the counter with the same backoff."""
+    for other in runs:
+        if other.mode == WATCH_BACKOFF and other.commits_per_s:
+            return run.commits_per_s / other.commits_per_s
+    return None
+
+
+def _ops_table(runs: list[RunResult]) -> Table:
+    table = Table(
+        f"State ops: {OPS_AGENTS} agents on one hot key (Conclave over HTTP; WATCH/MULTI "
+        "straight on Redis, GET+SET retried on abort)",
+        ["workload", "mode", "agents", "commits", "commits/s", "p50 ms", "p99 ms", "retries",
+         "anomalies", "lost", "vs WATCH/MULTI, same backoff"],
+    )  # fmt: skip
+    for r in runs:
+        ratio = _ops_ratio(runs, r) if r.workload == "increment" else None
+        table.rows.append([
+            r.workload, r.mode, r.agents, r.commits, r.commits_per_s, r.p50_ms, r.p99_ms,
+            r.retries, "-" if r.anomalies is None else r.anomalies,
+            "-" if r.lost is None else r.lost, "-" if ratio is None else f"{ratio:.1f}x",
+        ])  # fmt: skip
+    return table
+
+
+def _ops_goals(runs: list[RunResult]) -> list[Goal]:
+    goals: list[Goal] = []
+    by = {(r.workload, r.mode): r for r in runs}
+    increment, append = by.get(("increment", OP_MODE)), by.get(("append", OP_MODE))
+    if increment is not None:
+        ratio = _ops_ratio(runs, increment)
+        goals.append(
+            Goal(f"increment commits/s vs WATCH/MULTI, same backoff ({increment.agents})",
+                 ">= 5x", "-" if ratio is None else f"{ratio:.1f}x",
+                 ratio is not None and ratio >= 5)
+        )  # fmt: skip
+        goals.append(
+            Goal("increment: anomalies, increments lost", "0, 0",
+                 f"{increment.anomalies}, {increment.lost}",
+                 increment.anomalies == 0 and increment.lost == 0)
+        )  # fmt: skip
+    if append is not None:
+        goals.append(
+            Goal(f"appends lost, {append.agents} agents on one list", "0",
+                 f"{append.lost} of {append.commits} (anomalies {append.anomalies})",
+                 append.lost == 0 and append.anomalies == 0)
+        )  # fmt: skip
+    return goals
+
+
 def _ratio(results: list[RunResult], run: RunResult) -> float | None:
     for other in results:
         if (other.workload, other.agents, other.mode) == (run.workload, run.agents, "watch"):
@@ -206,6 +336,7 @@ def run(ctx: BenchContext) -> SuiteResult:
         limit_s,
         backend_options={"use_uvloop": True},
     )
+    ops = anyio.run(run_ops, ctx, OPS_AGENTS, target, limit_s, backend_options={"use_uvloop": True})
     table = Table(
         "Shared state under contention (Conclave over HTTP; baselines straight on Redis)",
         ["workload", "mode", "agents", "commits", "commits/s", "p50 ms", "p99 ms", "tx p50",
@@ -242,10 +373,14 @@ def run(ctx: BenchContext) -> SuiteResult:
         ])  # fmt: skip
     return SuiteResult(
         "contention",
-        tables=[table, paced_table],
-        goals=_goals(results, paced),
-        figures=_figures(results) | _figures(paced, "paced_"),
-        series={"runs": [r.__dict__ for r in results], "paced": [r.__dict__ for r in paced]},
+        tables=[table, paced_table, _ops_table(ops)],
+        goals=_goals(results, paced) + _ops_goals(ops),
+        figures=_figures(results) | _figures(paced, "paced_") | _figures(ops, "ops_"),
+        series={
+            "runs": [r.__dict__ for r in results],
+            "paced": [r.__dict__ for r in paced],
+            "ops": [r.__dict__ for r in ops],
+        },
         notes=[
             "p50/p99: the commit request (WATCH/MULTI: the whole transaction); tx: from the "
             "start of a transaction to its commit, with refused attempts, backoff and lease waits"
@@ -256,7 +391,8 @@ def run(ctx: BenchContext) -> SuiteResult:
 def _figures(results: list[RunResult], prefix: str = "") -> dict[str, float]:
     figures: dict[str, float] = {}
     for r in results:
-        name = f"{prefix}{r.workload}_{r.mode}_{r.agents}"
+        mode = r.mode.replace(", ", "_").replace(" ", "_")
+        name = f"{prefix}{r.workload}_{mode}_{r.agents}"
         figures[f"{name}_commits_per_s"] = round(r.commits_per_s, 1)
         figures[f"{name}_p50_ms"] = round(r.p50_ms, 3)
         figures[f"{name}_p99_ms"] = round(r.p99_ms, 3)

@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 from rich.progress import Progress
 
-from conclave.bench.contention_suite import run_contention
+from conclave.bench.contention_suite import (
+    OP_MODE,
+    WATCH_AT_ONCE,
+    WATCH_BACKOFF,
+    _ops_goals,
+    _ops_table,
+    run_contention,
+    run_ops,
+)
 from conclave.bench.suite import BenchContext
 from conclave.stack import EmbeddedStack
 from gateway.settings import Settings
@@ -40,3 +48,30 @@ async def test_conclave_modes_stay_serializable_while_naive_loses_updates(
         ("counter", "optimistic"), ("counter", "owned"), ("cross", "optimistic"),
         ("cross", "owned"),
     }  # fmt: skip
+
+
+async def test_ops_on_one_hot_key_lose_nothing_and_never_retry(
+    stack: EmbeddedStack, tmp_path: Path
+) -> None:
+    ctx = BenchContext(stack, quick=True, seed=7, out_dir=tmp_path, progress=Progress())
+    runs = {(r.workload, r.mode): r for r in await run_ops(ctx, 16, 300)}
+    assert set(runs) == {
+        ("increment", OP_MODE), ("increment", WATCH_BACKOFF), ("increment", WATCH_AT_ONCE),
+        ("append", OP_MODE),
+    }  # fmt: skip
+    for op in ("increment", "append"):
+        run = runs[(op, OP_MODE)]
+        assert run.commits >= 300 and (run.anomalies, run.lost, run.retries) == (0, 0, 0), op
+    assert runs[("increment", WATCH_BACKOFF)].retries > 0  # the baseline was contended
+    ratio = (
+        runs[("increment", OP_MODE)].commits_per_s
+        / runs[("increment", WATCH_BACKOFF)].commits_per_s
+    )
+    table = _ops_table(list(runs.values()))
+    assert [row[10] for row in table.rows][:2] == [f"{ratio:.1f}x", "1.0x"]
+    names = [goal.name for goal in _ops_goals(list(runs.values()))]
+    assert names == [
+        "increment commits/s vs WATCH/MULTI, same backoff (16)",
+        "increment: anomalies, increments lost",
+        "appends lost, 16 agents on one list",
+    ]
