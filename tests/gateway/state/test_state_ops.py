@@ -6,9 +6,13 @@ import json
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from redis.asyncio import Redis
 
+from gateway.assembly import create_app
+from gateway.identity.tokens import issue_token
+from gateway.settings import Settings
 from gateway.state import NamespaceKeys, check_namespace_history
 
 pytestmark = pytest.mark.anyio
@@ -157,3 +161,32 @@ async def test_the_checker_catches_a_forged_op_result(agent: Any, redis: Redis) 
     [anomaly] = report.anomalies
     assert (anomaly.kind, anomaly.key) == ("bad_op", "n")
     assert "recorded 7" in anomaly.message
+
+
+async def test_the_value_cap_and_the_quota_apply_to_an_ops_result(
+    settings: Settings, redis: Redis
+) -> None:
+    limited = settings.model_copy(update={"max_value_bytes": 40, "state_quota_bytes": 63})
+    app = create_app(limited)
+    token = issue_token(limited, tenant="acme", agent="alice", scopes=["state:*:write"])
+    transport = httpx.ASGITransport(app=app)
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://gateway", headers=headers) as c,
+    ):
+        await c.put("/v1/state/capped", json={})
+
+        async def commit(*writes: dict[str, Any]) -> httpx.Response:
+            return await c.post("/v1/state/capped/commit", json={"writes": writes})
+
+        for n in range(3):  # ["xxxxxxxxx0","xxxxxxxxx1","xxxxxxxxx2"]: 40 bytes
+            assert (await commit(_op("list", "append", f"xxxxxxxxx{n}"))).status_code == 200
+        too_big = await commit(_op("list", "append", "y"))
+        assert too_big.status_code == 413, too_big.text
+        assert too_big.json()["details"] == {"key": "list", "size_bytes": 44, "limit_bytes": 40}
+        # The operand is 22 bytes (62 in all would fit), its result 24: 64 is over the quota.
+        over_quota = await commit(_op("other", "append", "z" * 20))
+        assert over_quota.status_code == 507, over_quota.text
+        read = (await c.get("/v1/state/capped/list")).json()
+        assert (read["version"], len(read["value"])) == (3, 3)
