@@ -3,12 +3,15 @@
 from tools import builtin
 from tools.registry import (
     DuplicateToolError,
+    FunctionSchema,
     RegisteredTool,
     ToolArgumentsError,
     ToolRegistry,
     build_tool,
     default_registry,
+    describe_function,
     tool,
+    validate_arguments,
 )
 from tools.tool_exceptions import (
     TOOL_EXCEPTION_CODES,
@@ -22,6 +25,7 @@ from tools.tool_exceptions import (
 __all__ = [
     "TOOL_EXCEPTION_CODES",
     "DuplicateToolError",
+    "FunctionSchema",
     "RegisteredTool",
     "ToolArgumentsError",
     "ToolConflict",
@@ -32,6 +36,8 @@ __all__ = [
     "build_tool",
     "builtin",
     "default_registry",
+    "describe_function",
     "tool",
     "tool_exception_code",
+    "validate_arguments",
 ]

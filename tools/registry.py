@@ -36,6 +36,57 @@ class DuplicateToolError(ValueError):
     pass
 
 
+def validate_arguments(
+    tool: str, model: type[BaseModel], arguments: dict[str, Any]
+) -> dict[str, Any]:
+    """`arguments` checked against `model` and coerced, or `ToolArgumentsError` with hints."""
+    try:
+        validated = model.model_validate(arguments)
+    except ValidationError as exc:
+        hints = {
+            ".".join(str(p) for p in err["loc"]) or "(arguments)": err["msg"]
+            for err in exc.errors()
+        }
+        raise ToolArgumentsError(tool, hints) from exc
+    return {k: getattr(validated, k) for k in type(validated).model_fields}
+
+
+@dataclass(frozen=True)
+class FunctionSchema:
+    """What a typed function's signature and docstring say about it as a tool."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]  # JSON Schema of the arguments
+    arguments_model: type[BaseModel]  # the pydantic model that schema comes from
+    context_param: str | None  # the parameter annotated `ToolContext`, not in the schema
+
+
+def describe_function(
+    function: Callable[..., Any], *, name: str | None = None, description: str | None = None
+) -> FunctionSchema:
+    """The schema of `function`'s arguments (from its signature, through pydantic) and its
+    description (the docstring): what `@tool` and the SDK's `@local_tool` both build on."""
+    hints = get_type_hints(function)
+    fields: dict[str, Any] = {}
+    context_param: str | None = None
+    for param in inspect.signature(function).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"tool {function.__name__}: *args/**kwargs cannot be described")
+        annotation = hints.get(param.name, Any)
+        if annotation is ToolContext or annotation == ToolContext | None:
+            context_param = param.name
+            continue
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (annotation, default)
+    tool_name = name or function.__name__
+    model = create_model(f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    text = description or inspect.cleandoc(function.__doc__ or "")
+    return FunctionSchema(tool_name, text, schema, model, context_param)
+
+
 @dataclass(frozen=True)
 class RegisteredTool:
     spec: ToolSpec
@@ -59,15 +110,7 @@ class RegisteredTool:
 
         The one check of a call's arguments: `invoke` runs it where the tool runs (the
         sandbox's runner, or the in-process executor), so it runs once per call."""
-        try:
-            model = self.arguments_model.model_validate(arguments)
-        except ValidationError as exc:
-            hints = {
-                ".".join(str(p) for p in err["loc"]) or "(arguments)": err["msg"]
-                for err in exc.errors()
-            }
-            raise ToolArgumentsError(self.name, hints) from exc
-        return {k: getattr(model, k) for k in type(model).model_fields}
+        return validate_arguments(self.name, self.arguments_model, arguments)
 
     def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> Any:
         """Validate and call. Async tools return a coroutine for the caller to await."""
@@ -121,32 +164,23 @@ def build_tool(
     network: tuple[str, ...] = (),
     cheap: bool = False,
 ) -> RegisteredTool:
-    hints = get_type_hints(function)
-    fields: dict[str, Any] = {}
-    context_param: str | None = None
-    for param in inspect.signature(function).parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise TypeError(f"tool {function.__name__}: *args/**kwargs cannot be described")
-        annotation = hints.get(param.name, Any)
-        if annotation is ToolContext or annotation == ToolContext | None:
-            context_param = param.name
-            continue
-        default = ... if param.default is param.empty else param.default
-        fields[param.name] = (annotation, default)
-    tool_name = name or function.__name__
-    model = create_model(f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
-    schema = model.model_json_schema()
-    schema.pop("title", None)
+    described = describe_function(function, name=name, description=description)
     spec = ToolSpec(
-        name=tool_name,
-        description=description or inspect.cleandoc(function.__doc__ or ""),
-        input_schema=schema,
+        name=described.name,
+        description=described.description,
+        input_schema=described.input_schema,
         intent=intent or ResourceIntent(),
         idempotent=idempotent,
     )
     entrypoint = f"{function.__module__}:{function.__qualname__}"
     return RegisteredTool(
-        spec, function, model, context_param, entrypoint, tuple(network), cheap=cheap
+        spec,
+        function,
+        described.arguments_model,
+        described.context_param,
+        entrypoint,
+        tuple(network),
+        cheap=cheap,
     )
 
 
