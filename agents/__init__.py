@@ -3,7 +3,16 @@
 from agents.agent import Agent, AgentBudget
 from agents.agent_errors import AgentError, GatewayCallError, RecoveryFailed, StateConflict
 from agents.client import GatewayClient, budget_headers, retry_transient
-from agents.loop import AgentRun, CallRecord, LocalTool, LoopBudget, run_loop, tool_definitions
+from agents.local_tool import local_tool
+from agents.loop import (
+    AgentRun,
+    CallRecord,
+    LocalTool,
+    LoopBudget,
+    current_client,
+    run_loop,
+    tool_definitions,
+)
 from agents.models import (
     ChatModel,
     ChatReply,
@@ -15,7 +24,7 @@ from agents.models import (
 )
 from agents.recovery import RecoveryHooks, RecoveryPolicy, RecoveryStep
 from agents.shared_state import SharedState, TransactionResult
-from agents.teams import Team, centralized, decentralized, independent, single
+from agents.teams import Team, centralized, decentralized, independent, shared_tools, single
 
 __all__ = [
     "Agent",
@@ -44,10 +53,13 @@ __all__ = [
     "TransactionResult",
     "budget_headers",
     "centralized",
+    "current_client",
     "decentralized",
     "independent",
+    "local_tool",
     "retry_transient",
     "run_loop",
+    "shared_tools",
     "single",
     "tool_definitions",
 ]

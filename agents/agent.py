@@ -3,11 +3,17 @@
 An agent names its model, its instructions, the tools it may call (glob patterns) and the
 state namespaces it works in. `register` asks the gateway (as admin) for the agent's own
 token with exactly those rights, and returns the agent's own pooled `GatewayClient`.
+
+Each `run` (one task) works in a fresh session (`X-Conclave-Session`): the gateway validates
+a commit against the reads logged in its session, so a read from an earlier task can never
+block this task's writes. `run(task, session="...")` keeps a named session instead, for
+tasks that must build on what an earlier one read.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -64,16 +70,23 @@ class Agent:
             )
         return self.client
 
-    async def run(self, task: str, *, history: list[Message] | None = None) -> AgentRun:
-        """Work on `task` until the model answers or the budget ends."""
-        client = self._client()
-        tools = await client.list_tools() if self.tools else []
-        messages: list[Message] = [{"role": "system", "content": self.instructions}]
-        messages += history or []
-        messages.append({"role": "user", "content": task})
-        return await run_loop(
-            self.model, client, messages, tools, self.budget.start(), self.local_tools
-        )
+    async def run(
+        self, task: str, *, history: list[Message] | None = None, session: str | None = None
+    ) -> AgentRun:
+        """Work on `task` until the model answers or the budget ends, in a new session
+        (or in `session`, when given)."""
+        identity = self._client()
+        run_session = session or uuid.uuid4().hex
+        async with identity.for_token(identity.token or "", session=run_session) as client:
+            tools = await client.list_tools() if self.tools else []
+            messages: list[Message] = [{"role": "system", "content": self.instructions}]
+            messages += history or []
+            messages.append({"role": "user", "content": task})
+            run = await run_loop(
+                self.model, client, messages, tools, self.budget.start(), self.local_tools
+            )
+        run.session = run_session
+        return run
 
     async def aclose(self) -> None:
         if self.client is not None:

@@ -4,6 +4,9 @@ It stops when the model answers without calling a tool, when the agent's budget 
 or deadline), or when the gateway says `abort`/`reauth`: those cannot be fixed by another
 turn. Any other SERF refusal goes back to the model as the tool's result, envelope and all,
 so a capable model can follow `action` and `param_hints` itself.
+
+A local tool that needs the gateway (the team's shared-state tools) reaches it through
+`current_client()`: the client of the run calling it, with that run's identity and session.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -21,6 +25,15 @@ from protocol import Budget, RecoveryAction, SerfError, ToolSpec
 
 StopReason = Literal["answered", "turns", "deadline", "aborted"]
 _FATAL = (RecoveryAction.ABORT, RecoveryAction.REAUTH)
+_RUN_CLIENT: ContextVar[GatewayClient] = ContextVar("run_client")
+
+
+def current_client() -> GatewayClient:
+    """The gateway client of the run whose local tool is being called (its session's)."""
+    try:
+        return _RUN_CLIENT.get()
+    except LookupError:
+        raise RuntimeError("current_client() is only known inside an agent's run") from None
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,7 @@ class AgentRun:
     turns: int
     calls: list[CallRecord] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
+    session: str | None = None  # the X-Conclave-Session the run worked in
 
 
 def tool_definitions(specs: list[ToolSpec]) -> list[ToolDefinition]:
@@ -114,7 +128,22 @@ async def run_loop(
     budget: LoopBudget,
     local_tools: list[LocalTool] | None = None,
 ) -> AgentRun:
-    local = {t.name: t for t in local_tools or []}
+    reset = _RUN_CLIENT.set(client)
+    try:
+        return await _loop(model, client, messages, tools, budget, local_tools or [])
+    finally:
+        _RUN_CLIENT.reset(reset)
+
+
+async def _loop(
+    model: ChatModel,
+    client: GatewayClient,
+    messages: list[Message],
+    tools: list[ToolSpec],
+    budget: LoopBudget,
+    local_tools: list[LocalTool],
+) -> AgentRun:
+    local = {t.name: t for t in local_tools}
     definitions = tool_definitions(tools) + [t.definition for t in local.values()]
     run = AgentRun(answer=None, stopped="turns", turns=0, messages=messages)
     while run.turns < budget.max_turns:

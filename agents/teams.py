@@ -4,14 +4,23 @@
 - `independent`: every agent gets the same task, in parallel; nobody sees anyone else.
 - `centralized`: a planner splits the task (one subtask per line of its answer), workers
   take one subtask each, in parallel.
-- `decentralized`: peers run in parallel on one shared namespace, through `shared_read` and
-  `shared_update` tools backed by the gateway's store (conflicts are retried, not lost).
+- `decentralized`: peers run in parallel on one shared namespace, through the team tools
+  `shared_read`, `shared_update` and `shared_append` backed by the gateway's store.
 
+Every topology keeps each agent's own `local_tools` and adds the `tools` it is given.
 `Team.register(admin)` gives every agent its own identity; `Team.run(task)` runs the graph.
+
+The team tools carry what the model saw: `shared_read` answers a key's value and version,
+and `shared_update` commits only against the version the model passes back (declared as
+read and expected). When another agent wrote the key in between, nothing is written and
+the tool answers the current value and version, for the model to redo its update from;
+nothing is ever written blind. `shared_append` adds an item to a list with the store's
+commutative `append`, which concurrent appends cannot conflict on.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,11 +28,20 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 
 from agents.agent import Agent
+from agents.agent_errors import StateConflict
 from agents.client import GatewayClient
 from agents.langgraph import GraphState, TeamState, agent_node
-from agents.loop import LocalTool
-from agents.shared_state import SharedState
-from protocol import NamespaceConfig
+from agents.local_tool import local_tool
+from agents.loop import LocalTool, current_client
+from protocol import CommitRequest, ErrorCode, NamespaceConfig, StateOp, Write
+
+_CHANGED = "Nothing was written: another agent changed the key(s) below since you read them."
+_REDO_UPDATE = (
+    f"{_CHANGED} Redo your update from the current value and version shown (call"
+    " shared_update again with that version); read any other key listed again with"
+    " shared_read before relying on it."
+)
+_REDO_APPEND = f"{_CHANGED} Read them again with shared_read, then call shared_append again."
 
 
 @dataclass
@@ -49,6 +67,15 @@ class Team:
             await agent.aclose()
 
 
+def _equip(agents: list[Agent], tools: list[LocalTool] | None) -> list[Agent]:
+    """Give each agent `tools` besides its own local tools (one of the same name is replaced)."""
+    names = {tool.name for tool in tools or []}
+    for agent in agents:
+        own = [tool for tool in agent.local_tools if tool.name not in names]
+        agent.local_tools = [*own, *(tools or [])]
+    return agents
+
+
 def _fan_out(graph: StateGraph[Any], source: str, agents: list[Agent], prompt: Any = None) -> None:
     for index, agent in enumerate(agents):
         graph.add_node(agent.name, agent_node(agent, prompt(index) if prompt else None))
@@ -56,15 +83,15 @@ def _fan_out(graph: StateGraph[Any], source: str, agents: list[Agent], prompt: A
         graph.add_edge(agent.name, END)
 
 
-def single(agent: Agent) -> Team:
+def single(agent: Agent, tools: list[LocalTool] | None = None) -> Team:
     graph = StateGraph(TeamState)
-    _fan_out(graph, START, [agent])
+    _fan_out(graph, START, _equip([agent], tools))
     return Team("single", [agent], graph.compile())
 
 
-def independent(agents: list[Agent]) -> Team:
+def independent(agents: list[Agent], tools: list[LocalTool] | None = None) -> Team:
     graph = StateGraph(TeamState)
-    _fan_out(graph, START, agents)
+    _fan_out(graph, START, _equip(agents, tools))
     return Team("independent", agents, graph.compile())
 
 
@@ -75,8 +102,9 @@ def subtasks(state: GraphState) -> list[str]:
     return [line.strip(" -*\t") for line in text.splitlines() if line.strip(" -*\t")]
 
 
-def centralized(planner: Agent, workers: list[Agent]) -> Team:
+def centralized(planner: Agent, workers: list[Agent], tools: list[LocalTool] | None = None) -> Team:
     graph = StateGraph(TeamState)
+    _equip([planner, *workers], tools)
     plan = agent_node(planner)
 
     async def planner_node(state: Any) -> GraphState:
@@ -96,54 +124,61 @@ def centralized(planner: Agent, workers: list[Agent]) -> Team:
     return Team("centralized", [planner, *workers], graph.compile())
 
 
-def shared_tools(shared: SharedState) -> list[LocalTool]:
-    """`shared_read` and `shared_update` over one namespace, for agents working as peers."""
-
-    async def read(arguments: dict[str, Any]) -> Any:
-        return await shared.get(str(arguments["key"]))
-
-    async def update(arguments: dict[str, Any]) -> Any:
-        key, value = str(arguments["key"]), arguments.get("value")
-        done = await shared.transact([key], lambda _current: {key: value})
-        return {"key": key, "version": done.versions.get(key), "conflicts": done.conflicts}
-
-    key_schema = {"key": {"type": "string"}}
-
-    def definition(name: str, description: str, properties: dict[str, Any]) -> dict[str, Any]:
-        schema = {"type": "object", "properties": properties, "required": list(properties)}
-        return {
-            "type": "function",
-            "function": {"name": name, "description": description, "parameters": schema},
+async def _commit(
+    namespace: str, key: str, write: Write, read_set: dict[str, int], redo: str
+) -> dict[str, Any]:
+    """Commit one write in the calling run's session; a conflict is answered, not raised."""
+    request = CommitRequest(writes=[write], read_set=read_set, idempotency_key=uuid.uuid4().hex)
+    try:
+        result = await current_client().commit(namespace, request)
+    except StateConflict as exc:
+        if exc.code != ErrorCode.STATE_CONFLICT:
+            raise
+        stale = {
+            c["key"]: {"value": c.get("current_value"), "version": c.get("current_version")}
+            for c in exc.serf.details.get("conflicts", [])
         }
-
-    return [
-        LocalTool(definition("shared_read", "Read a key of the team's state", key_schema), read),
-        LocalTool(
-            definition(
-                "shared_update",
-                "Write a JSON value to a key of the team's state",
-                {**key_schema, "value": {}},
-            ),
-            update,
-        ),
-    ]
+        current = stale.get(key, {})
+        return {"committed": False, "key": key, **current, "stale": stale, "hint": redo}
+    return {"committed": True, "key": key, "version": result.versions[key]}
 
 
-def decentralized(peers: list[Agent], namespace: str) -> Team:
+def shared_tools(namespace: str) -> list[LocalTool]:
+    """The team tools over `namespace`: `shared_read`, `shared_update`, `shared_append`.
+
+    They act through the calling run's client (`current_client()`), so under the calling
+    agent's identity and in its run's session; any agent may carry them."""
+
+    @local_tool
+    async def shared_read(key: str) -> dict[str, Any]:
+        """Read a key of the team's shared state: its value and its version (0: no such
+        key yet). Pass that version to shared_update."""
+        read = await current_client().read(namespace, key)
+        return {"key": key, "value": read.value, "version": read.version}
+
+    @local_tool
+    async def shared_update(key: str, value: Any, version: int) -> dict[str, Any]:
+        """Write a JSON value to a key of the team's shared state. `version` is the version
+        shared_read returned for the value you computed from; if the key changed since,
+        nothing is written and you get its current value and version to redo your update."""
+        write = Write(key=key, value=value, expected_version=version)
+        return await _commit(namespace, key, write, {key: version}, _REDO_UPDATE)
+
+    @local_tool
+    async def shared_append(key: str, item: Any) -> dict[str, Any]:
+        """Append an item to the list at a key of the team's shared state (creating it):
+        atomic, so appends by several agents at once all land; no read needed."""
+        write = Write(key=key, value=item, op=StateOp.APPEND)
+        return await _commit(namespace, key, write, {}, _REDO_APPEND)
+
+    return [shared_read, shared_update, shared_append]
+
+
+def decentralized(peers: list[Agent], namespace: str, tools: list[LocalTool] | None = None) -> Team:
+    """Peers in parallel on `namespace`: each keeps its own local tools and gets `tools`
+    and the team tools (`shared_tools(namespace)`)."""
     for peer in peers:
         peer.namespaces.setdefault(namespace, "write")
     graph = StateGraph(TeamState)
-    for peer in peers:
-        node = agent_node(peer)
-
-        async def peer_node(state: Any, peer: Agent = peer, node: Any = node) -> GraphState:
-            # Tools bind to the peer's own client, which exists only once it is registered.
-            assert peer.client is not None, f"register {peer.name} first"
-            peer.local_tools = shared_tools(SharedState(peer.client, namespace))
-            produced: GraphState = await node(state)
-            return produced
-
-        graph.add_node(peer.name, peer_node)
-        graph.add_edge(START, peer.name)
-        graph.add_edge(peer.name, END)
+    _fan_out(graph, START, _equip(peers, [*(tools or []), *shared_tools(namespace)]))
     return Team("decentralized", peers, graph.compile(), namespace)
