@@ -2,7 +2,8 @@
 
 One self-contained page per run (PNG plots beside it), so a run's folder can be copied or
 archived as it is. It opens in a browser only where a person can see it: a display exists
-and this is not CI.
+and this is not CI. When the bench ran against a gateway that still answers, the page links
+to its live console.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 import time
 import webbrowser
 from pathlib import Path
+
+import httpx
 
 from conclave.bench.plots import plot_series
 from conclave.bench.suite import SuiteResult, Table
@@ -52,9 +55,31 @@ def summary_table(results: list[SuiteResult]) -> Table:
     return summary
 
 
-def write_report(out_dir: Path, results: list[SuiteResult], *, quick: bool, seed: int) -> Path:
-    """Write `index.html` (and its PNGs) into the run's folder; return its path."""
-    sections = [_table(summary_table(results))]
+def console_link(gateway_url: str | None) -> str:
+    """A link to `<gateway_url>/console` while a gateway answers there; else nothing."""
+    if not gateway_url:
+        return ""
+    try:
+        running = httpx.get(f"{gateway_url}/healthz", timeout=2.0).status_code == 200
+    except httpx.HTTPError:
+        running = False
+    if not running:
+        return ""
+    console = html.escape(f"{gateway_url.rstrip('/')}/console")
+    return f'<p>Live console of the gateway this run used: <a href="{console}">{console}</a></p>'
+
+
+def write_report(
+    out_dir: Path,
+    results: list[SuiteResult],
+    *,
+    quick: bool,
+    seed: int,
+    gateway_url: str | None = None,
+) -> Path:
+    """Write `index.html` (and its PNGs) into the run's folder; return its path.
+    `gateway_url`: the gateway the run used; linked (its console) if it still answers."""
+    sections = [console_link(gateway_url) + _table(summary_table(results))]
     for result in results:
         parts = [f'<h2 id="{html.escape(result.suite)}">{html.escape(result.suite)}</h2>']
         parts += [_table(table) for table in result.tables]

@@ -3,9 +3,10 @@
 The page renders one bounded window of the stream (`PAGE_RECORDS`, older windows by
 `?before=<entry id>`); its few lines of script open `/console/feed/events`, server-sent
 events tailing the stream with XREAD BLOCK from the newest entry (or the `Last-Event-ID` a
-reconnecting browser sends). Each stream is bounded: `TAIL_BATCH` records a read, at most
-`MAX_FEEDS` streams open per gateway process, and `MAX_STREAM_S` seconds per stream (the
-browser reconnects where it left off).
+reconnecting browser sends), one event per read holding the rows of the records it found.
+Each stream is bounded: `TAIL_BATCH` records a read, at most `MAX_FEEDS` streams open per
+gateway process, and `MAX_STREAM_S` seconds per stream (the browser reconnects where it
+left off).
 """
 
 from __future__ import annotations
@@ -35,14 +36,16 @@ _SCRIPT = """<script>
 const rows = document.getElementById("feed");
 const feed = new EventSource("/console/feed/events");
 feed.addEventListener("audit", (event) => {
-  const tr = document.createElement("tr");
-  for (const value of JSON.parse(event.data)) {
-    const td = document.createElement("td");
-    td.textContent = value;
-    if (["ok", "refused", "failed"].includes(value)) td.className = value;
-    tr.appendChild(td);
+  for (const record of JSON.parse(event.data)) {
+    const tr = document.createElement("tr");
+    for (const value of record) {
+      const td = document.createElement("td");
+      td.textContent = value;
+      if (["ok", "refused", "failed"].includes(value)) td.className = value;
+      tr.appendChild(td);
+    }
+    rows.insertBefore(tr, rows.firstChild);
   }
-  rows.insertBefore(tr, rows.firstChild);
   while (rows.rows.length > 200) rows.deleteRow(-1);
 });
 feed.onopen = () => { document.getElementById("live").textContent = "live"; };
@@ -107,10 +110,11 @@ async def feed_events(request: Request) -> StreamingResponse:
                 records = await audit.tail(after, count=TAIL_BATCH, block_ms=BLOCK_MS)
                 if not records:
                     yield ": idle\n\n"  # a comment: finds a closed connection
-                for record in records:
-                    after = record.id
-                    data = json.dumps(feed_cells(record))
-                    yield f"event: audit\nid: {record.id}\ndata: {data}\n\n"
+                    continue
+                # One event per read, not per record: a busy gateway sends a few a second.
+                after = records[-1].id
+                data = json.dumps([feed_cells(record) for record in records])
+                yield f"event: audit\nid: {after}\ndata: {data}\n\n"
         finally:
             state.console_feeds -= 1
 
