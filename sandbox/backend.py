@@ -69,6 +69,10 @@ class LaunchedSandbox(Protocol):
         """How many processes the kernel's OOM killer has killed in it (0 if unknown)."""
         ...
 
+    async def pids_refusals(self) -> int:
+        """How many forks its process limit has refused (0 if unknown)."""
+        ...
+
     async def kill(self) -> None:
         """Tear down every process of the sandbox and release what it holds."""
         ...

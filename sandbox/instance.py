@@ -104,6 +104,7 @@ class Sandbox:
         self.closed = False
         self._ids = itertools.count(1)
         self._oom_kills_seen = 0
+        self._pids_refusals_seen = 0
         self.current_call: Invocation | None = None  # the call running now, for the egress gate
         self._egress: EgressGate | None = None
 
@@ -249,6 +250,22 @@ class Sandbox:
                     "ceiling_mb": self.spec.profile.memory_mb,
                 },
             }
+        recycle = reason in _RECYCLE_REASONS
+        if raw_error is not None and not recycle and await self._pids_refused_since_last_look():
+            # The call hit the sandbox's process limit (a fork bomb): its processes may still
+            # be dying and holding the CPU quota the runner shares with them. The sandbox
+            # serves no other call; a tool error is reported as the limit it ran into.
+            recycle = True
+            if reason is ExitReason.ERROR:
+                reason = ExitReason.KILLED
+                raw_error = {
+                    "code": "SANDBOX_KILLED",
+                    "message": (
+                        f"the call reached the sandbox's limit of {self.spec.profile.pids} "
+                        "processes and was stopped; start fewer processes per call"
+                    ),
+                    "details": {"pids_limit": self.spec.profile.pids},
+                }
         usage = CallUsage(
             wall_ms=measured["wall_ms"],
             cpu_ms=measured["cpu_ms"],
@@ -256,7 +273,6 @@ class Sandbox:
             exit_reason=reason,
             sandbox=self.label,
         )
-        recycle = reason in _RECYCLE_REASONS
         if raw_error is None:
             return CallResult(Outcome(usage=usage, result=reply.get("result")), recycle)
         details = dict(raw_error.get("details") or {})
@@ -275,6 +291,11 @@ class Sandbox:
         kills = await self.launched.oom_kills()
         seen, self._oom_kills_seen = self._oom_kills_seen, kills
         return kills > seen
+
+    async def _pids_refused_since_last_look(self) -> bool:
+        refusals = await self.launched.pids_refusals()
+        seen, self._pids_refusals_seen = self._pids_refusals_seen, refusals
+        return refusals > seen
 
     async def close(self) -> None:
         if self.closed:

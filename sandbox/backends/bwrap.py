@@ -63,6 +63,9 @@ class BwrapSandbox:
     async def oom_kills(self) -> int:
         return self.cgroup.oom_kills()
 
+    async def pids_refusals(self) -> int:
+        return self.cgroup.pids_refusals()
+
     async def kill(self) -> None:
         with anyio.fail_after(TEARDOWN_TIMEOUT_S):
             self.cgroup.freeze(True)

@@ -77,12 +77,11 @@ class SandboxCgroup:
     def oom_kills(self) -> int:
         name = "memory.events" if self.v2 else "memory.oom_control"
         group = self.dirs["all" if self.v2 else "memory"]
-        with contextlib.suppress(OSError):
-            for line in (group / name).read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill":
-                    return int(value)
-        return 0
+        return event_count(group / name, "oom_kill")
+
+    def pids_refusals(self) -> int:
+        group = self.dirs["all" if self.v2 else "pids"]
+        return event_count(group / "pids.events", "max")
 
     def freeze(self, frozen: bool) -> None:
         if self.v2:
@@ -125,3 +124,13 @@ def _write(path: Path, value: str, *, optional: bool = False) -> None:
     except OSError:
         if not optional:
             raise
+
+
+def event_count(events: Path, key: str) -> int:
+    """The count of `key` in a cgroup's events file (`<key> <count>` lines); 0 if unreadable."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in events.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    return 0

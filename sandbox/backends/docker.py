@@ -33,6 +33,7 @@ from sandbox.backend import (
     SandboxSpec,
     SandboxStartError,
 )
+from sandbox.backends.cgroup import event_count
 from sandbox.channel import SOCKET_NAME
 from sandbox.layout import RUNNER_PATH, code_packages, runner_argv
 
@@ -40,6 +41,7 @@ T = TypeVar("T")
 LABEL = "conclave.sandbox"
 OWNER_LABEL = "conclave.owner_pid"
 CGROUP_MEMORY = Path("/sys/fs/cgroup/memory/docker")
+CGROUP_PIDS = Path("/sys/fs/cgroup/pids/docker")
 STATUS_EVERY_S = 0.1  # how often a starting container's state is asked for
 
 
@@ -65,15 +67,11 @@ class DockerSandbox:
 
     async def oom_kills(self) -> int:
         control = CGROUP_MEMORY / self.container_id / "memory.oom_control"
-        try:
-            text = await anyio.Path(control).read_text()
-        except OSError:
-            return 0
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill":
-                return int(value)
-        return 0
+        return await anyio.to_thread.run_sync(event_count, control, "oom_kill")
+
+    async def pids_refusals(self) -> int:
+        events = CGROUP_PIDS / self.container_id / "pids.events"
+        return await anyio.to_thread.run_sync(event_count, events, "max")
 
     async def kill(self) -> None:
         await self._backend.remove(self.container_id)

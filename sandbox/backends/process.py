@@ -49,6 +49,9 @@ class ProcessSandbox:
     async def oom_kills(self) -> int:
         return 0
 
+    async def pids_refusals(self) -> int:
+        return 0  # RLIMIT_NPROC refuses forks here: the tool sees EAGAIN, nothing is left
+
     async def kill(self) -> None:
         # The runner has its own session; its calls have their own groups: kill them all.
         for pid in [*_descendants(self._process.pid), self._process.pid]:
