@@ -17,6 +17,11 @@ from gateway.settings import Settings
 from sandbox.detect import bwrap_status, docker_status
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# A test that needs Docker or bubblewrap and finds it missing fails, unless skips were allowed
+# (`bash .ci/test --allow-skip`, which sets this); CI never allows them.
+ALLOW_SKIP = not IN_CI and os.environ.get("CONCLAVE_ALLOW_SKIP", "") == "1"
+# The backends the end-to-end suites run their tools on: each suite runs once per backend.
+SANDBOX_BACKENDS = ("process", "docker", "bwrap")
 
 # Secrets a test does not configure are generated in this run's own data directory (here
 # and in every process a test starts), never in the user's.
@@ -72,8 +77,8 @@ async def client(settings: Settings, redis: Redis) -> AsyncIterator[httpx.AsyncC
 def _need(what: str, missing: str | None) -> None:
     if missing is None:
         return
-    if IN_CI:
-        pytest.fail(f"{what} is required in CI: {missing}")
+    if not ALLOW_SKIP:
+        pytest.fail(f"{what} is required (bash .ci/test --allow-skip skips instead): {missing}")
     pytest.skip(f"{what} unavailable: {missing}")
 
 
@@ -88,3 +93,14 @@ def docker_engine() -> str:
 @pytest.fixture(scope="session")
 def bwrap_available() -> None:
     _need("bubblewrap", bwrap_status())
+
+
+@pytest.fixture(scope="module", params=SANDBOX_BACKENDS)
+def sandbox_backend(request: pytest.FixtureRequest) -> str:
+    """A module's sandbox backend, one of `SANDBOX_BACKENDS` (the engine checked first)."""
+    name: str = request.param
+    if name == "docker":
+        request.getfixturevalue("docker_engine")
+    elif name == "bwrap":
+        request.getfixturevalue("bwrap_available")
+    return name

@@ -22,11 +22,11 @@ E2E_LIMITS = {
 
 
 @pytest.fixture(scope="module")
-def stack(redis_url: str) -> Iterator[EmbeddedStack]:
+def stack(redis_url: str, sandbox_backend: str) -> Iterator[EmbeddedStack]:
     settings = Settings(
         redis_url=redis_url,
         port=0,
-        sandbox_backend="process",
+        sandbox_backend=sandbox_backend,
         secret="e2e-secret-" + "x" * 32,
         admin_key="e2e-admin-key",
         **E2E_LIMITS,

@@ -26,8 +26,10 @@ BUDGET_SETTINGS: dict[str, Any] = {
 
 
 @pytest.fixture(scope="module")
-def stack(redis_url: str) -> Iterator[EmbeddedStack]:
-    settings = Settings(redis_url=redis_url, port=0, sandbox_backend="process", **BUDGET_SETTINGS)
+def stack(redis_url: str, sandbox_backend: str) -> Iterator[EmbeddedStack]:
+    settings = Settings(
+        redis_url=redis_url, port=0, sandbox_backend=sandbox_backend, **BUDGET_SETTINGS
+    )
     with EmbeddedStack(settings) as running:
         yield running
 

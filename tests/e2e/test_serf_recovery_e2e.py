@@ -32,11 +32,11 @@ SCOPES += [f"tool:{name}" for name in FAULT_TOOLS]
 
 
 @pytest.fixture(scope="module")
-def stack(redis_url: str) -> Iterator[EmbeddedStack]:
+def stack(redis_url: str, sandbox_backend: str) -> Iterator[EmbeddedStack]:
     settings = Settings(
         redis_url=redis_url,
         port=0,
-        sandbox_backend="process",
+        sandbox_backend=sandbox_backend,
         tool_modules=("tools.builtin", "tools.harness.faults"),
     )
     with EmbeddedStack(settings) as running:
