@@ -1,8 +1,8 @@
 """A local OTLP/HTTP trace receiver: what a collector would get from a tracing gateway.
 
 `OtlpReceiver` serves `POST /v1/traces` on 127.0.0.1 in a thread, decodes each
-`ExportTraceServiceRequest` (protobuf, optionally gzip) and keeps its spans, with the
-`service.name` of the resource that sent them. Used by the tracing tests and
+`ExportTraceServiceRequest` (protobuf, optionally gzip) when asked for its spans, each with
+the `service.name` of the resource that sent it. Used by the tracing tests and
 `conclave bench tracing`; not a collector to run in production.
 """
 
@@ -36,8 +36,8 @@ class OtlpReceiver:
     """An OTLP/HTTP endpoint on a free loopback port; `endpoint` is its base URL."""
 
     def __init__(self) -> None:
-        self.spans: list[ReceivedSpan] = []
         self.requests = 0
+        self._bodies: list[bytes] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -55,44 +55,28 @@ class OtlpReceiver:
         self._server.shutdown()
         self._server.server_close()
 
+    @property
+    def spans(self) -> list[ReceivedSpan]:
+        """Every span received so far, decoded now (not on arrival: a receiver in a bench's
+        process must not take the interpreter from the client it shares it with)."""
+        with self._lock:
+            bodies = list(self._bodies)
+        return [span for body in bodies for span in _decoded(body)]
+
     def wait_for(self, name: str, timeout_s: float = 10.0) -> list[ReceivedSpan]:
         """The spans received once one named `name` arrived; [] if none did within `timeout_s`."""
         ends = time.monotonic() + timeout_s
         while time.monotonic() < ends:
-            with self._lock:
-                if any(span.name == name for span in self.spans):
-                    return list(self.spans)
+            spans = self.spans
+            if any(span.name == name for span in spans):
+                return spans
             time.sleep(0.02)
         return []
 
     def _receive(self, body: bytes) -> None:
-        request = ExportTraceServiceRequest.FromString(body)
-        received = []
-        for resource_spans in request.resource_spans:
-            service = next(
-                (
-                    a.value.string_value
-                    for a in resource_spans.resource.attributes
-                    if a.key == "service.name"
-                ),
-                "",
-            )
-            for scope_spans in resource_spans.scope_spans:
-                for span in scope_spans.spans:
-                    attributes = {a.key: _value(a.value) for a in span.attributes}
-                    received.append(
-                        ReceivedSpan(
-                            service,
-                            span.name,
-                            span.trace_id.hex(),
-                            span.span_id.hex(),
-                            span.parent_span_id.hex(),
-                            attributes,
-                        )
-                    )
         with self._lock:
             self.requests += 1
-            self.spans += received
+            self._bodies.append(body)
 
     def __enter__(self) -> OtlpReceiver:
         return self.start()
@@ -101,6 +85,30 @@ class OtlpReceiver:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def _decoded(body: bytes) -> list[ReceivedSpan]:
+    request = ExportTraceServiceRequest.FromString(body)
+    received = []
+    for resource_spans in request.resource_spans:
+        service = next(
+            (a.value.string_value for a in resource_spans.resource.attributes
+             if a.key == "service.name"),
+            "",
+        )  # fmt: skip
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                received.append(
+                    ReceivedSpan(
+                        service,
+                        span.name,
+                        span.trace_id.hex(),
+                        span.span_id.hex(),
+                        span.parent_span_id.hex(),
+                        {a.key: _value(a.value) for a in span.attributes},
+                    )
+                )
+    return received
 
 
 def _value(value: Any) -> Any:

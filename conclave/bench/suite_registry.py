@@ -19,6 +19,7 @@ SUITES: dict[str, str] = {
     "gateway": "conclave.bench.gateway_suite",
     "isolation": "conclave.bench.isolation_suite",
     "federation": "conclave.bench.federation_suite",
+    "tracing": "conclave.bench.tracing_suite",
     "console": "conclave.bench.console_suite",
 }
 
