@@ -123,7 +123,8 @@ async def test_with_conclave_both_parallel_increments_land(admin: GatewayClient)
 
 
 # One graph run in its own process: START -> sign -> END, where `sign` appends this run's name
-# to the shared list `names`, either straight in Redis (GET, then SET) or through the gateway.
+# to the shared list `names`: straight in Redis (GET, then SET), or through the gateway as a
+# transaction (read, then commit with the version read) or as an `append` op.
 # Both runs meet at a barrier after their first read, so both read before either writes.
 GRAPH_RUN = textwrap.dedent(
     """
@@ -134,6 +135,7 @@ GRAPH_RUN = textwrap.dedent(
     from langgraph.graph import END, START, StateGraph
 
     from agents import GatewayClient, SharedState
+    from protocol import CommitRequest, Write
 
     mode, redis_url, key, gateway_url, name, token = sys.argv[1:7]
     store = redis.Redis.from_url(redis_url)
@@ -169,8 +171,16 @@ GRAPH_RUN = textwrap.dedent(
             done = await SharedState(client, key).transact(["names"], add)
         return {"attempts": done.attempts}
 
+    async def append_through_gateway(state: Run) -> Run:
+        async with GatewayClient(gateway_url, token) as client:
+            meet_the_other_run()  # an append reads nothing: the op applies to what is stored
+            append = Write(key="names", op="append", value=state["name"])
+            await client.commit(key, CommitRequest(writes=[append]))
+        return {"attempts": 1}
+
+    nodes = {"redis": sign_in_redis, "transact": sign_through_gateway}
     graph = StateGraph(Run)
-    graph.add_node("sign", sign_in_redis if mode == "redis" else sign_through_gateway)
+    graph.add_node("sign", nodes.get(mode, append_through_gateway))
     graph.add_edge(START, "sign")
     graph.add_edge("sign", END)
     print(json.dumps(asyncio.run(graph.compile().ainvoke({"name": name}))))
@@ -216,23 +226,28 @@ async def test_two_graph_runs_in_two_processes_lose_an_update_unless_they_use_th
     script = tmp_path / "graph_run.py"
     script.write_text(GRAPH_RUN)
     run = uuid.uuid4().hex[:8]
-    plain_key, namespace = f"plain-names-{run}", f"names-{run}"
+    plain_key, namespace, appended = f"plain-names-{run}", f"names-{run}", f"appended-{run}"
     tokens: dict[str, str] = {}
     async with GatewayClient(stack.url, admin_key="langgraph-admin-key") as admin:
         for name in ("alice", "bob"):
             registration = AgentRegistration(
-                tenant="acme", agent=f"{name}-{run}", namespaces={namespace: "write"}
+                tenant="acme",
+                agent=f"{name}-{run}",
+                namespaces={namespace: "write", appended: "write"},
             )
             tokens[name] = (await admin.register_agent(registration)).token
     async with GatewayClient(stack.url, tokens["alice"]) as alice:
         await alice.create_namespace(namespace, NamespaceConfig())
+        await alice.create_namespace(appended, NamespaceConfig())
 
         def both(mode: str, key: str) -> list[dict[str, Any]]:
             return run_two_graphs(script, mode, redis_url, key, stack.url, tokens=tokens)
 
         plain = await anyio.to_thread.run_sync(both, "redis", plain_key)
-        guarded = await anyio.to_thread.run_sync(both, "gateway", namespace)
+        guarded = await anyio.to_thread.run_sync(both, "transact", namespace)
+        await anyio.to_thread.run_sync(both, "append", appended)
         names = await alice.read(namespace, "names")
+        appends = await alice.read(appended, "names")
 
     store = Redis.from_url(redis_url)
     lost = json.loads(store.get(plain_key) or "[]")
@@ -243,3 +258,5 @@ async def test_two_graph_runs_in_two_processes_lose_an_update_unless_they_use_th
     # through the gateway: the second commit was refused (409), reread and retried
     assert sorted(names.value) == ["alice", "bob"] and names.version == 2
     assert sorted(final["attempts"] for final in guarded) == [1, 2]
+    # an append op applies to the stored list inside the commit: nothing to be stale about
+    assert sorted(appends.value) == ["alice", "bob"] and appends.version == 2
