@@ -57,6 +57,7 @@ class ErrorCode(StrEnum):
     NAMESPACE_NOT_FOUND = "NAMESPACE_NOT_FOUND"
     NOT_FOUND = "NOT_FOUND"
     METHOD_NOT_FOUND = "METHOD_NOT_FOUND"
+    METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"  # an HTTP method the path does not take
     PARSE_ERROR = "PARSE_ERROR"
     LIMIT_ABOVE_INTENT = "LIMIT_ABOVE_INTENT"
     # conflict
@@ -116,6 +117,7 @@ CODE_TABLE: dict[ErrorCode, CodeInfo] = {
     ErrorCode.NAMESPACE_NOT_FOUND: CodeInfo(_C.CALLER, 404, False, _A.ABORT),
     ErrorCode.NOT_FOUND: CodeInfo(_C.CALLER, 404, False, _A.REPLAN),
     ErrorCode.METHOD_NOT_FOUND: CodeInfo(_C.CALLER, 404, False, _A.ABORT),
+    ErrorCode.METHOD_NOT_ALLOWED: CodeInfo(_C.CALLER, 405, False, _A.FIX_ARGS),
     ErrorCode.PARSE_ERROR: CodeInfo(_C.CALLER, 400, False, _A.FIX_ARGS),
     ErrorCode.LIMIT_ABOVE_INTENT: CodeInfo(_C.CALLER, 422, False, _A.FIX_ARGS),
     ErrorCode.STATE_CONFLICT: CodeInfo(_C.CONFLICT, 409, True, _A.REREAD_AND_RETRY),

@@ -17,10 +17,11 @@ from fastapi import FastAPI
 from starlette.types import Receive, Send
 from starlette.types import Scope as AsgiScope
 
+from gateway.http.body import as_json_body
 from gateway.http.console import router as console_router
 from gateway.http.fast_path import FastPath, serve_hot
 from gateway.http.host_check import HostCheck
-from gateway.http.hot_routes import document_hot_routes
+from gateway.http.openapi_document import complete_document
 from gateway.http.responses import install_error_handlers
 from gateway.http.routes import ROUTERS
 from gateway.tracing import TRACING, serve_traced
@@ -55,15 +56,18 @@ class GatewayApp(FastAPI):
             self._fast_path = FastPath(self.router.routes)
         handler = None if self.root_path else self._fast_path.handler(scope)
         if handler is None:
+            if scope["type"] == "http":
+                as_json_body(scope)
             await super().__call__(scope, receive, send)
             return
         scope["app"] = self  # what Starlette sets: handlers reach app.state through it
         await serve_hot(handler, scope, receive, send)
 
     def openapi(self) -> dict[str, Any]:
-        """FastAPI's document, plus the hot routes (plain endpoints it does not document)."""
+        """FastAPI's document, plus the routes it does not document (the hot ones, plain
+        endpoints) and every operation's SERF refusals."""
         if self.openapi_schema is None:
-            document_hot_routes(super().openapi(), self.router.routes)
+            complete_document(super().openapi(), self.router.routes)
         return self.openapi_schema  # type: ignore[return-value]
 
 

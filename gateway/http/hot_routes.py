@@ -6,39 +6,36 @@ in the app's own route table, so a route declared beside a hot one (a sub-route 
 catch-all, say) is seen exactly where the router sees it. A hot endpoint reads and checks
 its own input (path parameters from `request.path_params`, the body under the size limit):
 the fast path skips FastAPI's dependency solving, so there is nothing for it to solve.
+What it declares for the OpenAPI document (`HotDoc`) is read by `gateway.http.openapi_document`.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from fastapi.routing import iter_route_contexts
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute
+
+from protocol import SerfError
 
 Handler = Callable[[Request], Awaitable[Response]]
 H = TypeVar("H", bound=Handler)
 
 _MARK = "__conclave_hot__"
 _DOC = "__conclave_hot_doc__"
-_PARAMETER = re.compile(r"{(\w+)(?::\w+)?}")
 
 
 @dataclass(frozen=True)
-class _HotDoc:
+class HotDoc:
     """What the OpenAPI document says of a hot route (FastAPI documents only its own)."""
 
-    path: str
-    methods: tuple[str, ...]
     body: type[BaseModel] | None
     answer: type[BaseModel] | None
     status: int
-    summary: str
+    refusal: type[BaseModel]  # the body of a 4xx/5xx answer
 
 
 class _Routes(Protocol):
@@ -52,14 +49,14 @@ def hot_route(
     body: type[BaseModel] | None = None,
     answer: type[BaseModel] | None = None,
     status: int = 200,
+    refusal: type[BaseModel] = SerfError,
 ) -> Callable[[H], H]:
     """Declare `path` on `router` for `methods`, served ahead of the middleware stack; `body`,
-    `answer` and `status` are what the OpenAPI document shows for it."""
+    `answer`, `status` and `refusal` are what the OpenAPI document shows for it."""
 
     def declare(endpoint: H) -> H:
         setattr(endpoint, _MARK, True)
-        summary = (endpoint.__doc__ or "").strip().splitlines()[0] if endpoint.__doc__ else ""
-        setattr(endpoint, _DOC, _HotDoc(path, methods, body, answer, status, summary))
+        setattr(endpoint, _DOC, HotDoc(body, answer, status, refusal))
         router.add_route(path, endpoint, methods=list(methods))  # add_route: no prefix
         return endpoint
 
@@ -75,35 +72,10 @@ def hot_handler_of(route: Any) -> Handler | None:
     return handler
 
 
-def document_hot_routes(schema: dict[str, Any], routes: Sequence[BaseRoute]) -> None:
-    """Add the hot routes to an OpenAPI document FastAPI built without them, in place."""
-    components = schema.setdefault("components", {}).setdefault("schemas", {})
-
-    def ref(model: type[BaseModel]) -> dict[str, Any]:
-        found = TypeAdapter(model).json_schema(ref_template="#/components/schemas/{model}")
-        components.update(found.pop("$defs", {}))
-        components[model.__name__] = found
-        return {"$ref": f"#/components/schemas/{model.__name__}"}
-
-    for route in iter_route_contexts(routes):  # through included routers, as the app sees them
-        doc: _HotDoc | None = getattr(route.endpoint, _DOC, None)
-        if doc is None:
-            continue
-        path = _PARAMETER.sub(r"{\1}", doc.path)
-        parameters = [
-            {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-            for name in _PARAMETER.findall(doc.path)
-        ]
-        for method in doc.methods:
-            operation: dict[str, Any] = {"summary": doc.summary, "parameters": parameters}
-            if doc.body is not None:
-                content = {"application/json": {"schema": ref(doc.body)}}
-                operation["requestBody"] = {"required": True, "content": content}
-            answered: dict[str, Any] = {"description": "the answer"}
-            if doc.answer is not None:
-                answered["content"] = {"application/json": {"schema": ref(doc.answer)}}
-            operation["responses"] = {str(doc.status): answered}
-            schema.setdefault("paths", {}).setdefault(path, {})[method.lower()] = operation
+def hot_doc_of(route: Any) -> HotDoc | None:
+    """What `@hot_route` declared of `route` for the OpenAPI document, or None: not hot."""
+    doc: HotDoc | None = getattr(getattr(route, "endpoint", None), _DOC, None)
+    return doc
 
 
-__all__ = ["Handler", "document_hot_routes", "hot_handler_of", "hot_route"]
+__all__ = ["Handler", "HotDoc", "hot_doc_of", "hot_handler_of", "hot_route"]

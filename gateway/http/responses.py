@@ -1,7 +1,8 @@
 """How every answer that is not a success goes on the wire: the SERF envelope as JSON.
 
-`serf_response` gives the envelope its HTTP status and `Retry-After`; `refusal` is what a
-route answers when the pipeline refused (with `WWW-Authenticate` on a 401 and the trace id
+`serf_response` gives the envelope its HTTP status and `Retry-After`; `method_not_allowed`
+is the 405 for a method a path does not take; `refusal` is what a route answers when the
+pipeline refused (with `WWW-Authenticate` on a 401 and the trace id
 in `X-Conclave-Trace`); `install_error_handlers` makes FastAPI render whatever a route lets
 out the same way, through the one `translate`.
 """
@@ -11,10 +12,12 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
 from gateway.gateway_error import GatewayError, translate
 from protocol import ErrorCode, SerfError
@@ -44,6 +47,30 @@ def challenge(error: SerfError) -> dict[str, str] | None:
     return {"WWW-Authenticate": "Bearer"} if error.http_status == 401 else None
 
 
+def method_not_allowed(
+    method: str, path: str, allow: str, trace_id: str | None = None
+) -> JSONResponse:
+    """405 METHOD_NOT_ALLOWED for `method` on `path`, with the `Allow` header it takes."""
+    error = SerfError.of(
+        ErrorCode.METHOD_NOT_ALLOWED,
+        f"{path} does not take {method}; send {allow or 'another method'}",
+        details={"allow": [m.strip() for m in allow.split(",") if m.strip()]},
+        trace_id=trace_id,
+    )
+    return serf_response(error, {"Allow": allow})
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method a route takes at the request's path: Starlette's `Allow` names only the
+    first route's (`/v1/agents` takes GET and POST, on two routes)."""
+    methods: set[str] = set()
+    for route in iter_route_contexts(request.app.router.routes):
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= route.methods or set()
+    return ", ".join(sorted(methods))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def on_error(request: Request, exc: Exception) -> JSONResponse:
         error = translate(exc, _trace_id(request))
@@ -51,9 +78,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        codes = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_FOUND}
-        code = codes.get(exc.status_code, ErrorCode.INVALID_REQUEST)
-        return serf_response(SerfError.of(code, str(exc.detail), trace_id=_trace_id(request)))
+        trace_id = _trace_id(request)
+        if exc.status_code == 405:  # the router's: the path exists, the method does not
+            allow = _allowed_methods(request)
+            return method_not_allowed(request.method, request.url.path, allow, trace_id)
+        code = ErrorCode.NOT_FOUND if exc.status_code == 404 else ErrorCode.INVALID_REQUEST
+        return serf_response(SerfError.of(code, str(exc.detail), trace_id=trace_id))
 
     app.add_exception_handler(GatewayError, on_error)
     app.add_exception_handler(RequestValidationError, on_error)

@@ -5,7 +5,7 @@ One stage a module, each numbered in its docstring; `gateway.assembly` composes 
 
 from gateway.pipeline.account import AccountStage
 from gateway.pipeline.authenticate import AuthenticateStage
-from gateway.pipeline.authorize import AuthorizeStage, allowed_specs
+from gateway.pipeline.authorize import AuthorizeStage, allowed_specs, find_tool
 from gateway.pipeline.budget import BudgetStage, DeadlineClamp, TimeAllocator
 from gateway.pipeline.context import RequestContext, Stage, trace_of
 from gateway.pipeline.dispatch import DispatchStage, fit_limits
@@ -25,6 +25,7 @@ __all__ = [
     "Stage",
     "TimeAllocator",
     "allowed_specs",
+    "find_tool",
     "fit_limits",
     "trace_of",
 ]

@@ -1,22 +1,30 @@
 """Stage 3, authorize: may this principal touch this target?
 
-Tools: the principal's `tool:<glob>` scopes; a tool outside them is refused as
-TOOL_NOT_ALLOWED whether or not it exists, so the refusal leaks nothing. A permitted name
-the gateway does not serve is TOOL_NOT_FOUND. State: `state:<glob>:read|write` scopes over
-the caller's own tenant's namespaces (a scope never reaches another tenant): one it may not
-read is NAMESPACE_NOT_FOUND, exactly like a missing one; a write it may only read is
-NAMESPACE_FORBIDDEN.
+Tools (`find_tool`): a name the gateway does not serve is TOOL_NOT_FOUND, before any scope
+is read, with the close matches among the tools the principal may call as suggestions (a
+typo gets "did you mean"); a served tool outside the principal's `tool:<glob>` scopes is
+TOOL_NOT_ALLOWED. Which names the tenant's gateway serves is not a secret worth a misleading
+answer: answering TOOL_NOT_ALLOWED for a typo sent the caller asking for a scope when it
+had to fix a name, and the suggestions name only tools it may already call.
+
+State: `state:<glob>:read|write` scopes over the caller's own tenant's namespaces (a scope
+never reaches another tenant): one it may not read is NAMESPACE_NOT_FOUND, exactly like a
+missing one; a write it may only read is NAMESPACE_FORBIDDEN.
 """
 
 from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
 
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
 from gateway.state import check_namespace, namespace_not_found
 from protocol import ErrorCode, Principal, ToolSpec
-from tools import ToolRegistry
+from tools import RegisteredTool, ToolRegistry
 
 _DECISIONS_KEPT = 4096
+_SUGGESTED = 3  # close matches named in a TOOL_NOT_FOUND
 
 
 class AuthorizeStage:
@@ -28,8 +36,8 @@ class AuthorizeStage:
         # share of the hot path. The answer depends on nothing else, so it can never go stale.
         self._may_call: dict[tuple[tuple[str, ...], str], bool] = {}
 
-    def _allowed(self, scopes: tuple[str, ...], tool: str, principal: Principal) -> bool:
-        key = (scopes, tool)
+    def _allowed(self, principal: Principal, tool: str) -> bool:
+        key = (principal.scopes, tool)
         allowed = self._may_call.get(key)
         if allowed is None:
             allowed = principal.may_call(tool)
@@ -41,18 +49,7 @@ class AuthorizeStage:
     async def __call__(self, ctx: RequestContext) -> None:
         principal = ctx.require_principal()
         if ctx.tool_name is not None:
-            if not self._allowed(principal.scopes, ctx.tool_name, principal):
-                raise GatewayError.of(
-                    ErrorCode.TOOL_NOT_ALLOWED,
-                    f"agent {principal.tenant}/{principal.agent} may not call {ctx.tool_name!r};"
-                    " GET /v1/tools lists what it may call",
-                )
-            ctx.tool = self.registry.get(ctx.tool_name)
-            if ctx.tool is None:
-                raise GatewayError.of(
-                    ErrorCode.TOOL_NOT_FOUND,
-                    f"no tool {ctx.tool_name!r} is served here; GET /v1/tools lists them",
-                )
+            ctx.tool = find_tool(self.registry, principal, ctx.tool_name, self._allowed)
         if ctx.namespace is not None:
             namespace = check_namespace(ctx.namespace)
             if not principal.may_access(namespace, "read"):
@@ -63,6 +60,38 @@ class AuthorizeStage:
                     f"your token may read but not write state namespace {namespace!r}: ask for"
                     f" scope state:{namespace}:write",
                 )
+
+
+def find_tool(
+    registry: ToolRegistry,
+    principal: Principal,
+    name: str,
+    may_call: Callable[[Principal, str], bool] = Principal.may_call,
+) -> RegisteredTool:
+    """The served tool `name` if `principal` may call it (`may_call` decides), else
+    TOOL_NOT_FOUND (with suggestions) or TOOL_NOT_ALLOWED."""
+    tool = registry.get(name)
+    if tool is None:
+        raise _not_found(registry, principal, name)
+    if not may_call(principal, name):
+        raise GatewayError.of(
+            ErrorCode.TOOL_NOT_ALLOWED,
+            f"agent {principal.tenant}/{principal.agent} may not call {name!r}; GET /v1/tools"
+            f" lists what it may call, or ask for scope tool:{name}",
+        )
+    return tool
+
+
+def _not_found(registry: ToolRegistry, principal: Principal, name: str) -> GatewayError:
+    callable_names = [t.name for t in registry if principal.may_call(t.name)]
+    suggestions = difflib.get_close_matches(name, callable_names, n=_SUGGESTED)
+    guess = f"did you mean {', '.join(repr(s) for s in suggestions)}? " if suggestions else ""
+    return GatewayError.of(
+        ErrorCode.TOOL_NOT_FOUND,
+        f"no tool {name!r} is served here; {guess}GET /v1/tools lists what you may call",
+        param_hints={"name": f"no such tool; {guess.rstrip()}"} if suggestions else None,
+        details={"suggestions": suggestions},
+    )
 
 
 def allowed_specs(registry: ToolRegistry, ctx: RequestContext) -> list[ToolSpec]:

@@ -36,6 +36,14 @@ async def test_the_mcp_client_lists_and_calls_with_a_bearer_token(stack: Embedde
         assert wrong.is_error and wrong.structured_content is not None
         assert wrong.structured_content["code"] == "INVALID_ARGUMENTS"
         assert wrong.structured_content["action"] == "fix_args"
+        # A client that shows only text sees what to fix, too.
+        text = wrong.content[0].text  # type: ignore[union-attr]
+        assert "- message: Input should be a valid string" in text
+
+        with pytest.raises(MCPError) as typo:  # a typo: not found, with a tool it may call
+            await mcp.call_tool("ecoh", {"message": "hello"})
+        assert typo.value.error.data["code"] == "TOOL_NOT_FOUND"
+        assert typo.value.error.data["details"]["suggestions"] == ["echo"]
 
         with pytest.raises(MCPError) as refused:  # a protocol error: JSON-RPC error
             await mcp.call_tool("run_shell", {"command": "id"})

@@ -104,9 +104,16 @@ async def _no_route(settings: Settings, redis: Redis, client: httpx.AsyncClient)
     return SerfError.model_validate((await client.get("/v1/nothing-here")).json())
 
 
-@produces(ErrorCode.METHOD_NOT_FOUND)
+@produces(ErrorCode.METHOD_NOT_ALLOWED)
 async def _bad_method(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
     return SerfError.model_validate((await client.delete("/healthz")).json())
+
+
+@produces(ErrorCode.METHOD_NOT_FOUND)
+async def _no_rpc_method(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
+    message = {"jsonrpc": "2.0", "id": 1, "method": "no/such"}
+    answer = await client.post("/mcp", json=message, headers=_bearer(settings, "rpc", []))
+    return SerfError.model_validate(answer.json()["error"]["data"])
 
 
 @produces(ErrorCode.STATE_UNAVAILABLE)

@@ -28,9 +28,16 @@ from gateway.http.mcp.messages import (
     tool_failure,
     tool_result,
 )
-from gateway.http.responses import challenge
+from gateway.http.responses import challenge, method_not_allowed
 from gateway.pipeline import Pipeline, RequestContext, allowed_specs
-from protocol import PROTOCOL_VERSION, ErrorCode, InitializeResult, SerfError
+from protocol import (
+    PROTOCOL_VERSION,
+    ErrorCode,
+    InitializeResult,
+    JsonRpcErrorResponse,
+    JsonRpcRequest,
+    JsonRpcResponse,
+)
 from tools import ToolRegistry
 
 router = APIRouter(tags=["mcp"])
@@ -119,7 +126,14 @@ def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> R
     return ctx
 
 
-@hot_route(router, "/mcp", "POST")
+@hot_route(
+    router,
+    "/mcp",
+    "POST",
+    body=JsonRpcRequest,
+    answer=JsonRpcResponse,
+    refusal=JsonRpcErrorResponse,
+)
 async def mcp_post(request: Request) -> Response:
     """`POST /mcp`: one JSON-RPC message in, its answer (or 202 for a notification) out."""
     pipeline: Pipeline = request.app.state.pipeline
@@ -154,10 +168,9 @@ async def mcp_post(request: Request) -> Response:
 
 
 async def mcp_no_stream(request: Request) -> Response:
-    # No server-initiated stream and no sessions to end: the spec's answer is 405 (with a
-    # SERF body, as every refusal has).
-    error = SerfError.of(ErrorCode.METHOD_NOT_FOUND, "this /mcp serves POST only: no stream")
-    return JSONResponse(error.model_dump(mode="json"), 405, headers={"Allow": "POST"})
+    """`GET`/`DELETE /mcp`: 405, no server-to-client stream and no session to end."""
+    # The transport's answer for both (with a SERF body, as every refusal has).
+    return method_not_allowed(request.method, "/mcp", "POST")
 
 
 router.add_route("/mcp", mcp_no_stream, methods=["GET", "DELETE"])

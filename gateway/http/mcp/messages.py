@@ -3,6 +3,8 @@
 Protocol errors are JSON-RPC errors with the SERF envelope in `data`; a tool's failure (a
 refusal by the budget or dispatch stage, or the tool's own error) is a `CallToolResult` with
 `isError: true` and the envelope in `structuredContent`, so a model sees it and can recover.
+Both texts (the error's message, the result's text content) carry the `param_hints`, for a
+client that shows a model only text.
 """
 
 from __future__ import annotations
@@ -88,13 +90,20 @@ def request_id_of(body: bytes) -> RequestId | None:
     return value if isinstance(value, int | str) and not isinstance(value, bool) else None
 
 
+def _described(error: SerfError) -> str:
+    """The envelope as one text for a reader that shows only text: code, message, and what
+    to fix in each argument (`param_hints`), one line each."""
+    hints = "".join(f"\n- {name}: {hint}" for name, hint in error.param_hints.items())
+    return f"{error.code}: {error.message}{hints}"
+
+
 def rpc_error(request_id: RequestId | None, error: SerfError) -> dict[str, Any]:
     return {
         "jsonrpc": "2.0",
         "id": request_id,
         "error": {
             "code": _RPC_CODES.get(error.code, jsonrpc.SERVER_ERROR),
-            "message": f"{error.code}: {error.message}",
+            "message": _described(error),
             "data": error.model_dump(mode="json"),
         },
     }
@@ -123,7 +132,7 @@ def tool_result(value: Any, trace_id: str, usage: CallUsage | None) -> dict[str,
 
 def tool_failure(error: SerfError, usage: CallUsage | None) -> dict[str, Any]:
     result = CallToolResult(
-        content=[TextContent(text=f"{error.code}: {error.message}")],
+        content=[TextContent(text=_described(error))],
         structuredContent=error.model_dump(mode="json"),
         isError=True,
         _meta=_meta(error.trace_id or "", usage),

@@ -2,7 +2,7 @@
 caller's tenant, and the tenant's breaker of it.
 
 Runs through the pipeline (authenticated, accounted) as an operation; the caller sees only
-tools it may call, with the same TOOL_NOT_ALLOWED / TOOL_NOT_FOUND answers as a call.
+tools it may call, with the same TOOL_NOT_FOUND / TOOL_NOT_ALLOWED answers as a call.
 """
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from gateway.budgets import CircuitBreaker, LatencyWindow
-from gateway.gateway_error import GatewayError
 from gateway.http.responses import refusal
-from gateway.pipeline import Pipeline, RequestContext
+from gateway.pipeline import Pipeline, RequestContext, find_tool
 from gateway.settings import Settings
-from protocol import ErrorCode, ToolLatency
+from protocol import ToolLatency
 from tools import ToolRegistry
 
 router = APIRouter(prefix="/v1/tools", tags=["tools"])
@@ -29,13 +28,7 @@ async def tool_latency(name: str, request: Request) -> Any:
 
     async def report(ctx: RequestContext) -> ToolLatency:
         principal = ctx.require_principal()
-        if not principal.may_call(name):
-            raise GatewayError.of(
-                ErrorCode.TOOL_NOT_ALLOWED, f"{principal.agent} may not call {name!r}"
-            )
-        registered = registry.get(name)
-        if registered is None:
-            raise GatewayError.of(ErrorCode.TOOL_NOT_FOUND, f"no tool {name!r} is served here")
+        registered = find_tool(registry, principal, name)
         window: LatencyWindow = request.app.state.latency_window
         estimate = await window.estimate(principal.tenant, name, registered.spec.intent.timeout_ms)
         breaker_of: CircuitBreaker = request.app.state.breaker

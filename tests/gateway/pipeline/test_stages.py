@@ -124,8 +124,8 @@ async def test_authorize_applies_tool_globs_and_namespaces() -> None:
     assert allowed.tool is not None and allowed.tool.name == "echo"
     denied = _ctx(principal=_principal("tool:ec*"), tool_name="run_shell")
     assert await _refusal(stage, denied) is ErrorCode.TOOL_NOT_ALLOWED
-    hidden = _ctx(principal=_principal("tool:ec*"), tool_name="no_such")
-    assert await _refusal(stage, hidden) is ErrorCode.TOOL_NOT_ALLOWED  # leaks nothing
+    typo = _ctx(principal=_principal("tool:ec*"), tool_name="no_such")
+    assert await _refusal(stage, typo) is ErrorCode.TOOL_NOT_FOUND  # a typo, whatever the scopes
     unknown = _ctx(principal=_principal("tool:*"), tool_name="no_such")
     assert await _refusal(stage, unknown) is ErrorCode.TOOL_NOT_FOUND
     reader = _principal("state:notes:read")
