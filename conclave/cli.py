@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import signal
+import sys
 import threading
+from importlib.metadata import version as distribution_version
 from pathlib import Path
 from typing import Annotated, NoReturn
 
 import anyio
 import typer
-from rich.console import Console
+from pydantic import ValidationError
 
+from conclave.agents_cli import agents_app
+from conclave.bench import SUITES, suite_summary
+from conclave.cli_console import cli_console
 from conclave.config_file import settings_from
 from conclave.sandbox_cli import sandbox_app
 from conclave.stack import EmbeddedStack, StackError
@@ -21,40 +26,74 @@ from protocol import AgentToken
 from sandbox import SandboxStartError
 from tools.sources import ConfigError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__, rich_markup_mode=None)
 token_app = typer.Typer(no_args_is_help=True, help="Agent tokens.")
 app.add_typer(token_app, name="token")
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(state_app, name="state")
 app.add_typer(tools_app, name="tools")
-console = Console()
+app.add_typer(agents_app, name="agents")
+console = cli_console()
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"conclave {distribution_version('conclave')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """The `conclave` command line."""
 
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
+    host: Annotated[
+        str | None, typer.Option(help="interface to listen on (CONCLAVE_HOST; 127.0.0.1)")
+    ] = None,
     port: Annotated[
-        int | None, typer.Option(help="port (default 8321); 0 picks a free one")
+        int | None, typer.Option(help="port (CONCLAVE_PORT; 8321); 0 picks a free one")
     ] = None,
     config: Annotated[
         Path | None,
-        typer.Option(help="conclave.toml: [gateway] settings, [[source]] tool sources"),
+        typer.Option(
+            help="conclave.toml: [gateway] settings, [[source]] tool sources (CONCLAVE_CONFIG)"
+        ),
+    ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            help="sandbox backend: auto (the strongest here), docker, bwrap, process"
+            " (CONCLAVE_SANDBOX_BACKEND)"
+        ),
     ] = None,
     data_dir: Annotated[
         Path | None,
-        typer.Option(help="where generated secrets live (default: $XDG_DATA_HOME/conclave)"),
+        typer.Option(
+            help="where generated secrets live (CONCLAVE_DATA_DIR; $XDG_DATA_HOME/conclave)"
+        ),
     ] = None,
     unisolated_process_backend: Annotated[
         bool,
         typer.Option(help="run tools as plain processes: NO isolation, for trusted code only"),
     ] = False,
 ) -> None:
-    """Run the embedded stack (Redis, gateway, sandbox) in the foreground until Ctrl-C."""
-    overrides: dict[str, object] = {} if port is None else {"port": port}
-    if data_dir is not None:
-        overrides["data_dir"] = data_dir
-    if unisolated_process_backend:
-        overrides["sandbox_backend"] = "process"
+    """Run the embedded stack (Redis, gateway, sandbox) in the foreground until Ctrl-C.
+
+    Each option wins over its CONCLAVE_* variable, which wins over conclave.toml's [gateway].
+    """
+    if unisolated_process_backend and backend is None:
+        backend = "process"
+    given = {"host": host, "port": port, "data_dir": data_dir, "sandbox_backend": backend}
+    overrides = {name: value for name, value in given.items() if value is not None}
     try:
         settings = settings_from(config, **overrides)
     except ConfigError as exc:  # one line per problem, each naming the field
@@ -69,7 +108,7 @@ def serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopped.set())
     try:
-        stack = EmbeddedStack(settings, host=host).start()
+        stack = EmbeddedStack(settings, host=settings.host).start()
     except (StackError, SandboxStartError) as exc:
         _refuse_to_serve(str(exc))
     try:
@@ -148,7 +187,12 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(1)
 
 
-@app.command()
+def _bench_help() -> str:
+    lines = "\n".join(f"{name:<12} {suite_summary(name)}" for name in SUITES)
+    return f"Run benchmark suites on the embedded stack and print their figures.\n\n\b\n{lines}"
+
+
+@app.command(help=_bench_help())
 def bench(
     suites: Annotated[list[str] | None, typer.Argument(help="suites to run; none: all")] = None,
     quick: Annotated[
@@ -157,7 +201,6 @@ def bench(
     seed: Annotated[int, typer.Option(help="seed for every random schedule")] = 7,
     out: Annotated[Path, typer.Option(help="where results go")] = Path("bench-results"),
 ) -> None:
-    """Run benchmark suites on the embedded stack and print their figures."""
     from conclave.bench import run_bench
 
     names = suites or []
@@ -179,4 +222,30 @@ app.command(name="run")(run_file)
 
 
 def main() -> None:
-    app()
+    """Run the CLI; a known failure anywhere (a bad CONCLAVE_* setting, a stack that cannot
+    start) ends in one line that says what to do, not a traceback."""
+    try:
+        app()
+    except ValidationError as exc:
+        if exc.title != Settings.__name__:
+            raise
+        _exit_with(f"bad setting: {_bad_settings(exc)}: fix it or unset it")
+    except (StackError, SandboxStartError) as exc:
+        _exit_with(str(exc))
+
+
+def _bad_settings(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error["loc"] else ""
+        shown = "" if field in _SECRET_FIELDS else f" = {error['input']!r}"
+        problems.append(f"{field} (CONCLAVE_{field.upper()}){shown}: {error['msg']}")
+    return "; ".join(problems)
+
+
+_SECRET_FIELDS = {"secret", "admin_key"}
+
+
+def _exit_with(message: str) -> NoReturn:
+    typer.echo(f"conclave: {message}", err=True)
+    sys.exit(1)

@@ -9,33 +9,47 @@ with `--admin-key`.
 from __future__ import annotations
 
 import runpy
+import traceback
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import anyio
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from agents import Agent, GatewayClient, Team, single
+from agents import Agent, GatewayCallError, GatewayClient, Team, single
+from conclave.cli_console import cli_console
 from conclave.stack import EmbeddedStack
 from gateway import Settings
 
-console = Console()
+console = cli_console()
+
+
+class TeamFileError(ValueError):
+    """The file cannot give a team: missing, not Python, failing, or defining none."""
 
 
 def load_team(path: Path) -> tuple[Team, str | None]:
-    """The `team` (or a single `agent`) and the `task` the file defines."""
+    """The `team` (or a single `agent`) and the `task` the file defines; TeamFileError says
+    what is wrong with the file in one line."""
     if not path.is_file():
-        raise typer.BadParameter(f"{path} is not a file")
-    scope = runpy.run_path(str(path), run_name="__conclave_run__")
+        raise TeamFileError(f"{path} is not a file: pass the Python file that defines `team`")
+    try:
+        scope = runpy.run_path(str(path), run_name="__conclave_run__")
+    except SyntaxError as exc:
+        raise TeamFileError(f"{path}, line {exc.lineno}: {exc.msg}: fix the file") from exc
+    except Exception as exc:  # the user's code failed: where, and with what
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        raise TeamFileError(
+            f"{path} failed at {frame.filename}, line {frame.lineno}: {type(exc).__name__}: {exc}"
+        ) from exc
     team, agent = scope.get("team"), scope.get("agent")
     if isinstance(team, Team):
         found = team
     elif isinstance(agent, Agent):
         found = single(agent)
     else:
-        raise typer.BadParameter(
+        raise TeamFileError(
             f"{path} defines neither `team` (agents.teams.single/independent/centralized/"
             "decentralized) nor `agent` (agents.Agent)"
         )
@@ -74,16 +88,27 @@ def run_file(
     ] = None,
 ) -> None:
     """Run a team defined in FILE.py against the embedded stack (or --gateway URL)."""
-    team, file_task = load_team(file)
+    try:
+        team, file_task = load_team(file)
+    except TeamFileError as exc:
+        _fail(str(exc))
     text = task or file_task
     if not text:
-        raise typer.BadParameter("no task: pass --task or define `task` in the file")
+        _fail("no task: pass --task or define `task` in the file")
     settings = Settings(port=0)
     key = admin_key or settings.admin_key.get_secret_value()
-    if gateway is not None:
-        result = anyio.run(run_team, team, text, gateway, key)
-    else:
-        with EmbeddedStack(settings) as stack:
-            console.print(f"[bold]gateway[/] {stack.url} (embedded)")
-            result = anyio.run(run_team, team, text, stack.url, key)
+    try:
+        if gateway is not None:
+            result = anyio.run(run_team, team, text, gateway, key)
+        else:
+            with EmbeddedStack(settings) as stack:
+                console.print(f"[bold]gateway[/] {stack.url} (embedded)")
+                result = anyio.run(run_team, team, text, stack.url, key)
+    except GatewayCallError as exc:  # unreachable, or refused (a bad key, a bad registration)
+        _fail(str(exc))
     show(result)
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(1)

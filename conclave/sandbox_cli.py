@@ -8,15 +8,15 @@ from typing import Annotated
 
 import anyio
 import typer
-from rich.console import Console
 
+from conclave.cli_console import cli_console
 from conclave.config_file import settings_from
 from gateway import Settings, StdioSources, open_python_sources
 from tools import ToolRegistry
 from tools.sources import ConfigError, load_config
 
 sandbox_app = typer.Typer(no_args_is_help=True, help="Sandboxes: runtime image, cleanup.")
-console = Console(stderr=True)
+console = cli_console(stderr=True)
 
 
 @sandbox_app.command("build-image")

@@ -28,7 +28,7 @@ from conclave.embedded_redis import EmbeddedRedis
 from conclave.settings_pipe import settings_pipe
 from gateway import Settings, issue_token
 from protocol import ADMIN_KEY_HEADER
-from sandbox import BackendChoice, strongest_available
+from sandbox import BackendChoice, bwrap_status, docker_status, strongest_available
 
 log = logging.getLogger("conclave.stack")
 
@@ -93,6 +93,7 @@ class EmbeddedStack:
             log.warning(INPROCESS_WARNING)
             self.backend = BackendChoice("inprocess", INPROCESS_WARNING)
         else:
+            self._check_backend_runs(base)
             self.backend = BackendChoice(base.sandbox_backend, "chosen by configuration")
         redis_url = base.redis_url
         if not redis_url:
@@ -111,7 +112,13 @@ class EmbeddedStack:
         # uvicorn takes an inherited fd for a unix socket and so never sets TCP_NODELAY; accepted
         # sockets inherit it from the listener, which keeps Nagle from adding ~40 ms per answer.
         self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._socket.bind((self.host, base.port))  # port 0: any free port
+        try:
+            self._socket.bind((self.host, base.port))  # port 0: any free port
+        except OSError as exc:
+            raise StackError(
+                f"cannot listen on {self.host}:{base.port} ({exc.strerror}): stop what uses it,"
+                " or choose another port with --port or CONCLAVE_PORT (0 picks a free one)"
+            ) from exc
         self._socket.listen(2048)
         port = self._socket.getsockname()[1]
         self.url = f"http://{self.host}:{port}"
@@ -132,6 +139,20 @@ class EmbeddedStack:
         finally:
             os.close(settings_out)
         self._wait_ready(timeout_s)
+
+    @staticmethod
+    def _check_backend_runs(settings: Settings) -> None:
+        """A configured docker or bwrap backend that cannot run here is refused before the
+        gateway starts, with the fix, rather than by a traceback from the gateway's start-up."""
+        missing = None
+        if settings.sandbox_backend == "docker":
+            missing = docker_status(settings.docker_host, settings.sandbox_image)
+        elif settings.sandbox_backend == "bwrap":
+            missing = bwrap_status()
+        if missing is not None:
+            raise StackError(
+                f"the {settings.sandbox_backend} sandbox backend cannot run: {missing}"
+            )
 
     def _gateway_env(self) -> dict[str, str]:
         """Ours without any CONCLAVE_* variable: the settings travel through the pipe."""

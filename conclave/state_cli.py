@@ -6,13 +6,13 @@ from typing import Annotated
 
 import anyio
 import typer
-from rich.console import Console
 
+from conclave.cli_console import cli_console
 from gateway import Settings, connect_redis
 from gateway.state import CheckReport, NamespaceKeys, check_namespace, check_namespace_history
 
 state_app = typer.Typer(no_args_is_help=True, help="Shared state: check a namespace's history.")
-console = Console()
+console = cli_console()
 
 
 async def _check(redis_url: str, keys: NamespaceKeys) -> CheckReport:

@@ -1,8 +1,9 @@
-"""`conclave tools ...`: what the gateway would serve, and whether each tool source works.
+"""`conclave tools ...`: what the gateway would serve (or does), and whether each source works.
 
 Both commands prepare and start the `python` sources the way `conclave serve` does (their
 code is imported inside a sandbox of the configured backend, never here), so what they
-print is what the gateway will serve.
+print is what the gateway will serve. `tools list --gateway URL` asks a running gateway
+instead, with an agent's token or the admin key.
 """
 
 from __future__ import annotations
@@ -14,10 +15,17 @@ from typing import Annotated, NoReturn
 import anyio
 import typer
 
+from conclave.agents_cli import (
+    AdminKeyOption,
+    DataDirOption,
+    gateway_request,
+    print_rows,
+    resolve_admin_key,
+)
 from conclave.config_file import settings_from
 from gateway import PythonSources, Settings, StdioSources, effective_backend, open_python_sources
 from gateway.sources import check_upstream
-from protocol import ResourceIntent
+from protocol import ADMIN_KEY_HEADER, AgentRegistration, AgentToken, ResourceIntent, ToolSpec
 from tools import ToolRegistry, default_registry
 from tools.sources import ConfigError, McpHttpSource, McpStdioSource, PythonSource, load_config
 
@@ -29,8 +37,24 @@ def list_tools(
     config: Annotated[
         Path | None, typer.Option(help="conclave.toml (default: CONCLAVE_CONFIG)")
     ] = None,
+    gateway: Annotated[
+        str | None, typer.Option(help="list what the running gateway at this URL serves")
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(envvar="CONCLAVE_TOKEN", help="with --gateway: list what this agent may call"),
+    ] = None,
+    admin_key: AdminKeyOption = None,
+    data_dir: DataDirOption = None,
 ) -> None:
-    """Every tool the gateway serves: its source, name, intent and where it runs."""
+    """Every tool the gateway serves: its source, name, intent and where it runs.
+
+    With --gateway: the tools a running gateway serves, one row each (name, intent, source):
+    those the --token's agent may call, or with the admin key every tool.
+    """
+    if gateway is not None:
+        _list_served(gateway, token, admin_key, data_dir)
+        return
     settings = effective_backend(_settings(config))
     for module in settings.tool_modules:  # the configured (trusted) tool modules
         importlib.import_module(module)
@@ -41,9 +65,7 @@ def list_tools(
     where = _where(found.sandbox_settings)  # on docker: the image with the sources' layers
     for report in found.reports:
         rows += [(report.name, t.name, _intent(t.spec.intent), where) for t in report.tools]
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    for row in rows:
-        typer.echo("  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[3]]))
+    print_rows(rows)
     for report in found.reports:
         if report.error is not None:
             typer.echo(f"source {report.name!r} not served: {report.error}", err=True)
@@ -90,6 +112,45 @@ def check(
             typer.echo(f"ok    {source.name} (python): {names}")
     if failed:
         raise typer.Exit(1)
+
+
+_LISTER = AgentRegistration(tenant="conclave-cli", agent="tools-list", tools=["*"], token_ttl_s=60)
+
+
+def _list_served(
+    gateway: str, token: str | None, admin_key: str | None, data_dir: Path | None
+) -> None:
+    """GET /v1/tools as the token's agent; with the admin key, as a short-lived agent allowed
+    every tool (registered for this listing and revoked after it: the admin key alone cannot
+    call the tools API)."""
+    if token is None:
+        key = {ADMIN_KEY_HEADER: resolve_admin_key(gateway, admin_key, data_dir)}
+        body = _LISTER.model_dump(mode="json")
+        lister = AgentToken.model_validate(
+            gateway_request(gateway, "POST", "/v1/agents", key, body)
+        )
+        try:
+            specs = _served(gateway, lister.token)
+        finally:
+            path = f"/v1/agents/{_LISTER.tenant}/{_LISTER.agent}"
+            gateway_request(gateway, "DELETE", path, key)
+    else:
+        specs = _served(gateway, token)
+    rows = [("TOOL", "INTENT", "SOURCE")]
+    rows += [(s.name, _intent(s.intent), _source_of(s.name)) for s in specs]
+    print_rows(rows)
+
+
+def _served(gateway: str, token: str) -> list[ToolSpec]:
+    payload = gateway_request(gateway, "GET", "/v1/tools", {"Authorization": f"Bearer {token}"})
+    items = payload.get("tools", payload) if isinstance(payload, dict) else payload
+    return sorted((ToolSpec.model_validate(item) for item in items), key=lambda s: s.name)
+
+
+def _source_of(tool: str) -> str:
+    """A source's tools are named `<source>.<tool>`; the gateway's own have no prefix."""
+    source, dot, _ = tool.partition(".")
+    return source if dot else "(built in)"
 
 
 def _settings(config: Path | None) -> Settings:

@@ -6,7 +6,8 @@ only when their suite runs, so one suite's heavy imports do not slow the others.
 
 from __future__ import annotations
 
-import importlib
+import ast
+import importlib.util
 
 from conclave.bench.suite import Suite
 
@@ -31,3 +32,16 @@ def load_suite(name: str) -> Suite:
     module = importlib.import_module(SUITES[name])
     suite: Suite = module.run
     return suite
+
+
+def suite_summary(name: str) -> str:
+    """What a suite measures, for `conclave bench --help`: its module docstring's first line,
+    after the "`conclave bench NAME`:" it starts with, read without importing the module."""
+    spec = importlib.util.find_spec(SUITES[name])
+    if spec is None or spec.origin is None:
+        return ""
+    with open(spec.origin, encoding="utf-8") as source:
+        docstring = ast.get_docstring(ast.parse(source.read())) or ""
+    first = docstring.splitlines()[0] if docstring else ""
+    label, sep, rest = first.partition(": ")
+    return rest if sep and name in label else first
