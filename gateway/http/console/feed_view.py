@@ -11,6 +11,7 @@ left off).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -29,6 +30,7 @@ TAIL_BATCH = 100
 BLOCK_MS = 1000
 MAX_FEEDS = 16
 MAX_STREAM_S = 300.0
+GATHER_S = 0.2  # after a read that found records: let the next ones gather (one read, not many)
 COLUMNS = ["time (UTC)", "tenant", "agent", "operation", "tool", "outcome", "code", "stage", "ms"]
 _ENTRY_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
 
@@ -115,6 +117,7 @@ async def feed_events(request: Request) -> StreamingResponse:
                 after = records[-1].id
                 data = json.dumps([feed_cells(record) for record in records])
                 yield f"event: audit\nid: {after}\ndata: {data}\n\n"
+                await asyncio.sleep(GATHER_S)  # a busy gateway: a few reads a second, not hundreds
         finally:
             state.console_feeds -= 1
 
