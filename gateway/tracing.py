@@ -22,6 +22,7 @@ from contextlib import (
     AbstractContextManager,
     asynccontextmanager,
     contextmanager,
+    nullcontext,
 )
 from typing import Any
 
@@ -56,8 +57,13 @@ class Tracing:
     ) -> AbstractContextManager[Span]:
         """A child of the current span, made current while the block runs (only call when on).
 
-        An exception leaves no trace of its own in the span (its message may quote a caller's
-        input): the instrumented code sets the status, with `mark_failed` or `mark_raised`."""
+        Under a span that is not recording (the sampler left this request out) or none (work
+        outside a request), nothing is made: a request left out costs a context lookup per
+        instrumented step, not a span. An exception leaves no trace of its own in the span (its
+        message may quote a caller's input): the instrumented code sets the status, with
+        `mark_failed` or `mark_raised`."""
+        if not trace.get_current_span().is_recording():
+            return _NOT_RECORDED
         return self.tracer.start_as_current_span(
             name,
             kind=kind,
@@ -68,6 +74,7 @@ class Tracing:
 
 
 TRACING = Tracing()
+_NOT_RECORDED = nullcontext(trace.INVALID_SPAN)  # what `span` gives outside a recorded request
 
 
 def start_tracing(provider: trace.TracerProvider) -> None:

@@ -17,6 +17,7 @@ import time
 from dataclasses import replace
 
 import anyio
+from opentelemetry import trace
 
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
@@ -94,7 +95,7 @@ class DispatchStage:
             network=ctx.tool.network,
         )
         ctx.executed = True
-        if TRACING.on:
+        if TRACING.on and trace.get_current_span().is_recording():
             outcome = await self._execute_traced(ctx.invocation, deadline)
         else:
             outcome = await self._execute_by_deadline(ctx.invocation, deadline)

@@ -34,7 +34,8 @@ class Pipeline:
 
     async def run(self, ctx: RequestContext) -> RequestContext:
         """Run `ctx` through every stage; never raises for a refusal or a tool's failure."""
-        traced = TRACING.on
+        # Stage spans only under a recorded request span (see `Tracing.span`).
+        traced = TRACING.on and trace.get_current_span().is_recording()
         for stage in self.stages:
             began = time.perf_counter()
             try:

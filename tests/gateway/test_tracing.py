@@ -228,3 +228,20 @@ async def test_tracing_off_makes_no_spans_and_no_exporter_thread(
         assert not [name for name in threads if name.startswith("OtelBatch")]
         assert receiver.wait_for("stage account", timeout_s=0.5) == []
         assert receiver.requests == 0
+
+
+async def test_a_request_its_caller_did_not_sample_makes_no_spans_but_keeps_its_trace(
+    settings: Settings, redis: Redis, spans: InMemorySpanExporter
+) -> None:
+    token = issue_token(settings, tenant="acme", agent="unsampled", scopes=["tool:echo"])
+    caller = "00-" + "12" * 16 + "-" + "34" * 8 + "-00"  # flags 00: the caller does not sample
+    async with _gateway(settings) as app:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+            answer = await client.post(
+                "/v1/tools/echo/call",
+                json={"arguments": {"message": "hi"}},
+                headers={"Authorization": f"Bearer {token}", "traceparent": caller},
+            )
+    assert answer.status_code == 200 and answer.json()["trace_id"] == "12" * 16
+    assert spans.get_finished_spans() == ()
