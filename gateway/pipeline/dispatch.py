@@ -117,23 +117,28 @@ class DispatchStage:
         """The call in its own span ("execute <tool>"), whose W3C `traceparent` the tool gets in
         its context, described by the executor's own timings (wall, CPU, peak memory, the wait
         for a sandbox: queue and start)."""
-        granted = {"conclave.tool": invocation.tool}
+        granted: dict[str, str | int] = {
+            "conclave.tool": invocation.tool,
+            "conclave.budget.granted_ms": invocation.limits.timeout_ms,
+        }
         with TRACING.span(f"execute {invocation.tool}", granted) as span:
-            span.set_attribute("conclave.budget.granted_ms", invocation.limits.timeout_ms)
             traceparent = current_traceparent()
             if traceparent is not None:
                 context = invocation.context.model_copy(update={"traceparent": traceparent})
                 invocation = replace(invocation, context=context)
             outcome = await self._execute_by_deadline(invocation, deadline)
             usage = outcome.usage
-            span.set_attribute("conclave.wall_ms", usage.wall_ms)
-            span.set_attribute("conclave.cpu_ms", usage.cpu_ms)
-            span.set_attribute("conclave.peak_rss_kb", usage.peak_rss_kb)
-            span.set_attribute("conclave.exit_reason", usage.exit_reason.value)
+            timings: dict[str, str | float | int] = {
+                "conclave.wall_ms": usage.wall_ms,
+                "conclave.cpu_ms": usage.cpu_ms,
+                "conclave.peak_rss_kb": usage.peak_rss_kb,
+                "conclave.exit_reason": usage.exit_reason.value,
+            }
             if usage.sandbox is not None:
-                span.set_attribute("conclave.sandbox", usage.sandbox)
+                timings["conclave.sandbox"] = usage.sandbox
             if outcome.waited_ms is not None:
-                span.set_attribute("conclave.sandbox.waited_ms", outcome.waited_ms)
+                timings["conclave.sandbox.waited_ms"] = outcome.waited_ms
+            span.set_attributes(timings)
             if outcome.error is not None:
                 mark_failed(span, outcome.error)
             return outcome
