@@ -189,17 +189,16 @@ async def serve_traced(serve: Asgi, scope: Scope, receive: Receive, send: Send) 
         await serve(scope, receive, send_recorded)
 
 
-def current_traceparent() -> str | None:
-    """The W3C `traceparent` naming the current span, to hand on to whatever it calls."""
-    carrier: dict[str, str] = {}
-    inject(carrier)
-    return carrier.get("traceparent")
-
-
-def current_trace_id() -> str | None:
-    """The current span's trace id as 32 hex digits, or None outside a valid span."""
+def current_trace() -> tuple[str, str] | None:
+    """(trace id, W3C `traceparent`) of the current span, to hand on to whatever it calls;
+    None outside a valid span. Formatted here: a tool's context is W3C whatever propagators
+    the process configured for its HTTP calls."""
     span_context = trace.get_current_span().get_span_context()
-    return f"{span_context.trace_id:032x}" if span_context.is_valid else None
+    if not span_context.is_valid:
+        return None
+    trace_id = f"{span_context.trace_id:032x}"
+    flags = f"{span_context.trace_flags:02x}"
+    return trace_id, f"00-{trace_id}-{span_context.span_id:016x}-{flags}"
 
 
 def mark_raised(span: Span, exc: BaseException) -> None:
@@ -217,8 +216,7 @@ __all__ = [
     "TRACING",
     "SpanKind",
     "Tracing",
-    "current_trace_id",
-    "current_traceparent",
+    "current_trace",
     "exporter_from_environment",
     "inject",
     "mark_failed",

@@ -1,11 +1,11 @@
 """`conclave bench tracing`: what OpenTelemetry tracing costs the gateway, on and off.
 
-Three gateways in their own processes, all running `echo` in-process (so the figure is the
+Four gateways in their own processes, all running `echo` in-process (so the figure is the
 gateway's own work: HTTP, six stages, Redis): tracing off (the SDK installed, no `OTEL_*`
-exporter configured); on, every request traced; on, one request in ten traced (the standard
-`parentbased_traceidratio` sampler). The traced ones export every span over OTLP/HTTP
+exporter configured); on, every request traced; on, one request in 10 and one in 100 traced
+(the standard `parentbased_traceidratio` sampler). The traced ones export every span over OTLP/HTTP
 (BatchSpanProcessor, protobuf) to a receiver in the bench process. Calls/s at concurrency 16
-are measured in alternated rounds (off, on, sampled, off...) and compared by their medians,
+are measured in alternated rounds (off, on, sampled..., off...) and compared by their medians,
 so a drift of the machine hits all alike.
 
 Tracing off runs no OpenTelemetry code: each instrumented place reads one boolean
@@ -35,7 +35,7 @@ from gateway import Settings
 
 GOAL_ON_COST, GOAL_OFF_COST = 0.10, 0.01
 WORKERS = 16
-SAMPLED_RATIO = 0.1  # OTEL_TRACES_SAMPLER_ARG of the sampled row
+SAMPLED_RATIOS = (0.1, 0.01)  # OTEL_TRACES_SAMPLER_ARG of the sampled rows
 OFF = "tracing off (SDK installed, no exporter)"
 GUARDS_PER_CALL = 6  # app, request context, pipeline, dispatch, two Redis scripts
 # Every span reaches the receiver: a queue that drops spans under load would flatter "on".
@@ -183,16 +183,14 @@ def run(ctx: BenchContext) -> SuiteResult:
 def _configurations(endpoint: str) -> dict[str, dict[str, str]]:
     """Each gateway's OTEL_* variables, by the row that shows it."""
     on = {**_ON_ENV, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint}
-    sampled = {
-        **on,
-        "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
-        "OTEL_TRACES_SAMPLER_ARG": str(SAMPLED_RATIO),
-    }
-    return {
-        OFF: {},
-        "tracing on, every request traced": on,
-        f"tracing on, 1 request in {round(1 / SAMPLED_RATIO)} traced": sampled,
-    }
+    configurations = {OFF: {}, "tracing on, every request traced": on}
+    for ratio in SAMPLED_RATIOS:
+        configurations[f"tracing on, 1 request in {round(1 / ratio)} traced"] = {
+            **on,
+            "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+            "OTEL_TRACES_SAMPLER_ARG": str(ratio),
+        }
+    return configurations
 
 
 def _shown(rates: list[float]) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from gateway.tracing import TRACING, current_trace_id, current_traceparent
+from gateway.tracing import TRACING, current_trace
 from protocol import (
     Access,
     Budget,
@@ -75,9 +75,8 @@ class RequestContext:
     def __post_init__(self) -> None:
         # Known before any stage runs, so even a refused request's envelope carries it.
         self.trace_id, self.traceparent = trace_of(self.headers.get("traceparent"))
-        if TRACING.on:  # the request's span names the trace (a new one when the caller sent none)
-            self.trace_id = current_trace_id() or self.trace_id
-            self.traceparent = current_traceparent() or self.traceparent
+        if TRACING.on and (current := current_trace()) is not None:
+            self.trace_id, self.traceparent = current  # the request's span names the trace
 
     @property
     def ok(self) -> bool:

@@ -21,7 +21,7 @@ from opentelemetry import trace
 
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
-from gateway.tracing import TRACING, current_traceparent, mark_failed
+from gateway.tracing import TRACING, current_trace, mark_failed
 from protocol import (
     BudgetGrant,
     CallUsage,
@@ -122,9 +122,9 @@ class DispatchStage:
             "conclave.budget.granted_ms": invocation.limits.timeout_ms,
         }
         with TRACING.span(f"execute {invocation.tool}", granted) as span:
-            traceparent = current_traceparent()
-            if traceparent is not None:
-                context = invocation.context.model_copy(update={"traceparent": traceparent})
+            current = current_trace()
+            if current is not None:
+                context = invocation.context.model_copy(update={"traceparent": current[1]})
                 invocation = replace(invocation, context=context)
             outcome = await self._execute_by_deadline(invocation, deadline)
             usage = outcome.usage
