@@ -25,7 +25,7 @@ from conclave.agents_cli import (
 from conclave.config_file import settings_from
 from gateway import PythonSources, Settings, StdioSources, effective_backend, open_python_sources
 from gateway.sources import check_upstream
-from protocol import ADMIN_KEY_HEADER, AgentRegistration, AgentToken, ResourceIntent, ToolSpec
+from protocol import ADMIN_KEY_HEADER, ResourceIntent, ToolSpec
 from tools import ToolRegistry, default_registry
 from tools.sources import ConfigError, McpHttpSource, McpStdioSource, PythonSource, load_config
 
@@ -114,36 +114,24 @@ def check(
         raise typer.Exit(1)
 
 
-_LISTER = AgentRegistration(tenant="conclave-cli", agent="tools-list", tools=["*"], token_ttl_s=60)
-
-
 def _list_served(
     gateway: str, token: str | None, admin_key: str | None, data_dir: Path | None
 ) -> None:
-    """GET /v1/tools as the token's agent; with the admin key, as a short-lived agent allowed
-    every tool (registered for this listing and revoked after it: the admin key alone cannot
-    call the tools API)."""
+    """GET /v1/tools as the token's agent; with the admin key, the admin catalog of every
+    tool the gateway serves (GET /v1/catalog/tools)."""
     if token is None:
         key = {ADMIN_KEY_HEADER: resolve_admin_key(gateway, admin_key, data_dir)}
-        body = _LISTER.model_dump(mode="json")
-        lister = AgentToken.model_validate(
-            gateway_request(gateway, "POST", "/v1/agents", key, body)
-        )
-        try:
-            specs = _served(gateway, lister.token)
-        finally:
-            path = f"/v1/agents/{_LISTER.tenant}/{_LISTER.agent}"
-            gateway_request(gateway, "DELETE", path, key)
+        specs = _specs(gateway_request(gateway, "GET", "/v1/catalog/tools", key))
     else:
-        specs = _served(gateway, token)
+        auth = {"Authorization": f"Bearer {token}"}
+        specs = _specs(gateway_request(gateway, "GET", "/v1/tools", auth))
     rows = [("TOOL", "INTENT", "SOURCE")]
     rows += [(s.name, _intent(s.intent), _source_of(s.name)) for s in specs]
     print_rows(rows)
 
 
-def _served(gateway: str, token: str) -> list[ToolSpec]:
-    payload = gateway_request(gateway, "GET", "/v1/tools", {"Authorization": f"Bearer {token}"})
-    items = payload.get("tools", payload) if isinstance(payload, dict) else payload
+def _specs(payload: object) -> list[ToolSpec]:
+    items = payload if isinstance(payload, list) else []
     return sorted((ToolSpec.model_validate(item) for item in items), key=lambda s: s.name)
 
 

@@ -100,6 +100,8 @@ def test_agents_register_list_revoke_and_the_revoked_token_is_refused(
     everything = conclave("tools", "list", *common)  # the admin key: every tool
     assert everything.returncode == 0, everything.stderr
     assert len(everything.stdout.splitlines()) > 2 and "(built in)" in everything.stdout
+    assert "run_python" in everything.stdout  # served, though scout may not call it
+    assert "conclave-cli" not in conclave("agents", "list", *common).stdout  # no helper agent
 
     revoked = conclave("agents", "revoke", "--tenant", "acme", "--agent", "scout", *common)
     assert revoked.returncode == 0, revoked.stderr

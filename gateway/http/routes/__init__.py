@@ -4,6 +4,7 @@ from gateway.http.mcp import router as _mcp_router
 from gateway.http.routes import (
     agent_routes,
     audit_routes,
+    catalog_routes,
     health_routes,
     latency_routes,
     metrics_routes,
@@ -20,6 +21,7 @@ ROUTERS = (
     health_routes.router,
     state_routes.router,
     agent_routes.router,
+    catalog_routes.router,
     audit_routes.router,
     metrics_routes.router,
 )
