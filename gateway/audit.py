@@ -55,6 +55,8 @@ class AuditRecord(BaseModel):
     stage: str = ""
     duration_ms: float
     usage: dict[str, Any] | None = None
+    deadline_ms: int | None = None  # the run's deadline (epoch ms), when it had one
+    granted_ms: int | None = None  # the time budget the call was granted
 
     # The fields a caller's text reaches (the rest are the gateway's own, or a verified token's).
     @field_validator("obo", "session", "operation", "tool", "namespace", mode="before")

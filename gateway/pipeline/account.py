@@ -44,6 +44,8 @@ def audit_record(ctx: RequestContext, duration_s: float) -> AuditRecord:
         stage=ctx.failed_stage or "",
         duration_ms=round(duration_s * 1000, 3),
         usage=ctx.usage.model_dump(mode="json") if ctx.usage else None,
+        deadline_ms=ctx.tool_context.deadline_ms if ctx.tool_context else None,
+        granted_ms=ctx.granted_ms,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import httpx
@@ -11,7 +12,7 @@ from redis.asyncio import Redis
 
 from gateway.audit import AuditLog, AuditRecord
 from gateway.settings import Settings
-from protocol import ADMIN_KEY_HEADER
+from protocol import ADMIN_KEY_HEADER, DEADLINE_HEADER
 
 pytestmark = pytest.mark.anyio
 
@@ -146,3 +147,29 @@ async def test_feed_pages_through_10000_records_a_window_at_a_time(
     assert "EventSource" not in second  # an older window stays still
     chains = await client.get("/console/chains")  # one trace, 2,000 records read, 20 shown
     assert chains.status_code == 200 and "trace t" in chains.text
+
+
+async def test_a_chain_shows_its_grants_and_the_time_left_to_its_deadline(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    token = await _register(client, settings, "chainer")
+    deadline_ms = int(time.time() * 1000) + 60_000
+    headers = {
+        "Authorization": f"Bearer {token}",
+        DEADLINE_HEADER: str(deadline_ms),
+        "traceparent": "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01",
+    }
+    for _ in range(2):
+        answer = await client.post(
+            "/v1/tools/echo/call", json={"arguments": {"message": "hi"}}, headers=headers
+        )
+        assert answer.status_code == 200, answer.text
+    await _log_in(client, settings)
+    page = (await client.get("/console/chains")).text
+    assert "trace " + "ab" * 16 in page and "left to deadline ms" in page
+    rows = re.findall(r"<tr><td>echo</td>(.*?)</tr>", page)
+    assert len(rows) == 2
+    for row in rows:
+        cells = re.findall(r"<td>([^<]*)</td>", row)  # code, start, granted, took, elapsed, left
+        granted, left = int(cells[2]), int(cells[5])
+        assert 0 < granted <= 60_000 and 50_000 < left < 60_000

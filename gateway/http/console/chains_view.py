@@ -1,10 +1,10 @@
 """The console's chains: the calls of one trace (an agent's run passes one `traceparent`),
-newest chains first, each with its time burn-down: when each call started and ended after
-the chain's first call, and how it ended (a BUDGET_EXHAUSTED or TOOL_TIMEOUT shows where the
-run's deadline ran out).
+newest chains first, each with its deadline burn-down: when each call started and ended after
+the chain's first call, the time it was granted, the time left to the run's deadline when it
+ended, and how it ended (a BUDGET_EXHAUSTED or TOOL_TIMEOUT shows where the deadline ran out).
+The bar of each call sits on a scale that ends at the deadline, when the run had one.
 
-Read from one bounded window of the audit stream (`WINDOW_RECORDS` newest records); the
-audit keeps no deadline, so the burn-down is the time spent, call by call.
+Read from one bounded window of the audit stream (`WINDOW_RECORDS` newest records).
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ def _chains(records: list[AuditRecord]) -> list[list[AuditRecord]]:
 def _burn_down(calls: list[AuditRecord]) -> str:
     # A record is written when its call ends: it began duration_ms earlier.
     start = min(c.at_ms - c.duration_ms for c in calls)
-    span = max(max(c.at_ms for c in calls) - start, 1.0)
+    deadline = next((c.deadline_ms for c in calls if c.deadline_ms is not None), None)
+    end = max(max(c.at_ms for c in calls), deadline or 0)
+    span = max(end - start, 1.0)
     rows = []
     for call in calls:
         began = call.at_ms - call.duration_ms - start
@@ -43,11 +45,13 @@ def _burn_down(calls: list[AuditRecord]) -> str:
             f"width:{max(call.duration_ms / span * _BAR_PX, 1):.0f}px;height:0.8rem;"
             f'background:{"#4a4" if call.outcome == "ok" else "#c33"}"></div>'
         )
+        left = "" if call.deadline_ms is None else call.deadline_ms - call.at_ms
         rows.append(
-            [call.tool, call.outcome, call.code, round(began, 1), round(call.duration_ms, 1),
-             round(began + call.duration_ms, 1), bar]
+            [call.tool, call.outcome, call.code, round(began, 1), call.granted_ms or "",
+             round(call.duration_ms, 1), round(began + call.duration_ms, 1), left, bar]
         )  # fmt: skip
-    columns = ["tool", "outcome", "code", "start ms", "took ms", "elapsed ms", "burn-down"]
+    columns = ["tool", "outcome", "code", "start ms", "granted ms", "took ms", "elapsed ms"]
+    columns += ["left to deadline ms", "burn-down"]
     return table(columns, rows, raw=1)
 
 
