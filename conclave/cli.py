@@ -81,6 +81,10 @@ def serve(
             help="where generated secrets live (CONCLAVE_DATA_DIR; $XDG_DATA_HOME/conclave)"
         ),
     ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="gateway processes sharing the port (CONCLAVE_WORKERS; 1)"),
+    ] = None,
     unisolated_process_backend: Annotated[
         bool,
         typer.Option(help="run tools as plain processes: NO isolation, for trusted code only"),
@@ -89,10 +93,19 @@ def serve(
     """Run the embedded stack (Redis, gateway, sandbox) in the foreground until Ctrl-C.
 
     Each option wins over its CONCLAVE_* variable, which wins over conclave.toml's [gateway].
+    SIGTERM or Ctrl-C: calls in flight get CONCLAVE_SHUTDOWN_GRACE_S (3 s), the rest are
+    answered SANDBOX_KILLED, every sandbox is removed, and it exits. Killed with SIGKILL, its
+    gateways and Redis die with it; the next start removes the sandboxes they left.
     """
     if unisolated_process_backend and backend is None:
         backend = "process"
-    given = {"host": host, "port": port, "data_dir": data_dir, "sandbox_backend": backend}
+    given = {
+        "host": host,
+        "port": port,
+        "data_dir": data_dir,
+        "sandbox_backend": backend,
+        "workers": workers,
+    }
     overrides = {name: value for name, value in given.items() if value is not None}
     try:
         settings = settings_from(config, **overrides)
@@ -114,6 +127,7 @@ def serve(
     try:
         assert stack.backend is not None
         console.print(f"[bold green]Conclave gateway[/] {stack.url}")
+        console.print(f"workers  {len(stack.instances)}: {', '.join(stack.instances)}")
         console.print(f"redis    {stack.settings.redis_url}")
         console.print(f"sandbox  {stack.backend.name}: {stack.backend.reason}")
         console.print(f"secrets  {_secrets_origin(settings)}")

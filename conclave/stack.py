@@ -1,8 +1,15 @@
 """The embedded stack: a real Redis, the gateway under uvicorn, and the strongest sandbox.
 
 `EmbeddedStack` starts all three and tears all of it down, so one command (or one test
-fixture) gets a whole platform. The gateway runs in its own process, listening on a socket
-this process bound to a free port, so callers cross a real HTTP and process boundary.
+fixture) gets a whole platform. The gateway runs in its own processes (`settings.workers`
+of them, all accepting on the one socket this process bound), so callers cross a real HTTP
+and process boundary. They hold no state of their own (it is all in Redis) beyond each one's
+sandbox pool and Prometheus metrics.
+
+Stopping it (SIGTERM to the gateways) gives calls in flight `shutdown_grace_s`, then answers
+them SANDBOX_KILLED and removes every sandbox. Started from the main thread (`conclave serve`),
+the gateways and the embedded Redis die with this process even when it is SIGKILLed; the
+sandbox containers of a gateway that could not clean up are removed by the next start.
 
 Secrets reach the gateway process through a pipe, never its environment. A bind beyond
 loopback needs explicitly configured secrets; the sandbox backend is the strongest one found
@@ -14,6 +21,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -24,11 +32,18 @@ from typing import IO
 
 import httpx
 
+from conclave.child_lifetime import die_with_this_process
 from conclave.embedded_redis import EmbeddedRedis
 from conclave.settings_pipe import settings_pipe
 from gateway import Settings, issue_token
 from protocol import ADMIN_KEY_HEADER
-from sandbox import BackendChoice, bwrap_status, docker_status, strongest_available
+from sandbox import (
+    BackendChoice,
+    bwrap_status,
+    collect_orphans,
+    docker_status,
+    strongest_available,
+)
 
 log = logging.getLogger("conclave.stack")
 
@@ -66,7 +81,8 @@ class EmbeddedStack:
         self._log: IO[bytes] | None = None
         self.redis: EmbeddedRedis | None = None
         self.backend: BackendChoice | None = None
-        self._gateway: subprocess.Popen[bytes] | None = None
+        self._gateways: list[subprocess.Popen[bytes]] = []
+        self.instances: list[str] = []  # each gateway process's X-Conclave-Instance
         self._socket: socket.socket | None = None
         self.settings = self.base_settings
         self.url = ""
@@ -107,6 +123,9 @@ class EmbeddedStack:
         self.settings = base.model_copy(
             update={"redis_url": redis_url, "sandbox_backend": self.backend.name}
         )
+        if self.backend.name == "docker":  # containers of gateways that died without cleaning
+            for line in collect_orphans(base.docker_host):
+                log.info("removed an orphan: %s", line)
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # uvicorn takes an inherited fd for a unix socket and so never sets TCP_NODELAY; accepted
@@ -125,20 +144,34 @@ class EmbeddedStack:
         self.settings = self.settings.model_copy(update={"port": port, "host": self.host})
         if self.log_path is not None:
             self._log = self.log_path.open("ab")
+        ready = [self._start_gateway() for _ in range(self.settings.workers)]
+        self._wait_ready(ready, timeout_s)
+
+    def _start_gateway(self) -> int:
+        """One gateway process on our socket; returns the read end of its ready pipe."""
+        assert self._socket is not None
         settings_out = settings_pipe(self.settings)
+        ready_in, ready_out = os.pipe()
         try:
-            fds = (self._socket.fileno(), settings_out)
+            fds = (self._socket.fileno(), settings_out, ready_out)
             command = [sys.executable, "-m", "conclave.gateway_process", *map(str, fds)]
-            self._gateway = subprocess.Popen(
-                command,
-                env=self._gateway_env(),
-                pass_fds=fds,
-                stdout=self._log,
-                stderr=subprocess.STDOUT if self._log else None,
+            self._gateways.append(
+                subprocess.Popen(
+                    command,
+                    env=self._gateway_env(),
+                    pass_fds=fds,
+                    stdout=self._log,
+                    stderr=subprocess.STDOUT if self._log else None,
+                    preexec_fn=die_with_this_process(),
+                )
             )
+        except BaseException:
+            os.close(ready_in)
+            raise
         finally:
             os.close(settings_out)
-        self._wait_ready(timeout_s)
+            os.close(ready_out)
+        return ready_in
 
     @staticmethod
     def _check_backend_runs(settings: Settings) -> None:
@@ -161,33 +194,48 @@ class EmbeddedStack:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         return env
 
-    def _wait_ready(self, timeout_s: float) -> None:
+    def _wait_ready(self, ready: list[int], timeout_s: float) -> None:
+        """Each gateway names itself on its ready pipe once it serves; then /readyz answers."""
         deadline = time.monotonic() + timeout_s
-        last = "no answer"
-        while time.monotonic() < deadline:
-            assert self._gateway is not None
-            if self._gateway.poll() is not None:
-                raise StackError(f"the gateway exited with {self._gateway.returncode}")
-            try:
-                response = httpx.get(f"{self.url}/readyz", timeout=1.0)
-                if response.status_code == 200:
-                    return
-                last = response.text
-            except httpx.TransportError as exc:
-                last = type(exc).__name__
-            time.sleep(0.05)
-        raise StackError(f"the gateway was not ready within {timeout_s} s: {last}")
+        try:
+            waiting = {fd: b"" for fd in ready}
+            while waiting:
+                for gateway in self._gateways:
+                    if gateway.poll() is not None:
+                        raise StackError(f"a gateway process exited with {gateway.returncode}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise StackError(f"the gateway was not ready within {timeout_s} s")
+                readable, _, _ = select.select(list(waiting), [], [], min(left, 0.2))
+                for fd in readable:
+                    chunk = os.read(fd, 256)
+                    if not chunk:
+                        raise StackError("a gateway process exited before it served")
+                    waiting[fd] += chunk
+                    if chunk.endswith(b"\n"):
+                        self.instances.append(waiting.pop(fd).decode().strip())
+        finally:
+            for fd in ready:
+                os.close(fd)
+        response = httpx.get(f"{self.url}/readyz", timeout=max(1.0, deadline - time.monotonic()))
+        if response.status_code != 200:
+            raise StackError(f"the gateway is not ready: {response.text}")
 
     def stop(self) -> None:
-        if self._gateway is not None:
-            if self._gateway.poll() is None:
-                self._gateway.terminate()
-                try:
-                    self._gateway.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    self._gateway.kill()
-                    self._gateway.wait()
-            self._gateway = None
+        """SIGTERM to every gateway (each gives its calls their grace, then removes its
+        sandboxes), then the socket and Redis; a gateway that outlives its grace is killed."""
+        for gateway in self._gateways:
+            if gateway.poll() is None:
+                gateway.terminate()
+        grace_s = self.settings.shutdown_grace_s + 10
+        deadline = time.monotonic() + grace_s
+        for gateway in self._gateways:
+            try:
+                gateway.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                gateway.kill()
+                gateway.wait()
+        self._gateways = []
         if self._socket is not None:
             self._socket.close()
             self._socket = None

@@ -51,6 +51,12 @@ class Settings(BaseSettings):
         default="unix:///var/run/docker.sock",
         validation_alias=AliasChoices("CONCLAVE_DOCKER_HOST", "DOCKER_HOST"),
     )
+    # Several Docker engines (a JSON list, e.g. '["unix:///a.sock","unix:///b.sock"]'): each new
+    # sandbox goes to the answering engine with the most free capacity, that is
+    # `sandbox_engine_capacity` (unset: sandbox_pool_max) less the sandboxes this gateway holds
+    # there; one that stops answering is drained. Unset: docker_host alone.
+    docker_hosts: tuple[str, ...] | None = None
+    sandbox_engine_capacity: int | None = Field(default=None, gt=0)
     sandbox_image: str = "conclave-runtime:latest"
     sandbox_pool_max: int = Field(default=32, gt=0)
     # Fair shares of that cap, counting the sandboxes in use (busy or starting): a tenant may
@@ -99,6 +105,13 @@ class Settings(BaseSettings):
     # before Redis acknowledges it, so a token is never reissued (slower writes).
     redis_maxmemory_mb: int = Field(default=512, gt=0)
     redis_fsync: Literal["always", "everysec"] = "everysec"
+    # Durability: "async" acknowledges a commit, a lease grant and a revocation once the Redis
+    # master has them (a master failover may lose the last ones, and reissue a fencing token);
+    # "replicated" acknowledges them only after `WAIT` confirms `durability_replicas` replicas
+    # hold them, else answers 503 DURABILITY_UNCONFIRMED within `durability_timeout_ms`.
+    durability: Literal["async", "replicated"] = "async"
+    durability_replicas: int = Field(default=1, gt=0)
+    durability_timeout_ms: int = Field(default=1000, gt=0)
 
     # Structured JSON logs: answers log at debug, refusals and failures at info.
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -111,6 +124,13 @@ class Settings(BaseSettings):
     budget_min_grant_ms: int = Field(default=10, gt=0)  # never kill a call sooner than this
     breaker_failures: int = Field(default=5, gt=0)  # consecutive failures that open it
     breaker_cooldown_ms: int = Field(default=10_000, gt=0)
+
+    # Gateway processes sharing the listening socket (`conclave serve --workers`); each holds
+    # no state of its own beyond caches of pure functions, its sandbox pool and its metrics.
+    workers: int = Field(default=1, gt=0, le=64)
+    # On SIGTERM: calls in flight get this long to finish; then their sandboxes are killed and
+    # they are answered SANDBOX_KILLED, every sandbox is removed, and the process exits.
+    shutdown_grace_s: float = Field(default=3.0, ge=0)
 
     _secrets_configured: bool = PrivateAttr(default=False)
 
@@ -125,6 +145,18 @@ class Settings(BaseSettings):
             object.__setattr__(self, "secret", SecretStr(secret or stored.secret))
             object.__setattr__(self, "admin_key", SecretStr(admin_key or stored.admin_key))
         return self
+
+    @property
+    def replica_wait(self) -> tuple[int, int] | None:
+        """(replicas, timeout_ms) for Redis `WAIT` after a durable write; None in async mode."""
+        if self.durability == "async":
+            return None
+        return (self.durability_replicas, self.durability_timeout_ms)
+
+    @property
+    def engine_hosts(self) -> tuple[str, ...]:
+        """The Docker engines sandboxes are placed on: docker_hosts, else docker_host."""
+        return self.docker_hosts or (self.docker_host,)
 
     @property
     def secrets_configured(self) -> bool:

@@ -512,6 +512,15 @@ class SandboxPool:
         finally:
             remove_workspace(sandbox.spec.workspace)
 
+    async def interrupt(self) -> None:
+        """Take no more calls and kill the busy sandboxes: each call in them ends now with a
+        SANDBOX_KILLED answer (a gateway's shutdown after its grace); `aclose` still follows."""
+        async with self._lock:
+            self._closed = True
+            busy = list(self._busy)
+        with anyio.CancelScope(shield=True):
+            await asyncio.gather(*(sandbox.close() for sandbox in busy), return_exceptions=True)
+
     async def aclose(self) -> None:
         """Tear down every sandbox (idle and busy) and the backend."""
         with anyio.CancelScope(shield=True):  # late starts land in the idle pool first

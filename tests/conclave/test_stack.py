@@ -24,8 +24,8 @@ def test_stack_serves_and_tears_down() -> None:
         assert httpx.get(f"{stack.url}/healthz").status_code == 200
         ready = httpx.get(f"{stack.url}/readyz").json()
         assert ready == {"status": "ready", "redis": "ok", "sandbox": "process"}
-        assert stack.redis is not None and stack._gateway is not None
-        pids = [stack.redis._process.pid, stack._gateway.pid]  # type: ignore[union-attr]
+        assert stack.redis is not None and stack._gateways
+        pids = [stack.redis._process.pid, stack._gateways[0].pid]  # type: ignore[union-attr]
         url = stack.url
     assert not any(_alive(pid) for pid in pids)
     try:
