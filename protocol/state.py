@@ -151,4 +151,8 @@ class HistoryEntry(BaseModel):
         default_factory=dict, description="key -> the op that produced its value (op writes)"
     )
     read_set: dict[str, int] = Field(default_factory=dict)
+    expected_versions: dict[str, int] = Field(
+        default_factory=dict,
+        description="key -> the expected_version its write was sent with (checked as a read)",
+    )
     time_ms: int

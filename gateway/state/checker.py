@@ -6,8 +6,8 @@ It replays the commits in stream order (the order the store applied them) and re
   from (two writers built on the same version: a lost update);
 - ``gap``: a commit wrote a key from a version no commit produced;
 - ``bad_step``: a commit's new version is not its previous version + 1;
-- ``stale_read``: a commit's read set names a version that was no longer current when the
-  commit was applied (the reads it decided on had gone stale);
+- ``stale_read``: a commit's read set, or a write's ``expected_version``, names a version that
+  was no longer current when the commit was applied (what it decided on had gone stale);
 - ``bad_op``: a commit recorded an op (increment, append, merge, add_to_set) whose result is
   not what the op makes of the value the history before it produced (or does not fit it);
 - ``final_mismatch``: the store's final version or value of a key differs from what the
@@ -74,7 +74,9 @@ def check_history(
     for entry in entries:
         report.commits += 1
         cid = entry.commit_id
-        for key, read in entry.read_set.items():
+        reads = [(key, read, "read version") for key, read in entry.read_set.items()]
+        reads += [(k, v, "expected_version") for k, v in entry.expected_versions.items()]
+        for key, read, what in reads:
             state = keys.setdefault(key, _KeyState())
             if read != state.version:
                 writer = state.writers.get(state.version, "(initial)")
@@ -83,7 +85,7 @@ def check_history(
                         "stale_read",
                         key,
                         (cid, writer),
-                        f"read version {read} but version {state.version} was current "
+                        f"{what} {read} but version {state.version} was current "
                         f"(written by {writer})",
                     )
                 )

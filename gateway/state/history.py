@@ -31,6 +31,7 @@ def parse_entry(entry_id: str, fields: dict[str, str]) -> HistoryEntry:
         values=json.loads(fields["values"]),
         ops=json.loads(fields.get("ops", "{}")),
         read_set={k: int(v) for k, v in json.loads(fields["reads"]).items()},
+        expected_versions={k: int(v) for k, v in json.loads(fields.get("expected", "{}")).items()},
         time_ms=int(fields["time"]),
     )
 

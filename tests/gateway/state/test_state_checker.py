@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from gateway.state import check_history
 from protocol.state import HistoryEntry
 
@@ -62,3 +64,27 @@ def test_gaps_bad_steps_and_final_mismatches_are_reported() -> None:
     assert kinds == ["bad_step", "final_mismatch", "final_mismatch", "gap"]
     [gap] = [a for a in report.anomalies if a.kind == "gap"]
     assert gap.commits == ("1-0", "2-0") and "2-0" in str(gap)
+
+
+def test_a_stale_expected_version_is_a_stale_read() -> None:
+    """A commit script that skipped its expected_version check leaves a history whose versions
+    chain up (each write moved on from the current version), so only the recorded
+    expected_version shows the write was built on a version that had gone."""
+    first = _entry("1-0", {"c": (0, 1)})
+    first.expected_versions["c"] = 0
+    second = _entry("2-0", {"c": (1, 2)})
+    second.expected_versions["c"] = 0  # it expected version 0; 1 was current
+    [anomaly] = check_history([first, second], final={"c": (2, 2)}).anomalies
+    assert (anomaly.kind, anomaly.key, anomaly.commits) == ("stale_read", "c", ("2-0", "1-0"))
+    assert "expected_version 0 but version 1 was current" in anomaly.message
+
+
+@pytest.mark.anyio
+async def test_the_store_records_each_writes_expected_version(agent: Any) -> None:
+    alice = agent("alice")
+    assert (await alice.put_namespace("exp")).status_code in (200, 201)
+    ok = await alice.commit("exp", {"key": "c", "value": 1, "expected_version": 0})
+    assert ok.status_code == 200, ok.text
+    assert (await alice.commit("exp", {"key": "d", "value": 1})).status_code == 200
+    first, second = await alice.history("exp")
+    assert first["expected_versions"] == {"c": 0} and second["expected_versions"] == {}
