@@ -15,6 +15,9 @@
 -- An op write's key is not put in the read log (the writer did not see the value it
 -- changed; an entry it had is dropped), so ops by different agents never conflict.
 -- `apply_op` (state_ops.lua) is prepended to this script.
+-- Each check carries a trailing "check" comment with its name (on its line, or on the first and
+-- last line of its block): tests/gateway/state/test_commit_mutations.py removes each in turn
+-- and shows the history checker or a lease assertion catches the removal.
 -- Logged reads are data keys named from the prefix: they share the namespace's hash tag, so
 -- they live in the same cluster slot as the declared keys.
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'NSNF'} end
@@ -56,34 +59,34 @@ for i = 1, n do
     if live and owner == agent then
       if w.token == nil then
         x.reason = 'no fencing token: send the token your lease was granted with'
-        refuse('LEASE_REQUIRED', x)
+        refuse('LEASE_REQUIRED', x)  -- check: lease held without its token
       elseif w.token ~= fence then
         x.reason = 'fencing token ' .. w.token .. ' is not the current ' .. fence
-        refuse('FENCED', x)
+        refuse('FENCED', x)  -- check: fencing token of an older lease
       end
     elseif live then
       if w.token == nil then
         x.reason = 'leased by another agent'
-        refuse('LEASE_HELD', x)
+        refuse('LEASE_HELD', x)  -- check: lease held by another agent
       else
         x.reason = 'fencing token ' .. w.token .. ' is stale: another agent holds the lease'
-        refuse('FENCED', x)
+        refuse('FENCED', x)  -- check: fencing token while another agent holds the lease
       end
     elseif w.token ~= nil and w.token == fence and owner == agent then
       x.reason = 'your lease expired at ' .. lexp
-      refuse('LEASE_EXPIRED', x)
+      refuse('LEASE_EXPIRED', x)  -- check: expired lease
     elseif w.token ~= nil then
       x.reason = 'fencing token ' .. w.token .. ' is stale or its lease was released'
-      refuse('FENCED', x)
+      refuse('FENCED', x)  -- check: fencing token of a released lease
     else
       x.reason = 'owned namespace: acquire a lease on the key first'
-      refuse('LEASE_REQUIRED', x)
+      refuse('LEASE_REQUIRED', x)  -- check: owned namespace without a lease
     end
   end
-  if w.expected ~= nil and w.expected ~= w.ver then
+  if w.expected ~= nil and w.expected ~= w.ver then  -- check: expected_version
     refuse('STATE_CONFLICT', {key = w.key, reason = 'expected_version is not current',
                               expected_version = w.expected, current_version = w.ver})
-  end
+  end  -- check: expected_version
   writes[i] = w
 end
 
@@ -102,14 +105,14 @@ if validate then
     else
       local v = tonumber(raw)
       reads[k] = v
-      checks[#checks + 1] = {k, v, 'logged read'}
+      checks[#checks + 1] = {k, v, 'logged read'}  -- check: logged read
     end
   end
 end
 local rbase = 15 + n * 6
 for j = 1, m do
   local k, v = ARGV[rbase + (j - 1) * 2 + 1], tonumber(ARGV[rbase + (j - 1) * 2 + 2])
-  if reads[k] ~= v then checks[#checks + 1] = {k, v, 'read_set'} end
+  if reads[k] ~= v then checks[#checks + 1] = {k, v, 'read_set'} end  -- check: read_set
   reads[k] = v
 end
 local prefix = ARGV[9]
@@ -121,12 +124,12 @@ for _, c in ipairs(checks) do
   end
 end
 for _, s in ipairs(shown) do
-  if reads[s[1]] == nil then
+  if reads[s[1]] == nil then  -- check: shown version
     local cur = tonumber(redis.call('HGET', prefix .. 'k:' .. s[1], 'ver')) or 0
     refuse('STATE_CONFLICT', {key = s[1], expected_version = s[2], current_version = cur,
                               reason = 'a 409 showed version ' .. s[2] .. ': declare it in '
                                 .. 'read_set to retry from it, or read the key again'})
-  end
+  end  -- check: shown version
 end
 if code then
   -- Each stale key's current value goes back with the refusal, and its version into the read
@@ -193,10 +196,14 @@ end
 
 -- A shown version the commit declared was current at this commit point: an ordinary read now
 -- (before the writes, which log their new versions).
-for _, s in ipairs(shown) do redis.call('HSET', KEYS[2], s[1], reads[s[1]]) end
-local changed, versions = {}, {}
+for _, s in ipairs(shown) do
+  if reads[s[1]] ~= nil then redis.call('HSET', KEYS[2], s[1], reads[s[1]]) end
+end
+local changed, versions, expected = {}, {}, {}
 for _, w in ipairs(writes) do
   local nv = w.ver + 1
+  -- The history keeps what the writer expected, so the checker checks it as a read.
+  if w.expected ~= nil then expected[w.key] = w.expected end
   if w.del then
     redis.call('HDEL', w.rkey, 'val')
     redis.call('HSET', w.rkey, 'ver', nv)
@@ -224,7 +231,8 @@ end
 local id = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[12], '*',
                       'agent', agent, 'session', session, 'time', now,
                       'keys', cjson.encode(changed), 'reads', cjson.encode(reads),
-                      'values', history_values, 'ops', ARGV[14])
+                      'values', history_values, 'ops', ARGV[14],
+                      'expected', cjson.encode(expected))
 local outcome = cjson.encode({commit_id = id, versions = versions, values = results})
 if ARGV[5] == '1' then redis.call('SET', KEYS[4], outcome, 'EX', ARGV[7]) end
 return {'OK', outcome}
