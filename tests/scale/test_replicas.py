@@ -1,0 +1,206 @@
+"""Gateway replicas hold nothing of their own: one agent's requests spread over separate
+gateway processes (behind HAProxy's round robin, or `--workers 2` on one port) see one
+ownership, one revocation, one rate limit and one audit, all in the shared Redis.
+
+Every answer names the process that served it (`X-Conclave-Instance`), so each test also
+shows its requests really reached more than one process."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conclave import EmbeddedStack
+from gateway import Settings
+
+INSTANCE = "x-conclave-instance"
+SECRETS = {"secret": "s" * 40, "admin_key": "a" * 40}
+ADMIN = {"X-Conclave-Admin-Key": "a" * 40}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
+        time.sleep(0.05)
+
+
+def _settings(redis_url: str, tmp_path: Path, **extra: Any) -> Settings:
+    return Settings(
+        redis_url=redis_url,
+        port=0,
+        sandbox_backend="process",
+        data_dir=tmp_path,
+        rate_limit_per_s=0.01,  # the burst is all an agent gets within a test
+        rate_limit_burst=40,
+        **SECRETS,
+        **extra,
+    )
+
+
+class Replicas:
+    """One URL in front of several gateway processes; each request on a new connection."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.seen: set[str] = set()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        # No keep-alive: every request is balanced (HAProxy) or accepted (shared socket) anew.
+        with httpx.Client(base_url=self.url, timeout=10) as client:
+            response = client.request(method, path, **kwargs)
+        self.seen.add(response.headers[INSTANCE])
+        return response
+
+    def on_another(self, method: str, path: str, than: str, **kwargs: Any) -> httpx.Response:
+        """The request, sent until a process other than `than` answers it (a read-only or
+        refused request may be repeated; that is what the callers pass here)."""
+        for _ in range(50):
+            response = self.request(method, path, **kwargs)
+            if response.headers[INSTANCE] != than:
+                return response
+        raise AssertionError(f"every answer came from {than}")
+
+    def register(self, name: str) -> tuple[str, dict[str, str]]:
+        """A new agent (a fresh name: the Redis, and its rate buckets, outlive one test)."""
+        agent = f"{name}-{uuid.uuid4().hex[:8]}"
+        body = {"tenant": "acme", "agent": agent, "tools": ["echo"], "namespaces": {"ns": "write"}}
+        registered = self.request("POST", "/v1/agents", json=body, headers=ADMIN)
+        assert registered.status_code == 201, registered.text
+        return agent, {"Authorization": f"Bearer {registered.json()['token']}"}
+
+
+def _haproxy_config(port: int, backends: list[str]) -> str:
+    servers = "\n".join(
+        f"    server g{i} {url.removeprefix('http://')}" for i, url in enumerate(backends)
+    )
+    return (
+        "global\n    maxconn 256\n"
+        "defaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n"
+        "    timeout server 30s\n"
+        f"frontend conclave\n    bind 127.0.0.1:{port}\n    default_backend gateways\n"
+        f"backend gateways\n    balance roundrobin\n{servers}\n"
+    )
+
+
+@pytest.fixture
+def behind_haproxy(redis_url: str, tmp_path: Path) -> Iterator[Replicas]:
+    haproxy = shutil.which("haproxy")
+    assert haproxy, "haproxy is missing: apt-get install haproxy (.ci installs it)"
+    settings = _settings(redis_url, tmp_path)
+    with EmbeddedStack(settings) as first, EmbeddedStack(settings) as second:
+        port = _free_port()
+        config = tmp_path / "haproxy.cfg"
+        config.write_text(_haproxy_config(port, [first.url, second.url]))
+        process = subprocess.Popen([haproxy, "-f", str(config)])
+        try:
+            replicas = Replicas(f"http://127.0.0.1:{port}")
+
+            def answers() -> bool:
+                try:
+                    return replicas.request("GET", "/healthz").status_code == 200
+                except (httpx.TransportError, KeyError):
+                    return False
+
+            _wait_for(answers, 10, "haproxy forwarding to the gateways")
+            yield replicas
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+@pytest.fixture
+def two_workers(redis_url: str, tmp_path: Path) -> Iterator[Replicas]:
+    with EmbeddedStack(_settings(redis_url, tmp_path, workers=2)) as stack:
+        assert len(set(stack.instances)) == 2
+        yield Replicas(stack.url)
+
+
+@pytest.fixture(params=["haproxy", "workers"])
+def replicas(request: pytest.FixtureRequest) -> Replicas:
+    fixture = "behind_haproxy" if request.param == "haproxy" else "two_workers"
+    found: Replicas = request.getfixturevalue(fixture)
+    return found
+
+
+def test_a_lease_taken_via_one_replica_fences_writes_via_another(replicas: Replicas) -> None:
+    name, owner = replicas.register("owner")
+    key = f"k-{name}"  # the Redis outlives the test: a key of its own
+    assert replicas.request("PUT", "/v1/state/ns", json={"mode": "owned"}, headers=owner).is_success
+    tokens = []
+    while len({instance for _, instance in tokens}) < 2:  # granted by two processes
+        assert len(tokens) < 10, "every lease was granted by one process"
+        lease = replicas.request("POST", "/v1/state/ns/leases", json={"keys": [key]}, headers=owner)
+        assert lease.status_code == 200, lease.text
+        tokens.append((lease.json()["leases"][0]["fencing_token"], lease.headers[INSTANCE]))
+        released = replicas.request("DELETE", f"/v1/state/ns/leases/{key}", headers=owner)
+        assert released.is_success, released.text
+        replicas.request("GET", "/healthz")  # round robin: the next lease goes elsewhere
+    assert [t for t, _ in tokens] == sorted({t for t, _ in tokens})
+    lease = replicas.request("POST", "/v1/state/ns/leases", json={"keys": [key]}, headers=owner)
+    token = lease.json()["leases"][0]["fencing_token"]
+    write = {"writes": [{"key": key, "value": 1}]}
+    refused = replicas.on_another(
+        "POST", "/v1/state/ns/commit", lease.headers[INSTANCE], json=write, headers=owner
+    )
+    assert refused.status_code == 409 and refused.json()["code"] == "LEASE_REQUIRED"
+    fenced = {"writes": [{"key": key, "value": 1, "fencing_token": token}]}
+    assert replicas.request("POST", "/v1/state/ns/commit", json=fenced, headers=owner).is_success
+
+
+def test_a_revocation_via_one_replica_is_refused_by_another_at_once(replicas: Replicas) -> None:
+    name, agent = replicas.register("revoked")
+    call = {"arguments": {"message": "hi"}}
+    warm = replicas.request("POST", "/v1/tools/echo/call", json=call, headers=agent)
+    assert warm.status_code == 200, warm.text  # its token is verified and cached there
+    revoked = replicas.request("DELETE", f"/v1/agents/acme/{name}", headers=ADMIN)
+    assert revoked.is_success, revoked.text
+    for _ in range(6):  # every replica refuses it, the one that revoked and the others
+        refused = replicas.request("POST", "/v1/tools/echo/call", json=call, headers=agent)
+        assert refused.status_code == 401 and refused.json()["code"] == "AUTH_REVOKED"
+    assert len(replicas.seen) >= 2
+
+
+def test_one_agents_burst_is_shared_not_multiplied(replicas: Replicas) -> None:
+    _, agent = replicas.register("bursty")
+    call = {"arguments": {"message": "hi"}}
+    codes = [
+        replicas.request("POST", "/v1/tools/echo/call", json=call, headers=agent).status_code
+        for _ in range(60)
+    ]
+    assert codes.count(200) == 40, codes  # the burst of 40, not 40 per replica
+    assert set(codes) == {200, 429}
+    assert len(replicas.seen) >= 2
+
+
+def test_the_audit_holds_every_replicas_calls_in_one_stream(replicas: Replicas) -> None:
+    name, agent = replicas.register("audited")
+    served: set[str] = set()
+    for i in range(8):
+        call = {"arguments": {"message": f"m{i}"}}
+        answer = replicas.request("POST", "/v1/tools/echo/call", json=call, headers=agent)
+        assert answer.status_code == 200, answer.text
+        served.add(answer.headers[INSTANCE])
+    assert len(served) >= 2
+
+    def all_recorded() -> bool:
+        audit = replicas.request("GET", "/v1/audit", params={"agent": name}, headers=ADMIN)
+        return len(audit.json()) == 8
+
+    _wait_for(all_recorded, 10, "the 8 calls of two replicas in the one audit")
