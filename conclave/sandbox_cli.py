@@ -45,7 +45,7 @@ def build_image(
         raise typer.Exit(1) from exc
     began = time.monotonic()
     builder = RuntimeImageBuilder(
-        settings.docker_host,
+        settings.engine_hosts[0],
         settings.sandbox_image,
         cache_dir=cache_dir,
         mirror=mirror,
@@ -53,6 +53,8 @@ def build_image(
     )
     try:
         built = builder.build(force=force)
+        for other_engine in settings.engine_hosts[1:]:  # CONCLAVE_DOCKER_HOSTS: each gets it
+            builder.copy_to(other_engine)
     except ImageBuildError as exc:
         console.print(f"[red]build-image failed:[/] {exc}")
         raise typer.Exit(1) from exc
@@ -93,5 +95,6 @@ def gc(
     from sandbox import collect_orphans
 
     settings = Settings()
-    for line in collect_orphans(settings.docker_host, include_live_owners=everything):
-        console.print(line)
+    for host in settings.engine_hosts:
+        for line in collect_orphans(host, include_live_owners=everything):
+            console.print(line)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
+
+import anyio
 
 # Where the tool code and the workspace appear inside an isolating sandbox.
 SANDBOX_CODE_DIR = "/opt/conclave/code"
@@ -28,6 +30,12 @@ class SandboxError(Exception):
 
 class SandboxStartError(SandboxError):
     """A sandbox could not be started; the message names the fix."""
+
+
+class EngineLost(SandboxError):
+    """The engine running the sandbox stopped answering: a retry is placed on another one."""
+
+    retry_after_ms = 100
 
 
 class RuntimeImageMissing(SandboxStartError):
@@ -90,3 +98,12 @@ class SandboxBackend(Protocol):
     async def aclose(self) -> None:
         """Release backend-wide resources (clients); sandboxes are killed by their owner."""
         ...
+
+
+@runtime_checkable
+class EngineBound(Protocol):
+    """A launched sandbox on an engine that can stop answering (the docker fleet's): its
+    calls end with `EngineLost` once `engine_lost` is set."""
+
+    @property
+    def engine_lost(self) -> anyio.Event: ...

@@ -7,6 +7,7 @@ package does not import the gateway.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Protocol
 
 from sandbox.backend import SandboxBackend, SandboxStartError
@@ -24,6 +25,10 @@ class SandboxSettings(Protocol):
     def docker_host(self) -> str: ...
     @property
     def sandbox_image(self) -> str: ...
+    @property
+    def engine_hosts(self) -> tuple[str, ...]: ...
+    @property
+    def sandbox_engine_capacity(self) -> int | None: ...
     @property
     def tool_modules(self) -> tuple[str, ...]: ...
     @property
@@ -50,7 +55,21 @@ def create_backend(settings: SandboxSettings) -> SandboxBackend:
         picked = strongest_available(settings.docker_host, settings.sandbox_image)
         log.info("sandbox backend %s: %s", picked.name, picked.reason)
         choice = picked.name
+    if choice == "docker" and len(settings.engine_hosts) > 1:
+        capacity = settings.sandbox_engine_capacity or settings.sandbox_pool_max
+        return docker_fleet(settings.engine_hosts, settings.sandbox_image, capacity)
     return backend_named(choice, settings.docker_host, settings.sandbox_image)
+
+
+def docker_fleet(docker_hosts: Sequence[str], image: str, capacity: int) -> SandboxBackend:
+    """The docker backend over several engines, each of which must answer and hold the image."""
+    for host in docker_hosts:
+        missing = docker_status(host, image)
+        if missing is not None:
+            raise SandboxStartError(f"{missing} (engine {host} of CONCLAVE_DOCKER_HOSTS)")
+    from sandbox.backends.docker_fleet import DockerFleet
+
+    return DockerFleet(docker_hosts, image, capacity)
 
 
 def backend_named(name: str, docker_host: str, image: str) -> SandboxBackend:

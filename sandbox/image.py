@@ -129,6 +129,29 @@ class RuntimeImageBuilder:
         finally:
             client.close()
 
+    def copy_to(self, docker_host: str) -> bool:
+        """Load the built image into another engine (`docker save | docker load`, streamed),
+        unless it already holds the same one; True when something was copied."""
+        try:
+            source = docker.DockerClient(base_url=self.docker_host)
+            target = docker.DockerClient(base_url=docker_host)
+        except DockerException as exc:
+            raise ImageBuildError(f"Docker engine not reachable: {exc}") from exc
+        try:
+            if self._current(target):
+                self.say(f"{self.tag} is up to date on {docker_host}")
+                return False
+            self.say(f"docker save {self.tag} | docker -H {docker_host} load")
+            target.api.load_image(source.api.get_image(self.tag))
+            if not self._current(target):
+                raise ImageBuildError(f"{self.tag} did not arrive on {docker_host}")
+            return True
+        except DockerException as exc:
+            raise ImageBuildError(f"copying {self.tag} to {docker_host} failed: {exc}") from exc
+        finally:
+            source.close()
+            target.close()
+
     def _current(self, client: docker.DockerClient) -> bool:
         try:
             image = client.images.get(self.tag)

@@ -37,6 +37,8 @@ from pydantic_core import to_jsonable_python
 
 from protocol import CallUsage, ErrorCode, ExitReason, SerfError
 from sandbox.backend import (
+    EngineBound,
+    EngineLost,
     LaunchedSandbox,
     SandboxBackend,
     SandboxError,
@@ -46,6 +48,7 @@ from sandbox.backend import (
 from sandbox.channel import ChannelClosed, RunnerChannel, accept, listen
 from sandbox.executor import CallLimits, Invocation, Outcome
 from sandbox.time_limit import TimeLimit
+from sandbox.unavailable import unavailable_error
 from tools import tool_exception_code
 
 # A sandbox is torn down after these. Not after a timeout the runner reported: it killed the
@@ -96,6 +99,9 @@ class Sandbox:
         # process cap to their cgroup / pids limit, so sandboxes cannot starve each other.
         self._nproc = None if backend.isolates else spec.profile.pids
         self.launched = launched
+        # On one of several Docker engines: while its engine does not answer, calls end at
+        # once with SANDBOX_UNAVAILABLE instead of waiting on a runner that may be lost.
+        self._engine = launched if isinstance(launched, EngineBound) else None
         self.channel: RunnerChannel | None = None
         self.hello: dict[str, Any] = {}
         self.calls = 0
@@ -187,6 +193,8 @@ class Sandbox:
         started = time.monotonic()
         reply: dict[str, Any] | None = None
         gone = ""
+        if self._engine is not None and self._engine.engine_lost.is_set():
+            return await self._engine_gone(started)
         self.current_call = invocation
         try:
             await self.channel.send(request)
@@ -198,7 +206,7 @@ class Sandbox:
         try:
             with anyio.move_on_after(TimeLimit.runner_wait_s(invocation.limits.timeout_ms)):
                 try:
-                    reply = await self.channel.receive()
+                    reply = await self._receive_reply(self.channel)
                 except ChannelClosed as exc:
                     gone = str(exc)
         finally:
@@ -207,9 +215,49 @@ class Sandbox:
             self.current_call = None
         self.last_used = time.monotonic()
         wall_ms = (self.last_used - started) * 1000
+        if reply is None and self._engine is not None and self._engine.engine_lost.is_set():
+            return await self._engine_gone(started)
         if reply is None:
             return await self._runner_lost(invocation, wall_ms, gone)
         return await self._outcome(reply, invocation.limits, wall_ms)
+
+    async def _receive_reply(self, channel: RunnerChannel) -> dict[str, Any] | None:
+        """The runner's reply; None if the sandbox's engine stops answering first."""
+        if self._engine is None:
+            return await channel.receive()
+        lost = self._engine.engine_lost
+        reply: dict[str, Any] | None = None
+        closed: ChannelClosed | None = None
+        async with anyio.create_task_group() as group:
+
+            async def give_up_when_lost() -> None:
+                await lost.wait()
+                group.cancel_scope.cancel()
+
+            group.start_soon(give_up_when_lost)
+            try:
+                reply = await channel.receive()
+            except ChannelClosed as exc:
+                closed = exc
+            group.cancel_scope.cancel()
+        if closed is not None:
+            raise closed
+        return reply
+
+    async def _engine_gone(self, started: float) -> CallResult:
+        """The call's answer when the sandbox's engine stopped answering: retryable, and the
+        sandbox is given up (its removal waits for the engine)."""
+        await self.close()
+        error = unavailable_error(
+            EngineLost(
+                f"{self.launched.description}: its engine stopped answering; a retry "
+                "runs on another engine"
+            )
+        )
+        assert error is not None
+        wall_ms = (time.monotonic() - started) * 1000
+        usage = CallUsage(wall_ms=wall_ms, exit_reason=ExitReason.ERROR, sandbox=self.label)
+        return CallResult(Outcome(usage=usage, error=error), recycle=True)
 
     async def _runner_lost(self, invocation: Invocation, wall_ms: float, gone: str) -> CallResult:
         await self.close()  # kills every process in the sandbox: the call is dead for real

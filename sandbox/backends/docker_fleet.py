@@ -1,0 +1,263 @@
+"""The docker backend over several engines: placement by free capacity, a dead engine drained.
+
+`DockerFleet` holds one `DockerBackend` per engine endpoint (`CONCLAVE_DOCKER_HOSTS`).
+
+Placement: a new sandbox goes to the answering engine with the most free capacity, that is
+`capacity` (`CONCLAVE_SANDBOX_ENGINE_CAPACITY`) less the sandboxes this gateway holds there;
+ties go to the engine listed first. Each gateway process counts its own sandboxes: no engine
+call is on the path of a start.
+
+Health: every `CHECK_EVERY_S` each engine is pinged with a `PING_TIMEOUT_S` timeout. An engine
+that does not answer (or whose container create failed and whose ping then fails) is drained:
+no new placements; a start in flight on it and every call on its sandboxes end at once with
+`EngineLost` (SANDBOX_UNAVAILABLE, retryable), so the retry is placed on another engine; and
+its containers' removal is owed until it answers again. The next check that finds it
+answering removes what is owed and places on it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
+
+import anyio
+import docker
+from docker.errors import DockerException
+
+from sandbox.backend import EngineLost, SandboxError, SandboxSpec, SandboxStartError
+from sandbox.backends.docker import DockerBackend, DockerSandbox
+
+T = TypeVar("T")
+ABANDONED_WAIT_S = 5.0  # at close, how long starts left on a drained engine may still end
+CHECK_EVERY_S = 0.5
+PING_TIMEOUT_S = 2.0  # generous: a busy 2-core machine must not drain a live engine
+log = logging.getLogger("conclave.sandbox")
+
+
+class _Engine:
+    """One engine of the fleet: its backend, whether it answers, what it holds and owes."""
+
+    def __init__(self, backend: DockerBackend) -> None:
+        self.backend = backend
+        self.host = backend.docker_host
+        self.lost = anyio.Event()  # set when drained; a fresh one when it answers again
+        self.held = 0  # sandboxes of this gateway on it (placed and not yet removed)
+        self.owed: set[str] = set()  # containers to remove once it answers again
+        self._pinger: Any = None
+
+    @property
+    def answering(self) -> bool:
+        return not self.lost.is_set()
+
+    def _ping(self) -> None:
+        if self._pinger is None:
+            self._pinger = docker.DockerClient(base_url=self.host, timeout=PING_TIMEOUT_S)
+        self._pinger.ping()
+
+    async def answers(self) -> bool:
+        """Whether the engine answers a ping within PING_TIMEOUT_S."""
+        try:
+            await anyio.to_thread.run_sync(self._ping)
+        except (DockerException, OSError):
+            return False
+        return True
+
+    def close(self) -> None:
+        if self._pinger is not None:
+            self._pinger.close()
+            self._pinger = None
+
+
+class FleetSandbox:
+    """A docker sandbox on one engine of the fleet; `engine_lost` is set if it is drained."""
+
+    def __init__(self, fleet: DockerFleet, engine: _Engine, inner: DockerSandbox) -> None:
+        self._fleet = fleet
+        self._engine = engine
+        self._inner = inner
+        self._removed = False
+
+    @property
+    def engine_lost(self) -> anyio.Event:
+        """Set while the sandbox's engine is drained. One that comes back serves again: a
+        sandbox whose runner survived is warm; one whose runner died is replaced by the pool."""
+        return self._engine.lost
+
+    @property
+    def description(self) -> str:
+        return f"{self._inner.description} on {self._engine.host}"
+
+    @property
+    def container_id(self) -> str:
+        return self._inner.container_id
+
+    async def exit_reason(self) -> str | None:
+        lost = f"the Docker engine at {self._engine.host} stopped answering"
+        if self.engine_lost.is_set():
+            return lost
+        reason = await self._fleet.unless_lost(self._engine, self._inner.exit_reason())
+        return lost if isinstance(reason, EngineLost) else reason
+
+    async def oom_kills(self) -> int:
+        return await self._inner.oom_kills()
+
+    async def pids_refusals(self) -> int:
+        return await self._inner.pids_refusals()
+
+    async def kill(self) -> None:
+        if self._removed:
+            return
+        self._removed = True
+        self._engine.held -= 1
+        if self.engine_lost.is_set():
+            self._engine.owed.add(self.container_id)
+            return
+        done = await self._fleet.unless_lost(self._engine, self._inner.kill())
+        if isinstance(done, EngineLost):
+            self._engine.owed.add(self.container_id)
+
+
+class DockerFleet:
+    name = "docker"
+    isolates = True
+
+    def __init__(self, docker_hosts: Sequence[str], image: str, capacity: int) -> None:
+        self.image = image
+        self.capacity = capacity
+        self.engines = [_Engine(DockerBackend(host, image)) for host in docker_hosts]
+        self._health: asyncio.Task[None] | None = None
+        self._abandoned: set[asyncio.Task[Any]] = set()  # starts left running on drained engines
+
+    def held(self) -> dict[str, int]:
+        """Sandboxes this gateway holds per engine host."""
+        return {engine.host: engine.held for engine in self.engines}
+
+    def draining(self) -> list[str]:
+        """The hosts of engines drained now (not answering)."""
+        return [engine.host for engine in self.engines if not engine.answering]
+
+    def _place(self) -> _Engine:
+        answering = [engine for engine in self.engines if engine.answering]
+        if not answering:
+            hosts = ", ".join(engine.host for engine in self.engines)
+            raise EngineLost(f"no Docker engine answers ({hosts}); retry shortly")
+        best = max(answering, key=lambda engine: self.capacity - engine.held)
+        if best.held >= self.capacity:
+            raise SandboxStartError(
+                f"every answering Docker engine holds its {self.capacity} sandboxes; retry "
+                "shortly (or raise CONCLAVE_SANDBOX_ENGINE_CAPACITY)"
+            )
+        return best
+
+    async def launch(self, spec: SandboxSpec) -> FleetSandbox:
+        if self._health is None:
+            self._health = asyncio.get_running_loop().create_task(self._check_forever())
+        engine = self._place()
+        engine.held += 1
+        try:
+            launched = await self.unless_lost(
+                engine, engine.backend.launch(spec), abandoned=self._owe_container(engine)
+            )
+        except SandboxStartError:
+            engine.held -= 1
+            await self._check(engine)  # a failed create drains an engine that stopped answering
+            if not engine.answering:
+                raise EngineLost(f"the Docker engine at {engine.host} stopped answering") from None
+            raise
+        except BaseException:
+            engine.held -= 1
+            raise
+        if isinstance(launched, EngineLost):
+            engine.held -= 1
+            raise launched
+        assert isinstance(launched, DockerSandbox)
+        return FleetSandbox(self, engine, launched)
+
+    def _owe_container(self, engine: _Engine) -> Any:
+        """What to do with a start abandoned when its engine was drained: once it ends,
+        remove the container it made (when the engine answers again)."""
+
+        def owe(task: asyncio.Task[Any]) -> None:
+            if not task.cancelled() and task.exception() is None:
+                engine.owed.add(task.result().container_id)
+
+        return owe
+
+    async def unless_lost(
+        self, engine: _Engine, work: Coroutine[Any, Any, T], abandoned: Any = None
+    ) -> T | EngineLost:
+        """`work`'s result, or EngineLost as soon as the engine is drained first (the work,
+        blocked in a thread on the engine, is left to finish; `abandoned` gets its task)."""
+        lost = engine.lost
+        task = asyncio.get_running_loop().create_task(work)
+        watch = asyncio.get_running_loop().create_task(lost.wait())
+        try:
+            await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+            if not task.done():  # drained, or the caller was cancelled: let it finish alone
+                if abandoned is not None:
+                    task.add_done_callback(abandoned)
+                    self._abandoned.add(task)
+                    task.add_done_callback(self._abandoned.discard)
+                task.add_done_callback(_consume)
+        if task.done():
+            return task.result()
+        return EngineLost(f"the Docker engine at {engine.host} stopped answering")
+
+    async def _check_forever(self) -> None:
+        while True:
+            async with anyio.create_task_group() as checks:
+                for engine in self.engines:
+                    checks.start_soon(self._check, engine)
+            await anyio.sleep(CHECK_EVERY_S)
+
+    async def _check(self, engine: _Engine) -> None:
+        """Drain the engine if it does not answer; bring it back (and pay what it is owed) if
+        it answers again."""
+        if not await engine.answers():
+            if engine.answering:
+                log.warning("Docker engine at %s stopped answering: drained", engine.host)
+                engine.lost.set()
+            return
+        if not engine.answering:
+            log.warning("Docker engine at %s answers again: placing on it", engine.host)
+            engine.lost = anyio.Event()
+        await self._pay(engine)
+
+    async def _pay(self, engine: _Engine) -> None:
+        """Remove the containers a drained engine was owed."""
+        for container_id in list(engine.owed):
+            try:
+                await engine.backend.remove(container_id)
+            except SandboxError:
+                return  # still not answering; the next check tries again
+            engine.owed.discard(container_id)
+
+    async def aclose(self) -> None:
+        if self._health is not None:
+            self._health.cancel()
+            await asyncio.gather(self._health, return_exceptions=True)
+            self._health = None
+        if self._abandoned:  # a start its engine finishes late still owes its container
+            await asyncio.wait(set(self._abandoned), timeout=ABANDONED_WAIT_S)
+        for engine in self.engines:
+            if engine.owed and await engine.answers():
+                await self._pay(engine)
+            if engine.owed:
+                log.warning(
+                    "Docker engine at %s still owes removal of %d containers: run "
+                    "'conclave sandbox gc' when it answers",
+                    engine.host,
+                    len(engine.owed),
+                )
+            await anyio.to_thread.run_sync(engine.close)
+            await engine.backend.aclose()
+
+
+def _consume(task: asyncio.Task[Any]) -> None:
+    """Retrieve an abandoned task's outcome, so its exception is not reported as unseen."""
+    if not task.cancelled():
+        task.exception()
