@@ -188,3 +188,23 @@ def _read_on(port: int, key: str) -> Any:
 
     with redis.Redis(port=port, decode_responses=True) as node:
         return node.hget(key, "val")
+
+
+async def test_the_console_finds_namespaces_on_every_master(
+    client: httpx.AsyncClient, redis_cluster: LocalRedisCluster
+) -> None:
+    tenants = [f"c{i}" for i in range(8)]
+    for tenant in tenants:
+        headers = await _register(client, tenant, "bot")
+        await client.put("/v1/state/shelf", json={"mode": "optimistic"}, headers=headers)
+        write = {"writes": [{"key": f"item-{tenant}", "value": 1}]}
+        assert (await client.post("/v1/state/shelf/commit", json=write, headers=headers)).is_success
+    homes = {redis_cluster.node_of_key(NamespaceKeys(t, "shelf").config) for t in tenants}
+    assert len(homes) >= 2  # the namespaces' keys live on several masters
+    login = await client.post("/console/login", data={"admin_key": TEST_SECRETS["admin_key"]})
+    assert login.status_code == 303
+    listing = (await client.get("/console/namespaces")).text
+    for tenant in tenants:
+        assert f"/console/namespaces/{tenant}/shelf" in listing
+    detail = await client.get(f"/console/namespaces/{tenants[0]}/shelf")
+    assert detail.status_code == 200 and f"item-{tenants[0]}" in detail.text
