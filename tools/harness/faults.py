@@ -170,3 +170,60 @@ def chain_parse(seed: int) -> float:
 def chain_rank(seed: int) -> float:
     """A rank step: Pareto latency (alpha 1.6), median 140 ms."""
     return _chain_step("chain_rank", seed)
+
+
+# The same four steps, except that a share of calls never answer (a hung upstream): such a
+# call sleeps past any grant, so only a timeout ends it. Whether attempt k of a step hangs is
+# drawn from its seed too, so every policy (and the offline optimum) meets the same hangs.
+HANG_SHARE = 0.1
+HANG_PROFILES: dict[str, str] = {
+    "chain_hang_search": "chain_search",
+    "chain_hang_fetch": "chain_fetch",
+    "chain_hang_parse": "chain_parse",
+    "chain_hang_rank": "chain_rank",
+}
+
+
+def hangs(seed: int) -> bool:
+    """Whether the call with this seed never answers (a share HANG_SHARE of seeds)."""
+    return random.Random(seed * 2 + 1).random() < HANG_SHARE
+
+
+def chain_latency_ms(name: str, seed: int) -> float:
+    """How long chain tool `name` takes with `seed` (MAX_SLEEP_MS: it hangs)."""
+    if name in HANG_PROFILES:
+        if hangs(seed):
+            return MAX_SLEEP_MS
+        name = HANG_PROFILES[name]
+    distribution, median_ms, shape = CHAIN_PROFILES[name]
+    return sample_latency_ms(distribution, median_ms, shape, seed)
+
+
+def _hang_prone_step(name: str, seed: int) -> float:
+    slept = chain_latency_ms(name, seed)
+    time.sleep(slept / 1000)
+    return slept
+
+
+@tool(idempotent=True, intent=_CHAIN)
+def chain_hang_search(seed: int) -> float:
+    """chain_search, except that one call in ten never answers."""
+    return _hang_prone_step("chain_hang_search", seed)
+
+
+@tool(idempotent=True, intent=_CHAIN)
+def chain_hang_fetch(seed: int) -> float:
+    """chain_fetch, except that one call in ten never answers."""
+    return _hang_prone_step("chain_hang_fetch", seed)
+
+
+@tool(idempotent=True, intent=_CHAIN)
+def chain_hang_parse(seed: int) -> float:
+    """chain_parse, except that one call in ten never answers."""
+    return _hang_prone_step("chain_hang_parse", seed)
+
+
+@tool(idempotent=True, intent=_CHAIN)
+def chain_hang_rank(seed: int) -> float:
+    """chain_rank, except that one call in ten never answers."""
+    return _hang_prone_step("chain_hang_rank", seed)
