@@ -7,7 +7,8 @@ docker sandbox backend). A block runs the way a reader runs it:
   with `CONCLAVE_URL` and `CONCLAVE_ADMIN_KEY` of the test's stack in its environment (the two
   variables the README tells the reader to export);
 - `bash`/`sh`: run by `bash -euo pipefail` in a fresh directory with the same environment;
-- `toml`: loaded with `tools.sources.load_config`, as `conclave serve --config` loads it.
+- `toml`: loaded with `tools.sources.load_config`, as `conclave serve --config` loads it;
+- `haproxy`: a load balancer's configuration, checked by `haproxy -c` as HAProxy reads it.
 
 HTML comments on the lines just before a fence change that (`<!-- readme: KIND ... -->`, one
 per line, in any order; `<!-- example: NAME -->` lines of other tests may sit among them). A
@@ -34,6 +35,7 @@ from __future__ import annotations
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -215,6 +217,15 @@ def check_tested_by(block: Block, tmp_path: Path) -> None:
         load_config(tmp_path / block.example)
 
 
+def check_haproxy(block: Block, tmp_path: Path) -> None:
+    """HAProxy accepts the configuration as written."""
+    haproxy = shutil.which("haproxy")
+    assert haproxy, "haproxy is missing: apt-get install haproxy (.ci installs it)"
+    config = _write(tmp_path / "haproxy.cfg", block.text)
+    done = subprocess.run([haproxy, "-c", "-f", str(config)], capture_output=True, text=True)
+    assert done.returncode == 0, f"{block.where}: {done.stdout}{done.stderr}"
+
+
 def check_output_of(block: Block) -> None:
     """Sample output of `conclave bench`: its summary's columns and suite names."""
     (command,) = block.marked("output-of")
@@ -254,6 +265,8 @@ def test_readme_block(block: Block, request: pytest.FixtureRequest, tmp_path: Pa
         check_output_of(block)
     elif block.language == "toml":
         load_config(_write(tmp_path / "conclave.toml", block.text))
+    elif block.language == "haproxy":
+        check_haproxy(block, tmp_path)
     elif block.language in ("python", "bash", "sh"):
         run_block(block, request.getfixturevalue("stack"), tmp_path)
     else:
