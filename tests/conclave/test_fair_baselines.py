@@ -6,6 +6,7 @@ exist, the status-aware client stops on a 4xx, and no policy beats the offline o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,10 @@ def test_the_optimum_kills_a_hung_attempt_and_takes_the_next() -> None:
         for chain in (budgets_suite.Chain(("chain_hang_parse",), base) for base in range(1000))
         if chain_latency_ms("chain_hang_parse", chain.seed(0, 0)) >= 60_000
     )
-    best = min(chain_latency_ms("chain_hang_parse", hung.seed(0, k)) for k in range(1, 50))
-    assert budgets_suite.oracle_completes(hung, int(best + 30), call_ms=10.0, kill_ms=20.0)
-    assert not budgets_suite.oracle_completes(hung, int(best + 29), call_ms=10.0, kill_ms=20.0)
+    # Attempt 0 would never answer: the optimum kills it (20 ms) and pays the best of the rest.
+    cost = min(
+        20.0 * k + 10.0 + chain_latency_ms("chain_hang_parse", hung.seed(0, k))
+        for k in range(1, 50)
+    )
+    assert budgets_suite.oracle_completes(hung, math.ceil(cost), call_ms=10.0, kill_ms=20.0)
+    assert not budgets_suite.oracle_completes(hung, math.floor(cost) - 1, call_ms=10, kill_ms=20)
