@@ -15,7 +15,13 @@ from redis.exceptions import AskError, MovedError, NoScriptError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from gateway.gateway_error import GatewayError
 from gateway.tracing import TRACING, SpanKind, mark_raised
+from protocol import ErrorCode
+
+# `WAIT numreplicas timeout_ms` after a script: acknowledge its writes only once that many
+# replicas hold them (durability "replicated"); None acknowledges at once (durability "async").
+ReplicaWait = tuple[int, int]
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 _CLUSTER_URL_FORM = "redis+cluster://[user:password@]host:port[,host:port...]"
@@ -67,6 +73,12 @@ class PooledScript:
     per command (~6 us of ~30 per script call on the 2-core VM, two calls per tool call,
     issue 13). A server that lost the script (a restart, SCRIPT FLUSH) is sent it by EVAL,
     which also caches it there, as `Script` does. While tracing is on, each call is a span.
+
+    With `wait=(replicas, timeout_ms)` the call runs `WAIT` on the same connection after the
+    script (WAIT covers the writes of its own connection, so it cannot run anywhere else) and
+    raises 503 `DURABILITY_UNCONFIRMED` when fewer replicas confirmed in time: the script's
+    effect may or may not survive a failover, and a retry with the same idempotency key
+    settles which.
     """
 
     def __init__(self, redis: Redis, text: str, *, name: str = "script") -> None:
@@ -76,35 +88,48 @@ class PooledScript:
         self.sha = hashlib.sha1(text.encode()).hexdigest()
         self.name = name  # what a trace calls it: "redis <name>"
 
-    async def __call__(self, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+    async def __call__(
+        self, keys: Sequence[Any], args: Sequence[Any], *, wait: ReplicaWait | None = None
+    ) -> Any:
         if TRACING.on:
-            return await self._traced(keys, args)
-        return await self._call(keys, args)
+            return await self._traced(keys, args, wait)
+        return await self._call(keys, args, wait)
 
-    async def _traced(self, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+    async def _traced(
+        self, keys: Sequence[Any], args: Sequence[Any], wait: ReplicaWait | None = None
+    ) -> Any:
         """The call in a client span (keys, arguments and replies stay out of it)."""
         attributes = {"db.system": "redis", "db.operation": "EVALSHA", "conclave.script": self.name}
         with TRACING.span(f"redis {self.name}", attributes, SpanKind.CLIENT) as span:
             try:
-                return await self._call(keys, args)
+                return await self._call(keys, args, wait)
             except Exception as exc:
                 mark_raised(span, exc)
                 raise
 
-    async def _call(self, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+    async def _call(
+        self, keys: Sequence[Any], args: Sequence[Any], wait: ReplicaWait | None = None
+    ) -> Any:
         if self._cluster is not None:
-            return await self._call_on_cluster(self._cluster, keys, args)
+            return await self._call_on_cluster(self._cluster, keys, args, wait)
         assert self._pool is not None
         connection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
         try:
-            return await connection.retry.call_with_retry(
+            reply = await connection.retry.call_with_retry(
                 lambda: self._run(connection, keys, args), lambda _: connection.disconnect()
             )
+            if wait is not None:
+                await _wait_for_replicas(connection, *wait)
+            return reply
         finally:
             await self._pool.release(connection)
 
     async def _call_on_cluster(
-        self, cluster: RedisCluster, keys: Sequence[Any], args: Sequence[Any]
+        self,
+        cluster: RedisCluster,
+        keys: Sequence[Any],
+        args: Sequence[Any],
+        wait: ReplicaWait | None,
     ) -> Any:
         """The call on the master owning the first key's slot (a script's keys share one).
         A slot that moved (MOVED) or a master that stopped answering (a failover) refreshes
@@ -112,26 +137,35 @@ class PooledScript:
         runs once on the node the answer names, after ASKING."""
         await cluster.initialize()
         try:
-            return await self._on_node(_master_of(cluster, keys), keys, args)
+            return await self._on_node(_master_of(cluster, keys), keys, args, wait)
         except (MovedError, RedisConnectionError, RedisTimeoutError):
             await cluster.nodes_manager.initialize()
-            return await self._on_node(_master_of(cluster, keys), keys, args)
+            return await self._on_node(_master_of(cluster, keys), keys, args, wait)
         except AskError as redirect:
             node = cluster.get_node(host=redirect.host, port=redirect.port)
             if node is None:
                 raise
-            return await self._on_node(node, keys, args, asking=True)
+            return await self._on_node(node, keys, args, wait, asking=True)
 
     async def _on_node(
-        self, node: ClusterNode, keys: Sequence[Any], args: Sequence[Any], *, asking: bool = False
+        self,
+        node: ClusterNode,
+        keys: Sequence[Any],
+        args: Sequence[Any],
+        wait: ReplicaWait | None,
+        *,
+        asking: bool = False,
     ) -> Any:
-        """Get a connection of the node for these keys -> run -> release."""
+        """Get a connection of the node for these keys -> run (and WAIT) -> release."""
         connection = node.acquire_connection()
         try:
             if asking:
                 await connection.send_command("ASKING")
                 await connection.read_response()
-            return await self._run(connection, keys, args)
+            reply = await self._run(connection, keys, args)
+            if wait is not None:
+                await _wait_for_replicas(connection, *wait)
+            return reply
         except (RedisConnectionError, RedisTimeoutError):
             await connection.disconnect()
             raise
@@ -147,6 +181,23 @@ class PooledScript:
         except NoScriptError:
             await connection.send_command("EVAL", self._text, len(keys), *keys, *args)
             return await connection.read_response()
+
+
+async def _wait_for_replicas(
+    connection: AbstractConnection, replicas: int, timeout_ms: int
+) -> None:
+    """WAIT for the connection's writes to reach `replicas` replicas, or refuse with 503."""
+    await connection.send_command("WAIT", replicas, timeout_ms)
+    # WAIT answers after up to timeout_ms, which may be past the connection's read timeout
+    confirmed = int(await connection.read_response(timeout=timeout_ms / 1000 + 5))
+    if confirmed < replicas:
+        raise GatewayError.of(
+            ErrorCode.DURABILITY_UNCONFIRMED,
+            f"the write was made but only {confirmed} of {replicas} Redis replicas confirmed it"
+            f" within {timeout_ms} ms, so a failover could still lose it: retry with the same"
+            " idempotency key, which returns its outcome if it was kept and applies it if not",
+            details={"replicas_confirmed": confirmed, "replicas_required": replicas},
+        )
 
 
 def _master_of(cluster: RedisCluster, keys: Sequence[Any]) -> ClusterNode:

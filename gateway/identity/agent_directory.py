@@ -23,6 +23,8 @@ from redis.asyncio import Redis
 
 from gateway.gateway_error import GatewayError
 from gateway.identity.tokens import issue_token
+from gateway.lua_files import lua_text
+from gateway.redis_client import PooledScript
 from gateway.settings import Settings
 from protocol import AgentRecord, AgentRegistration, AgentToken, ErrorCode
 
@@ -43,6 +45,9 @@ class AgentDirectory:
     def __init__(self, redis: Redis, settings: Settings) -> None:
         self.redis = redis
         self.settings = settings
+        self._next_generation = PooledScript(
+            redis, lua_text("gateway.identity", "next_generation"), name="next_generation"
+        )
 
     async def register(self, registration: AgentRegistration) -> AgentToken:
         """Record the agent's rights, start its next generation and issue its token."""
@@ -122,16 +127,19 @@ class AgentDirectory:
 
         The generation moves on either way: a token signed for an unregistered agent (by an
         identity provider, or in-process with the secret) is refused from then on too.
+        The record is marked revoked first and the generation moved last, so an answer means
+        both are done; under durability "replicated" that answer waits for a replica to
+        confirm them, else it is 503 DURABILITY_UNCONFIRMED, and revoking again is safe (the
+        generation moves on once more: every earlier token stays refused).
         """
         raw = await self.redis.hget(_agents_key(tenant), agent)
-        if raw is None:
-            await self.redis.incr(generation_key(tenant, agent))
-            return None
-        record = AgentRecord.model_validate_json(raw).model_copy(update={"revoked": True})
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.incr(generation_key(tenant, agent))
-            pipe.hset(_agents_key(tenant), agent, record.model_dump_json())
-            await pipe.execute()
+        record = None
+        if raw is not None:
+            record = AgentRecord.model_validate_json(raw).model_copy(update={"revoked": True})
+            await self.redis.hset(_agents_key(tenant), agent, record.model_dump_json())
+        await self._next_generation(
+            [generation_key(tenant, agent)], [], wait=self.settings.replica_wait
+        )
         return record
 
     async def _tenants(self) -> Sequence[str]:

@@ -10,6 +10,12 @@ successful outcome is stored (per agent, for a day) and a retry returns it with
 `replayed: true` instead of applying twice; refused commits are not stored, so a retry after
 fixing the cause is judged afresh.
 
+Under durability "replicated" the commit is acknowledged only once `WAIT` confirms a replica
+holds it, else 503 `DURABILITY_UNCONFIRMED` (`gateway.redis_client.PooledScript`). A retry
+with the same idempotency key then returns the stored outcome if the first attempt was
+applied, or applies it if not, and waits for a replica again either way: a replay refreshes
+its idempotency record, a write, so the WAIT on its connection also covers the first attempt.
+
 Before any Redis work, a commit over the caps (`StateLimits`: writes, read-set entries, value
 size) is refused 413 `PAYLOAD_TOO_LARGE`. In the script, a commit that would take its tenant
 over the state quota (keys holding a value, their bytes) is refused whole, 507
@@ -108,7 +114,7 @@ async def commit(
         ]
     for key, version in request.read_set.items():
         args += [key, version]
-    reply = await scripts.commit(keys=script_keys, args=args)
+    reply = await scripts.commit(script_keys, args, wait=scripts.wait)
     status = reply[0]
     if status == "NSNF":
         raise namespace_not_found(keys.namespace)

@@ -4,6 +4,12 @@ Acquiring is all or none: if any key is held by another agent, nothing is grante
 409 `LEASE_HELD` lists each held key with its owner and expiry. The current owner acquiring
 again renews (same fencing token, new expiry). A new grant, or a takeover of a lapsed lease,
 increments the key's fencing token, so a write by the previous owner is refused as `FENCED`.
+
+Under durability "replicated" a grant is acknowledged only once `WAIT` confirms a replica
+holds it (its fencing token cannot be issued again by a promoted replica), else 503
+`DURABILITY_UNCONFIRMED`. Retrying is safe: if the first grant was kept, the retry renews it
+(the same fencing token, now confirmed); if it was lost, the retry grants afresh. The caller
+never saw the unconfirmed token, so nobody writes with it.
 """
 
 from __future__ import annotations
@@ -21,8 +27,9 @@ async def acquire_leases(
 ) -> LeaseGrants:
     unique = list(dict.fromkeys(names))  # a key listed twice is one lease
     reply = await scripts.acquire(
-        keys=[keys.config, *(keys.data(k) for k in unique)],
-        args=[actor.agent, ttl_ms, *unique],
+        [keys.config, *(keys.data(k) for k in unique)],
+        [actor.agent, ttl_ms, *unique],
+        wait=scripts.wait,
     )
     if reply[0] == "NSNF":
         raise namespace_not_found(keys.namespace)

@@ -2,6 +2,9 @@
 
 Each script is registered with redis-py's `register_script`, which runs it by EVALSHA and
 loads it again by itself when the server answers NOSCRIPT (after a restart, for example).
+The commit and the lease grant are `PooledScript`s instead (EVALSHA, then EVAL on NOSCRIPT,
+too), because under durability "replicated" their Redis `WAIT` must run on the connection
+that ran them: `wait` is that (replicas, timeout_ms), None in durability "async".
 The script texts live next to this module in `lua/`, one file per operation, read by the
 gateway's one Lua loader (`gateway.lua_files`).
 """
@@ -14,22 +17,27 @@ from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
 from gateway.lua_files import lua_text
+from gateway.redis_client import PooledScript, ReplicaWait
 
 
 @dataclass(frozen=True)
 class StateScripts:
     read: AsyncScript
-    commit: AsyncScript
-    acquire: AsyncScript
+    commit: PooledScript
+    acquire: PooledScript
     release: AsyncScript
     create_namespace: AsyncScript
+    wait: ReplicaWait | None = None
 
     @classmethod
-    def register(cls, redis: Redis) -> StateScripts:
+    def register(cls, redis: Redis, wait: ReplicaWait | None = None) -> StateScripts:
         return cls(
             read=redis.register_script(lua_text("gateway.state", "read")),
-            commit=redis.register_script(lua_text("gateway.state", "state_ops", "commit")),
-            acquire=redis.register_script(lua_text("gateway.state", "acquire")),
+            commit=PooledScript(
+                redis, lua_text("gateway.state", "state_ops", "commit"), name="commit"
+            ),
+            acquire=PooledScript(redis, lua_text("gateway.state", "acquire"), name="acquire"),
             release=redis.register_script(lua_text("gateway.state", "release")),
             create_namespace=redis.register_script(lua_text("gateway.state", "namespace")),
+            wait=wait,
         )

@@ -31,14 +31,16 @@ from protocol import (
 
 
 class StateStore:
-    def __init__(self, redis: Redis, limits: StateLimits) -> None:
+    def __init__(
+        self, redis: Redis, limits: StateLimits, wait: tuple[int, int] | None = None
+    ) -> None:
         self.redis = redis
-        self.scripts = StateScripts.register(redis)
+        self.scripts = StateScripts.register(redis, wait)  # wait: durability "replicated"
         self.limits = limits
 
     @classmethod
     def from_settings(cls, redis: Redis, settings: Settings) -> StateStore:
-        return cls(redis, StateLimits.from_settings(settings))
+        return cls(redis, StateLimits.from_settings(settings), settings.replica_wait)
 
     @staticmethod
     def keys(tenant: str, namespace: str) -> NamespaceKeys:

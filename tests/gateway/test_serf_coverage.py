@@ -141,6 +141,24 @@ async def _over_quota(settings: Settings, redis: Redis, client: httpx.AsyncClien
             return SerfError.model_validate(answer.json())
 
 
+@produces(ErrorCode.DURABILITY_UNCONFIRMED)
+async def _no_replica(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
+    """Durability "replicated" on the test Redis, which has no replica to confirm a commit."""
+    durable = {"durability": "replicated", "durability_timeout_ms": 50}
+    app = create_app(settings.model_copy(update=durable))
+    token = issue_token(settings, tenant="cov", agent="durable", scopes=["state:*:write"])
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url=str(client.base_url),
+            headers={"Authorization": f"Bearer {token}"},
+        ) as agent:  # fmt: skip
+            await agent.put("/v1/state/d", json={})
+            writes = [{"key": "a", "value": 1}]
+            answer = await agent.post("/v1/state/d/commit", json={"writes": writes})
+            return SerfError.model_validate(answer.json())
+
+
 def _estimate(p50: float) -> LatencyEstimate:
     return LatencyEstimate("slow", p50, p50 * 2, 20, 0, "observed")
 

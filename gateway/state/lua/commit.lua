@@ -25,7 +25,11 @@ local agent, session = ARGV[1], ARGV[2]
 local n, m = tonumber(ARGV[3]), tonumber(ARGV[4])
 if ARGV[5] == '1' then
   local prior = redis.call('GET', KEYS[4])
-  if prior then return {'REPLAY', prior} end
+  if prior then
+    -- a write, so a WAIT on this connection (durability "replicated") covers the first attempt
+    redis.call('EXPIRE', KEYS[4], ARGV[7])
+    return {'REPLAY', prior}
+  end
 end
 local cfg = redis.call('HMGET', KEYS[1], 'mode', 'validate_reads')
 local owned, validate = cfg[1] == 'owned', cfg[2] ~= '0'
