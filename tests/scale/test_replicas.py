@@ -1,6 +1,7 @@
 """Gateway replicas hold nothing of their own: one agent's requests spread over separate
 gateway processes (behind HAProxy's round robin, or `--workers 2` on one port) see one
-ownership, one revocation, one rate limit and one audit, all in the shared Redis.
+ownership, one revocation, one rate limit, one breaker per tool, one latency window per tool
+and one audit, all in the shared Redis.
 
 Every answer names the process that served it (`X-Conclave-Instance`), so each test also
 shows its requests really reached more than one process."""
@@ -49,6 +50,10 @@ def _settings(redis_url: str, tmp_path: Path, **extra: Any) -> Settings:
         data_dir=tmp_path,
         rate_limit_per_s=0.01,  # the burst is all an agent gets within a test
         rate_limit_burst=40,
+        tool_modules=("tools.builtin", "tools.harness.faults"),  # `broken`, `heavy_tailed_sleep`
+        breaker_failures=3,
+        breaker_cooldown_ms=60_000,  # stays open while a test looks for another replica
+        latency_min_samples=3,
         **SECRETS,
         **extra,
     )
@@ -77,10 +82,17 @@ class Replicas:
                 return response
         raise AssertionError(f"every answer came from {than}")
 
-    def register(self, name: str) -> tuple[str, dict[str, str]]:
+    def register(
+        self, name: str, *, tenant: str = "acme", tools: tuple[str, ...] = ("echo",)
+    ) -> tuple[str, dict[str, str]]:
         """A new agent (a fresh name: the Redis, and its rate buckets, outlive one test)."""
         agent = f"{name}-{uuid.uuid4().hex[:8]}"
-        body = {"tenant": "acme", "agent": agent, "tools": ["echo"], "namespaces": {"ns": "write"}}
+        body = {
+            "tenant": tenant,
+            "agent": agent,
+            "tools": list(tools),
+            "namespaces": {"ns": "write"},
+        }
         registered = self.request("POST", "/v1/agents", json=body, headers=ADMIN)
         assert registered.status_code == 201, registered.text
         return agent, {"Authorization": f"Bearer {registered.json()['token']}"}
@@ -204,3 +216,63 @@ def test_the_audit_holds_every_replicas_calls_in_one_stream(replicas: Replicas) 
         return len(audit.json()) == 8
 
     _wait_for(all_recorded, 10, "the 8 calls of two replicas in the one audit")
+
+
+def _fresh_tenant() -> str:
+    """Breakers and latency windows are per tenant and tool, and the Redis outlives a test."""
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+def test_failures_via_several_replicas_open_one_breaker_that_every_replica_honours(
+    replicas: Replicas,
+) -> None:
+    _, agent = replicas.register("breaking", tenant=_fresh_tenant(), tools=("broken",))
+    served = []
+    for _ in range(3):  # breaker_failures: the third failure, wherever it runs, opens it
+        failed = replicas.request("POST", "/v1/tools/broken/call", json={}, headers=agent)
+        assert failed.status_code == 502 and failed.json()["code"] == "TOOL_FAILED", failed.text
+        served.append(failed.headers[INSTANCE])
+    # A process other than the one that saw the third failure saw at most two of them, and
+    # still refuses the call before it runs: the failures are counted in one shared breaker.
+    refused = replicas.on_another(
+        "POST", "/v1/tools/broken/call", served[-1], json={}, headers=agent
+    )
+    assert refused.status_code == 503, refused.text
+    error = refused.json()
+    assert error["code"] == "UPSTREAM_UNAVAILABLE" and error["details"]["breaker"] == "open"
+    assert error["action"] == "retry_backoff" and error["retry_after_ms"] > 0
+    report = replicas.on_another("GET", "/v1/tools/broken/latency", served[-1], headers=agent)
+    assert report.json()["breaker"] == "open"
+
+
+def test_latency_samples_recorded_via_one_replica_shape_grants_via_another(
+    replicas: Replicas,
+) -> None:
+    _, agent = replicas.register("timed", tenant=_fresh_tenant(), tools=("heavy_tailed_sleep",))
+    call = {"arguments": {"distribution": "fixed", "median_ms": 500}}
+    served = []
+    for _ in range(3):  # latency_min_samples: the third sample makes the window count
+        slept = replicas.request(
+            "POST", "/v1/tools/heavy_tailed_sleep/call", json=call, headers=agent
+        )
+        assert slept.status_code == 200, slept.text
+        served.append(slept.headers[INSTANCE])
+    # Another process, which ran at most two of the calls, reports all three samples...
+    learned = replicas.on_another(
+        "GET", "/v1/tools/heavy_tailed_sleep/latency", served[-1], headers=agent
+    ).json()
+    assert (learned["source"], learned["samples"]) == ("observed", 3)
+    assert learned["p50_ms"] >= 500
+    # ...and refuses, before it starts, a call whose deadline those samples say it cannot meet
+    # (300 ms: room for the retries that find another process, not for a 500 ms sleep).
+    deadline = {"X-Conclave-Deadline": str(int(time.time() * 1000) + 300)}
+    refused = replicas.on_another(
+        "POST",
+        "/v1/tools/heavy_tailed_sleep/call",
+        served[-1],
+        json=call,
+        headers={**agent, **deadline},
+    )
+    assert refused.status_code == 504, refused.text
+    error = refused.json()
+    assert error["code"] == "BUDGET_EXHAUSTED" and error["details"]["p50_ms"] >= 500
