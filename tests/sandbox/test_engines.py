@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -26,6 +28,7 @@ from docker.errors import DockerException
 
 from gateway.settings import Settings
 from protocol import ErrorCode
+from sandbox import SandboxStartError, create_executor
 from sandbox.backends.docker import OWNER_LABEL
 from sandbox.backends.docker_fleet import DockerFleet
 from sandbox.executor import Invocation, Outcome
@@ -212,3 +215,44 @@ async def test_starts_caught_by_the_stop_answer_within_their_deadline_and_leave_
     await fleet_pool.aclose()
     # A create B finished after it came back is removed too.
     await wait_for(lambda: our_containers(engine_b.host) == [] == our_containers(docker_engine))
+
+
+async def test_conclave_docker_hosts_builds_a_pool_over_every_engine(
+    docker_engine: str, engine_b: EngineB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONCLAVE_DOCKER_HOSTS", f'["{docker_engine}", "{engine_b.host}"]')
+    settings = Settings(sandbox_backend="docker", data_dir=tmp_path)
+    pool = create_executor(
+        settings.model_copy(update={"tool_modules": TOOL_MODULES, "sandbox_spares": ()})
+    )
+    try:
+        outcomes = await run_all(pool, [call(f"configured-{n}") for n in range(2)])
+        assert all(outcome.ok for outcome in outcomes), outcomes
+        assert len(our_containers(docker_engine)) == len(our_containers(engine_b.host)) == 1
+    finally:
+        await pool.aclose()
+    missing = settings.model_copy(update={"docker_hosts": (docker_engine, "unix:///nowhere.sock")})
+    with pytest.raises(SandboxStartError, match=r"unix:///nowhere\.sock"):
+        create_executor(missing)
+
+
+def test_the_readme_example_copies_the_image_to_every_engine_and_sweeps_them(
+    docker_engine: str, engine_b: EngineB, tmp_path: Path
+) -> None:
+    """README.md's `<!-- example: two-engines.sh -->`, run as written with ENGINE_B set."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    (script,) = re.findall(r"<!-- example: two-engines.sh -->\n```bash\n(.*?)```", readme, re.S)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONCLAVE_")}
+    env.update(DOCKER_HOST=docker_engine, ENGINE_B=engine_b.host, CONCLAVE_DATA_DIR=str(tmp_path))
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"is up to date on {engine_b.host}" in done.stderr, done.stderr
