@@ -1,12 +1,20 @@
 """The gateway's OpenTelemetry traces: off unless the standard `OTEL_*` variables ask for them.
 
 `TRACING.on` is the one boolean every instrumented place reads first: while it is False no
-span object is made and no OpenTelemetry code runs, so tracing off costs one attribute read
-per instrumented step. `tracing_from_environment` (entered by the gateway's lifespan) turns
-it on when `OTEL_TRACES_EXPORTER` names an exporter (`otlp`: OTLP/HTTP protobuf, whose
-endpoint, headers and timeout the SDK reads from `OTEL_EXPORTER_OTLP_*`; `console`) or an
-OTLP endpoint is set, unless `OTEL_SDK_DISABLED` is true. `start_tracing(provider)` turns it
-on with a provider of one's own (tests pass one with an in-memory exporter).
+span is made and no OpenTelemetry code runs, so tracing off costs one attribute read per
+instrumented step. `tracing_from_environment` (entered by the gateway's lifespan) turns it on
+when `OTEL_TRACES_EXPORTER` names an exporter (`otlp`: OTLP/HTTP protobuf, whose endpoint,
+headers and timeout the SDK reads from `OTEL_EXPORTER_OTLP_*`; `console`) or an OTLP endpoint
+is set, unless `OTEL_SDK_DISABLED` is true. `start_tracing(provider)` turns it on with an SDK
+provider of one's own (tests pass one with an in-memory exporter).
+
+Cheap by construction (issue 17: on costs <= 10% calls/s, off <= 1%). Whether a request is
+traced is decided once, as it arrives: by its caller's W3C `traceparent` flag when it sent
+one, else by the provider's sampler; a request left out makes no span at all. A traced
+request's spans are recorded as small `SpanRecord`s, with the current one in a context
+variable (no OpenTelemetry context attach, no SDK span), and handed to the provider's span
+processors as SDK `ReadableSpan`s in one go when the request's span ends; the processors
+(BatchSpanProcessor, an exporter) see what SDK spans would have given them.
 
 The gateway keeps its provider to itself rather than installing it as OpenTelemetry's global
 one: a process may hold several gateways (tests, the bench) and an agent's own provider.
@@ -16,19 +24,24 @@ Spans carry identities, tool names, SERF codes and budgets; never a token or a s
 from __future__ import annotations
 
 import os
+import random
+import re
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import (
-    AbstractAsyncContextManager,
-    AbstractContextManager,
-    asynccontextmanager,
-    contextmanager,
-    nullcontext,
-)
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from contextvars import ContextVar, Token
 from typing import Any
 
-from opentelemetry import trace
-from opentelemetry.propagate import extract, inject
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.context import Context
+from opentelemetry.trace import (
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+    TracerProvider,
+    TraceState,
+)
 from starlette.types import ASGIApp as Asgi
 from starlette.types import Message, Receive, Scope, Send
 
@@ -36,59 +49,263 @@ from protocol import SerfError
 
 _EXPORTERS = ("otlp", "console")
 _DEFAULT_SERVICE = "conclave-gateway"
+_SCOPE = "conclave.gateway"  # the instrumentation scope of every span
+_TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_UNSET = Status(StatusCode.UNSET)
+_NO_PARENT = Context()  # the sampler's parent for a request that arrives without a trace
 
 AttributeValue = str | bool | int | float
 Lifespan = Callable[[Any], AbstractAsyncContextManager[None]]
 
 
+class SpanRecord:
+    """One span of a traced request, as plain fields: entered, it is the current span (a
+    context variable) until it exits; its request hands it on when the request's span ends."""
+
+    __slots__ = (
+        "_token",
+        "attributes",
+        "end_ns",
+        "kind",
+        "name",
+        "parent_id",
+        "request",
+        "span_id",
+        "start_ns",
+        "status",
+    )
+
+    def __init__(
+        self,
+        request: RequestTrace,
+        name: str,
+        parent_id: int,
+        attributes: Mapping[str, AttributeValue] | None,
+        kind: SpanKind,
+    ) -> None:
+        self.request = request
+        self.name = name
+        self.span_id = random.getrandbits(64) or 1
+        self.parent_id = parent_id
+        self.attributes: dict[str, AttributeValue] = dict(attributes) if attributes else {}
+        self.kind = kind
+        self.status = _UNSET
+        self.start_ns = self.end_ns = 0
+        self._token: Token[SpanRecord | None] | None = None
+
+    def __enter__(self) -> SpanRecord:
+        self.start_ns = time.time_ns()
+        self._token = _CURRENT.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # An exception leaves no trace of its own (its message may quote a caller's input):
+        # the instrumented code sets the status, with `mark_failed` or `mark_raised`.
+        self.end_ns = time.time_ns()
+        if self._token is not None:
+            _CURRENT.reset(self._token)
+        self.request.ended(self)
+
+    def set_attribute(self, name: str, value: AttributeValue) -> None:
+        self.attributes[name] = value
+
+    def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
+        self.attributes.update(attributes)
+
+    def set_status(self, status: Status) -> None:
+        self.status = status
+
+    @property
+    def traceparent(self) -> str:
+        """The W3C `traceparent` naming this span, for whatever it calls."""
+        return f"00-{self.request.trace_hex}-{self.span_id:016x}-01"
+
+
+class _Unrecorded(SpanRecord):
+    """What `Tracing.span` gives outside a traced request: takes every call, keeps nothing."""
+
+    def __init__(self) -> None:
+        pass
+
+    def __enter__(self) -> SpanRecord:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def set_attribute(self, name: str, value: AttributeValue) -> None:
+        return None
+
+    def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
+        return None
+
+    def set_status(self, status: Status) -> None:
+        return None
+
+
+class RequestTrace:
+    """The spans of one traced request, handed to the span processors as `ReadableSpan`s
+    when its first span (the request's) ends; a span ending later is handed on alone."""
+
+    __slots__ = ("_finished", "_sink", "remote_parent", "trace_hex", "trace_id", "trace_state")
+
+    def __init__(
+        self,
+        sink: _Sink,
+        trace_id: int,
+        remote_parent: SpanContext | None,
+        trace_state: TraceState | None,
+    ) -> None:
+        self._sink = sink
+        self.trace_id = trace_id
+        self.trace_hex = f"{trace_id:032x}"
+        self.remote_parent = remote_parent
+        self.trace_state = trace_state
+        self._finished: list[SpanRecord] | None = []
+
+    def ended(self, span: SpanRecord) -> None:
+        finished = self._finished
+        if finished is None:  # after the request's span: a straggler, sent on its own
+            self._sink.export(self, [span])
+        elif span.parent_id == self._root_parent_id:
+            finished.append(span)
+            self._finished = None
+            self._sink.export(self, finished)
+        else:
+            finished.append(span)
+
+    @property
+    def _root_parent_id(self) -> int:
+        return 0 if self.remote_parent is None else self.remote_parent.span_id
+
+
+class _Sink:
+    """Where a traced request's finished spans go, and the sampler of new traces."""
+
+    sampler: Any
+
+    def export(self, request: RequestTrace, spans: list[SpanRecord]) -> None:
+        raise NotImplementedError
+
+
+class _ProcessorSink(_Sink):
+    """An SDK provider's span processors, handed SDK `ReadableSpan`s (tests, `console`)."""
+
+    def __init__(self, provider: Any) -> None:
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+        tracer = provider.get_tracer(_SCOPE)
+        self.sampler = tracer.sampler
+        self.processor = tracer.span_processor
+        self.resource = tracer.resource
+        self.scope = InstrumentationScope(_SCOPE)
+
+    def export(self, request: RequestTrace, spans: list[SpanRecord]) -> None:
+        from opentelemetry.sdk.trace import ReadableSpan
+
+        trace_id, state, remote = request.trace_id, request.trace_state, request.remote_parent
+        for span in spans:
+            if span.parent_id == 0:
+                parent = None
+            elif remote is not None and span.parent_id == remote.span_id:
+                parent = remote
+            else:
+                parent = SpanContext(trace_id, span.parent_id, False, _SAMPLED, state)
+            readable = ReadableSpan(
+                span.name,
+                context=SpanContext(trace_id, span.span_id, False, _SAMPLED, state),
+                parent=parent,
+                resource=self.resource,
+                attributes=span.attributes,
+                kind=span.kind,
+                status=span.status,
+                start_time=span.start_ns,
+                end_time=span.end_ns,
+                instrumentation_scope=self.scope,
+            )
+            self.processor.on_end(readable)
+
+
+class _WireSink(_Sink):
+    """The OTLP/HTTP exporter of `gateway.otlp_wire`: spans queued as recorded."""
+
+    def __init__(self, sampler: Any, wire: Any) -> None:
+        self.sampler = sampler
+        self.add = wire.add
+
+    def export(self, request: RequestTrace, spans: list[SpanRecord]) -> None:
+        self.add(request, spans)
+
+
 class Tracing:
-    """Whether the gateway traces, and the tracer it traces with while it does."""
+    """Whether the gateway traces, and where its spans go while it does."""
 
     def __init__(self) -> None:
         self.on = False
-        self.tracer: Tracer = trace.NoOpTracer()
-        self._provider: Any = None
+        self._sink: _Sink | None = None
 
     def span(
         self,
         name: str,
         attributes: Mapping[str, AttributeValue] | None = None,
         kind: SpanKind = SpanKind.INTERNAL,
-    ) -> AbstractContextManager[Span]:
-        """A child of the current span, made current while the block runs (only call when on).
-
-        Under a span that is not recording (the sampler left this request out) or none (work
-        outside a request), nothing is made: a request left out costs a context lookup per
-        instrumented step, not a span. An exception leaves no trace of its own in the span (its
-        message may quote a caller's input): the instrumented code sets the status, with
-        `mark_failed` or `mark_raised`."""
-        if not trace.get_current_span().is_recording():
+    ) -> SpanRecord:
+        """A child of the current span, current itself while the block runs. Outside a
+        traced request (the sampler left it out, or work outside a request) nothing is made:
+        a request left out costs a context variable read per instrumented step."""
+        parent = _CURRENT.get()
+        if parent is None:
             return _NOT_RECORDED
-        return self.tracer.start_as_current_span(
-            name,
-            kind=kind,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        )
+        return SpanRecord(parent.request, name, parent.span_id, attributes, kind)
+
+    def request_span(
+        self, name: str, traceparent: str | None, tracestate: str | None
+    ) -> SpanRecord:
+        """The span of a request arriving with these W3C headers, if it is traced: decided
+        here, once, by the caller's sampled flag when it sent a valid `traceparent`, else by
+        the provider's sampler (`OTEL_TRACES_SAMPLER`) for a new trace."""
+        sink = self._sink
+        if sink is None:
+            return _NOT_RECORDED
+        match = _TRACEPARENT.match(traceparent) if traceparent else None
+        remote = None
+        if match is not None and (trace_id := int(match.group(1), 16)) and int(match.group(2), 16):
+            if not int(match.group(3), 16) & 1:
+                return _NOT_RECORDED  # the caller does not sample this trace
+            state = TraceState.from_header([tracestate]) if tracestate else None
+            remote = SpanContext(trace_id, int(match.group(2), 16), True, _SAMPLED, state)
+        else:
+            trace_id, state = random.getrandbits(128) or 1, None
+            decision = sink.sampler.should_sample(_NO_PARENT, trace_id, name, SpanKind.SERVER)
+            if not decision.decision.is_sampled():
+                return _NOT_RECORDED
+        request = RequestTrace(sink, trace_id, remote, state)
+        parent_id = 0 if remote is None else remote.span_id
+        return SpanRecord(request, name, parent_id, None, SpanKind.SERVER)
 
 
+_CURRENT: ContextVar[SpanRecord | None] = ContextVar("conclave_current_span", default=None)
 TRACING = Tracing()
-_NOT_RECORDED = nullcontext(trace.INVALID_SPAN)  # what `span` gives outside a recorded request
+_NOT_RECORDED = _Unrecorded()
 
 
-def start_tracing(provider: trace.TracerProvider) -> None:
-    """Trace with `provider` (say, the SDK's `TracerProvider` with an exporter) from now on."""
-    TRACING.tracer = provider.get_tracer("conclave.gateway")
-    TRACING._provider = provider
+def recording_span() -> SpanRecord | None:
+    """The current span of a traced request, or None (not traced, or outside a request)."""
+    return _CURRENT.get()
+
+
+def start_tracing(provider: TracerProvider) -> None:
+    """Trace into `provider`, the SDK's `TracerProvider` (its sampler, resource and span
+    processors, say a BatchSpanProcessor with an exporter), from now on."""
+    TRACING._sink = _ProcessorSink(provider)
     TRACING.on = True
 
 
 def stop_tracing() -> None:
     """Stop tracing; spans already ended are flushed by whoever owns the provider."""
     TRACING.on = False
-    TRACING.tracer = trace.NoOpTracer()
-    TRACING._provider = None
+    TRACING._sink = None
 
 
 def exporter_from_environment(env: Mapping[str, str] | None = None) -> str | None:
@@ -119,13 +336,13 @@ def tracing_from_environment() -> Iterator[bool]:
     if exporter is None:
         yield False
         return
-    provider = _provider(exporter)
-    start_tracing(provider)
+    sink, shutdown = _sink(exporter)
+    TRACING._sink, TRACING.on = sink, True
     try:
         yield True
     finally:
         stop_tracing()
-        provider.shutdown()  # exports what is batched, then ends the exporter's thread
+        shutdown()  # exports what is batched, then ends the exporter's thread
 
 
 def traced_lifespan(lifespan: Lifespan) -> Lifespan:
@@ -140,73 +357,82 @@ def traced_lifespan(lifespan: Lifespan) -> Lifespan:
     return traced
 
 
-def _provider(exporter: str) -> Any:
+def _sink(exporter: str) -> tuple[_Sink, Callable[[], None]]:
+    """The sink `exporter` names, with the SDK's sampler (`OTEL_TRACES_SAMPLER`) and resource
+    (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`), and what shuts it down."""
     # Imported here: a gateway that does not trace never loads the SDK.
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import (
-        BatchSpanProcessor,
-        ConsoleSpanExporter,
-        SpanExporter,
-    )
+    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 
     service = {SERVICE_NAME: os.environ.get("OTEL_SERVICE_NAME") or _DEFAULT_SERVICE}
-    provider = TracerProvider(resource=Resource.create(service))
+    provider = SdkTracerProvider(resource=Resource.create(service))
     if exporter == "console":
-        chosen: SpanExporter = ConsoleSpanExporter()
-    else:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
-        chosen = OTLPSpanExporter()
-    provider.add_span_processor(BatchSpanProcessor(chosen))
-    return provider
+        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+        return _ProcessorSink(provider), provider.shutdown
+    from gateway.otlp_wire import WireOtlpExport
+
+    wire = WireOtlpExport(provider.resource, _SCOPE)
+    return _WireSink(provider.sampler, wire), wire.shutdown
 
 
 async def serve_traced(serve: Asgi, scope: Scope, receive: Receive, send: Send) -> None:
     """`serve` the HTTP request inside its server span, which continues the caller's W3C
-    `traceparent` when it sent one and records the response's status."""
-    carrier = {
-        name.decode("latin-1"): value.decode("latin-1")
-        for name, value in scope["headers"]
-        if name in (b"traceparent", b"tracestate")
-    }
+    `traceparent` when it sent one and records the response's status; a request the
+    sampling leaves out is served as is."""
+    traceparent = tracestate = None
+    for name, value in scope["headers"]:
+        if name == b"traceparent":
+            traceparent = value.decode("latin-1")
+        elif name == b"tracestate":
+            tracestate = value.decode("latin-1")
     method, path = scope["method"], scope["path"]
-    with TRACING.tracer.start_as_current_span(
-        f"{method} {path}",
-        context=extract(carrier),
-        kind=SpanKind.SERVER,
-        attributes={"http.request.method": method, "url.path": path},
-    ) as span:
+    span = TRACING.request_span(f"{method} {path}", traceparent, tracestate)
+    if span is _NOT_RECORDED:
+        await serve(scope, receive, send)
+        return
+    span.attributes = {"http.request.method": method, "url.path": path}
 
-        async def send_recorded(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-                span.set_attribute("http.response.status_code", status)
-                if status >= 500:
-                    span.set_status(Status(StatusCode.ERROR))
-            await send(message)
+    async def send_recorded(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            status = int(message["status"])
+            span.attributes["http.response.status_code"] = status
+            if status >= 500:
+                span.status = Status(StatusCode.ERROR)
+        await send(message)
 
+    with span:
         await serve(scope, receive, send_recorded)
 
 
 def current_trace() -> tuple[str, str] | None:
     """(trace id, W3C `traceparent`) of the current span, to hand on to whatever it calls;
-    None outside a valid span. Formatted here: a tool's context is W3C whatever propagators
-    the process configured for its HTTP calls."""
-    span_context = trace.get_current_span().get_span_context()
-    if not span_context.is_valid:
+    None outside a traced request."""
+    span = _CURRENT.get()
+    if span is None:
         return None
-    trace_id = f"{span_context.trace_id:032x}"
-    flags = f"{span_context.trace_flags:02x}"
-    return trace_id, f"00-{trace_id}-{span_context.span_id:016x}-{flags}"
+    return span.request.trace_hex, span.traceparent
 
 
-def mark_raised(span: Span, exc: BaseException) -> None:
+def inject(headers: dict[str, str]) -> None:
+    """Add the current span's W3C `traceparent` (and the caller's `tracestate`) to `headers`,
+    for an upstream request; nothing outside a traced request."""
+    span = _CURRENT.get()
+    if span is None:
+        return
+    headers["traceparent"] = span.traceparent
+    state = span.request.trace_state
+    if state:
+        headers["tracestate"] = state.to_header()
+
+
+def mark_raised(span: SpanRecord, exc: BaseException) -> None:
     """Status ERROR naming the exception's type (not its message, which may quote input)."""
     span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
 
 
-def mark_failed(span: Span, error: SerfError) -> None:
+def mark_failed(span: SpanRecord, error: SerfError) -> None:
     """Status ERROR with the SERF code (the message may quote a caller's input: left out)."""
     span.set_attribute("conclave.error.code", error.code.value)
     span.set_status(Status(StatusCode.ERROR, error.code.value))
@@ -214,13 +440,16 @@ def mark_failed(span: Span, error: SerfError) -> None:
 
 __all__ = [
     "TRACING",
+    "RequestTrace",
     "SpanKind",
+    "SpanRecord",
     "Tracing",
     "current_trace",
     "exporter_from_environment",
     "inject",
     "mark_failed",
     "mark_raised",
+    "recording_span",
     "serve_traced",
     "start_tracing",
     "stop_tracing",

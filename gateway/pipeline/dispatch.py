@@ -17,11 +17,10 @@ import time
 from dataclasses import replace
 
 import anyio
-from opentelemetry import trace
 
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
-from gateway.tracing import TRACING, current_trace, mark_failed
+from gateway.tracing import TRACING, current_trace, mark_failed, recording_span
 from protocol import (
     BudgetGrant,
     CallUsage,
@@ -95,7 +94,7 @@ class DispatchStage:
             network=ctx.tool.network,
         )
         ctx.executed = True
-        if TRACING.on and trace.get_current_span().is_recording():
+        if TRACING.on and recording_span() is not None:
             outcome = await self._execute_traced(ctx.invocation, deadline)
         else:
             outcome = await self._execute_by_deadline(ctx.invocation, deadline)

@@ -13,12 +13,9 @@ import logging
 import time
 from collections.abc import Sequence
 
-from opentelemetry import trace
-from opentelemetry.trace import Span
-
 from gateway.gateway_error import translate
 from gateway.pipeline.context import RequestContext, Stage
-from gateway.tracing import TRACING, mark_failed
+from gateway.tracing import TRACING, SpanRecord, mark_failed, recording_span
 
 log = logging.getLogger("conclave.gateway.pipeline")
 
@@ -34,8 +31,9 @@ class Pipeline:
 
     async def run(self, ctx: RequestContext) -> RequestContext:
         """Run `ctx` through every stage; never raises for a refusal or a tool's failure."""
-        # Stage spans only under a recorded request span (see `Tracing.span`).
-        traced = TRACING.on and trace.get_current_span().is_recording()
+        # Stage spans only in a traced request (see `Tracing.request_span`).
+        request_span = recording_span() if TRACING.on else None
+        traced = request_span is not None
         for stage in self.stages:
             began = time.perf_counter()
             try:
@@ -46,8 +44,8 @@ class Pipeline:
                 break
             finally:
                 ctx.stage_seconds[stage.name] = time.perf_counter() - began
-        if traced:
-            _describe(trace.get_current_span(), ctx)
+        if request_span is not None:
+            _describe(request_span, ctx)
         for stage in self.closing:
             began = time.perf_counter()
             try:
@@ -72,7 +70,7 @@ async def _traced(stage: Stage, ctx: RequestContext) -> None:
             raise
 
 
-def _describe(span: Span, ctx: RequestContext) -> None:
+def _describe(span: SpanRecord, ctx: RequestContext) -> None:
     """Who asked for what, the time granted, and the SERF code of a failure."""
     attributes: dict[str, str | int] = {"conclave.operation": ctx.operation}
     principal = ctx.principal

@@ -16,9 +16,12 @@ from typing import Any
 import httpx
 import pytest
 from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import HttpUrl
 from redis.asyncio import Redis
@@ -27,7 +30,8 @@ from agents import GatewayClient
 from conclave.bench.mcp_upstream import running_upstream
 from conclave.bench.otlp_receiver import OtlpReceiver
 from conclave.stack import EmbeddedStack
-from gateway import Settings, create_app, issue_token, start_tracing, stop_tracing
+from gateway import Settings, create_app, issue_token, start_tracing, stop_tracing, tracing
+from gateway.otlp_wire import encode_requests
 from tools.sources import McpHttpSource
 
 pytestmark = pytest.mark.anyio
@@ -245,3 +249,65 @@ async def test_a_request_its_caller_did_not_sample_makes_no_spans_but_keeps_its_
             )
     assert answer.status_code == 200 and answer.json()["trace_id"] == "12" * 16
     assert spans.get_finished_spans() == ()
+
+
+async def test_the_otlp_bytes_decode_to_what_the_sdks_encoder_writes_for_the_same_spans(
+    settings: Settings, redis: Redis, spans: InMemorySpanExporter, provider: TracerProvider
+) -> None:
+    """The gateway writes OTLP itself (`gateway.otlp_wire`, the `otlp` exporter's path): the
+    request it sends a collector is, message for message, the SDK encoder's."""
+    recorded: list[Any] = []
+    sink = tracing.TRACING._sink
+    assert sink is not None
+    handed_on = sink.export
+
+    def export_both(request: Any, records: Any) -> None:
+        recorded.append((request, records))
+        handed_on(request, records)
+
+    sink.export = export_both  # type: ignore[method-assign,assignment]
+    token = issue_token(settings, tenant="acme", agent="wire", scopes=["tool:echo"])
+    async with _gateway(settings) as app:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+            for caller in ("00-" + "ab" * 16 + "-" + "cd" * 8 + "-01", None):
+                headers = {"Authorization": f"Bearer {token}"}
+                if caller:
+                    headers |= {"traceparent": caller, "tracestate": "vendor=1"}
+                answer = await client.post(
+                    "/v1/tools/echo/call", json={"arguments": {"message": "hi"}}, headers=headers
+                )
+                assert answer.status_code == 200
+    finished = spans.get_finished_spans()
+    assert len(finished) == 20 and sum(len(records) for _, records in recorded) == 20
+    ours = ExportTraceServiceRequest.FromString(
+        encode_requests(provider.resource, "conclave.gateway", recorded)
+    )
+    assert ours == encode_spans(finished)
+    remote = [
+        s for s in ours.resource_spans[0].scope_spans[0].spans if s.parent_span_id == b"\xcd" * 8
+    ]
+    assert len(remote) == 1 and remote[0].trace_state == "vendor=1"
+
+
+async def test_a_request_the_sampler_leaves_out_makes_no_spans(
+    settings: Settings, redis: Redis
+) -> None:
+    exporter = InMemorySpanExporter()
+    never = TracerProvider(sampler=ALWAYS_OFF)
+    never.add_span_processor(SimpleSpanProcessor(exporter))
+    token = issue_token(settings, tenant="acme", agent="unsampled", scopes=["tool:echo"])
+    start_tracing(never)
+    try:
+        async with _gateway(settings) as app:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+                answer = await client.post(  # no traceparent: the sampler decides
+                    "/v1/tools/echo/call",
+                    json={"arguments": {"message": "hi"}},
+                    headers={"Authorization": f"Bearer {token}"},
+                )
+    finally:
+        stop_tracing()
+    assert answer.status_code == 200 and len(answer.json()["trace_id"]) == 32
+    assert exporter.get_finished_spans() == ()
