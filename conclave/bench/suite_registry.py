@@ -18,6 +18,7 @@ SUITES: dict[str, str] = {
     "tasks": "conclave.bench.tasks_suite",
     "sandbox": "conclave.bench.sandbox_suite",
     "gateway": "conclave.bench.gateway_suite",
+    "scale": "conclave.bench.scale_suite",
     "isolation": "conclave.bench.isolation_suite",
     "federation": "conclave.bench.federation_suite",
     "tracing": "conclave.bench.tracing_suite",
