@@ -1,11 +1,13 @@
 """`conclave bench scale`: throughput with 1, 2 and 4 gateway processes on one port.
 
-For each count N an `EmbeddedStack(workers=N)` shares the bench's Redis, and 32 clients, each
-with its own token and keep-alive connection (`Http1Connection`, the gateway bench's client),
-drive two workloads for a fixed time: commits on dedicated keys (each client writes only its
-own key of an optimistic namespace, so nothing conflicts and nothing retries) and `echo`
-tool calls. Tools run in-process (`sandbox_backend=inprocess`), so the figures are the
-gateway's, not a sandbox's. Rate limits are set out of reach.
+An `EmbeddedStack(workers=N)` for each count N, all three up at once on the bench's Redis; 32
+clients per stack, each with its own token and keep-alive connection (`Http1Connection`, the
+gateway bench's client), drive two workloads for a fixed time: commits on dedicated keys (each
+client writes only its own key of an optimistic namespace, so nothing conflicts and nothing
+retries) and `echo` tool calls. Rounds alternate between the stacks and each row is the median
+round, so a change in the machine's other load falls on every count alike. Tools run
+in-process (`sandbox_backend=inprocess`), so the figures are the gateway's, not a sandbox's.
+Rate limits are set out of reach.
 
 The client shares the machine's 2 cores with the gateways and Redis, so each row says where
 the CPU went during the measurement: the client (this process), the gateway processes,
@@ -19,6 +21,7 @@ import json
 import os
 import time
 import uuid
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,47 +132,72 @@ def _post(connection: Http1Connection, raw: bytes) -> Call:
     return call
 
 
-async def _measure(
-    stack: EmbeddedStack, meter: _CpuMeter, seconds: float
-) -> dict[str, tuple[float, _Usage]]:
-    """Each workload's calls/s with CLIENTS clients, after an unmeasured warm-up."""
-    namespace = f"scale-{uuid.uuid4().hex[:8]}"
-    connections = [Http1Connection(stack.url) for _ in range(CLIENTS)]
-    scopes = ["tool:echo", "state:*:write"]
-    headers = [
-        {"Authorization": "Bearer " + stack.token("bench", f"scale-{i}", scopes)}
-        for i in range(CLIENTS)
-    ]
-    try:
+class _Clients:
+    """CLIENTS clients of one stack, each with its own token, connection and key."""
+
+    def __init__(self, stack: EmbeddedStack) -> None:
+        self.stack = stack
+        self.connections = [Http1Connection(stack.url) for _ in range(CLIENTS)]
+        scopes = ["tool:echo", "state:*:write"]
+        self.headers = [
+            {"Authorization": "Bearer " + stack.token("bench", f"scale-{i}", scopes)}
+            for i in range(CLIENTS)
+        ]
+        self.workloads: dict[str, list[Call]] = {}
+
+    async def prepare(self, warm_s: float) -> None:
+        """Create the namespace, build each workload's requests, and warm both unmeasured."""
+        url, namespace = self.stack.url, f"scale-{uuid.uuid4().hex[:8]}"
         create = encode_request(
-            "PUT", stack.url, f"/v1/state/{namespace}", headers[0],
+            "PUT", url, f"/v1/state/{namespace}", self.headers[0],
             json.dumps({"mode": "optimistic"}).encode(),
         )  # fmt: skip
-        status, answer = await connections[0].request(create)
+        status, answer = await self.connections[0].request(create)
         if status not in (200, 201):
             raise RuntimeError(f"creating {namespace}: {status} {answer!r}")
-        commits = [
-            _post(connections[i], encode_request(
-                "POST", stack.url, f"/v1/state/{namespace}/commit", headers[i],
+        echo = json.dumps({"arguments": {"message": "ping"}}).encode()
+        self.workloads[COMMITS] = [
+            _post(connection, encode_request(
+                "POST", url, f"/v1/state/{namespace}/commit", headers,
                 json.dumps({"writes": [{"key": f"client-{i}", "value": i}]}).encode(),
             ))
-            for i in range(CLIENTS)
+            for i, connection, headers in zip(
+                range(CLIENTS), self.connections, self.headers, strict=True
+            )
         ]  # fmt: skip
-        echo = json.dumps({"arguments": {"message": "ping"}}).encode()
-        calls = [
-            _post(connections[i], encode_request(
-                "POST", stack.url, "/v1/tools/echo/call", headers[i], echo
-            ))
-            for i in range(CLIENTS)
-        ]  # fmt: skip
-        measured = {}
-        for workload, workers in ((COMMITS, commits), (CALLS, calls)):
-            await throughput(workers, min(1.0, seconds / 2), warm=True)
-            measured[workload] = await meter.measure(workers, seconds)
-        return measured
-    finally:
-        for connection in connections:
+        self.workloads[CALLS] = [
+            _post(connection, encode_request("POST", url, "/v1/tools/echo/call", headers, echo))
+            for connection, headers in zip(self.connections, self.headers, strict=True)
+        ]
+        for calls in self.workloads.values():
+            await throughput(calls, warm_s, warm=True)
+
+    async def aclose(self) -> None:
+        for connection in self.connections:
             await connection.aclose()
+
+
+async def _measure(
+    targets: dict[int, tuple[EmbeddedStack, _CpuMeter]], rounds: int, seconds: float
+) -> dict[tuple[int, str], tuple[float, _Usage]]:
+    """Each process count's and workload's calls/s: the median of `rounds` rounds that
+    alternate the stacks, so a change in the machine's other load falls on all of them."""
+    clients = {n: _Clients(stack) for n, (stack, _) in targets.items()}
+    try:
+        for each in clients.values():
+            await each.prepare(min(1.0, seconds / 2))
+        runs: dict[tuple[int, str], list[tuple[float, _Usage]]] = {}
+        for _ in range(rounds):
+            for n, (_, meter) in targets.items():
+                for workload, calls in clients[n].workloads.items():
+                    runs.setdefault((n, workload), []).append(await meter.measure(calls, seconds))
+        return {
+            key: sorted(found, key=lambda run: run[0])[len(found) // 2]
+            for key, found in runs.items()
+        }
+    finally:
+        for each in clients.values():
+            await each.aclose()
 
 
 def _saturation(
@@ -202,7 +230,7 @@ def _saturation(
 
 
 def run(ctx: BenchContext) -> SuiteResult:
-    seconds = 1.5 if ctx.quick else 6.0
+    rounds, seconds = (1, 1.5) if ctx.quick else (5, 3.0)
     table = Table(
         f"scale: gateway processes on one port, {CLIENTS} clients (keep-alive HTTP/1.1); "
         "CPU in % of one core",
@@ -219,28 +247,32 @@ def run(ctx: BenchContext) -> SuiteResult:
     usage: dict[tuple[int, str], _Usage] = {}
     redis = _children("redis-server")
     task = ctx.progress.add_task("scale: 1, 2 and 4 gateway processes", total=len(PROCESS_COUNTS))
-    for processes in PROCESS_COUNTS:
-        settings = Settings(
-            redis_url=ctx.stack.settings.redis_url,
-            port=0,
-            workers=processes,
-            sandbox_backend="inprocess",
-            rate_limit_per_s=1_000_000.0,  # measure the gateway, never its refusals
-            rate_limit_burst=1_000_000,
-            tenant_rate_limit_per_s=1_000_000.0,
-            tenant_rate_limit_burst=1_000_000,
-            log_level="warning",
-        )
-        before = _children("conclave.gateway_process")
-        with EmbeddedStack(settings, log_path=ctx.gateway_log(f"scale-{processes}")) as stack:
-            meter = _CpuMeter(_children("conclave.gateway_process") - before, redis)
-            measured = anyio.run(
-                _measure, stack, meter, seconds, backend_options={"use_uvloop": True}
+    targets: dict[int, tuple[EmbeddedStack, _CpuMeter]] = {}
+    with ExitStack() as stacks:
+        for processes in PROCESS_COUNTS:  # all up at once: the rounds alternate between them
+            settings = Settings(
+                redis_url=ctx.stack.settings.redis_url,
+                port=0,
+                workers=processes,
+                sandbox_backend="inprocess",
+                rate_limit_per_s=1_000_000.0,  # measure the gateway, never its refusals
+                rate_limit_burst=1_000_000,
+                tenant_rate_limit_per_s=1_000_000.0,
+                tenant_rate_limit_burst=1_000_000,
+                log_level="warning",
             )
-        for workload, (rate, used) in measured.items():
-            rates[(processes, workload)], usage[(processes, workload)] = rate, used
-            result.figures[f"{processes} processes {workload}"] = rate
-        ctx.progress.advance(task)
+            before = _children("conclave.gateway_process")
+            log = ctx.gateway_log(f"scale-{processes}")
+            stack = stacks.enter_context(EmbeddedStack(settings, log_path=log))
+            gateways = _children("conclave.gateway_process") - before
+            targets[processes] = (stack, _CpuMeter(gateways, redis))
+            ctx.progress.advance(task)
+        measured = anyio.run(
+            _measure, targets, rounds, seconds, backend_options={"use_uvloop": True}
+        )
+    for (processes, workload), (rate, used) in measured.items():
+        rates[(processes, workload)], usage[(processes, workload)] = rate, used
+        result.figures[f"{processes} processes {workload}"] = rate
     for processes in PROCESS_COUNTS:
         for workload in (COMMITS, CALLS):
             rate, used = rates[(processes, workload)], usage[(processes, workload)]
