@@ -39,6 +39,7 @@ COMMITS = "commits/s, dedicated keys"
 CALLS = "tool calls/s, echo"
 SATURATED_BUSY = 90.0  # % of the machine's cores: above it, more processes only share them
 CORES = os.cpu_count() or 1
+START_TIMEOUT_S = 120.0
 _TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
@@ -263,7 +264,9 @@ def run(ctx: BenchContext) -> SuiteResult:
             )
             before = _children("conclave.gateway_process")
             log = ctx.gateway_log(f"scale-{processes}")
-            stack = stacks.enter_context(EmbeddedStack(settings, log_path=log))
+            # A 4-process start on a busy 2-core machine may take longer than the usual 30 s.
+            stack = EmbeddedStack(settings, log_path=log).start(timeout_s=START_TIMEOUT_S)
+            stacks.callback(stack.stop)
             gateways = _children("conclave.gateway_process") - before
             targets[processes] = (stack, _CpuMeter(gateways, redis))
             ctx.progress.advance(task)
