@@ -34,7 +34,7 @@ import json
 import random
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import anyio
 from redis.asyncio import Redis
@@ -50,7 +50,8 @@ from conclave.bench.contention_agents import (
 )
 from conclave.bench.http1 import Http1Connection, encode_request
 from conclave.bench.stats import percentile
-from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
+from conclave.bench.suite import NO_RATE_LIMITS, BenchContext, Goal, SuiteResult, Table
+from conclave.stack import EmbeddedStack
 from gateway import connect_redis
 from gateway.state import NamespaceKeys, check_namespace_history
 
@@ -323,6 +324,14 @@ def _ratio(results: list[RunResult], run: RunResult) -> float | None:
 
 
 def run(ctx: BenchContext) -> SuiteResult:
+    """On a gateway of its own with the rate limiters out of the way: it measures the store
+    under contention (16 agents of one tenant pass the default tenant bucket's 1,000/s)."""
+    settings = ctx.stack.settings.model_copy(update={"port": 0, **NO_RATE_LIMITS})
+    with EmbeddedStack(settings, log_path=ctx.gateway_log("contention")) as stack:
+        return _run(replace(ctx, stack=stack))
+
+
+def _run(ctx: BenchContext) -> SuiteResult:
     agent_counts = (16,) if ctx.quick else (4, 16, 64)
     # Full: 8,500 commits per run, so the contended Conclave runs add up to > 100,000 where
     # the machine is fast enough; a time limit per run bounds the suite where it is not.

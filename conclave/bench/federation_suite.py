@@ -31,7 +31,7 @@ import anyio
 from conclave.bench.http1 import Http1Connection, encode_request
 from conclave.bench.mcp_upstream import running_upstream
 from conclave.bench.stats import percentile
-from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
+from conclave.bench.suite import NO_RATE_LIMITS, BenchContext, Goal, SuiteResult, Table
 from conclave.bench.timing import Call, latencies, throughput
 from conclave.stack import EmbeddedStack
 from gateway import Settings
@@ -103,10 +103,7 @@ def _gateway_settings(base: Settings, config: Path, *, sandboxed: bool = False) 
         docker_host=base.docker_host,
         sandbox_image=base.sandbox_image,
         config=config,
-        rate_limit_per_s=1_000_000.0,  # measure the limiter's cost, never its refusals
-        rate_limit_burst=1_000_000,
-        tenant_rate_limit_per_s=1_000_000.0,
-        tenant_rate_limit_burst=1_000_000,
+        **NO_RATE_LIMITS,  # measure the platform, never the limiter
         log_level="warning",
     )
 

@@ -23,7 +23,7 @@ import anyio
 from conclave.bench.ceiling_app import ceiling_server
 from conclave.bench.http1 import Http1Connection, encode_request
 from conclave.bench.stats import percentile
-from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
+from conclave.bench.suite import NO_RATE_LIMITS, BenchContext, Goal, SuiteResult, Table
 from conclave.bench.timing import Call, latencies, throughput
 from conclave.stack import EmbeddedStack
 from gateway import Settings
@@ -201,10 +201,7 @@ def run(ctx: BenchContext) -> SuiteResult:
         redis_url=base.redis_url,
         port=0,
         sandbox_backend="inprocess",
-        rate_limit_per_s=1_000_000.0,  # measure the limiter's cost, never its refusals
-        rate_limit_burst=1_000_000,
-        tenant_rate_limit_per_s=1_000_000.0,
-        tenant_rate_limit_burst=1_000_000,
+        **NO_RATE_LIMITS,  # measure the platform, never the limiter
         log_level="warning",
     )
     task = ctx.progress.add_task("gateway: echo direct vs through the gateway", total=1)

@@ -13,7 +13,18 @@ from typing import Any
 
 from rich.progress import Progress
 
+from conclave.bench.task_models import TaskOptions
 from conclave.stack import EmbeddedStack
+
+# Settings for a suite's own gateway when it measures throughput: the rate limiters out of the
+# way, so a figure is the platform's work and never the limiter's refusals (16 agents of one
+# tenant committing pass the default 1,000/s tenant bucket).
+NO_RATE_LIMITS: dict[str, Any] = {
+    "rate_limit_per_s": 1_000_000.0,
+    "rate_limit_burst": 1_000_000,
+    "tenant_rate_limit_per_s": 1_000_000.0,
+    "tenant_rate_limit_burst": 1_000_000,
+}
 
 
 @dataclass
@@ -53,6 +64,7 @@ class BenchContext:
     seed: int
     out_dir: Path
     progress: Progress
+    tasks: TaskOptions = field(default_factory=TaskOptions)  # `conclave bench tasks` options
 
     def gateway_log(self, name: str) -> Path:
         """Where a suite's own gateway logs: next to the results, not over the tables."""
