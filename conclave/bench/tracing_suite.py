@@ -5,7 +5,8 @@ gateway's own work: HTTP, six stages, Redis): tracing off (the SDK installed, no
 exporter configured); on, every request traced; on, one request in 10 and one in 100 traced
 (the standard `parentbased_traceidratio` sampler); and a second gateway with tracing off,
 whose difference from the first is the noise floor of the comparison. The traced ones export
-every span over OTLP/HTTP (BatchSpanProcessor, protobuf) to a receiver in the bench process.
+every span over OTLP/HTTP (the gateway's own batching and protobuf writer, `gateway.otlp_wire`)
+to a receiver in the bench process.
 Calls/s at concurrency 16 are measured in alternated rounds (each gateway in turn) and
 compared by their medians, so a drift of the machine hits all alike.
 
@@ -176,10 +177,11 @@ def run(ctx: BenchContext) -> SuiteResult:
     )  # fmt: skip
     result.notes.append(
         f"every gateway runs echo in-process; the traced ones export over OTLP/HTTP"
-        f" (BatchSpanProcessor, queue sized so no span is dropped) to a receiver in the bench"
-        f" process, which got {exported} spans; 'off' has no OTEL_* variables set. A traced"
-        " echo call makes 10 spans (the request, 6 stages, the execution, 2 Redis scripts);"
-        " a request the sampler leaves out makes non-recording ones"
+        f" (queue sized so no span is dropped) to a receiver in the bench process, which got"
+        f" {exported} spans; 'off' has no OTEL_* variables set. A traced echo call makes 10"
+        " spans (the request, 6 stages, the execution, 2 Redis scripts), recorded as plain"
+        " records and written as OTLP protobuf by the gateway; a request the sampler leaves"
+        " out makes none"
     )
     return result
 
