@@ -8,7 +8,9 @@ whose difference from the first is the noise floor of the comparison. The traced
 every span over OTLP/HTTP (the gateway's own batching and protobuf writer, `gateway.otlp_wire`)
 to a receiver in the bench process.
 Calls/s at concurrency 16 are measured in alternated rounds (each gateway in turn) and
-compared by their medians, so a drift of the machine hits all alike.
+compared by their medians, so a drift of the machine hits all alike. Each round also reads
+the gateway process's CPU time (/proc): CPU per call is far steadier than calls/s on a shared
+machine, where the two off gateways' calls/s can differ by tens of percent.
 
 Tracing off runs no OpenTelemetry code: each instrumented place reads one boolean
 (`gateway.tracing.TRACING.on`), six times per REST call. A gateway without those reads would
@@ -21,10 +23,12 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import time
 import timeit
 import uuid
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, ExitStack, contextmanager
+from pathlib import Path
 
 import anyio
 
@@ -97,10 +101,27 @@ def _rest_calls(stack: EmbeddedStack, connections: list[Http1Connection]) -> lis
     return calls
 
 
+def _children() -> set[int]:
+    """The pids of this process's children (the gateways it started)."""
+    pids: set[int] = set()
+    for listing in Path("/proc/self/task").glob("*/children"):
+        pids.update(int(pid) for pid in listing.read_text().split())
+    return pids
+
+
+def _cpu_seconds(pids: set[int]) -> float:
+    """User and system CPU seconds the processes `pids` have used so far."""
+    ticks = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 async def _alternated(
-    stacks: dict[str, EmbeddedStack], rounds: int, seconds: float
-) -> dict[str, list[float]]:
-    """Calls/s of each gateway, measured in turn, `rounds` times over."""
+    stacks: dict[str, EmbeddedStack], pids: dict[str, set[int]], rounds: int, seconds: float
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Calls/s and gateway CPU us per call of each gateway, measured in turn, `rounds` times."""
     async with AsyncExitStack() as exits:
         workers = {}
         for label, stack in stacks.items():
@@ -111,10 +132,15 @@ async def _alternated(
         for calls in workers.values():  # warm: connections, token caches, scripts
             await throughput(calls, 0.5, warm=True)
         rates: dict[str, list[float]] = {label: [] for label in stacks}
+        cpu: dict[str, list[float]] = {label: [] for label in stacks}
         for _ in range(rounds):
             for label, calls in workers.items():
-                rates[label].append(await throughput(calls, seconds))
-    return rates
+                used, began = _cpu_seconds(pids[label]), time.perf_counter()
+                rate = await throughput(calls, seconds)
+                elapsed = time.perf_counter() - began
+                rates[label].append(rate)
+                cpu[label].append((_cpu_seconds(pids[label]) - used) / (rate * elapsed) * 1e6)
+    return rates, cpu
 
 
 def _guard_seconds() -> float:
@@ -132,12 +158,15 @@ def run(ctx: BenchContext) -> SuiteResult:
     task = ctx.progress.add_task("tracing: calls/s with tracing off vs on", total=1)
     with OtlpReceiver() as receiver, ExitStack() as running:
         stacks: dict[str, EmbeddedStack] = {}
+        pids: dict[str, set[int]] = {}
         for label, env in _configurations(receiver.endpoint).items():
             with _otel_environment(env):
                 log = ctx.gateway_log(f"tracing-{label.split()[0]}-{len(stacks)}")
+                before = _children()
                 stacks[label] = running.enter_context(EmbeddedStack(settings, log_path=log))
-        rates = anyio.run(
-            _alternated, stacks, rounds, seconds, backend_options={"use_uvloop": True}
+                pids[label] = _children() - before
+        rates, cpu = anyio.run(
+            _alternated, stacks, pids, rounds, seconds, backend_options={"use_uvloop": True}
         )
         running.close()  # the gateways flush the spans still batched as they stop
         exported = len(receiver.spans)
@@ -145,17 +174,23 @@ def run(ctx: BenchContext) -> SuiteResult:
 
     medians = {label: statistics.median(values) for label, values in rates.items()}
     off_rate = medians[OFF]
+    cpu_medians = {label: statistics.median(values) for label, values in cpu.items()}
     table = Table(
         f"tracing: echo over REST, calls/s at concurrency {WORKERS} (median of {rounds}"
         " alternated rounds)",
-        ["gateway", "calls/s", "rounds", "vs off"],
+        ["gateway", "calls/s", "rounds", "vs off", "gateway CPU us/call", "CPU vs off"],
     )
     result = SuiteResult("tracing", tables=[table])
     for label, rate in medians.items():
         cost = 1 - rate / off_rate
         shown = "-" if label == OFF else f"{-cost:+.1%}"
-        table.rows.append([label, round(rate), _shown(rates[label]), shown])
+        cpu_cost = cpu_medians[label] / cpu_medians[OFF] - 1
+        cpu_shown = "-" if label == OFF else f"{cpu_cost:+.1%}"
+        table.rows.append(
+            [label, round(rate), _shown(rates[label]), shown, round(cpu_medians[label]), cpu_shown]
+        )
         result.figures[f"{label} calls_per_s"] = rate
+        result.figures[f"{label} cpu_us_per_call"] = cpu_medians[label]
         if label == OFF_AGAIN:
             result.figures["noise floor"] = cost
         elif label != OFF:
@@ -170,6 +205,7 @@ def run(ctx: BenchContext) -> SuiteResult:
     result.figures["off cost"] = off_cost
     result.figures["spans exported"] = exported
     result.series["rates"] = rates
+    result.series["cpu_us_per_call"] = cpu
     result.goals.append(
         Goal(f"tracing off: its {GUARDS_PER_CALL} guard reads per call (timed: {guard_s * 1e9:.0f}"
              " ns) vs a call's time at the off rate", f"<= {GOAL_OFF_COST:.0%}",
