@@ -28,7 +28,7 @@ from pathlib import Path
 import anyio
 
 from conclave.bench.http1 import Http1Connection, encode_request
-from conclave.bench.suite import BenchContext, SuiteResult, Table
+from conclave.bench.suite import NO_RATE_LIMITS, BenchContext, SuiteResult, Table
 from conclave.bench.timing import Call, throughput
 from conclave.stack import EmbeddedStack
 from gateway import Settings
@@ -256,11 +256,8 @@ def run(ctx: BenchContext) -> SuiteResult:
                 port=0,
                 workers=processes,
                 sandbox_backend="inprocess",
-                rate_limit_per_s=1_000_000.0,  # measure the gateway, never its refusals
-                rate_limit_burst=1_000_000,
-                tenant_rate_limit_per_s=1_000_000.0,
-                tenant_rate_limit_burst=1_000_000,
                 log_level="warning",
+                **NO_RATE_LIMITS,  # measure the platform, never the limiter
             )
             before = _children("conclave.gateway_process")
             log = ctx.gateway_log(f"scale-{processes}")
