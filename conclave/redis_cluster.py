@@ -109,6 +109,11 @@ class LocalRedisCluster:
         with redis.Redis(port=self.ports[0]) as client:
             return sorted({int(row[2][1]) for row in client.execute_command("CLUSTER", "SLOTS")})
 
+    def restart_node(self, port: int) -> None:
+        """Start a node that was killed again, on its old port and data dir (nodes.conf), so
+        it rejoins the cluster it left (as a replica, once its slots failed over)."""
+        self._start_node(port)
+
     def stop(self) -> None:
         for process in self.processes.values():
             if process.poll() is None:
@@ -126,7 +131,7 @@ class LocalRedisCluster:
 
     def _start_node(self, port: int) -> None:
         folder = self.data_dir / str(port)
-        folder.mkdir()
+        folder.mkdir(exist_ok=True)
         args = [_binary("redis-server"), "--port", str(port), "--bind", "127.0.0.1"]
         args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
         args += ["--cluster-node-timeout", "2000", "--dir", str(folder)]
