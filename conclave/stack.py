@@ -124,8 +124,9 @@ class EmbeddedStack:
             update={"redis_url": redis_url, "sandbox_backend": self.backend.name}
         )
         if self.backend.name == "docker":  # containers of gateways that died without cleaning
-            for line in collect_orphans(base.docker_host):
-                log.info("removed an orphan: %s", line)
+            for engine in base.engine_hosts:  # every engine it may have placed them on
+                for line in collect_orphans(engine):
+                    log.info("removed an orphan: %s", line)
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # uvicorn takes an inherited fd for a unix socket and so never sets TCP_NODELAY; accepted
