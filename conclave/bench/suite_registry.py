@@ -23,6 +23,7 @@ SUITES: dict[str, str] = {
     "federation": "conclave.bench.federation_suite",
     "tracing": "conclave.bench.tracing_suite",
     "console": "conclave.bench.console_suite",
+    "chaos": "conclave.bench.chaos_suite",
 }
 
 
