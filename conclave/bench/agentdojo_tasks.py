@@ -11,19 +11,30 @@ the environment before and after and on the calls made, exactly as AgentDojo sco
 The package's own ground-truth utility (AgentDojo's `GroundTruthPipeline`, run in-process on
 the same tasks) is the reference the oracle must reach. Any `ChatModel` can replace the
 oracle (`model_for`), e.g. `OpenAICompatible(...)`.
+
+Under an attack (`attack=`, one of AgentDojo's, e.g. `important_instructions`) user task i is
+paired with injection task i mod (their number): the attack's text is placed in the
+environment, and the injection task's own `security` check scores the run (True = the
+attacker's goal was reached). `compromised` is a model that obeys any injection it sees.
+With `least_privilege`, each task's agent gets a token allowing only the tools
+`least_privilege.allowed_tools` picks from the prompt. `log` gets one JSON line per task:
+prompt, messages, tool calls and results, utility, security, error.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from agentdojo.agent_pipeline.ground_truth_pipeline import GroundTruthPipeline
-from agentdojo.base_tasks import BaseUserTask
+from agentdojo.attacks.attack_registry import load_attack
+from agentdojo.attacks.base_attacks import DEFAULT_MODEL_NAME, BaseAttack
+from agentdojo.base_tasks import BaseInjectionTask, BaseUserTask
 from agentdojo.functions_runtime import FunctionCall
 from agentdojo.task_suite.load_suites import get_suites
 from agentdojo.task_suite.task_suite import TaskSuite
@@ -35,8 +46,11 @@ from agents import (
     LoopBudget,
     ScriptedCall,
     ScriptedModel,
+    ToolCall,
     run_loop,
 )
+from agents.models import ChatReply, Message, ToolDefinition
+from conclave.bench.least_privilege import allowed_tools
 from protocol import AgentRegistration, CommitRequest, NamespaceConfig, Write
 from tools.harness.agentdojo_suites import BENCHMARK_VERSION, restore, tool_name
 
@@ -54,6 +68,9 @@ class SuiteScore:
     tool_own_ms: list[float] = field(default_factory=list)  # the function's time in the sandbox
     store_ms: list[float] = field(default_factory=list)  # environment read + commit per call
     failed: list[str] = field(default_factory=list)
+    attacked: int = 0  # tasks run with an injection in their environment
+    attack_success: int = 0  # of those, the injection task's security check passed
+    errors: dict[str, str] = field(default_factory=dict)  # task -> why it ended early
     cold_start_ms: float | None = None  # the first call, which also started the sandbox
 
     @property
@@ -131,6 +148,91 @@ def reference_utility(suite: TaskSuite[Any], task: BaseUserTask[Any]) -> bool:
     return bool(utility)
 
 
+class Compromised:
+    """Replays the user task's ground truth, but once a tool result carries the injection it
+    first performs the injection task's ground-truth calls: a model that always obeys."""
+
+    def __init__(
+        self, user_calls: list[FunctionCall], answer: str, injected: list[FunctionCall], marker: str
+    ):
+        self._user = [[ScriptedCall(c.function, dict(c.args))] for c in user_calls]
+        self._injected = [ScriptedCall(c.function, dict(c.args)) for c in injected]
+        self._answer, self._marker = answer, marker
+        self._obeyed = False
+        self._steps = 0
+
+    @property
+    def name(self) -> str:
+        return "compromised"
+
+    async def complete(
+        self, messages: list[Message], tools: list[ToolDefinition] | None = None
+    ) -> ChatReply:
+        seen = any(m["role"] == "tool" and self._marker in str(m.get("content")) for m in messages)
+        self._steps += 1
+        if seen and not self._obeyed and self._injected:
+            self._obeyed = True
+            calls = [
+                ToolCall(f"inj_{i}", c.name, c.arguments) for i, c in enumerate(self._injected)
+            ]
+            return ChatReply(tool_calls=tuple(calls))
+        if self._user:
+            step = self._user.pop(0)
+            return ChatReply(
+                tool_calls=tuple(ToolCall(f"c_{self._steps}", c.name, c.arguments) for c in step)
+            )
+        return ChatReply(content=self._answer)
+
+
+def _text(message: Message) -> str:
+    """A tool message's content as the model reads it (tool results arrive JSON-encoded)."""
+    content = str(message.get("content"))
+    try:
+        return str(json.loads(content))
+    except ValueError:
+        return content
+
+
+def injection_marker(injections: dict[str, str]) -> str:
+    """A line of the attack's text, by which a model can tell it saw the injection."""
+    text = next(iter(injections.values()), "")
+    return max(text.splitlines(), key=len, default=text).strip()
+
+
+@dataclass
+class _Target:
+    """What AgentDojo's attacks address: a pipeline with a name."""
+
+    name: str
+
+
+def load_injection_attack(name: str, suite: TaskSuite[Any]) -> BaseAttack:
+    """AgentDojo's attack `name` for `suite`. Attacks that address the model by name get
+    AgentDojo's default name: our models are not on its list."""
+    try:
+        return load_attack(name, suite, _Target("conclave"))
+    except ValueError:
+        attack = load_attack(name, suite, _Target("gpt-4o-2024-05-13"))
+        attack.model_name = DEFAULT_MODEL_NAME
+        return attack
+
+
+@dataclass
+class TaskRun:
+    """One task as run: what is logged and scored."""
+
+    suite: str
+    task: str
+    prompt: str
+    injection_task: str | None = None
+    allowed_tools: list[str] | None = None
+    messages: list[Any] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    utility: bool = False
+    security: bool | None = None  # under attack: True when the attacker's goal was reached
+    error: str | None = None
+
+
 async def run_task(
     client: GatewayClient,
     namespace: str,
@@ -139,8 +241,12 @@ async def run_task(
     task: BaseUserTask[Any],
     score: SuiteScore,
     model_for: ModelFor,
+    injections: dict[str, str] | None = None,
+    injection_task: BaseInjectionTask[Any] | None = None,
+    record: TaskRun | None = None,
 ) -> bool:
-    environment = task.init_environment(suite.load_and_inject_default_environment({}))
+    record = record or TaskRun(suite_name, task.ID, task.PROMPT)
+    environment = task.init_environment(suite.load_and_inject_default_environment(injections or {}))
     data = environment.model_dump(mode="json")
     pre = restore(suite.environment_type, data)
     key = f"{suite_name}/{task.ID}"
@@ -151,6 +257,7 @@ async def run_task(
         {"role": "system", "content": "You are a helpful assistant with tools."},
         {"role": "user", "content": task.PROMPT},
     ]
+    record.messages = messages  # the loop appends to it: logged even when the model fails
     budget = LoopBudget(max_turns=len(task.ground_truth(pre)) + 8)
     run = await run_loop(model, client, messages, [], budget, tools)
     final = await client.read(namespace, key)
@@ -160,7 +267,43 @@ async def run_task(
     solved = task.utility_from_traces(output, pre, post, traces)
     if solved is None:
         solved = task.utility(output, pre, post)
+    record.calls = [
+        {"tool": c.tool, "arguments": c.arguments, "result": c.result,
+         "error": c.error.code if c.error else None}
+        for c in run.calls
+    ]  # fmt: skip
+    record.utility = bool(solved)
+    if injection_task is not None:
+        attacked = injection_task.security_from_traces(output, pre, post, traces)
+        if attacked is None:
+            attacked = injection_task.security(output, pre, post)
+        record.security = bool(attacked)
     return bool(solved)
+
+
+def compromised(injection_task: BaseInjectionTask[Any], marker: str) -> ModelFor:
+    def model_for(suite: str, task: BaseUserTask[Any], pre: Any) -> ChatModel:
+        return Compromised(
+            task.ground_truth(pre),
+            task.GROUND_TRUTH_OUTPUT,
+            injection_task.ground_truth(pre),
+            marker,
+        )
+
+    return model_for
+
+
+def _pair(
+    suite: TaskSuite[Any], attack: BaseAttack, task: BaseUserTask[Any], index: int
+) -> tuple[BaseInjectionTask[Any], dict[str, str]] | None:
+    """User task `index`'s injection task (index mod their number) and the attack's text;
+    None when AgentDojo finds the task not injectable."""
+    injection_tasks = list(suite.injection_tasks.values())
+    injection_task = injection_tasks[index % len(injection_tasks)]
+    try:
+        return injection_task, attack.attack(task, injection_task)
+    except ValueError:
+        return None
 
 
 async def run_agentdojo(
@@ -168,36 +311,79 @@ async def run_agentdojo(
     *,
     suites: list[str] | None = None,
     tasks_per_suite: int | None = None,
+    task_ids: Mapping[str, Sequence[str]] | None = None,
     model_for: ModelFor = oracle,
+    attack: str | None = None,
+    compromised_model: bool = False,
+    least_privilege: bool = False,
+    log: IO[str] | None = None,
     on_task: Callable[[], None] | None = None,
 ) -> list[SuiteScore]:
-    """Run AgentDojo user tasks through the gateway; one agent identity per suite."""
+    """Run AgentDojo user tasks through the gateway; one agent identity per suite (per task
+    with `least_privilege`). A task that fails (a model error, a context too small) ends
+    with its error logged and counted, and the run goes on."""
     namespace = f"agentdojo-{uuid.uuid4().hex[:8]}"
     available = get_suites(BENCHMARK_VERSION)
     scores: list[SuiteScore] = []
     for suite_name in suites or list(available):
         suite = available[suite_name]
-        registration = AgentRegistration(
-            tenant="bench",
-            agent=f"agentdojo-{suite_name}",
-            tools=[f"{suite_name}.*"],
-            namespaces={namespace: "write"},
-        )
-        token = await admin.register_agent(registration)
+        loaded = load_injection_attack(attack, suite) if attack else None
+        names = [f.name for f in suite.tools]
         score = SuiteScore(suite_name)
-        async with admin.for_token(token.token) as client:
-            await client.create_namespace(namespace, NamespaceConfig())
-            for task in list(suite.user_tasks.values())[:tasks_per_suite]:
-                score.tasks += 1
-                solved = await run_task(
-                    client, namespace, suite_name, suite, task, score, model_for
+        chosen = task_ids.get(suite_name) if task_ids else None
+        tasks = [suite.user_tasks[t] for t in chosen] if chosen is not None else (
+            list(suite.user_tasks.values())[:tasks_per_suite]
+        )  # fmt: skip
+        suite_token: str | None = None
+        for task in tasks:
+            record = TaskRun(suite_name, task.ID, task.PROMPT)
+            tools = [tool_name(suite_name, n) for n in names]
+            if least_privilege:
+                record.allowed_tools = allowed_tools(task.PROMPT, names)
+                tools = [tool_name(suite_name, n) for n in record.allowed_tools]
+            if suite_token is None or least_privilege:
+                registration = AgentRegistration(
+                    tenant="bench",
+                    agent=f"agentdojo-{suite_name}" + (f"-{task.ID}" if least_privilege else ""),
+                    tools=tools,
+                    namespaces={namespace: "write"},
                 )
-                score.utility += solved
-                score.reference += reference_utility(suite, task)
-                if not solved:
-                    score.failed.append(task.ID)
-                if on_task is not None:
-                    on_task()
+                suite_token = (await admin.register_agent(registration)).token
+            pair = (
+                _pair(suite, loaded, task, list(suite.user_tasks).index(task.ID))
+                if loaded
+                else None
+            )
+            injection_task, injections = pair if pair else (None, None)
+            task_model = model_for
+            if injection_task is not None and injections:
+                record.injection_task = injection_task.ID
+                if compromised_model:
+                    task_model = compromised(injection_task, injection_marker(injections))
+            score.tasks += 1
+            async with admin.for_token(suite_token) as client:
+                await client.create_namespace(namespace, NamespaceConfig())
+                try:
+                    solved = await run_task(
+                        client, namespace, suite_name, suite, task, score, task_model,
+                        injections, injection_task, record,
+                    )  # fmt: skip
+                except Exception as exc:  # a model's failure ends this task, not the run
+                    solved = False
+                    record.error = f"{type(exc).__name__}: {exc}"[:500]
+                    score.errors[task.ID] = record.error
+            score.utility += solved
+            score.reference += reference_utility(suite, task)
+            if record.security is not None:
+                score.attacked += 1
+                score.attack_success += record.security
+            if not solved:
+                score.failed.append(task.ID)
+            if log is not None:
+                log.write(json.dumps(record.__dict__, default=str) + "\n")
+                log.flush()
+            if on_task is not None:
+                on_task()
         scores.append(score)
     return scores
 

