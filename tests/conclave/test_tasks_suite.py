@@ -69,3 +69,8 @@ def test_the_agentdojo_table_has_one_cell_per_column() -> None:
     assert len(table.rows[0]) == len(table.columns)
     row = dict(zip(table.columns, table.rows[0], strict=True))
     assert (row["first call ms"], row["overhead p50 ms"]) == (900.0, 15.0)
+
+
+def test_the_oracle_is_labelled_as_replaying_ground_truth_where_printed() -> None:
+    title = agentdojo_table([SuiteScore("banking")]).title
+    assert "oracle (replays ground truth)" in title
