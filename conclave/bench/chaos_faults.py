@@ -154,14 +154,15 @@ def haproxy(backends: list[str], workdir: Path) -> Iterator[str]:
         raise ChaosSetupError("haproxy not found: apt-get install haproxy")
     port = free_port()
     servers = "\n".join(
-        f"    server g{i} {url.removeprefix('http://')} check inter 300 fall 1 rise 1"
+        f"    server g{i} {url.removeprefix('http://')} check inter 300 fall 2 rise 1"
         for i, url in enumerate(backends)
     )
     config = workdir / "chaos-haproxy.cfg"
     config.write_text(
         "global\n    maxconn 512\n"
         "defaults\n    mode http\n    option redispatch\n    retries 2\n"
-        "    timeout connect 1s\n    timeout client 30s\n    timeout server 30s\n"
+        "    timeout connect 1s\n    timeout check 1s\n    timeout client 30s\n"
+        "    timeout server 30s\n"
         f"frontend conclave\n    bind 127.0.0.1:{port}\n    default_backend gateways\n"
         f"backend gateways\n    balance roundrobin\n    option httpchk\n"
         f"    http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host 127.0.0.1\n{servers}\n"

@@ -176,6 +176,8 @@ class ChaosRun:
         agents += [f"t{i}" for i in range(TOOL_CALLERS)]
         headers = {a: {"Authorization": f"Bearer {stack.token(TENANT, a, scopes)}"} for a in agents}
         await wait_until_async(lambda: _answers(url), 10)  # HAProxy forwarding
+        # a replica that never synced refuses to fail over: start from a settled cluster
+        await anyio.to_thread.run_sync(wait_cluster_settled, self.cluster)
         async with httpx.AsyncClient(base_url=url, timeout=10) as client:
             for namespace, mode in ((LEDGER, "optimistic"), (FENCED, "owned")):
                 created = await client.put(
@@ -285,11 +287,12 @@ class ChaosRun:
 async def _read_retrying(
     client: httpx.AsyncClient, path: str, headers: dict[str, str]
 ) -> httpx.Response:
-    """A read, retried while the gateway cannot answer it yet (after the last fault)."""
-    for _ in range(50):
+    """A read, retried while the gateway cannot answer it yet (after the last fault) or the
+    reading agent is over its rate limit."""
+    for _ in range(200):
         try:
             read = await client.get(path, headers=headers)
-            if read.status_code < 500:
+            if read.status_code < 500 and read.status_code != 429:  # 429: the reader's rate
                 return read
         except httpx.HTTPError:
             pass
