@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
+from conclave.agents_cli import DEFAULT_GATEWAY
 from conclave.bench.report import open_report, write_report
 from conclave.bench.suite import BenchContext, SuiteResult, Table
 from conclave.bench.suite_registry import SUITES, load_suite
@@ -85,7 +87,10 @@ def run_bench(
         json.dumps({"suites": [r.suite for r in results], "quick": quick, "seed": seed}, indent=2)
     )
     console.print(f"results: {out_dir}")
-    report = write_report(out_dir, results, quick=quick, seed=seed)
+    # The bench's own gateway has stopped; a gateway the user runs (`conclave serve`, at
+    # CONCLAVE_URL) is linked from the report, its console one click away.
+    serving = os.environ.get("CONCLAVE_URL") or DEFAULT_GATEWAY
+    report = write_report(out_dir, results, quick=quick, seed=seed, gateway_url=serving)
     console.print(f"report:  {report}")
     open_report(report)
     return results
