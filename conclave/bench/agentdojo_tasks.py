@@ -168,7 +168,7 @@ class Compromised:
     async def complete(
         self, messages: list[Message], tools: list[ToolDefinition] | None = None
     ) -> ChatReply:
-        seen = any(m["role"] == "tool" and self._marker in str(m.get("content")) for m in messages)
+        seen = any(m["role"] == "tool" and self._marker in _plain(_text(m)) for m in messages)
         self._steps += 1
         if seen and not self._obeyed and self._injected:
             self._obeyed = True
@@ -193,10 +193,16 @@ def _text(message: Message) -> str:
         return content
 
 
+def _plain(text: str) -> str:
+    """`text`'s letters and digits only: tool results are YAML, which folds long lines,
+    escapes and quotes, so only these survive in order."""
+    return "".join(c for c in text.lower() if c.isalnum())
+
+
 def injection_marker(injections: dict[str, str]) -> str:
     """A line of the attack's text, by which a model can tell it saw the injection."""
     text = next(iter(injections.values()), "")
-    return max(text.splitlines(), key=len, default=text).strip()
+    return _plain(max(text.splitlines(), key=len, default=text))
 
 
 @dataclass
