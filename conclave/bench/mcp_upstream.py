@@ -29,6 +29,8 @@ from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.server.dependencies import get_http_headers
 
+from conclave.ports import free_port
+
 _FAULTS = {"http_500": (500, b"internal error"), "garbage": (200, b"{this is not json")}
 
 
@@ -141,18 +143,11 @@ def build_upstream_app() -> Any:
     return app
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextlib.contextmanager
 def running_upstream(timeout_s: float = 30.0, port: int | None = None) -> Iterator[str]:
     """The upstream in a child process (on `port`, or a free one); yields its MCP URL, stops
     it on exit."""
-    port = port or _free_port()
+    port = port or free_port()
     child = subprocess.Popen(
         [sys.executable, "-m", "conclave.bench.mcp_upstream", "--port", str(port)],
         env={**os.environ, "FASTMCP_SHOW_CLI_BANNER": "false"},

@@ -18,6 +18,7 @@ import pytest
 
 from conclave import EmbeddedStack
 from conclave.bench import SUITES
+from conclave.ports import free_port
 from gateway import Settings
 
 # Explicit secrets: a fresh data dir would add the "generated a new token secret" line.
@@ -39,13 +40,6 @@ def conclave(
         timeout=timeout,
         check=False,
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def test_version_is_the_installed_distributions() -> None:
@@ -125,7 +119,7 @@ def test_agents_register_prints_the_token_alone(stack: EmbeddedStack) -> None:
 
 
 def test_serve_listens_where_conclave_host_and_port_say(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {
         **SECRETS,
         "CONCLAVE_HOST": "127.0.0.2",

@@ -31,6 +31,7 @@ from pydantic import HttpUrl
 from redis.asyncio import Redis
 
 from conclave.bench.mcp_upstream import running_upstream
+from conclave.ports import free_port
 from gateway.assembly import create_app
 from gateway.identity.tokens import issue_token
 from gateway.settings import Settings
@@ -277,13 +278,6 @@ def _conclave(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextmanager
 def _started(command: list[str], cwd: Path, port: int) -> Iterator[None]:
     """`command` in its own process until it listens on `port`; stopped on exit."""
@@ -308,7 +302,7 @@ async def test_the_readme_mcp_http_example_runs_as_written(
     settings: Settings, redis: Redis, tmp_path: Path
 ) -> None:
     examples = _readme_examples()
-    port = str(_free_port())  # the README's 8765 may be taken here
+    port = str(free_port())  # the README's 8765 may be taken here
     for name in ("cal_server.py", "conclave.toml"):
         (tmp_path / name).write_text(examples[name].replace("8765", port))
     config = tmp_path / "conclave.toml"
@@ -373,7 +367,7 @@ def test_tools_check_connects_to_each_mcp_http_source_and_says_why_not(
 async def test_calls_go_on_after_the_upstream_restarts_and_drops_the_kept_connections(
     settings: Settings, redis: Redis
 ) -> None:
-    port = _free_port()
+    port = free_port()
     with ExitStack() as first:
         url = first.enter_context(running_upstream(port=port))
         async with _gateway(settings, _source(url)) as app, _client(app) as client:

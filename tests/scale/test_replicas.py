@@ -9,7 +9,6 @@ shows its requests really reached more than one process."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 import uuid
@@ -21,18 +20,12 @@ import httpx
 import pytest
 
 from conclave import EmbeddedStack
+from conclave.ports import free_port
 from gateway import Settings
 
 INSTANCE = "x-conclave-instance"
 SECRETS = {"secret": "s" * 40, "admin_key": "a" * 40}
 ADMIN = {"X-Conclave-Admin-Key": "a" * 40}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
@@ -117,7 +110,7 @@ def behind_haproxy(redis_url: str, tmp_path: Path) -> Iterator[Replicas]:
     assert haproxy, "haproxy is missing: apt-get install haproxy (.ci installs it)"
     settings = _settings(redis_url, tmp_path)
     with EmbeddedStack(settings) as first, EmbeddedStack(settings) as second:
-        port = _free_port()
+        port = free_port()
         config = tmp_path / "haproxy.cfg"
         config.write_text(_haproxy_config(port, [first.url, second.url]))
         process = subprocess.Popen([haproxy, "-f", str(config)])

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -18,17 +17,12 @@ import docker
 import httpx
 import pytest
 
+from conclave.ports import free_port
+
 SECRETS = {"CONCLAVE_SECRET": "s" * 40, "CONCLAVE_ADMIN_KEY": "a" * 40}
 ADMIN = {"X-Conclave-Admin-Key": "a" * 40}
 LABEL = "conclave.sandbox"
 OWNER_LABEL = "conclave.owner_pid"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
@@ -69,7 +63,7 @@ class Serve:
     """`conclave serve --backend docker` on a free port, and the agent calling through it."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         clean = {k: v for k, v in os.environ.items() if not k.startswith("CONCLAVE_")}
         env = {**clean, **SECRETS, "CONCLAVE_DATA_DIR": str(tmp_path)}
