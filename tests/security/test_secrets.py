@@ -98,8 +98,7 @@ def test_a_tool_cannot_read_the_gateways_secrets(
     settings = Settings(redis_url=redis_url, port=0, sandbox_backend=backend, data_dir=data_dir)
     wanted = [settings.secret.get_secret_value(), settings.admin_key.get_secret_value()]
     with EmbeddedStack(settings) as stack:
-        assert stack._gateway is not None
-        gateway_pid = stack._gateway.pid
+        gateway_pid = stack._gateways[0].pid
         # The secrets are not in the gateway's environment at all, for anyone to find.
         environ = Path(f"/proc/{gateway_pid}/environ").read_bytes().decode("latin-1")
         assert not [value for value in wanted if value in environ]

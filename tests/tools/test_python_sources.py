@@ -17,6 +17,7 @@ import docker
 import httpx
 import pytest
 from docker.errors import ContainerError
+from redis.asyncio import Redis
 
 from conclave.config_file import settings_from
 from conclave.stack import EmbeddedStack
@@ -106,10 +107,11 @@ def test_the_readme_example_runs_on_docker_with_its_dependency(
 
 @pytest.fixture
 async def bwrap_gateway(
-    bwrap_available: None, redis_url: str, tmp_path: Path
+    bwrap_available: None, redis_url: str, redis: Redis, tmp_path: Path
 ) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, str]]]:
     """A gateway on bwrap serving a single-file source (one tool denied), a source that fails
-    to import, and the built-ins; in-process over ASGI."""
+    to import, and the built-ins; in-process over ASGI, on an emptied Redis (an earlier test
+    may have revoked the agent name this token uses)."""
     config = _write(
         tmp_path,
         {
