@@ -83,7 +83,7 @@ class EmbeddedStack:
         self.backend: BackendChoice | None = None
         self._gateways: list[subprocess.Popen[bytes]] = []
         self.instances: list[str] = []  # each gateway process's X-Conclave-Instance
-        self._socket: socket.socket | None = None
+        self._sockets: list[socket.socket] = []  # one listener per gateway process
         self.settings = self.base_settings
         self.url = ""
 
@@ -127,34 +127,27 @@ class EmbeddedStack:
             for engine in base.engine_hosts:  # every engine it may have placed them on
                 for line in collect_orphans(engine):
                     log.info("removed an orphan: %s", line)
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # uvicorn takes an inherited fd for a unix socket and so never sets TCP_NODELAY; accepted
-        # sockets inherit it from the listener, which keeps Nagle from adding ~40 ms per answer.
-        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
-            self._socket.bind((self.host, base.port))  # port 0: any free port
+            self._sockets = _listeners(self.host, base.port, self.settings.workers)
         except OSError as exc:
             raise StackError(
                 f"cannot listen on {self.host}:{base.port} ({exc.strerror}): stop what uses it,"
                 " or choose another port with --port or CONCLAVE_PORT (0 picks a free one)"
             ) from exc
-        self._socket.listen(2048)
-        port = self._socket.getsockname()[1]
+        port = self._sockets[0].getsockname()[1]
         self.url = f"http://{self.host}:{port}"
         self.settings = self.settings.model_copy(update={"port": port, "host": self.host})
         if self.log_path is not None:
             self._log = self.log_path.open("ab")
-        ready = [self._start_gateway() for _ in range(self.settings.workers)]
+        ready = [self._start_gateway(listener) for listener in self._sockets]
         self._wait_ready(ready, timeout_s)
 
-    def _start_gateway(self) -> int:
-        """One gateway process on our socket; returns the read end of its ready pipe."""
-        assert self._socket is not None
+    def _start_gateway(self, listener: socket.socket) -> int:
+        """One gateway process on `listener`; returns the read end of its ready pipe."""
         settings_out = settings_pipe(self.settings)
         ready_in, ready_out = os.pipe()
         try:
-            fds = (self._socket.fileno(), settings_out, ready_out)
+            fds = (listener.fileno(), settings_out, ready_out)
             command = [sys.executable, "-m", "conclave.gateway_process", *map(str, fds)]
             self._gateways.append(
                 subprocess.Popen(
@@ -237,9 +230,9 @@ class EmbeddedStack:
                 gateway.kill()
                 gateway.wait()
         self._gateways = []
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
+        for listener in self._sockets:
+            listener.close()
+        self._sockets = []
         if self.redis is not None:
             self.redis.close()
             self.redis = None
@@ -261,3 +254,36 @@ class EmbeddedStack:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _listeners(host: str, port: int, count: int) -> list[socket.socket]:
+    """`count` listening sockets on host:port (port 0: a free one), one per gateway process.
+
+    Several share the port with SO_REUSEPORT, so the kernel spreads new connections over the
+    processes (one shared socket lets whichever process is quickest take nearly all of them).
+    A port something else listens on is refused first by a plain bind, so a second
+    `conclave serve --workers` can never join this one's group."""
+    if count > 1 and port != 0:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    listeners: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listeners.append(listener)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if count > 1:
+                listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            # uvicorn takes an inherited fd for a unix socket and so never sets TCP_NODELAY;
+            # accepted sockets inherit it from the listener, which keeps Nagle from adding
+            # ~40 ms per answer.
+            listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            listener.bind((host, port))
+            listener.listen(2048)
+            port = listener.getsockname()[1]  # the others join the port the first was given
+    except BaseException:
+        for listener in listeners:
+            listener.close()
+        raise
+    return listeners
