@@ -20,6 +20,7 @@ from pathlib import Path
 import redis
 
 NODES = 6  # three masters, each with one replica
+START_ATTEMPTS = 3
 _DEBIAN_BINARIES = Path("/usr/bin")
 
 
@@ -68,11 +69,18 @@ class LocalRedisCluster:
         return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.ports)
 
     def start(self, timeout_s: float = 30.0) -> LocalRedisCluster:
-        self.ports = _free_ports(NODES)
-        for port in self.ports:
-            self._start_node(port)
-        for port in self.ports:
-            self._wait(partial(self._ping, port), timeout_s, f"node {port} answering PING")
+        # A port found free may be taken before its node binds it (or its bus port, +10000):
+        # that node exits at once, and the nodes start again on other ports.
+        for _ in range(START_ATTEMPTS):
+            self.ports = _free_ports(NODES)
+            for port in self.ports:
+                self._start_node(port)
+            if all(self._answers(port, timeout_s) for port in self.ports):
+                break
+            self._kill_nodes()
+        else:
+            self.stop()
+            raise RedisClusterError(f"the nodes did not start in {START_ATTEMPTS} attempts")
         create = [redis_binary("redis-cli"), "--cluster", "create"]
         create += [f"127.0.0.1:{p}" for p in self.ports]
         create += ["--cluster-replicas", "1", "--cluster-yes"]
@@ -115,13 +123,28 @@ class LocalRedisCluster:
         self._start_node(port)
 
     def stop(self) -> None:
+        self._kill_nodes()
+        self._tmp.cleanup()
+
+    def _kill_nodes(self) -> None:
         for process in self.processes.values():
             if process.poll() is None:
                 process.kill()
         for process in self.processes.values():
             process.wait(timeout=10)
         self.processes.clear()
-        self._tmp.cleanup()
+
+    def _answers(self, port: int, timeout_s: float) -> bool:
+        """Whether the node on `port` answers PING within `timeout_s`; False as soon as it
+        has exited (its port was taken)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._ping(port):
+                return True
+            if self.processes[port].poll() is not None:
+                return False
+            time.sleep(0.05)
+        return False
 
     def __enter__(self) -> LocalRedisCluster:
         return self.start()
