@@ -25,10 +25,9 @@ import httpx
 from anyio.abc import ObjectReceiveStream
 
 from conclave.bench.http1 import Http1Connection, encode_request
-from conclave.bench.suite import NO_RATE_LIMITS, BenchContext, Goal, SuiteResult, Table
+from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table, measuring_settings
 from conclave.bench.timing import Call, throughput
 from conclave.stack import EmbeddedStack
-from gateway import Settings
 from protocol import ADMIN_KEY_HEADER
 
 AUDIT_RECORDS = 10_000
@@ -196,13 +195,7 @@ async def _measure(
 
 def run(ctx: BenchContext) -> SuiteResult:
     base = ctx.stack.settings
-    settings = Settings(
-        redis_url=base.redis_url,
-        port=0,
-        sandbox_backend="inprocess",
-        **NO_RATE_LIMITS,  # measure the platform, never the limiter
-        log_level="warning",
-    )
+    settings = measuring_settings(base)
     task = ctx.progress.add_task("console: pages, live feed, calls/s with a feed open", total=1)
     with EmbeddedStack(settings, log_path=ctx.gateway_log("console")) as stack:
         pages, feed, without, with_feed = anyio.run(

@@ -31,7 +31,7 @@ import anyio
 from conclave.bench.http1 import Http1Connection, encode_request
 from conclave.bench.mcp_upstream import running_upstream
 from conclave.bench.stats import percentile
-from conclave.bench.suite import NO_RATE_LIMITS, BenchContext, Goal, SuiteResult, Table
+from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table, measuring_settings
 from conclave.bench.timing import Call, latencies, throughput
 from conclave.stack import EmbeddedStack
 from gateway import Settings
@@ -96,15 +96,12 @@ async def _client_rows(url: str, token: str | None, tool: str, count: int, secon
 def _gateway_settings(base: Settings, config: Path, *, sandboxed: bool = False) -> Settings:
     """`sandboxed`: on the bench stack's backend (mcp_stdio servers run in sandboxes); else
     inprocess, no sandbox in the path (upstream calls never use one)."""
-    return Settings(
-        redis_url=base.redis_url,
-        port=0,
+    return measuring_settings(
+        base,
         sandbox_backend=base.sandbox_backend if sandboxed else "inprocess",
         docker_host=base.docker_host,
         sandbox_image=base.sandbox_image,
         config=config,
-        **NO_RATE_LIMITS,  # measure the platform, never the limiter
-        log_level="warning",
     )
 
 

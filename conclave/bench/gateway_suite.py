@@ -23,10 +23,9 @@ import anyio
 from conclave.bench.ceiling_app import ceiling_server
 from conclave.bench.http1 import Http1Connection, encode_request
 from conclave.bench.stats import percentile
-from conclave.bench.suite import NO_RATE_LIMITS, BenchContext, Goal, SuiteResult, Table
+from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table, measuring_settings
 from conclave.bench.timing import Call, latencies, throughput
 from conclave.stack import EmbeddedStack
-from gateway import Settings
 from protocol import Principal, ToolContext
 from sandbox import CallLimits, InProcessExecutor, Invocation
 from tools import default_registry
@@ -197,13 +196,7 @@ async def _measure(
 
 def run(ctx: BenchContext) -> SuiteResult:
     base = ctx.stack.settings
-    settings = Settings(
-        redis_url=base.redis_url,
-        port=0,
-        sandbox_backend="inprocess",
-        **NO_RATE_LIMITS,  # measure the platform, never the limiter
-        log_level="warning",
-    )
+    settings = measuring_settings(base)
     task = ctx.progress.add_task("gateway: echo direct vs through the gateway", total=1)
     with (
         EmbeddedStack(settings, log_path=ctx.gateway_log("overhead")) as overhead_stack,

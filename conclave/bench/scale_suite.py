@@ -28,10 +28,9 @@ from pathlib import Path
 import anyio
 
 from conclave.bench.http1 import Http1Connection, encode_request
-from conclave.bench.suite import NO_RATE_LIMITS, BenchContext, SuiteResult, Table
+from conclave.bench.suite import BenchContext, SuiteResult, Table, measuring_settings
 from conclave.bench.timing import Call, throughput
 from conclave.stack import EmbeddedStack
-from gateway import Settings
 
 PROCESS_COUNTS = (1, 2, 4)
 CLIENTS = 32
@@ -251,14 +250,7 @@ def run(ctx: BenchContext) -> SuiteResult:
     targets: dict[int, tuple[EmbeddedStack, _CpuMeter]] = {}
     with ExitStack() as stacks:
         for processes in PROCESS_COUNTS:  # all up at once: the rounds alternate between them
-            settings = Settings(
-                redis_url=ctx.stack.settings.redis_url,
-                port=0,
-                workers=processes,
-                sandbox_backend="inprocess",
-                log_level="warning",
-                **NO_RATE_LIMITS,  # measure the platform, never the limiter
-            )
+            settings = measuring_settings(ctx.stack.settings, workers=processes)
             before = _children("conclave.gateway_process")
             log = ctx.gateway_log(f"scale-{processes}")
             # A 4-process start on a busy 2-core machine may take longer than the usual 30 s.

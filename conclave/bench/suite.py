@@ -15,6 +15,7 @@ from rich.progress import Progress
 
 from conclave.bench.task_models import TaskOptions
 from conclave.stack import EmbeddedStack
+from gateway import Settings
 
 # Settings for a suite's own gateway when it measures throughput: the rate limiters out of the
 # way, so a figure is the platform's work and never the limiter's refusals (16 agents of one
@@ -25,6 +26,13 @@ NO_RATE_LIMITS: dict[str, Any] = {
     "tenant_rate_limit_per_s": 1_000_000.0,
     "tenant_rate_limit_burst": 1_000_000,
 }
+
+
+def measuring_settings(base: Settings, **overrides: Any) -> Settings:
+    """A suite's own gateway for measuring: on the bench's Redis, on any free port, tools run
+    in-process, quiet logs and `NO_RATE_LIMITS`; `overrides` change any of it."""
+    defaults: dict[str, Any] = {"port": 0, "sandbox_backend": "inprocess", "log_level": "warning"}
+    return Settings(redis_url=base.redis_url, **{**defaults, **NO_RATE_LIMITS, **overrides})
 
 
 @dataclass

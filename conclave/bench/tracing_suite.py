@@ -34,10 +34,9 @@ import anyio
 
 from conclave.bench.http1 import Http1Connection, encode_request
 from conclave.bench.otlp_receiver import OtlpReceiver
-from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
+from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table, measuring_settings
 from conclave.bench.timing import Call, throughput
 from conclave.stack import EmbeddedStack
-from gateway import Settings
 
 GOAL_ON_COST, GOAL_OFF_COST = 0.10, 0.01
 WORKERS = 16
@@ -68,19 +67,6 @@ def _otel_environment(values: dict[str, str]) -> Iterator[None]:
         for name in values:
             os.environ.pop(name, None)
         os.environ.update(saved)
-
-
-def _settings(base: Settings) -> Settings:
-    return Settings(
-        redis_url=base.redis_url,
-        port=0,
-        sandbox_backend="inprocess",
-        rate_limit_per_s=1_000_000.0,  # measure the gateway, never a refusal
-        rate_limit_burst=1_000_000,
-        tenant_rate_limit_per_s=1_000_000.0,
-        tenant_rate_limit_burst=1_000_000,
-        log_level="warning",
-    )
 
 
 def _rest_calls(stack: EmbeddedStack, connections: list[Http1Connection]) -> list[Call]:
@@ -154,7 +140,7 @@ def _guard_seconds() -> float:
 def run(ctx: BenchContext) -> SuiteResult:
     rounds = 3 if ctx.quick else 7
     seconds = 1.5 if ctx.quick else 4.0
-    settings = _settings(ctx.stack.settings)
+    settings = measuring_settings(ctx.stack.settings)
     task = ctx.progress.add_task("tracing: calls/s with tracing off vs on", total=1)
     with OtlpReceiver() as receiver, ExitStack() as running:
         stacks: dict[str, EmbeddedStack] = {}

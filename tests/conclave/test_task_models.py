@@ -7,21 +7,16 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from redis.asyncio import Redis
 
 from agents import GatewayClient, ScriptedModel
 from conclave.bench.agentdojo_tasks import run_agentdojo
 from conclave.bench.humaneval_tasks import model_completion, run_humaneval
 from conclave.bench.least_privilege import allowed_tools
 from conclave.bench.task_models import TaskOptions
-from gateway.assembly import create_app
-from gateway.settings import Settings
 
 pytestmark = pytest.mark.anyio
 BANKING_TOOLS = [
@@ -29,17 +24,6 @@ BANKING_TOOLS = [
     "get_balance", "get_most_recent_transactions", "get_scheduled_transactions", "read_file",
     "get_user_info", "update_password", "update_user_info",
 ]  # fmt: skip
-
-
-@pytest.fixture
-async def admin(settings: Settings, redis: Redis) -> AsyncIterator[GatewayClient]:
-    modules = (*settings.tool_modules, "tools.harness.agentdojo_suites")
-    app = create_app(settings.model_copy(update={"tool_modules": modules}))
-    async with app.router.lifespan_context(app):
-        key = settings.admin_key.get_secret_value()
-        transport = httpx.ASGITransport(app=app)
-        async with GatewayClient("http://gateway", admin_key=key, transport=transport) as client:
-            yield client
 
 
 def _bench(tmp_path: Path, *arguments: str) -> tuple[subprocess.CompletedProcess[str], Path]:

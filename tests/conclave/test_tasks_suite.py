@@ -2,33 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
-from redis.asyncio import Redis
 
 from agents import GatewayClient, ScriptedModel
 from conclave.bench.agentdojo_tasks import SuiteScore, run_agentdojo
 from conclave.bench.humaneval_tasks import run_humaneval
 from conclave.bench.ledger_task import run_ledger
 from conclave.bench.tasks_suite import agentdojo_table
-from gateway.assembly import create_app
-from gateway.settings import Settings
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def admin(settings: Settings, redis: Redis) -> AsyncIterator[GatewayClient]:
-    modules = (*settings.tool_modules, "tools.harness.agentdojo_suites")
-    app = create_app(settings.model_copy(update={"tool_modules": modules}))
-    async with app.router.lifespan_context(app):
-        key = settings.admin_key.get_secret_value()
-        transport = httpx.ASGITransport(app=app)
-        async with GatewayClient("http://gateway", admin_key=key, transport=transport) as client:
-            yield client
 
 
 async def test_the_agentdojo_oracle_reaches_ground_truth_utility(admin: GatewayClient) -> None:
