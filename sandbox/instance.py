@@ -218,7 +218,7 @@ class Sandbox:
         if reply is None and self._engine is not None and self._engine.engine_lost.is_set():
             return await self._engine_gone(started)
         if reply is None:
-            return await self._runner_lost(invocation, wall_ms, gone)
+            return self._runner_lost(invocation, wall_ms, gone)
         return await self._outcome(reply, invocation.limits, wall_ms)
 
     async def _receive_reply(self, channel: RunnerChannel) -> dict[str, Any] | None:
@@ -259,8 +259,11 @@ class Sandbox:
         usage = CallUsage(wall_ms=wall_ms, exit_reason=ExitReason.ERROR, sandbox=self.label)
         return CallResult(Outcome(usage=usage, error=error), recycle=True)
 
-    async def _runner_lost(self, invocation: Invocation, wall_ms: float, gone: str) -> CallResult:
-        await self.close()  # kills every process in the sandbox: the call is dead for real
+    def _runner_lost(self, invocation: Invocation, wall_ms: float, gone: str) -> CallResult:
+        """The answer for a runner that died or stopped answering. The sandbox is recycled:
+        the pool tears it down (every process in it: the call is dead for real) right after
+        this answer, off the caller's path, since a container's removal can take seconds on a
+        loaded engine and the answer is due at the call's limit."""
         if gone:
             code, reason = ErrorCode.SANDBOX_KILLED, ExitReason.KILLED
             message = f"the sandbox's runner died during the call ({gone}); it was replaced"

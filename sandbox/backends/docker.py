@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import anyio
 import docker
 from docker.errors import DockerException, ImageNotFound, NotFound
+from requests.exceptions import RequestException
 
 from sandbox.backend import (
     SANDBOX_CODE_DIR,
@@ -97,6 +98,11 @@ class DockerBackend:
             raise  # a container that is gone: the callers expect it
         except DockerException as exc:
             raise sandbox_error_from_docker(exc, self.docker_host, self.image) from exc
+        except RequestException as exc:  # the SDK lets its transport's errors through
+            raise SandboxStartError(
+                f"the Docker engine at {self.docker_host} does not answer"
+                f" ({type(exc).__name__}: {exc})"
+            ) from exc
 
     async def _docker(self) -> Any:
         async with self._client_lock:  # concurrent first launches share one client

@@ -114,7 +114,11 @@ class FleetSandbox:
         if self.engine_lost.is_set():
             self._engine.owed.add(self.container_id)
             return
-        done = await self._fleet.unless_lost(self._engine, self._inner.kill())
+        try:
+            done = await self._fleet.unless_lost(self._engine, self._inner.kill())
+        except SandboxError as exc:  # the engine failed before its health check noticed
+            log.warning("removal of %s failed (%s): owed to the engine", self.description, exc)
+            done = EngineLost(str(exc))
         if isinstance(done, EngineLost):
             self._engine.owed.add(self.container_id)
 
