@@ -5,17 +5,29 @@ routes) builds a `RequestContext` and calls `Pipeline.run`. A refusal stops the 
 stages, becomes the context's SERF error (through the one `translate`), and is accounted.
 While tracing is on, each stage runs in its own span, and the request's span is described
 (tenant, agent, tool, grant, SERF code) before the closing stages run.
+
+Once the scope stage knows the request's deadline, the stages after it run under that
+deadline: a stage still waiting when it passes (a paused or failing-over Redis, a stalled
+engine) is cancelled and the request is answered 504 `DEADLINE_EXCEEDED` at the deadline,
+not whenever the store answers. A write cut off there may or may not have been applied: the
+answer says so, and a retry with the same idempotency key settles which. The closing stages
+of a request answered at or past its deadline run after the answer, not before it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
-from gateway.gateway_error import translate
+import anyio
+
+from gateway.gateway_error import GatewayError, translate
 from gateway.pipeline.context import RequestContext, Stage
 from gateway.tracing import TRACING, SpanRecord, mark_failed, recording_span
+from protocol import ErrorCode
 
 log = logging.getLogger("conclave.gateway.pipeline")
 
@@ -24,6 +36,7 @@ class Pipeline:
     def __init__(self, stages: Sequence[Stage], closing: Sequence[Stage] = ()) -> None:
         self.stages = tuple(stages)
         self.closing = tuple(closing)
+        self._closing: set[asyncio.Task[None]] = set()  # closing stages left after the answer
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -34,18 +47,50 @@ class Pipeline:
         # Stage spans only in a traced request (see `Tracing.request_span`).
         request_span = recording_span() if TRACING.on else None
         traced = request_span is not None
-        for stage in self.stages:
-            began = time.perf_counter()
-            try:
-                await (_traced(stage, ctx) if traced else stage(ctx))
-            except Exception as exc:
-                ctx.error = translate(exc, ctx.trace_id)
-                ctx.failed_stage = stage.name
-                break
-            finally:
-                ctx.stage_seconds[stage.name] = time.perf_counter() - began
+        await self._open(ctx, traced)
         if request_span is not None:
             _describe(request_span, ctx)
+        deadline = _deadline_ms(ctx)
+        if deadline is not None and time.time() * 1000 >= deadline:
+            self._after_answer(self._close(ctx, traced))
+        else:
+            await self._close(ctx, traced)
+        return ctx
+
+    async def _open(self, ctx: RequestContext, traced: bool) -> None:
+        """The stages in order, the ones after the deadline is known bounded by it."""
+        stages = iter(self.stages)
+        for stage in stages:
+            if not await self._step(stage, ctx, traced):
+                return
+            deadline = _deadline_ms(ctx)
+            if deadline is not None:
+                break
+        else:
+            return
+        running = stage
+        with anyio.move_on_after(deadline / 1000 - time.time()) as bound:
+            for running in stages:
+                if not await self._step(running, ctx, traced):
+                    return
+        if bound.cancelled_caught:
+            ctx.error = translate(_past_deadline(running.name), ctx.trace_id)
+            ctx.failed_stage = running.name
+
+    async def _step(self, stage: Stage, ctx: RequestContext, traced: bool) -> bool:
+        """Run one stage; False (with the context's error set) when it refused."""
+        began = time.perf_counter()
+        try:
+            await (_traced(stage, ctx) if traced else stage(ctx))
+        except Exception as exc:
+            ctx.error = translate(exc, ctx.trace_id)
+            ctx.failed_stage = stage.name
+            return False
+        finally:
+            ctx.stage_seconds[stage.name] = time.perf_counter() - began
+        return True
+
+    async def _close(self, ctx: RequestContext, traced: bool) -> None:
         for stage in self.closing:
             began = time.perf_counter()
             try:
@@ -54,7 +99,26 @@ class Pipeline:
                 log.exception("closing stage %s failed", stage.name)
             finally:
                 ctx.stage_seconds[stage.name] = time.perf_counter() - began
-        return ctx
+
+    def _after_answer(self, closing: Coroutine[Any, Any, None]) -> None:
+        """Run the closing stages in the background (held until they end)."""
+        task = asyncio.get_running_loop().create_task(closing)
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+
+def _deadline_ms(ctx: RequestContext) -> int | None:
+    return ctx.tool_context.deadline_ms if ctx.tool_context is not None else None
+
+
+def _past_deadline(stage: str) -> GatewayError:
+    return GatewayError.of(
+        ErrorCode.DEADLINE_EXCEEDED,
+        f"the request's deadline passed while the gateway was at its {stage} stage (the state"
+        " store or the sandbox engine did not answer in time). A write cut off here may or"
+        " may not have been applied: retry it with the same idempotency key (or read the key"
+        " back) with a new deadline",
+    )
 
 
 async def _traced(stage: Stage, ctx: RequestContext) -> None:
