@@ -24,6 +24,7 @@ import docker
 import redis
 from docker.errors import DockerException
 
+from conclave.balancer import write_haproxy
 from conclave.ports import free_port
 from conclave.redis_cluster import LocalRedisCluster
 from sandbox import RuntimeImageBuilder
@@ -142,31 +143,20 @@ def kill_containers(hosts: list[str], owners: set[int]) -> int:
 
 @contextmanager
 def haproxy(backends: list[str], workdir: Path) -> Iterator[str]:
-    """HAProxy round robin over `backends` (health-checked every 300 ms); yields its URL."""
+    """HAProxy over `backends`, configured by `conclave.balancer` and logging each request to
+    `chaos-haproxy.log`; yields its URL."""
     binary = shutil.which("haproxy")
     if binary is None:
         raise ChaosSetupError("haproxy not found: apt-get install haproxy")
     port = free_port()
-    servers = "\n".join(
-        f"    server g{i} {url.removeprefix('http://')} check inter 300 fall 2 rise 1"
-        for i, url in enumerate(backends)
-    )
-    config = workdir / "chaos-haproxy.cfg"
-    config.write_text(
-        "global\n    maxconn 512\n"
-        "defaults\n    mode http\n    option redispatch\n    retries 2\n"
-        "    timeout connect 1s\n    timeout check 1s\n    timeout client 30s\n"
-        "    timeout server 30s\n"
-        f"frontend conclave\n    bind 127.0.0.1:{port}\n    default_backend gateways\n"
-        f"backend gateways\n    balance roundrobin\n    option httpchk\n"
-        f"    http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host 127.0.0.1\n{servers}\n"
-    )
-    process = subprocess.Popen([binary, "-f", str(config)], stdout=subprocess.DEVNULL)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    config = write_haproxy(workdir / "chaos-haproxy", port, backends, log=True)
+    with (workdir / "chaos-haproxy.log").open("ab") as log:
+        process = subprocess.Popen([binary, "-f", str(config)], stdout=log)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
 
 
 def cluster_ok(cluster: LocalRedisCluster, port: int) -> bool:

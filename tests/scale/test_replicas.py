@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from conclave import EmbeddedStack
+from conclave.balancer import write_haproxy
 from conclave.ports import free_port
 from gateway import Settings
 
@@ -91,19 +92,6 @@ class Replicas:
         return agent, {"Authorization": f"Bearer {registered.json()['token']}"}
 
 
-def _haproxy_config(port: int, backends: list[str]) -> str:
-    servers = "\n".join(
-        f"    server g{i} {url.removeprefix('http://')}" for i, url in enumerate(backends)
-    )
-    return (
-        "global\n    maxconn 256\n"
-        "defaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n"
-        "    timeout server 30s\n"
-        f"frontend conclave\n    bind 127.0.0.1:{port}\n    default_backend gateways\n"
-        f"backend gateways\n    balance roundrobin\n{servers}\n"
-    )
-
-
 @pytest.fixture
 def behind_haproxy(redis_url: str, tmp_path: Path) -> Iterator[Replicas]:
     haproxy = shutil.which("haproxy")
@@ -111,8 +99,7 @@ def behind_haproxy(redis_url: str, tmp_path: Path) -> Iterator[Replicas]:
     settings = _settings(redis_url, tmp_path)
     with EmbeddedStack(settings) as first, EmbeddedStack(settings) as second:
         port = free_port()
-        config = tmp_path / "haproxy.cfg"
-        config.write_text(_haproxy_config(port, [first.url, second.url]))
+        config = write_haproxy(tmp_path / "balancer", port, [first.url, second.url])
         process = subprocess.Popen([haproxy, "-f", str(config)])
         try:
             replicas = Replicas(f"http://127.0.0.1:{port}")
