@@ -407,6 +407,8 @@ def run(ctx: BenchContext) -> SuiteResult:
         result.notes.append(f"{mode_result.mode}: {steps}")
         result.notes += [f"{mode_result.mode} lost: {s}" for s in mode_result.lost_samples]
         result.notes += [f"{mode_result.mode} left: {s}" for s in mode_result.leaked_samples]
+        for phase, log in mode_result.recorder.phases.items():
+            result.notes += [f"{mode_result.mode}, {phase}: {s}" for s in log.samples]
         if mode_result.forced_failovers:
             result.notes.append(
                 f"{mode_result.mode}: {mode_result.forced_failovers} failover(s) had no election"

@@ -26,6 +26,7 @@ DEADLINE_S = 2.0  # each caller's deadline per request
 LATE_S = DEADLINE_S + 1.0  # an answer (or failure) after this waited past deadline + 1 s
 CLIENT_TIMEOUT_S = DEADLINE_S + 3.0  # so a late answer is seen, not cut at the deadline
 RETRY_PAUSE_S = 0.1
+SAMPLES = 4  # unanswered or late requests kept per phase, to say what they were
 FENCED_KEY = "fence"
 
 
@@ -37,6 +38,7 @@ class PhaseLog:
     failed: Counter[str] = field(default_factory=Counter)  # SERF code (or NO_ANSWER) -> count
     late: int = 0  # requests that took past deadline + 1 s
     first_ok_at: dict[str, float] = field(default_factory=dict)  # kind -> first success
+    samples: list[str] = field(default_factory=list)  # a few unanswered or late requests
 
 
 @dataclass
@@ -58,12 +60,18 @@ class Recorder:
     def log(self, phase: str) -> PhaseLog:
         return self.phases.setdefault(phase, PhaseLog())
 
-    def book(self, phase: str, kind: str, started: float, code: str | None) -> None:
-        """One request's outcome: `code` None for a success; `kind` commit, lease or tool."""
+    def book(
+        self, phase: str, kind: str, started: float, code: str | None, detail: str = ""
+    ) -> None:
+        """One request's outcome: `code` None for a success; `kind` commit, lease or tool;
+        `detail` says what came back, kept for a few unanswered or late requests."""
         entry = self.log(phase)
         now = time.monotonic()
-        if now - started > LATE_S:
+        late = now - started > LATE_S
+        if late:
             entry.late += 1
+        if (late or code == NO_ANSWER) and len(entry.samples) < SAMPLES:
+            entry.samples.append(f"{kind} {code or 'ok'} after {now - started:.1f} s: {detail}")
         if code is None:
             entry.ok += 1
             entry.first_ok_at.setdefault(kind, now)
@@ -105,13 +113,15 @@ class Callers:
         headers[DEADLINE_HEADER] = str(int((time.time() + DEADLINE_S) * 1000))
         try:
             response = await client.request(method, path, headers=headers, **kwargs)
-        except httpx.HTTPError:
-            self.recorder.book(phase, kind, started, NO_ANSWER)
+        except httpx.HTTPError as error:
+            detail = f"{method} {path}: {type(error).__name__} {error}"
+            self.recorder.book(phase, kind, started, NO_ANSWER, detail)
             return None
+        detail = f"{method} {path}: {response.status_code} {response.text[:100]}"
         if response.is_success:
-            self.recorder.book(phase, kind, started, None)
+            self.recorder.book(phase, kind, started, None, detail)
             return response
-        self.recorder.book(phase, kind, started, serf_code(response))
+        self.recorder.book(phase, kind, started, serf_code(response), detail)
         return response if response.status_code in (404, 409) else None
 
     async def committer(self, agent: str, namespace: str, run_id: str) -> None:
