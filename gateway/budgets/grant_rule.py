@@ -16,8 +16,11 @@ the end), so the grant here is what maximises the chance that the *chain* finish
   reply, so a call killed at its grant still answers before the deadline.
 
 When `D - e - r` is below the tool's observed p50 the call is refused before it starts
-(`BUDGET_EXHAUSTED`; `DEADLINE_EXCEEDED` once the deadline has passed). A tool with no
-observed samples is never refused on a guess: it gets all of `room`.
+(`BUDGET_EXHAUSTED`; `DEADLINE_EXCEEDED` once the deadline has passed). Where kills hide the
+p50 (most recent calls hung and were killed), the longest a call was seen to finish in
+stands in (`LatencyEstimate.quantile`), so a tool that answers again gets its calls. A tool
+with no observed samples, or none finished, is never refused on a guess: it gets all of
+`room`.
 """
 
 from __future__ import annotations
@@ -68,18 +71,19 @@ def allocate_budget(
 
     `remaining_ms` is D - e (deadline minus now), `upcoming` the planned calls after this
     one, `max_ms` the most this call may get (the declared timeout or the caller's request),
-    `min_ms` the least worth granting at all, `overhead_ms` what each call costs beyond the
-    tool's own time (the request, the kill, the reply; `margin_ms` unless given).
+    `min_ms` the least worth granting at all, `overhead_ms` what each later call costs
+    beyond the tool's own time (the request and the reply; `margin_ms` unless given). An
+    extra attempt of this call follows a kill, so it costs `margin_ms`, a late kill's.
     """
     available = remaining_ms - reserve_ms
     usable = available - margin_ms
-    p50 = this.p50_ms if this.observed else 0.0
+    p50 = this.quantile(0.5) if this.observed else 0.0
     if usable <= 0 or available < p50:
-        raise _exhausted(this, available, remaining_ms, reserve_ms, margin_ms)
+        raise _exhausted(this, p50, available, remaining_ms, reserve_ms, margin_ms)
     overhead = float(margin_ms if overhead_ms is None else overhead_ms)
     rest_needs = sum(e.quantile(REST_QUANTILE) + overhead for e in upcoming if e.observed)
     room = usable - rest_needs
-    share, attempts = best_attempt(this, room, overhead)
+    share, attempts = best_attempt(this, room, float(margin_ms))
     granted = min(max(share, p50, float(min_ms)), float(max_ms), usable)
     return Allocation(max(1, int(granted)), int(available), share, attempts)
 
@@ -101,7 +105,12 @@ def best_attempt(this: LatencyEstimate, room: float, overhead: float) -> tuple[f
 
 
 def _exhausted(
-    this: LatencyEstimate, available: float, remaining_ms: float, reserve_ms: float, margin: int
+    this: LatencyEstimate,
+    p50: float,
+    available: float,
+    remaining_ms: float,
+    reserve_ms: float,
+    margin: int,
 ) -> GatewayError:
     if remaining_ms <= 0:
         return GatewayError.of(
@@ -109,7 +118,7 @@ def _exhausted(
             f"not started: the run's deadline passed {int(-remaining_ms)} ms ago",
             details={"tool": this.tool, "remaining_ms": int(remaining_ms)},
         )
-    hint = f"{this.tool} typically takes {this.p50_ms:.0f} ms (p50 of {this.samples} calls)"
+    hint = f"{this.tool} typically takes {p50:.0f} ms (p50 of {this.samples} calls)"
     if available <= 0:
         hint = "the reserve for model turns uses all that is left"
     elif available - margin <= 0:
@@ -124,7 +133,7 @@ def _exhausted(
             "remaining_ms": max(0, int(remaining_ms)),
             "reserve_ms": int(reserve_ms),
             "margin_ms": margin,
-            "p50_ms": this.p50_ms,
+            "p50_ms": p50,
             "samples": this.samples,
         },
     )

@@ -68,11 +68,18 @@ class LatencyEstimate:
         return self.curve[index - 1][1] if index else 0.0
 
     def quantile(self, q: float) -> float:
-        """The q-quantile from the window; p95 (a lower bound) where censoring hides it."""
+        """The q-quantile from the window, as a duration a call can finish in: where
+        censoring hides it (more than 1 - q of the calls were killed first, e.g. a tool
+        that hung), the longest a call was seen to finish in, and 0 when none finished.
+        Never the kills' lower bound: after a run of hung calls that would say the tool
+        needs longer than any grant, and refuse every budgeted call until the window ages
+        out (nothing could finish under a budget to show otherwise)."""
         for duration, finished in self.curve:
             if finished >= q - 1e-12:
                 return duration
-        return self.p95_ms
+        if self.curve or self.censored >= self.samples:
+            return self.curve[-1][0] if self.curve else 0.0
+        return self.p50_ms if q <= 0.5 else self.p95_ms  # a summary given without its curve
 
 
 def finish_curve(samples: Sequence[LatencySample]) -> tuple[tuple[float, float], ...]:

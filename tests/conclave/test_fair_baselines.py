@@ -74,6 +74,13 @@ def test_budgets_runs_both_workloads_under_the_offline_optimum(
     assert sum(hang_prone[(d, "fixed-split")][5] for d in deadlines) > 0  # hung calls killed
     assert all("n=4 chains per deadline" in goal.name for goal in result.goals)
     assert len(result.goals) == 4
+    # The optimum again at the run's median per-call overhead: never above the optimum.
+    for workload in ("heavy-tail", "hang-prone"):
+        lines = result.series[f"completion {workload}"]
+        typical = dict(map(tuple, lines[budgets_suite.TYPICAL_ORACLE]))
+        optimum = dict(map(tuple, lines[budgets_suite.ORACLE]))
+        assert all(typical[d] <= optimum[d] for d in deadlines), workload
+        assert any(note.startswith(f"{workload}: at the median overhead") for note in result.notes)
 
 
 def test_the_optimum_kills_a_hung_attempt_and_takes_the_next() -> None:

@@ -1,9 +1,15 @@
 from __future__ import annotations
 
+import time
+
+import httpx
 import pytest
 from redis.asyncio import Redis
 
+from gateway.assembly import create_app
 from gateway.budgets import LatencySample, LatencyWindow, censored_quantile
+from gateway.identity.tokens import issue_token
+from gateway.settings import Settings
 
 pytestmark = pytest.mark.anyio
 
@@ -73,3 +79,42 @@ async def test_replicas_share_one_window(redis: Redis, redis_url: str) -> None:
     finally:
         await other.aclose()
     assert seen.samples == 1 and seen.censored == 1 and seen.p95_ms == 42
+
+
+async def test_after_hung_calls_a_budgeted_call_still_runs_once_the_tool_answers(
+    settings: Settings, redis: Redis
+) -> None:
+    """Four calls that hung were killed at 500 ms: they took at least 500 ms, and no call
+    has finished since. A budgeted call with 400 ms left must still run (before, the kills'
+    lower bound stood in for the p50 and every budgeted call under 500 ms was refused
+    BUDGET_EXHAUSTED, so no call could finish to show the tool answers again)."""
+    hanging = settings.model_copy(
+        update={"tool_modules": ("tools.builtin", "tools.harness.faults"),
+                "latency_min_samples": 3}
+    )  # fmt: skip
+    app = create_app(hanging)
+    token = issue_token(hanging, tenant="acme", agent="w", scopes=["tool:*"])
+    headers = {"Authorization": f"Bearer {token}"}
+    url = "/v1/tools/heavy_tailed_sleep/call"
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://gateway", headers=headers, timeout=10
+        ) as http:
+            hang = {"distribution": "fixed", "median_ms": 60_000}
+            for _ in range(4):
+                killed = await http.post(
+                    url, json={"arguments": hang, "limits": {"timeout_ms": 500}}
+                )
+                assert killed.json()["code"] == "TOOL_TIMEOUT", killed.text
+            window = (await http.get("/v1/tools/heavy_tailed_sleep/latency")).json()
+            assert (window["samples"], window["censored"]) == (4, 4)
+            deadline = int(time.time() * 1000) + 400
+            answered = await http.post(
+                url,
+                json={"arguments": {"distribution": "fixed", "median_ms": 20}},
+                headers={"X-Conclave-Deadline": str(deadline)},
+            )
+            assert answered.status_code == 200, answered.text
+            assert answered.json()["result"] == 20
+            assert time.time() * 1000 <= deadline
