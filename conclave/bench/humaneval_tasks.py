@@ -44,17 +44,21 @@ class HumanEvalScore:
 
 
 Complete = Callable[[dict[str, Any]], Awaitable[str]]  # problem -> the solution's code
-_CODE_BLOCK = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
+Note = Callable[[str], dict[str, Any]]  # task id -> more to log about it (a team's usage)
+_CODE_BLOCK = re.compile(r"```(?:python|py)?\s*\n(.*?)(?:```|\Z)", re.DOTALL)  # or cut off
 
 
-def program(problem: dict[str, Any], solution: str) -> str:
-    """What runs in the sandbox: the solution, then the problem's tests and check()."""
+def program(problem: dict[str, Any], solution: str, tests: str | None = None) -> str:
+    """What runs in the sandbox: the solution, then `tests` (the problem's tests and
+    check() unless given)."""
     entry = problem["entry_point"]
     if re.search(r"^(def|import|from) ", solution, re.MULTILINE):
         code = problem["prompt"] + "    pass\n\n" + solution
     else:
         code = problem["prompt"] + solution
-    return f"{code}\n\n{problem['test']}\n\ncheck({entry})\n"
+    if tests is None:
+        tests = f"{problem['test']}\n\ncheck({entry})"
+    return f"{code}\n\n{tests}\n"
 
 
 def oracle_program(problem: dict[str, Any]) -> str:
@@ -66,18 +70,27 @@ async def canonical(problem: dict[str, Any]) -> str:
     return str(problem["canonical_solution"])
 
 
+def completion_prompt(problem: dict[str, Any]) -> str:
+    """What a model is asked for a problem."""
+    return (
+        "Complete this Python function. Answer with the whole function in one"
+        f" ```python code block.\n\n{problem['prompt']}"
+    )
+
+
+def solution_of(text: str) -> str:
+    """A model's answer's code: its first ```python block (to its end, if the reply was cut
+    off at the token limit before the closing fence), else all of it."""
+    block = _CODE_BLOCK.search(text)
+    return block.group(1) if block else text
+
+
 def model_completion(model: ChatModel) -> Complete:
     """Ask `model` once for the function; its code is the solution."""
 
     async def complete(problem: dict[str, Any]) -> str:
-        ask = (
-            "Complete this Python function. Answer with the whole function in one"
-            f" ```python code block.\n\n{problem['prompt']}"
-        )
-        reply = await model.complete([{"role": "user", "content": ask}])
-        text = reply.content or ""
-        block = _CODE_BLOCK.search(text)
-        return block.group(1) if block else text
+        reply = await model.complete([{"role": "user", "content": completion_prompt(problem)}])
+        return solution_of(reply.content or "")
 
     return complete
 
@@ -88,14 +101,17 @@ async def _solve(
     score: HumanEvalScore,
     complete: Complete,
     log: IO[str] | None,
+    note: Note | None = None,
 ) -> None:
     entry: dict[str, Any] = {"task": problem["task_id"], "prompt": problem["prompt"]}
     try:
         solution = await complete(problem)
     except Exception as exc:  # a model's failure fails this problem, not the run
         entry["error"] = score.failed[problem["task_id"]] = f"{type(exc).__name__}: {exc}"[:500]
-        _log(log, {**entry, "passed": False})
+        _log(log, {**entry, "passed": False, **(note(problem["task_id"]) if note else {})})
         return
+    if note is not None:
+        entry.update(note(problem["task_id"]))
     code = program(problem, solution)
     model = ScriptedModel([[ScriptedCall("run_python", {"code": code})], "submitted"])
     messages: list[dict[str, Any]] = [{"role": "user", "content": problem["prompt"]}]
@@ -125,6 +141,7 @@ async def run_humaneval(
     complete: Complete = canonical,
     log: IO[str] | None = None,
     on_problem: Callable[[], None] | None = None,
+    note: Note | None = None,
 ) -> HumanEvalScore:
     every = read_problems()
     problems = [every[t] for t in task_ids] if task_ids else list(every.values())[:limit]
@@ -138,7 +155,7 @@ async def run_humaneval(
 
     async def work(index: int) -> None:
         for problem in problems[index::agents]:
-            await _solve(clients[index], problem, score, complete, log)
+            await _solve(clients[index], problem, score, complete, log, note)
             if on_problem is not None:
                 on_problem()
 

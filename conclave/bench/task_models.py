@@ -5,6 +5,9 @@
 - `scripted:compromised`: replays the ground truth but, once a tool result carries an
   injection, performs the injection task's ground-truth calls first (AgentDojo only): the
   damage an obedient model could do, independent of model quality.
+- `scripted:noisy:<p>`: the oracle, but each step with arguments is made wrong (one argument
+  changed) with probability p, from the seed; to measure how topologies propagate errors
+  (`conclave.bench.topologies`). Printed as "noisy oracle (scripted, p=<p>)".
 - `openai:<base_url>:<model>`: any chat-completions server (vLLM, llama.cpp's server,
   OpenAI); the key is read from the environment variable `CONCLAVE_MODEL_API_KEY`.
 - `local:<gguf file or package>`: a GGUF run in-process by cyllama; a package is one that
@@ -25,7 +28,8 @@ from agents import ChatModel, LocalModel, OpenAICompatible
 API_KEY_VARIABLE = "CONCLAVE_MODEL_API_KEY"
 ORACLE = "scripted:oracle"
 COMPROMISED = "scripted:compromised"
-TOPOLOGIES = ("single",)
+NOISY = "scripted:noisy:"
+TOPOLOGIES = ("single", "independent", "centralized", "decentralized")
 SUITES = ("agentdojo", "humaneval", "ledger")
 _LABELS = {
     ORACLE: "oracle (replays ground truth)",
@@ -59,10 +63,10 @@ class TaskOptions:
     ) -> TaskOptions:
         """The options as given on the command line; ValueError saying what is wrong."""
         check_model_spec(model)
-        if topology not in TOPOLOGIES:
-            raise ValueError(
-                f"--topology {topology}: only {', '.join(TOPOLOGIES)} runs the task suites yet"
-            )
+        if topology not in (*TOPOLOGIES, "all"):
+            raise ValueError(f"--topology {topology}: use {', '.join(TOPOLOGIES)} or all")
+        if attack is not None and topology != "single":
+            raise ValueError("--attack runs with --topology single (teams run without attacks)")
         if attack is not None:
             from agentdojo.attacks.attack_registry import ATTACKS
 
@@ -80,9 +84,21 @@ class TaskOptions:
     def label(self) -> str:
         return model_label(self.model)
 
+    @property
+    def team_topologies(self) -> list[str]:
+        """The topologies AgentDojo and HumanEval run as teams and compare, single first
+        (the baseline of error amplification); none: the plain single-agent run."""
+        if self.topology == "all":
+            return list(TOPOLOGIES)
+        if self.topology != "single":
+            return ["single", self.topology]
+        return ["single"] if self.model.startswith(NOISY) else []
+
 
 def model_label(spec: str) -> str:
     """The model as printed: the oracle always says it replays ground truth."""
+    if spec.startswith(NOISY):
+        return f"noisy oracle (scripted, p={spec.removeprefix(NOISY)})"
     return _LABELS.get(spec, spec)
 
 
@@ -109,10 +125,18 @@ def check_model_spec(spec: str) -> None:
     kind, _, rest = spec.partition(":")
     if spec in (ORACLE, COMPROMISED) or (kind == "local" and rest):
         return
+    if spec.startswith(NOISY):
+        try:
+            p = float(spec.removeprefix(NOISY))
+        except ValueError:
+            p = -1.0
+        if 0.0 <= p <= 1.0:
+            return
+        raise ValueError(f"--model {spec}: scripted:noisy:<p> takes a probability, e.g. 0.2")
     if kind == "openai" and ":" in rest.removeprefix("http://").removeprefix("https://"):
         return
     raise ValueError(
-        f"--model {spec!r}: use scripted:oracle, scripted:compromised,"
+        f"--model {spec!r}: use scripted:oracle, scripted:compromised, scripted:noisy:<p>,"
         " openai:<base_url>:<model> or local:<gguf file or package>"
     )
 

