@@ -11,10 +11,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import docker
 from docker.errors import DockerException, ImageNotFound
 
 from sandbox.backend import SandboxStartError
+from sandbox.docker_client import docker_client
 
 # Strongest first: a container, then namespaces + cgroups. `process` is not a candidate.
 STRENGTH_ORDER = ("docker", "bwrap")
@@ -32,7 +32,7 @@ def docker_status(docker_host: str, image: str) -> str | None:
         # Checked first: the SDK leaks its socket when the path is missing.
         return f"Docker engine not reachable at {docker_host}: start dockerd, or use bwrap"
     try:
-        client = docker.DockerClient(base_url=docker_host)
+        client = docker_client(docker_host)
     except DockerException as exc:
         return f"Docker engine not reachable ({exc.__class__.__name__})"
     try:

@@ -28,6 +28,7 @@ import docker
 from docker.errors import BuildError, DockerException, ImageNotFound
 
 from sandbox.backend import SandboxError
+from sandbox.docker_client import docker_client
 
 RECIPE_VERSION = "1"
 SUITE = "bookworm"
@@ -115,7 +116,7 @@ class RuntimeImageBuilder:
     def build(self, *, force: bool = False) -> bool:
         """Build the image unless an identical one exists; True when something was built."""
         try:
-            client = docker.DockerClient(base_url=self.docker_host)
+            client = docker_client(self.docker_host)
         except DockerException as exc:
             raise ImageBuildError(f"Docker engine not reachable at {self.docker_host}") from exc
         try:
@@ -133,8 +134,8 @@ class RuntimeImageBuilder:
         """Load the built image into another engine (`docker save | docker load`, streamed),
         unless it already holds the same one; True when something was copied."""
         try:
-            source = docker.DockerClient(base_url=self.docker_host)
-            target = docker.DockerClient(base_url=docker_host)
+            source = docker_client(self.docker_host)
+            target = docker_client(docker_host)
         except DockerException as exc:
             raise ImageBuildError(f"Docker engine not reachable: {exc}") from exc
         try:

@@ -27,9 +27,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-import docker
 from docker.errors import BuildError, DockerException, ImageNotFound
 
+from sandbox.docker_client import docker_client
 from sandbox.image import (
     HASH_LABEL,
     RUNTIME_DISTRIBUTIONS,
@@ -71,7 +71,7 @@ def source_layer(
     """The tag of `parent` plus the source's requirements, built unless it already exists."""
     cache = cache_dir or Path.home() / ".cache" / "conclave"
     try:
-        client = docker.DockerClient(base_url=docker_host)
+        client = docker_client(docker_host)
     except DockerException as exc:
         raise ImageBuildError(f"Docker engine not reachable at {docker_host}") from exc
     try:
@@ -131,7 +131,7 @@ def node_layer(docker_host: str, parent: str, *, say: Callable[[str], None] = pr
     binary = Path(node).resolve()
     info = binary.stat()
     try:
-        client = docker.DockerClient(base_url=docker_host)
+        client = docker_client(docker_host)
         parent_id = client.images.get(parent).id
     except DockerException as exc:
         raise ImageBuildError(f"cannot build on {parent} at {docker_host}: {exc}") from exc

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import docker
 import redis
 from docker.errors import DockerException
 
@@ -28,6 +27,7 @@ from conclave.balancer import write_haproxy
 from conclave.ports import free_port
 from conclave.redis_cluster import LocalRedisCluster
 from sandbox import RuntimeImageBuilder
+from sandbox.docker_client import docker_client
 
 OWNER_LABEL = "conclave.owner_pid"  # what each sandbox container names its gateway by
 
@@ -53,7 +53,7 @@ def wait_until(ready: Callable[[], bool], timeout_s: float, what: str) -> float:
 def engine_answers(host: str) -> bool:
     if not Path(host.removeprefix("unix://")).exists():
         return False
-    client = docker.DockerClient(base_url=host, timeout=2)
+    client = docker_client(host, timeout=2)
     try:
         return bool(client.ping())
     finally:
@@ -113,7 +113,7 @@ def containers_of(hosts: list[str], owners: set[int]) -> list[str]:
     and engine of each."""
     found: list[str] = []
     for host in hosts:
-        client = docker.DockerClient(base_url=host, timeout=10)
+        client = docker_client(host, timeout=10)
         try:
             for container in client.containers.list(all=True, filters={"label": OWNER_LABEL}):
                 if int(container.labels.get(OWNER_LABEL, "0")) in owners:
@@ -127,7 +127,7 @@ def kill_containers(hosts: list[str], owners: set[int]) -> int:
     """`docker kill` every running sandbox container of `owners`; returns how many."""
     killed = 0
     for host in hosts:
-        client = docker.DockerClient(base_url=host, timeout=10)
+        client = docker_client(host, timeout=10)
         try:
             for container in client.containers.list(filters={"label": OWNER_LABEL}):
                 if int(container.labels.get(OWNER_LABEL, "0")) in owners:

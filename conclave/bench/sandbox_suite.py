@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import docker
 
 from conclave.bench.stats import percentile
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
@@ -33,6 +32,7 @@ from sandbox import (
     SandboxStartError,
     backend_named,
 )
+from sandbox.docker_client import docker_client
 
 LIMITS = CallLimits(memory_mb=256, cpu_seconds=10, timeout_ms=10_000, max_output_bytes=1 << 20)
 KILL_TIMEOUT_MS = 100
@@ -139,7 +139,7 @@ async def _concurrent_agents(pool: SandboxPool, calls_each: int) -> dict[str, An
 
 
 def _docker_exec(docker_host: str, image: str, quick: bool) -> list[float]:
-    client = docker.DockerClient(base_url=docker_host)
+    client = docker_client(docker_host)
     container = client.containers.run(
         image, ["sleep", "infinity"], detach=True, network_mode="none", labels={"bench": "1"}
     )

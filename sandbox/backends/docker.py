@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
-import docker
 from docker.errors import DockerException, ImageNotFound, NotFound
 from requests.exceptions import RequestException
 
@@ -36,6 +35,7 @@ from sandbox.backend import (
 )
 from sandbox.backends.cgroup import event_count
 from sandbox.channel import SOCKET_NAME
+from sandbox.docker_client import docker_client
 from sandbox.layout import RUNNER_PATH, code_packages, runner_argv
 
 T = TypeVar("T")
@@ -107,7 +107,7 @@ class DockerBackend:
     async def _docker(self) -> Any:
         async with self._client_lock:  # concurrent first launches share one client
             if self._client is None:
-                self._client = await self._blocking(docker.DockerClient, base_url=self.docker_host)
+                self._client = await self._blocking(docker_client, self.docker_host)
         return self._client
 
     async def launch(self, spec: SandboxSpec) -> LaunchedSandbox:
@@ -197,7 +197,7 @@ def sandbox_error_from_docker(
 
 def remove_orphans(docker_host: str, *, include_live_owners: bool = False) -> list[str]:
     """Remove sandbox containers whose owning process is gone (all of them if asked)."""
-    client = docker.DockerClient(base_url=docker_host)
+    client = docker_client(docker_host)
     removed: list[str] = []
     try:
         for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):

@@ -23,11 +23,11 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 import anyio
-import docker
 from docker.errors import DockerException
 
 from sandbox.backend import EngineLost, SandboxError, SandboxSpec, SandboxStartError
 from sandbox.backends.docker import DockerBackend, DockerSandbox
+from sandbox.docker_client import docker_client
 
 T = TypeVar("T")
 ABANDONED_WAIT_S = 5.0  # at close, how long starts left on a drained engine may still end
@@ -53,7 +53,7 @@ class _Engine:
 
     def _ping(self) -> None:
         if self._pinger is None:
-            self._pinger = docker.DockerClient(base_url=self.host, timeout=PING_TIMEOUT_S)
+            self._pinger = docker_client(self.host, timeout=PING_TIMEOUT_S)
         self._pinger.ping()
 
     async def answers(self) -> bool:
