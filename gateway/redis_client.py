@@ -15,6 +15,7 @@ from redis.exceptions import AskError, MovedError, NoScriptError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from gateway.coalesced_connection import CoalescedConnection, coalesced
 from gateway.gateway_error import GatewayError
 from gateway.tracing import TRACING, SpanKind, mark_raised
 from protocol import ErrorCode
@@ -113,6 +114,12 @@ class PooledScript:
         if self._cluster is not None:
             return await self._call_on_cluster(self._cluster, keys, args, wait)
         assert self._pool is not None
+        if wait is None:  # nothing must follow it on its connection: share one (one write)
+            shared = coalesced(self._pool)
+            policy = (await shared.connection()).retry
+            return await policy.call_with_retry(
+                lambda: self._run_coalesced(shared, keys, args), _reconnects_by_itself
+            )
         connection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
         try:
             reply = await connection.retry.call_with_retry(
@@ -172,6 +179,14 @@ class PooledScript:
         finally:
             node.release(connection)
 
+    async def _run_coalesced(
+        self, shared: CoalescedConnection, keys: Sequence[Any], args: Sequence[Any]
+    ) -> Any:
+        try:
+            return await shared.execute("EVALSHA", self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return await shared.execute("EVAL", self._text, len(keys), *keys, *args)
+
     async def _run(
         self, connection: AbstractConnection, keys: Sequence[Any], args: Sequence[Any]
     ) -> Any:
@@ -181,6 +196,10 @@ class PooledScript:
         except NoScriptError:
             await connection.send_command("EVAL", self._text, len(keys), *keys, *args)
             return await connection.read_response()
+
+
+async def _reconnects_by_itself(_: Exception) -> None:
+    """A failed shared connection was disconnected where it failed; its next command connects."""
 
 
 async def _wait_for_replicas(

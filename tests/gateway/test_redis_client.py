@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 from redis.asyncio import Redis
 
@@ -27,5 +28,32 @@ async def test_a_connection_the_server_dropped_is_replaced(redis: Redis, redis_u
         assert await script(keys=["runs"], args=["a"]) == ["runs", "a", 1]
         await redis.client_kill_filter(_type="normal", skipme=True)
         assert await script(keys=["runs"], args=["b"]) == ["runs", "b", 2]
+    finally:
+        await own.aclose()
+
+
+async def test_concurrent_calls_share_one_connection_and_get_their_own_replies(
+    redis: Redis, redis_url: str
+) -> None:
+    """100 concurrent calls go out on one connection (a pooled connection each, before), each
+    caller gets its own reply, and a caller cancelled mid-flight shifts no one's reply."""
+    own = connect_redis(redis_url)
+    try:
+        script = PooledScript(own, _ECHO)
+        await script(keys=["warm"], args=["-"])
+        before = len(await redis.client_list())
+        replies: dict[int, object] = {}
+
+        async def call(n: int) -> None:
+            replies[n] = await script(keys=[f"k{n}"], args=[n])
+
+        async with anyio.create_task_group() as tasks:
+            for n in range(100):
+                tasks.start_soon(call, n)
+            with anyio.move_on_after(0):  # cancelled while its command is in flight
+                await script(keys=["cancelled"], args=["x"])
+        assert replies == {n: [f"k{n}", str(n), 1] for n in range(100)}
+        assert len(await redis.client_list()) == before
+        assert await script(keys=["after"], args=["y"]) == ["after", "y", 1]
     finally:
         await own.aclose()
