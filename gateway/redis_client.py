@@ -139,13 +139,19 @@ class PooledScript:
         wait: ReplicaWait | None,
     ) -> Any:
         """The call on the master owning the first key's slot (a script's keys share one).
-        A slot that moved (MOVED) or a master that stopped answering (a failover) refreshes
-        the slot map and runs once more on the slot's master now; a slot being migrated (ASK)
-        runs once on the node the answer names, after ASKING."""
+        A slot that moved (MOVED) runs once more on the master the answer names (the node
+        the slot map is re-read from may not have heard of the move yet); a master that
+        stopped answering (a failover) refreshes the slot map and runs once more on the
+        slot's master now; a slot being migrated (ASK) runs once on the node the answer
+        names, after ASKING. A MOVED also refreshes the map, for later calls."""
         await cluster.initialize()
         try:
             return await self._on_node(_master_of(cluster, keys), keys, args, wait)
-        except (MovedError, RedisConnectionError, RedisTimeoutError):
+        except MovedError as moved:
+            await cluster.nodes_manager.initialize()
+            node = cluster.get_node(host=moved.host, port=moved.port)
+            return await self._on_node(node or _master_of(cluster, keys), keys, args, wait)
+        except (RedisConnectionError, RedisTimeoutError):
             await cluster.nodes_manager.initialize()
             return await self._on_node(_master_of(cluster, keys), keys, args, wait)
         except AskError as redirect:
