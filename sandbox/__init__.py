@@ -10,6 +10,7 @@ from sandbox.backend import (
     SandboxStartError,
 )
 from sandbox.detect import BackendChoice, bwrap_status, docker_status, strongest_available
+from sandbox.docker_client import docker_client
 from sandbox.executor import NOT_RUN, CallLimits, Invocation, Outcome, ToolExecutor
 from sandbox.factory import backend_named, create_backend, create_executor
 from sandbox.gc import collect_orphans
@@ -54,6 +55,7 @@ __all__ = [
     "collect_orphans",
     "create_backend",
     "create_executor",
+    "docker_client",
     "docker_status",
     "fit_timeout",
     "gateway_wait_s",

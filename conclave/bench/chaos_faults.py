@@ -26,8 +26,7 @@ from docker.errors import DockerException
 from conclave.balancer import write_haproxy
 from conclave.ports import free_port
 from conclave.redis_cluster import LocalRedisCluster
-from sandbox import RuntimeImageBuilder
-from sandbox.docker_client import docker_client
+from sandbox import RuntimeImageBuilder, docker_client
 
 OWNER_LABEL = "conclave.owner_pid"  # what each sandbox container names its gateway by
 

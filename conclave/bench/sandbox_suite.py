@@ -31,8 +31,8 @@ from sandbox import (
     SandboxProfile,
     SandboxStartError,
     backend_named,
+    docker_client,
 )
-from sandbox.docker_client import docker_client
 
 LIMITS = CallLimits(memory_mb=256, cpu_seconds=10, timeout_ms=10_000, max_output_bytes=1 << 20)
 KILL_TIMEOUT_MS = 100
