@@ -5,11 +5,15 @@ into `directory` (`conclave balancer` on the command line). What it chooses, and
 
 - Health checks (`GET /healthz` every 300 ms, down after 2 failures): a killed replica gets
   no new requests within about 0.6 s.
-- `option http-server-close`: HAProxy closes its connection to the gateway after each answer.
-  A client's kept-alive connection is then tied to no gateway, so a gateway that dies drops
-  nothing but the requests it was serving. Kept-alive server connections would tie idle
-  clients to it, and HAProxy closes those clients' connections when the gateway dies. Their
-  next request then meets a closed socket, not a SERF answer.
+- `option httpclose`: HAProxy closes both connections after each answer. With a kept-alive
+  client connection, HAProxy silently closes it when the gateway behind it dies (no answer,
+  the client's next request meets a closed socket); closed after each answer, a client
+  connection is never idle on a gateway that can die.
+- `option http-buffer-request`: HAProxy reads a request's whole body before sending it on.
+  Otherwise a gateway that dies while the body is on its way (its listening socket closed
+  with the connection still in the accept queue) ends the exchange in HAProxy's data phase,
+  where it closes the client's connection without an answer (logged `SD`) instead of sending
+  its 502 (`SH`).
 - A connection that fails before any byte was sent is retried on the other replica
   (`retries 2`, `option redispatch`). A request already sent is never resent by the balancer:
   a gateway that died while serving it may or may not have applied it. The caller settles
@@ -67,7 +71,8 @@ def haproxy_config(port: int, backends: list[str], pages: Path, log: bool = Fals
         + ("    log stdout format raw local0\n" if log else "")
         + "defaults\n    mode http\n"
         + ("    log global\n    option httplog\n" if log else "")
-        + "    option httpclose\n    option redispatch\n    retries 2\n"
+        + "    option httpclose\n    option http-buffer-request\n    option redispatch\n"
+        "    retries 2\n"
         "    timeout connect 1s\n    timeout check 1s\n    timeout client 30s\n"
         f"    timeout server 30s\n{errors}"
         f"frontend conclave\n    bind 127.0.0.1:{port}\n    default_backend gateways\n"
