@@ -7,11 +7,15 @@ While tracing is on, each stage runs in its own span, and the request's span is 
 (tenant, agent, tool, grant, SERF code) before the closing stages run.
 
 Once the scope stage knows the request's deadline, the stages after it run under that
-deadline: a stage still waiting when it passes (a paused or failing-over Redis, a stalled
-engine) is cancelled and the request is answered 504 `DEADLINE_EXCEEDED` at the deadline,
-not whenever the store answers. A write cut off there may or may not have been applied: the
-answer says so, and a retry with the same idempotency key settles which. The closing stages
-of a request answered at or past its deadline run after the answer, not before it.
+deadline: a stage still waiting `PAST_DEADLINE_GRACE_S` after it passed (a paused or
+failing-over Redis, a stalled engine) is cancelled and the request is answered 504
+`DEADLINE_EXCEEDED` then, not whenever the store answers. The grace is for the sandbox: it
+kills a call at its grant, before the deadline, and on a slow machine its TOOL_TIMEOUT may
+arrive a little late; cut off, the call would lose the censored sample and the kill lateness
+the budget stage learns from, and the caller the more useful answer. A write cut off may or
+may not have been applied: the answer says so, and a retry with the same idempotency key
+settles which. The closing stages of a request answered at or past its deadline run after
+the answer, not before it.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from gateway.tracing import TRACING, SpanRecord, mark_failed, recording_span
 from protocol import ErrorCode
 
 log = logging.getLogger("conclave.gateway.pipeline")
+
+PAST_DEADLINE_GRACE_S = 0.2  # how long past its deadline a stage may still answer
 
 
 class Pipeline:
@@ -69,7 +75,7 @@ class Pipeline:
         else:
             return
         running = stage
-        with anyio.move_on_after(deadline / 1000 - time.time()) as bound:
+        with anyio.move_on_after(deadline / 1000 - time.time() + PAST_DEADLINE_GRACE_S) as bound:
             for running in stages:
                 if not await self._step(running, ctx, traced):
                     return

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import time
 
+import anyio
 import pytest
 from redis.asyncio import Redis
 
@@ -11,7 +13,8 @@ from gateway.audit import AuditLog, AuditWriter
 from gateway.gateway_error import GatewayError
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline import AccountStage, Pipeline, RequestContext
-from protocol import ErrorCode, Principal
+from gateway.pipeline.pipeline import PAST_DEADLINE_GRACE_S
+from protocol import ErrorCode, Principal, ToolContext
 
 pytestmark = pytest.mark.anyio
 
@@ -96,3 +99,50 @@ async def test_refusals_log_at_info_but_contention_at_debug_and_both_are_audited
     assert levels == {"TOOL_NOT_ALLOWED": logging.INFO, "STATE_CONFLICT": logging.DEBUG}
     audited = [r.code for r in await AuditLog(redis).query() if r.operation == "state:commit"]
     assert sorted(audited) == ["STATE_CONFLICT", "TOOL_NOT_ALLOWED"]
+
+
+class _Scope:
+    """Sets the request's deadline, as the scope stage does."""
+
+    name = "scope"
+
+    def __init__(self, in_ms: int) -> None:
+        self.in_ms = in_ms
+
+    async def __call__(self, ctx: RequestContext) -> None:
+        principal = Principal(tenant="acme", agent="w", expires_at=0, token_id="j")
+        deadline = int(time.time() * 1000) + self.in_ms
+        ctx.tool_context = ToolContext(
+            principal=principal, session_id="s", trace_id="t", traceparent="", deadline_ms=deadline
+        )
+
+
+class _Slow:
+    """A stage that answers `seconds` after it starts (a sandbox's late kill, a paused store)."""
+
+    name = "dispatch"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    async def __call__(self, ctx: RequestContext) -> None:
+        await anyio.sleep(self.seconds)
+        raise GatewayError.of(ErrorCode.TOOL_TIMEOUT, "killed at its grant")
+
+
+async def test_a_stage_answering_just_past_the_deadline_keeps_its_answer() -> None:
+    began = time.monotonic()
+    ctx = await Pipeline([_Scope(100), _Slow(0.1 + PAST_DEADLINE_GRACE_S / 2)]).run(
+        RequestContext("http", "x", {})
+    )
+    assert ctx.error is not None and ctx.error.code is ErrorCode.TOOL_TIMEOUT
+    assert time.monotonic() - began < 0.1 + PAST_DEADLINE_GRACE_S
+
+
+async def test_a_stage_that_does_not_answer_is_cut_after_the_deadline_and_its_grace() -> None:
+    began = time.monotonic()
+    ctx = await Pipeline([_Scope(100), _Slow(30)]).run(RequestContext("http", "x", {}))
+    waited = time.monotonic() - began
+    assert ctx.error is not None and ctx.error.code is ErrorCode.DEADLINE_EXCEEDED
+    assert ctx.failed_stage == "dispatch"
+    assert 0.1 + PAST_DEADLINE_GRACE_S - 0.01 <= waited < 0.1 + PAST_DEADLINE_GRACE_S + 0.5
