@@ -23,9 +23,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.constants import END, START
 
 from agents.agent import Agent
 from agents.agent_errors import StateConflict
@@ -34,6 +34,9 @@ from agents.langgraph import GraphState, TeamState, agent_node
 from agents.local_tool import local_tool
 from agents.loop import LocalTool, current_client
 from protocol import CommitRequest, ErrorCode, NamespaceConfig, StateOp, Write
+
+if TYPE_CHECKING:
+    from langgraph.graph import StateGraph
 
 _CHANGED = "Nothing was written: another agent changed the key(s) below since you read them."
 _REDO_UPDATE = (
@@ -76,6 +79,15 @@ def _equip(agents: list[Agent], tools: list[LocalTool] | None) -> list[Agent]:
     return agents
 
 
+def _graph() -> StateGraph[Any]:
+    """A new graph over `TeamState`. langgraph's graph module is imported here, when a team is
+    built, not with the SDK: it takes about half a second, which every `conclave` command
+    (and every program importing `agents`) would otherwise pay."""
+    from langgraph.graph import StateGraph
+
+    return StateGraph(TeamState)
+
+
 def _fan_out(graph: StateGraph[Any], source: str, agents: list[Agent], prompt: Any = None) -> None:
     for index, agent in enumerate(agents):
         graph.add_node(agent.name, agent_node(agent, prompt(index) if prompt else None))
@@ -84,13 +96,13 @@ def _fan_out(graph: StateGraph[Any], source: str, agents: list[Agent], prompt: A
 
 
 def single(agent: Agent, tools: list[LocalTool] | None = None) -> Team:
-    graph = StateGraph(TeamState)
+    graph = _graph()
     _fan_out(graph, START, _equip([agent], tools))
     return Team("single", [agent], graph.compile())
 
 
 def independent(agents: list[Agent], tools: list[LocalTool] | None = None) -> Team:
-    graph = StateGraph(TeamState)
+    graph = _graph()
     _fan_out(graph, START, _equip(agents, tools))
     return Team("independent", agents, graph.compile())
 
@@ -103,7 +115,7 @@ def subtasks(state: GraphState) -> list[str]:
 
 
 def centralized(planner: Agent, workers: list[Agent], tools: list[LocalTool] | None = None) -> Team:
-    graph = StateGraph(TeamState)
+    graph = _graph()
     _equip([planner, *workers], tools)
     plan = agent_node(planner)
 
@@ -179,6 +191,6 @@ def decentralized(peers: list[Agent], namespace: str, tools: list[LocalTool] | N
     and the team tools (`shared_tools(namespace)`)."""
     for peer in peers:
         peer.namespaces.setdefault(namespace, "write")
-    graph = StateGraph(TeamState)
+    graph = _graph()
     _fan_out(graph, START, _equip(peers, [*(tools or []), *shared_tools(namespace)]))
     return Team("decentralized", peers, graph.compile(), namespace)

@@ -5,17 +5,15 @@ Suites put raw data in `SuiteResult.series`; two shapes are understood, under an
 - curves: `{label: [[x, y], ...]}`: one line per label (throughput vs agents,
   completion rate vs deadline, ...).
 Known keys get titles and axis names (`PLOT_LABELS`); others are titled by their key.
+matplotlib is imported on the first plot, not with the module: it takes about half a second,
+which every `conclave` command (the CLI imports the benches) would otherwise pay.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 from typing import Any
-
-import matplotlib
-
-matplotlib.use("Agg")  # before pyplot: never needs a display, also in CI
-import matplotlib.pyplot as plt
 
 PLOT_LABELS: dict[str, tuple[str, str, str]] = {
     # key: (title, x axis, y axis)
@@ -23,6 +21,15 @@ PLOT_LABELS: dict[str, tuple[str, str, str]] = {
     "throughput_vs_agents": ("Throughput vs agents", "agents", "operations / s"),
     "completion_vs_deadline": ("Completion vs deadline", "deadline (ms)", "completed (%)"),
 }
+
+
+def _pyplot() -> ModuleType:
+    import matplotlib
+
+    matplotlib.use("Agg")  # before pyplot: never needs a display, also in CI
+    import matplotlib.pyplot
+
+    return matplotlib.pyplot
 
 
 def _is_number(value: Any) -> bool:
@@ -51,6 +58,7 @@ def plot_series(suite: str, key: str, data: Any, out_dir: Path) -> Path | None:
     if shape is None:
         return None
     title, xlabel, ylabel = PLOT_LABELS.get(key, (key.replace("_", " "), "", ""))
+    plt = _pyplot()
     figure, axes = plt.subplots(figsize=(7, 4), dpi=100)
     try:
         if shape == "distribution":
