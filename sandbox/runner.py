@@ -854,11 +854,14 @@ def main(argv: list[str] | None = None) -> int:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(args.connect)
     runner.host_fd = sock.fileno()
-    send_frame(sock, runner.hello())
-    runner.prepare()
-    while (request := recv_frame(sock)) is not None:
-        send_frame(sock, runner.handle(request))
-        runner.finish()
+    try:
+        send_frame(sock, runner.hello())
+        runner.prepare()
+        while (request := recv_frame(sock)) is not None:
+            send_frame(sock, runner.handle(request))
+            runner.finish()
+    except (ConnectionResetError, BrokenPipeError):
+        pass  # the host went away (it closes a killed call's sandbox with our answer unread)
     _sweep_orphans()
     return 0
 
