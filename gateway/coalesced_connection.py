@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Coroutine
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -26,6 +25,8 @@ from redis.asyncio import ConnectionPool
 from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
+
+from gateway.held_tasks import HeldTasks
 
 
 class _Session:
@@ -38,12 +39,7 @@ class _Session:
         self.outgoing: list[bytes] = []  # packed commands not written yet
         self.waiting: deque[asyncio.Future[Any]] = deque()  # written or not, in order
         self.sending = self.reading = self.failed = False
-        self.tasks: set[asyncio.Task[None]] = set()  # its writer and reader, kept referenced
-
-    def start(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        self.tasks = HeldTasks()  # its writer and reader
 
     async def send(self) -> None:
         """Write what has gathered, one write at a time, until nothing is left."""
@@ -59,7 +55,7 @@ class _Session:
                     return
                 if not self.reading and not self.failed:  # after the write: it connects first
                     self.reading = True
-                    self.start(self.read())
+                    self.tasks.start(self.read())
         finally:
             self.sending = False
 
@@ -122,7 +118,7 @@ class CoalescedConnection:
         session = await self._current()
         if not session.sending:
             session.sending = True
-            session.start(session.send())
+            session.tasks.start(session.send())
         session.outgoing.extend(session.connection.pack_command(*args))
         reply: asyncio.Future[Any] = self._loop.create_future()
         session.waiting.append(reply)

@@ -20,15 +20,14 @@ the answer, not before it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Coroutine, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import anyio
 
 from gateway.gateway_error import GatewayError, translate
+from gateway.held_tasks import HeldTasks
 from gateway.pipeline.context import RequestContext, Stage
 from gateway.tracing import TRACING, SpanRecord, mark_failed, recording_span
 from protocol import ErrorCode
@@ -42,7 +41,7 @@ class Pipeline:
     def __init__(self, stages: Sequence[Stage], closing: Sequence[Stage] = ()) -> None:
         self.stages = tuple(stages)
         self.closing = tuple(closing)
-        self._closing: set[asyncio.Task[None]] = set()  # closing stages left after the answer
+        self._after_answer = HeldTasks()  # closing stages left to run after the answer
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -58,7 +57,7 @@ class Pipeline:
             _describe(request_span, ctx)
         deadline = _deadline_ms(ctx)
         if deadline is not None and time.time() * 1000 >= deadline:
-            self._after_answer(self._close(ctx, traced))
+            self._after_answer.start(self._close(ctx, traced))
         else:
             await self._close(ctx, traced)
         return ctx
@@ -105,12 +104,6 @@ class Pipeline:
                 log.exception("closing stage %s failed", stage.name)
             finally:
                 ctx.stage_seconds[stage.name] = time.perf_counter() - began
-
-    def _after_answer(self, closing: Coroutine[Any, Any, None]) -> None:
-        """Run the closing stages in the background (held until they end)."""
-        task = asyncio.get_running_loop().create_task(closing)
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
 
 
 def _deadline_ms(ctx: RequestContext) -> int | None:
