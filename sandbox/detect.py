@@ -29,7 +29,7 @@ class BackendChoice:
 def docker_status(docker_host: str, image: str) -> str | None:
     """None when the engine answers and has the runtime image; else what is missing."""
     if docker_host.startswith("unix://") and not Path(docker_host[len("unix://") :]).exists():
-        # Checked first: the SDK leaks its socket when the path is missing.
+        # Checked first: a missing socket is said so, without a connect attempt.
         return f"Docker engine not reachable at {docker_host}: start dockerd, or use bwrap"
     try:
         client = docker_client(docker_host)
