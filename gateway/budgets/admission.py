@@ -63,6 +63,7 @@ class AdmissionDecision:
     breaker_state: str = "closed"
     windows: dict[str, list[str]] = field(default_factory=dict)  # name -> sample members
     now_ms: int = 0  # the clock the breaker and windows were read at
+    unknown_agent: bool = False  # the token's agent has no registration in this store
 
 
 class Admission:
@@ -108,7 +109,8 @@ class Admission:
         revoked, allowed, wait, limited_by, admitted, breaker_wait, state = reply[:7]
         members = reply[7:]
         return AdmissionDecision(
-            revoked=bool(int(revoked)),
+            revoked=int(revoked) == 1,
+            unknown_agent=int(revoked) == 2,
             allowed=bool(int(allowed)),
             retry_after_ms=int(wait),
             limited_by=str(limited_by),

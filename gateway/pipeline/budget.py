@@ -66,6 +66,13 @@ class BudgetStage:
         decision = await self.admission.admit(
             p.tenant, p.agent, p.generation, target, self.allocator.reads(ctx)
         )
+        if decision.unknown_agent:
+            raise GatewayError.of(
+                ErrorCode.AUTH_INVALID,
+                f"this gateway has no registration of {p.tenant}/{p.agent} (never registered"
+                " here, or its Redis was emptied): register the agent again and use its new"
+                " token",
+            )
         if decision.revoked:
             raise GatewayError.of(
                 ErrorCode.AUTH_REVOKED,

@@ -8,13 +8,18 @@
 --       per s, tenant burst, breaker asked (0/1), now (ms, the gateway's clock, as the
 --       breaker and the windows are written with it), probe lease (ms), windows' oldest
 --       score (exclusive).
--- Returns {revoked (0/1), allowed (0/1), wait ms, limited by ('agent'|'tenant'|''),
+-- Returns {refused token (0: no, 1: revoked, 2: agent unknown here), allowed (0/1), wait ms, limited by ('agent'|'tenant'|''),
 -- breaker admitted (0/1), breaker wait ms, breaker state, window members...}: the members of
 -- each window as one array each. A revoked token takes nothing; a refused bucket takes from
 -- neither; the breaker and the windows are read only for an admitted call. Buckets refill by
 -- Redis's own clock, so replicas never disagree about them, and expire once full again.
-local current = tonumber(redis.call('GET', KEYS[1]) or '0')
-if current ~= tonumber(ARGV[1]) then
+local stored = redis.call('GET', KEYS[1])
+if not stored and tonumber(ARGV[1]) > 0 then
+  -- Registering moves the generation to 1 or more: a token of a later generation whose
+  -- agent has none here was issued against another store (reset, or another gateway's).
+  return {2, 0, 0, '', 0, 0, ''}
+end
+if tonumber(stored or '0') ~= tonumber(ARGV[1]) then
   return {1, 0, 0, '', 0, 0, ''}
 end
 
