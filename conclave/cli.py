@@ -104,8 +104,9 @@ def serve(
     The embedded Redis keeps its files (append-only) in DATA_DIR/redis, so a restart keeps
     agents, tokens, state, leases and audit; --ephemeral keeps nothing.
     SIGTERM or Ctrl-C: calls in flight get CONCLAVE_SHUTDOWN_GRACE_S (3 s), the rest are
-    answered SANDBOX_KILLED, every sandbox is removed, and it exits. Killed with SIGKILL, its
-    gateways and Redis die with it; the next start removes the sandboxes they left.
+    answered 503 SHUTTING_DOWN (retryable), every sandbox is removed, and it exits. Killed
+    with SIGKILL, its gateways and Redis die with it; the next start removes the sandboxes
+    they left.
     """
     if unisolated_process_backend and backend is None:
         backend = "process"

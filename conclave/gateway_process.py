@@ -12,7 +12,7 @@ that name to its ready pipe once it serves.
 
 On SIGTERM (or its parent's death, when asked to die with it) it stops accepting, gives the
 calls in flight `shutdown_grace_s`, then kills their sandboxes so they are answered
-SANDBOX_KILLED, removes every sandbox and exits.
+SHUTTING_DOWN (503, retryable), removes every sandbox and exits.
 """
 
 from __future__ import annotations

@@ -7,9 +7,11 @@ and process boundary. They hold no state of their own (it is all in Redis) beyon
 sandbox pool and Prometheus metrics.
 
 Stopping it (SIGTERM to the gateways) gives calls in flight `shutdown_grace_s`, then answers
-them SANDBOX_KILLED and removes every sandbox. Started from the main thread (`conclave serve`),
-the gateways and the embedded Redis die with this process even when it is SIGKILLed; the
-sandbox containers of a gateway that could not clean up are removed by the next start.
+them SHUTTING_DOWN (503, retryable) and removes every sandbox. Started from the main thread
+(`conclave serve`), the gateways and the embedded Redis die with this process even when it
+is SIGKILLed; the sandbox containers of a gateway that could not clean up are removed by
+the next start. Redis and the gateways run in sessions of their own, so a Ctrl-C at the
+terminal reaches this process alone, which stops them in order, Redis last.
 
 Secrets reach the gateway process through a pipe, never its environment. A bind beyond
 loopback needs explicitly configured secrets; the sandbox backend is the strongest one found

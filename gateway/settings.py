@@ -132,7 +132,8 @@ class Settings(BaseSettings):
     # no state of its own beyond caches of pure functions, its sandbox pool and its metrics.
     workers: int = Field(default=1, gt=0, le=64)
     # On SIGTERM: calls in flight get this long to finish; then their sandboxes are killed and
-    # they are answered SANDBOX_KILLED, every sandbox is removed, and the process exits.
+    # they are answered SHUTTING_DOWN (503, retryable), every sandbox is removed, and the
+    # process exits.
     shutdown_grace_s: float = Field(default=3.0, ge=0)
 
     _secrets_configured: bool = PrivateAttr(default=False)

@@ -77,6 +77,8 @@ class ErrorCode(StrEnum):
     UPSTREAM_UNAVAILABLE = "UPSTREAM_UNAVAILABLE"
     # durability "replicated": the write was made but no replica confirmed it in time
     DURABILITY_UNCONFIRMED = "DURABILITY_UNCONFIRMED"
+    # the gateway is stopping: the call was cut after the shutdown grace; retry elsewhere or later
+    SHUTTING_DOWN = "SHUTTING_DOWN"
     # resource
     SANDBOX_OOM = "SANDBOX_OOM"
     SANDBOX_CPU_LIMIT = "SANDBOX_CPU_LIMIT"
@@ -135,6 +137,7 @@ CODE_TABLE: dict[ErrorCode, CodeInfo] = {
     ErrorCode.SANDBOX_UNAVAILABLE: CodeInfo(_C.TRANSIENT, 503, True, _A.RETRY_BACKOFF, 500),
     ErrorCode.UPSTREAM_UNAVAILABLE: CodeInfo(_C.TRANSIENT, 503, True, _A.RETRY_BACKOFF, 250),
     ErrorCode.DURABILITY_UNCONFIRMED: CodeInfo(_C.TRANSIENT, 503, True, _A.RETRY_BACKOFF, 500),
+    ErrorCode.SHUTTING_DOWN: CodeInfo(_C.TRANSIENT, 503, True, _A.RETRY_BACKOFF, 1000),
     ErrorCode.SANDBOX_OOM: CodeInfo(_C.RESOURCE, 507, False, _A.FIX_ARGS),
     ErrorCode.SANDBOX_CPU_LIMIT: CodeInfo(_C.RESOURCE, 507, False, _A.FIX_ARGS),
     ErrorCode.SANDBOX_OUTPUT_LIMIT: CodeInfo(_C.RESOURCE, 507, False, _A.FIX_ARGS),

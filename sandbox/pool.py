@@ -147,6 +147,7 @@ class SandboxPool:
         self._spares_starting: set[SandboxProfile] = set()
         self._lock = anyio.Lock()
         self._closed = False
+        self._interrupted = False  # `interrupt` killed the busy sandboxes: a shutdown
         self._background: set[asyncio.Task[None]] = set()
         self._late_starts: set[asyncio.Task[Sandbox]] = set()  # outlived their call's deadline
         self.started = 0  # sandboxes ever started, for tests and the bench
@@ -199,7 +200,7 @@ class SandboxPool:
                 result = await sandbox.call(within_deadline(invocation))
                 recycle = result.recycle or sandbox.calls >= self.recycle_after
                 lost = result.torn_down_at_timeout
-                return replace(result.outcome, waited_ms=waited_ms)
+                return replace(self._cut_by_shutdown(result.outcome), waited_ms=waited_ms)
             except StaleSandboxError:
                 lost = False  # the runner was gone before the call: nothing was killed
                 if attempt == 2:
@@ -210,6 +211,19 @@ class SandboxPool:
                 if lost and self.replace_killed:
                     self._in_background(self._replace(key))
         raise AssertionError("unreachable")
+
+    def _cut_by_shutdown(self, outcome: Outcome) -> Outcome:
+        """A call whose sandbox `interrupt` killed was not the tool's failure: the gateway is
+        stopping, and the caller may retry (on another replica, or after the restart)."""
+        killed = outcome.error is not None and outcome.error.code == ErrorCode.SANDBOX_KILLED
+        if not (self._interrupted and killed):
+            return outcome
+        error = SerfError.of(
+            ErrorCode.SHUTTING_DOWN,
+            "the gateway is shutting down and stopped this call after its grace; retry it on"
+            " another gateway, or once this one is back",
+        )
+        return replace(outcome, error=error)
 
     async def _replace(self, key: PoolKey) -> None:
         """Start a sandbox for `key` in place of one a kill tore down, so the retry the kill
@@ -514,9 +528,9 @@ class SandboxPool:
 
     async def interrupt(self) -> None:
         """Take no more calls and kill the busy sandboxes: each call in them ends now with a
-        SANDBOX_KILLED answer (a gateway's shutdown after its grace); `aclose` still follows."""
+        SHUTTING_DOWN answer (a gateway's shutdown after its grace); `aclose` still follows."""
         async with self._lock:
-            self._closed = True
+            self._closed = self._interrupted = True
             busy = list(self._busy)
         with anyio.CancelScope(shield=True):
             await asyncio.gather(*(sandbox.close() for sandbox in busy), return_exceptions=True)

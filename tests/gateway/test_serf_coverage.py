@@ -219,6 +219,33 @@ async def _pool_shut(settings: Settings, redis: Redis, client: httpx.AsyncClient
     return outcome.error
 
 
+@produces(ErrorCode.SHUTTING_DOWN)
+async def _shutdown(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
+    """A gateway's shutdown past its grace interrupts the pool: the call in flight is cut."""
+    from sandbox.backends.process import ProcessBackend
+    from sandbox.pool import SandboxPool
+    from tests.sandbox.conftest import invocation
+
+    pool = SandboxPool(ProcessBackend(), tool_modules=("tools.builtin",))
+    call = invocation("run_shell", {"command": "sleep 30"}, module="tools.builtin")
+    outcomes = []
+    try:
+        async with anyio.create_task_group() as group:
+
+            async def run() -> None:
+                outcomes.append(await pool.execute(call))
+
+            group.start_soon(run)
+            with anyio.fail_after(20):
+                while not pool._busy:  # noqa: ASYNC110 (the call holds its started sandbox)
+                    await anyio.sleep(0.02)
+            await pool.interrupt()
+    finally:
+        await pool.aclose()
+    assert outcomes[0].error is not None
+    return outcomes[0].error
+
+
 @produces(ErrorCode.INTERNAL)
 async def _bug(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
     return translate(ZeroDivisionError("a bug"))

@@ -1,6 +1,8 @@
 """`conclave serve` stopped by a signal, as an operator stops it: a subprocess on the docker
 backend. SIGTERM with calls in flight: a bounded grace, SERF answers for the calls it cut,
-no container or process left, out within 10 s. SIGKILL: nothing keeps serving."""
+no container or process left, out within 10 s. Ctrl-C at a terminal (SIGINT to the whole
+process group) on docker and bwrap: the same answers, no traceback, back within the grace
+plus 2 s. SIGKILL: nothing keeps serving."""
 
 from __future__ import annotations
 
@@ -62,18 +64,22 @@ def _alive(pid: int) -> bool:
 class Serve:
     """`conclave serve --backend docker` on a free port, and the agent calling through it."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, backend: str = "docker") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         clean = {k: v for k, v in os.environ.items() if not k.startswith("CONCLAVE_")}
         env = {**clean, **SECRETS, "CONCLAVE_DATA_DIR": str(tmp_path)}
-        args = ["serve", "--port", str(self.port), "--backend", "docker", "--workers", "2"]
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "conclave", *args],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        args = ["serve", "--port", str(self.port), "--backend", backend, "--workers", "2"]
+        self.backend = backend
+        self.output = tmp_path / "serve.out"
+        with self.output.open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "conclave", *args],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, as a shell gives a job
+            )
         _wait_for(self._answers, 60, "conclave serve answering /readyz")
         self.descendants = _children(self.process.pid)
         agent = {"tenant": "ops", "agent": "shell", "tools": ["run_shell"]}
@@ -108,14 +114,27 @@ def serve(docker_engine: str, tmp_path: Path) -> Iterator[Serve]:
         server.process.wait()
 
 
-def _long_calls(serve: Serve, count: int) -> tuple[list[threading.Thread], list[httpx.Response]]:
+@pytest.fixture(params=["docker", "bwrap"])
+def serve_on(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Serve]:
+    """`conclave serve` on each isolating backend (the engine or bwrap checked first)."""
+    request.getfixturevalue("docker_engine" if request.param == "docker" else "bwrap_available")
+    server = Serve(tmp_path, request.param)
+    yield server
+    if server.process.poll() is None:
+        server.process.kill()
+        server.process.wait()
+
+
+def _long_calls(
+    serve: Serve, count: int, command: str = "sleep 28"
+) -> tuple[list[threading.Thread], list[httpx.Response]]:
     answers: list[httpx.Response] = []
 
     def call() -> None:
         answers.append(
             httpx.post(
                 f"{serve.url}/v1/tools/run_shell/call",
-                json={"arguments": {"command": "sleep 28"}},
+                json={"arguments": {"command": command}},
                 headers={"Authorization": f"Bearer {serve.token}"},
                 timeout=60,
             )
@@ -140,10 +159,50 @@ def test_sigterm_cuts_long_calls_with_serf_answers_and_leaves_nothing(serve: Ser
     assert took < 10, f"conclave serve took {took:.1f} s to exit after SIGTERM"
     assert len(answers) == 4, "a caller got no answer"
     for answer in answers:
-        assert answer.status_code >= 500, answer.text
-        assert answer.json()["code"] == "SANDBOX_KILLED", answer.text
+        assert answer.status_code == 503, answer.text
+        assert answer.json()["code"] == "SHUTTING_DOWN", answer.text
+        assert answer.json()["retryable"] is True
     assert serve.containers() == []
     assert not [pid for pid in serve.descendants if _alive(pid)]
+
+
+def test_ctrl_c_at_the_terminal_answers_calls_shutting_down_and_prints_no_traceback(
+    serve_on: Serve,
+) -> None:
+    serve = serve_on
+    command = f"sleep 28.{time.time_ns() % 10**6:06d}"  # unique: found in any pid namespace
+    threads, answers = _long_calls(serve, 2, command)
+
+    def both_running() -> bool:
+        pids = [e.name for e in Path("/proc").iterdir() if e.name.isdigit()]
+        return sum(_cmdline(int(pid)).strip() == command for pid in pids) >= 2
+
+    _wait_for(both_running, 60, "both calls running their command")
+    asked = time.monotonic()
+    os.killpg(serve.process.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
+    serve.process.wait(timeout=30)
+    took = time.monotonic() - asked
+    for thread in threads:
+        thread.join(timeout=5)
+    printed = serve.output.read_text()
+    assert serve.process.returncode == 0, printed
+    assert "Traceback" not in printed, printed
+    grace_s = 3.0  # CONCLAVE_SHUTDOWN_GRACE_S's default
+    assert took < grace_s + 2, f"conclave serve took {took:.1f} s to exit after Ctrl-C"
+    assert len(answers) == 2, "a caller got no answer"
+    for answer in answers:
+        assert answer.status_code == 503, answer.text
+        assert answer.json()["code"] == "SHUTTING_DOWN", answer.text
+    assert not [pid for pid in serve.descendants if _alive(pid)]
+    if serve.backend == "docker":
+        assert serve.containers() == []
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
 
 
 def test_sigkill_leaves_nothing_serving(serve: Serve) -> None:
