@@ -295,7 +295,7 @@ def bench(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     try:
-        run_bench(
+        results = run_bench(
             names,
             quick=quick if quick is not None else not names,
             seed=seed,
@@ -305,6 +305,10 @@ def bench(
         )
     except KeyError as exc:
         raise typer.BadParameter(str(exc.args[0])) from exc
+    failed = [result.suite for result in results if result.error is not None]
+    if failed:
+        typer.echo(f"conclave bench: {', '.join(failed)} failed (see the summary)", err=True)
+        raise typer.Exit(1)
 
 
 from conclave.run_cli import run_file  # noqa: E402  (its own module; registered here)

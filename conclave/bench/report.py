@@ -47,12 +47,25 @@ def _table(table: Table) -> str:
 
 
 def summary_table(results: list[SuiteResult]) -> Table:
+    """Every goal of every suite, and a NO row for each suite that stopped before its end."""
     summary = Table("Summary", ["suite", "goal", "target", "measured", "met"])
     for result in results:
+        if result.error is not None:
+            summary.rows.append([result.suite, "ran to its end", "yes", result.error, "NO"])
         for goal in result.goals:
             met = "yes" if goal.met else "NO"
             summary.rows.append([result.suite, goal.name, goal.target, goal.measured, met])
     return summary
+
+
+def durations_table(results: list[SuiteResult]) -> Table:
+    """How long each suite ran, and whether it ran to its end."""
+    durations = Table("Durations", ["suite", "seconds", "ended"])
+    for result in results:
+        ended = "yes" if result.error is None else "NO"
+        durations.rows.append([result.suite, round(result.seconds, 1), ended])
+    durations.rows.append(["all", round(sum(r.seconds for r in results), 1), ""])
+    return durations
 
 
 def console_link(gateway_url: str | None) -> str:
@@ -79,7 +92,11 @@ def write_report(
 ) -> Path:
     """Write `index.html` (and its PNGs) into the run's folder; return its path.
     `gateway_url`: the gateway the run used; linked (its console) if it still answers."""
-    sections = [console_link(gateway_url) + _table(summary_table(results))]
+    sections = [
+        console_link(gateway_url)
+        + _table(summary_table(results))
+        + _table(durations_table(results))
+    ]
     for result in results:
         parts = [f'<h2 id="{html.escape(result.suite)}">{html.escape(result.suite)}</h2>']
         parts += [_table(table) for table in result.tables]

@@ -60,6 +60,8 @@ class SuiteResult:
     figures: dict[str, float] = field(default_factory=dict)  # headline numbers for the summary
     series: dict[str, Any] = field(default_factory=dict)  # raw data for the report's plots
     notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # how long the suite ran (set by the runner)
+    error: str | None = None  # why the suite stopped before its end (set by the runner)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

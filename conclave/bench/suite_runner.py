@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import traceback
 from pathlib import Path
 
 from rich.console import Console
@@ -12,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table as RichTable
 
 from conclave.agents_cli import DEFAULT_GATEWAY
-from conclave.bench.report import open_report, write_report
+from conclave.bench.report import durations_table, open_report, summary_table, write_report
 from conclave.bench.suite import BenchContext, SuiteResult, Table
 from conclave.bench.suite_registry import SUITES, load_suite
 from conclave.bench.task_models import TaskOptions
@@ -35,6 +36,22 @@ def _cell(value: object) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
+
+
+def _run_suite(name: str, ctx: BenchContext, console: Console) -> SuiteResult:
+    """One suite, timed; one that fails is reported with its error and the run goes on, so a
+    long run always ends in its summary and report (the CLI's exit code says it failed)."""
+    started = time.monotonic()
+    try:
+        result = load_suite(name)(ctx)
+    except Exception as exc:  # any failure of one suite: recorded, the others still run
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        console.print(f"[bold red]{name} failed[/]: {error}")
+        (ctx.out_dir / f"{name}-error.txt").write_text(traceback.format_exc())
+        result = SuiteResult(name, error=error)
+    result.seconds = time.monotonic() - started
+    console.print(f"{name}: {result.seconds:.1f} s")
+    return result
 
 
 def run_bench(
@@ -69,20 +86,15 @@ def run_bench(
                 ctx = BenchContext(
                     stack, quick, seed, out_dir, progress, task_options or TaskOptions()
                 )
-                result = load_suite(name)(ctx)
+                result = _run_suite(name, ctx, progress.console)
                 results.append(result)
                 (out_dir / f"{name}.json").write_text(json.dumps(result.to_json(), indent=2))
                 for table in result.tables:
                     progress.console.print()
                     render_table(progress.console, table)
-    summary = Table("Summary", ["suite", "goal", "target", "measured", "met"])
-    for result in results:
-        for goal in result.goals:
-            summary.rows.append(
-                [result.suite, goal.name, goal.target, goal.measured, "yes" if goal.met else "NO"]
-            )
     console.print()
-    render_table(console, summary)
+    render_table(console, summary_table(results))
+    render_table(console, durations_table(results))
     (out_dir / "summary.json").write_text(
         json.dumps({"suites": [r.suite for r in results], "quick": quick, "seed": seed}, indent=2)
     )
