@@ -144,6 +144,8 @@ def serve(
         console.print(f"redis    {stack.settings.redis_url}{_redis_files(settings)}")
         console.print(f"sandbox  {stack.backend.name}: {stack.backend.reason}")
         console.print(f"secrets  {_secrets_origin(settings)}")
+        if settings.config is not None:
+            console.print(f"config   {settings.config}")
         console.print("Ctrl-C stops it.")
         stopped.wait()
     finally:

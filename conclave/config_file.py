@@ -16,12 +16,17 @@ from pydantic import AliasChoices, ValidationError
 from gateway import Settings
 from tools.sources import ConfigError, load_config
 
+DEFAULT_CONFIG = "conclave.toml"  # read from the working directory when no other is named
+
 
 def settings_from(config: Path | None, **overrides: Any) -> Settings:
     """Settings with `config`'s [gateway] values under the environment and `overrides`; with
-    no `config`, CONCLAVE_CONFIG names it. ConfigError: one line per problem, naming the field.
+    no `config`, CONCLAVE_CONFIG names it, else `./conclave.toml` when there is one.
+    ConfigError: one line per problem, naming the field.
     """
     config = config or Settings(**overrides).config
+    if config is None and Path(DEFAULT_CONFIG).is_file():
+        config = Path(DEFAULT_CONFIG)
     if config is None:
         return Settings(**overrides)
     path = config.resolve()

@@ -246,3 +246,17 @@ def test_a_piped_bench_keeps_every_table_row_on_one_line(tmp_path: Path) -> None
             for line in lines
         ), (goal, done.stdout)
     assert max(len(line) for line in lines) > 80  # today: every line cut at 80
+
+
+def test_a_conclave_toml_in_the_working_directory_is_read_without_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conclave.config_file import settings_from
+
+    (tmp_path / "conclave.toml").write_text("[gateway]\nsandbox_pool_max = 7\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CONCLAVE_CONFIG", raising=False)
+    monkeypatch.delenv("CONCLAVE_SANDBOX_POOL_MAX", raising=False)
+    settings = settings_from(None)
+    assert settings.config == tmp_path / "conclave.toml"
+    assert settings.sandbox_pool_max == 7
