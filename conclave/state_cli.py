@@ -15,9 +15,13 @@ state_app = typer.Typer(no_args_is_help=True, help="Shared state: check a namesp
 console = cli_console()
 
 
-async def _check(redis_url: str, keys: NamespaceKeys) -> CheckReport:
+async def _check(redis_url: str, keys: NamespaceKeys) -> CheckReport | None:
+    """The namespace's report; None when this Redis holds neither its configuration nor a
+    history (a misspelt name or tenant: an empty history would look serializable)."""
     redis = connect_redis(redis_url)
     try:
+        if not await redis.exists(keys.config, keys.history):
+            return None
         return await check_namespace_history(redis, keys)
     finally:
         await redis.aclose()
@@ -37,6 +41,13 @@ def check(
     except Exception as exc:
         raise typer.BadParameter(str(exc)) from exc
     report = anyio.run(_check, redis_url, keys)
+    if report is None:
+        typer.echo(
+            f"conclave state check: {tenant}/{namespace} does not exist in this Redis (no"
+            " configuration, no history): check the name and --tenant",
+            err=True,
+        )
+        raise typer.Exit(1)
     for anomaly in report.anomalies:
         console.print(f"[red]{anomaly}[/]", highlight=False)
     verdict = "[green]serializable[/]" if report.serializable else "[red]NOT serializable[/]"

@@ -44,3 +44,14 @@ def test_state_check_tells_serializable_from_lost_updates(
     assert "3 commits" in clean.output and "serializable" in clean.output
     assert caught.exit_code == 1 and "NOT serializable" in caught.output
     assert "stale_read" in caught.output and len(re.findall(r"\d{10,}-\d+", caught.output)) >= 3
+
+
+def test_state_check_refuses_a_namespace_that_does_not_exist(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONCLAVE_REDIS_URL", redis_url)
+    missing = f"nope-{uuid.uuid4().hex[:8]}"
+    done = CliRunner().invoke(app, ["state", "check", missing, "--tenant", "acme"])
+    assert done.exit_code == 1
+    assert f"acme/{missing} does not exist in this Redis" in done.output
+    assert "serializable" not in done.output
