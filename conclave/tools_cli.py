@@ -9,6 +9,7 @@ instead, with an agent's token or the admin key.
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -16,8 +17,10 @@ import anyio
 import typer
 
 from conclave.agents_cli import (
+    DEFAULT_GATEWAY,
     AdminKeyOption,
     DataDirOption,
+    GatewayOption,
     gateway_request,
     print_rows,
     resolve_admin_key,
@@ -69,6 +72,40 @@ def list_tools(
     for report in found.reports:
         if report.error is not None:
             typer.echo(f"source {report.name!r} not served: {report.error}", err=True)
+
+
+@tools_app.command("call")
+def call(
+    name: Annotated[str, typer.Argument(help="the tool to call")],
+    arg: Annotated[
+        list[str] | None,
+        typer.Option("--arg", help="an argument, KEY=VALUE; VALUE is read as JSON when it is JSON"),
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(envvar="CONCLAVE_TOKEN", help="the calling agent's token")
+    ] = None,
+    gateway: GatewayOption = DEFAULT_GATEWAY,
+) -> None:
+    """Call a tool through a running gateway as the --token's agent, all six stages; print
+    its result as JSON (a refusal or the tool's failure: one line, exit 1)."""
+    if not token:
+        _fail("pass --token (or set CONCLAVE_TOKEN): the agent whose identity calls the tool")
+    arguments = dict(_argument(text) for text in arg or [])
+    auth = {"Authorization": f"Bearer {token}"}
+    answer = gateway_request(
+        gateway, "POST", f"/v1/tools/{name}/call", auth, {"arguments": arguments}
+    )
+    typer.echo(json.dumps(answer.get("result") if isinstance(answer, dict) else answer))
+
+
+def _argument(text: str) -> tuple[str, object]:
+    key, equals, raw = text.partition("=")
+    if not key or not equals:
+        _fail(f"--arg {text!r}: write KEY=VALUE")
+    try:
+        return key, json.loads(raw)
+    except ValueError:  # not JSON: the text as it is
+        return key, raw
 
 
 @tools_app.command("check")

@@ -108,6 +108,19 @@ def test_agents_register_list_revoke_and_the_revoked_token_is_refused(
     assert "revoked" in next(line for line in listed.stdout.splitlines() if "scout" in line)
 
 
+def test_tools_call_calls_through_the_gateway_as_the_tokens_agent(stack: EmbeddedStack) -> None:
+    token = stack.token("acme", "caller", ["tool:echo"])
+    common = ("--gateway", stack.url, "--token", token)
+    done = conclave("tools", "call", "echo", "--arg", "message=hi there", *common)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == "hi there"
+    wrong = conclave("tools", "call", "echo", "--arg", "message=5", *common)  # JSON: a number
+    assert wrong.returncode == 1
+    assert wrong.stderr.startswith("error: INVALID_ARGUMENTS: ")
+    refused = conclave("tools", "call", "run_shell", "--arg", "command=id", *common)
+    assert refused.returncode == 1 and "TOOL_NOT_ALLOWED" in refused.stderr
+
+
 def test_agents_register_prints_the_token_alone(stack: EmbeddedStack) -> None:
     done = conclave(
         "agents", "register", "--tenant", "acme", "--agent", "solo", "--gateway", stack.url,
