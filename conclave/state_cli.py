@@ -1,17 +1,66 @@
-"""`conclave state`: inspect shared state in Redis (CONCLAVE_REDIS_URL)."""
+"""`conclave state`: read shared state through a running gateway as an agent (`get`,
+`history`), and prove a namespace's history serializable from Redis (`check`)."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 import anyio
 import typer
 
+from conclave.agents_cli import DEFAULT_GATEWAY, GatewayOption, fail, gateway_request
 from conclave.cli_console import cli_console
 from gateway import Settings, connect_redis
 from gateway.state import CheckReport, NamespaceKeys, check_namespace, check_namespace_history
 
-state_app = typer.Typer(no_args_is_help=True, help="Shared state: check a namespace's history.")
+state_app = typer.Typer(
+    no_args_is_help=True, help="Shared state: read a key or a history; check a history."
+)
+TokenOption = Annotated[
+    str | None, typer.Option(envvar="CONCLAVE_TOKEN", help="the reading agent's token")
+]
+
+
+@state_app.command("get")
+def get(
+    namespace: Annotated[str, typer.Argument(help="the namespace")],
+    key: Annotated[str, typer.Argument(help="the key")],
+    token: TokenOption = None,
+    gateway: GatewayOption = DEFAULT_GATEWAY,
+) -> None:
+    """Read a key as the --token's agent: its value and version as JSON (version 0: not
+    written yet). The read is logged for the agent's session, as any read through the gateway."""
+    answer = gateway_request(gateway, "GET", f"/v1/state/{namespace}/{key}", _bearer(token))
+    typer.echo(json.dumps(answer))
+
+
+@state_app.command("history")
+def history(
+    namespace: Annotated[str, typer.Argument(help="the namespace")],
+    token: TokenOption = None,
+    gateway: GatewayOption = DEFAULT_GATEWAY,
+    limit: Annotated[int, typer.Option(help="commits per page (1-1000)")] = 100,
+) -> None:
+    """Every commit of the namespace, oldest first, one JSON object a line."""
+    after = None
+    while True:
+        query = f"?limit={limit}" + (f"&after={after}" if after else "")
+        path = f"/v1/state/{namespace}/history{query}"
+        page = gateway_request(gateway, "GET", path, _bearer(token))
+        for entry in page["entries"]:
+            typer.echo(json.dumps(entry))
+        if not page["entries"]:
+            return
+        after = page["next_after"]
+
+
+def _bearer(token: str | None) -> dict[str, str]:
+    if not token:
+        fail("pass --token (or set CONCLAVE_TOKEN): the agent whose rights read the state")
+    return {"Authorization": f"Bearer {token}"}
+
+
 console = cli_console()
 
 

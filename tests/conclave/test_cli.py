@@ -121,6 +121,26 @@ def test_tools_call_calls_through_the_gateway_as_the_tokens_agent(stack: Embedde
     assert refused.returncode == 1 and "TOOL_NOT_ALLOWED" in refused.stderr
 
 
+def test_state_get_and_history_read_through_the_gateway(stack: EmbeddedStack) -> None:
+    token = stack.token("acme", "reader", ["state:cli-notes:write"])
+    headers = {"Authorization": f"Bearer {token}"}
+    assert httpx.put(f"{stack.url}/v1/state/cli-notes", json={}, headers=headers).is_success
+    for step in (1, 2):
+        commit = {"writes": [{"key": "plan", "value": {"step": step}}]}
+        done = httpx.post(f"{stack.url}/v1/state/cli-notes/commit", json=commit, headers=headers)
+        assert done.status_code == 200, done.text
+    common = ("--gateway", stack.url, "--token", token)
+    got = conclave("state", "get", "cli-notes", "plan", *common)
+    assert got.returncode == 0, got.stderr
+    read = json.loads(got.stdout)
+    assert (read["value"], read["version"]) == ({"step": 2}, 2)
+    history = conclave("state", "history", "cli-notes", "--limit", "1", *common)
+    assert history.returncode == 0, history.stderr
+    assert len(history.stdout.splitlines()) == 2  # two commits, one page each
+    missing = conclave("state", "get", "no-such-ns", "plan", *common)
+    assert missing.returncode == 1 and "NAMESPACE_NOT_FOUND" in missing.stderr
+
+
 def test_agents_register_prints_the_token_alone(stack: EmbeddedStack) -> None:
     done = conclave(
         "agents", "register", "--tenant", "acme", "--agent", "solo", "--gateway", stack.url,
