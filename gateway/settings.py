@@ -12,6 +12,17 @@ from gateway.secrets_store import default_data_dir, load_or_create_secrets
 
 # "inprocess" runs tools in the gateway's own threads: no isolation, for measuring overhead.
 SandboxChoice = Literal["auto", "docker", "bwrap", "process", "inprocess"]
+SYSTEM_ENGINE_SOCKET = Path("/var/run/docker.sock")
+# The private engine the set-up scripts start (.ci/lib.sh) when the machine has none.
+PRIVATE_ENGINE_SOCKET = Path("/run/conclave-docker.sock")
+
+
+def default_docker_host() -> str:
+    """The system engine's socket; where there is none but the set-up's private engine runs,
+    that one, so `conclave serve` after `bash .ci/test` finds the engine the tests used."""
+    if not SYSTEM_ENGINE_SOCKET.exists() and PRIVATE_ENGINE_SOCKET.exists():
+        return f"unix://{PRIVATE_ENGINE_SOCKET}"
+    return f"unix://{SYSTEM_ENGINE_SOCKET}"
 
 
 class Settings(BaseSettings):
@@ -51,7 +62,7 @@ class Settings(BaseSettings):
 
     sandbox_backend: SandboxChoice = "auto"
     docker_host: str = Field(
-        default="unix:///var/run/docker.sock",
+        default_factory=default_docker_host,
         validation_alias=AliasChoices("CONCLAVE_DOCKER_HOST", "DOCKER_HOST"),
     )
     # Several Docker engines (a JSON list, e.g. '["unix:///a.sock","unix:///b.sock"]'): each new

@@ -267,8 +267,8 @@ async def test_a_failing_upstream_tool_opens_its_breaker(
 
 
 def _readme_examples() -> dict[str, str]:
-    """The README's `mcp_http` example blocks, by the name in their marker."""
-    text = (ROOT / "README.md").read_text()
+    """docs/tools.md's `mcp_http` example blocks, by the name in their marker."""
+    text = (ROOT / "docs/tools.md").read_text()
     blocks = re.findall(r"<!-- example: (http-\S+) -->\n```\w*\n(.*?)```", text, re.S)
     return {name.removeprefix("http-"): block for name, block in blocks}
 
@@ -302,7 +302,7 @@ async def test_the_readme_mcp_http_example_runs_as_written(
     settings: Settings, redis: Redis, tmp_path: Path
 ) -> None:
     examples = _readme_examples()
-    port = str(free_port())  # the README's 8765 may be taken here
+    port = str(free_port())  # the docs' 8765 may be taken here
     for name in ("cal_server.py", "conclave.toml"):
         (tmp_path / name).write_text(examples[name].replace("8765", port))
     config = tmp_path / "conclave.toml"

@@ -244,8 +244,8 @@ async def test_conclave_docker_hosts_builds_a_pool_over_every_engine(
 def test_the_readme_example_copies_the_image_to_every_engine_and_sweeps_them(
     docker_engine: str, engine_b: EngineB, tmp_path: Path
 ) -> None:
-    """README.md's `<!-- example: two-engines.sh -->`, run as written with ENGINE_B set."""
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    """docs/scale.md's `<!-- example: two-engines.sh -->`, run as written with ENGINE_B set."""
+    readme = (Path(__file__).parents[2] / "docs/scale.md").read_text()
     (script,) = re.findall(r"<!-- example: two-engines.sh -->\n```bash\n(.*?)```", readme, re.S)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONCLAVE_")}
     env.update(DOCKER_HOST=docker_engine, ENGINE_B=engine_b.host, CONCLAVE_DATA_DIR=str(tmp_path))

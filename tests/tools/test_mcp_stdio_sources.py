@@ -212,14 +212,14 @@ async def test_faults_get_their_serf_codes_and_leave_nothing_running(
 
 
 def _readme_examples() -> dict[str, str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs/tools.md").read_text()
     return dict(re.findall(r"<!-- example: (\S+) -->\n```\w*\n(.*?)```", text, re.S))
 
 
 async def test_server_everything_from_npm_on_docker_serves_tools_resources_and_prompts(
     docker_engine: str, redis_url: str, tmp_path: Path
 ) -> None:
-    """The README's mcp_stdio example, as written, through the embedded stack."""
+    """docs/tools.md's mcp_stdio example, as written, through the embedded stack."""
     config = tmp_path / "conclave.toml"
     config.write_text(_readme_examples()["stdio-conclave.toml"])
     settings = settings_from(config, redis_url=redis_url, port=0, **SECRETS)

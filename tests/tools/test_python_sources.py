@@ -1,6 +1,6 @@
 """`python` tool sources: the user's own modules, served as `<source>.<tool>` from a sandbox.
 
-Real parts only: the README's worked example (a module needing `humanize`, absent from the
+Real parts only: docs/tools.md's worked example (a module needing `humanize`, absent from the
 runtime image) built into a docker layer and called over HTTP through the embedded stack; a
 single-file module, import failures, allow/deny filters and module clashes on bwrap.
 """
@@ -41,8 +41,8 @@ def whisper(text: str) -> str:
 
 
 def _readme_examples() -> dict[str, str]:
-    """The README's "Your own tools" example blocks, by the name in their marker."""
-    text = (ROOT / "README.md").read_text()
+    """docs/tools.md's example blocks, by the name in their marker."""
+    text = (ROOT / "docs/tools.md").read_text()
     blocks = re.findall(r"<!-- example: (\S+) -->\n```\w*\n(.*?)```", text, re.S)
     return dict(blocks)
 

@@ -1,4 +1,5 @@
-"""Every fenced code block of README.md, checked against a real stack.
+"""Every fenced code block of README.md and of the docs site (`docs/*.md`), checked against a
+real stack.
 
 The stack is `EmbeddedStack` (the gateway under uvicorn in its own process, real Redis, the
 docker sandbox backend). A block runs the way a reader runs it:
@@ -8,14 +9,16 @@ docker sandbox backend). A block runs the way a reader runs it:
   variables the README tells the reader to export);
 - `bash`/`sh`: run by `bash -euo pipefail` in a fresh directory with the same environment;
 - `toml`: loaded with `tools.sources.load_config`, as `conclave serve --config` loads it;
-- `haproxy`: a load balancer's configuration, checked by `haproxy -c` as HAProxy reads it.
+- `haproxy`: a load balancer's configuration, checked by `haproxy -c` as HAProxy reads it;
+- `json`: an MCP host's configuration: it parses, and every `url` in it is a gateway's `/mcp`.
 
 HTML comments on the lines just before a fence change that (`<!-- readme: KIND ... -->`, one
 per line, in any order; `<!-- example: NAME -->` lines of other tests may sit among them). A
 block without a `readme:` comment runs as above.
 
 - `expect TEXT`: the block runs and its standard output contains TEXT (one comment a text).
-- `skip, REASON`: not run; for the architecture diagram only.
+- `skip, REASON`: not run; for the architecture diagram only (the README's, and its copy on
+  the concepts page).
 - `foreground`: a server command: started in the repository (on a free port), it must print
   its URL, and Ctrl-C (SIGINT) must stop it cleanly.
 - `env`: exports exactly the variables given to every block; run with a data directory
@@ -27,11 +30,12 @@ block without a `readme:` comment runs as above.
   block by its `<!-- example: NAME -->` comment); `toml` ones are also loaded here.
 - `output-of COMMAND`: sample output; its header row must be the columns COMMAND prints.
 
-A failing block fails its own test case, named `README.md:<line of its fence>`.
+A failing block fails its own test case, named `<file>:<line of its fence>`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import select
@@ -53,6 +57,7 @@ from tools.sources import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 KINDS = {"expect", "skip", "foreground", "env", "ci", "tested-by", "output-of"}
 ADMIN_KEY = "readme-admin-key"
 BENCH_SUMMARY_COLUMNS = ["suite", "goal", "target", "measured", "met"]
@@ -60,6 +65,7 @@ BENCH_SUMMARY_COLUMNS = ["suite", "goal", "target", "measured", "met"]
 
 @dataclass
 class Block:
+    page: Path
     line: int  # of the opening fence, 1-based
     language: str
     text: str
@@ -71,12 +77,12 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"README.md:{self.line}"
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
 
 
-def readme_blocks() -> list[Block]:
-    """The fenced blocks of README.md with the comments just above each."""
-    lines = README.read_text().splitlines()
+def page_blocks(page: Path) -> list[Block]:
+    """The fenced blocks of one page with the comments just above each."""
+    lines = page.read_text().splitlines()
     blocks: list[Block] = []
     index = 0
     while index < len(lines):
@@ -85,7 +91,8 @@ def readme_blocks() -> list[Block]:
             index += 1
             continue
         end = next(i for i in range(index + 1, len(lines)) if lines[i].startswith("```"))
-        block = Block(index + 1, opening.group(1), "\n".join(lines[index + 1 : end]) + "\n")
+        text = "\n".join(lines[index + 1 : end]) + "\n"
+        block = Block(page, index + 1, opening.group(1), text)
         above = index - 1
         while above >= 0 and (comment := re.fullmatch(r"<!-- (\S+):? (.*?) -->", lines[above])):
             if comment.group(1) == "example:":
@@ -99,7 +106,7 @@ def readme_blocks() -> list[Block]:
     return blocks
 
 
-BLOCKS = readme_blocks()
+BLOCKS = [block for page in PAGES for block in page_blocks(page)]
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +135,7 @@ def run_block(block: Block, stack: EmbeddedStack, cwd: Path) -> str:
     """Run a python or bash block as a reader would; its standard output."""
     env = reader_env(CONCLAVE_URL=stack.url, CONCLAVE_ADMIN_KEY=ADMIN_KEY)
     if block.language == "python":
-        script = cwd / f"readme_{block.line}.py"
+        script = cwd / f"{block.page.stem}_{block.line}.py"
         script.write_text(block.text)
         command = [sys.executable, str(script)]
     else:
@@ -209,10 +216,11 @@ def check_tested_by(block: Block, tmp_path: Path) -> None:
     (path,) = block.marked("tested-by")
     assert block.example is not None, f"{block.where}: tested-by without an example: name"
     test = (ROOT / path).read_text()
-    assert "README.md" in test and "<!-- example: " in test, f"{block.where}: {path}"
+    page = str(block.page.relative_to(ROOT))
+    assert page in test and "<!-- example: " in test, f"{block.where}: {path} reads {page}?"
     if block.language == "toml":
         for other in BLOCKS:  # the example's sibling files, where its paths point
-            if other.marked("tested-by") == [path] and other.example:
+            if other.page == block.page and other.marked("tested-by") == [path] and other.example:
                 (tmp_path / other.example).write_text(other.text)
         load_config(tmp_path / block.example)
 
@@ -224,6 +232,13 @@ def check_haproxy(block: Block, tmp_path: Path) -> None:
     config = _write(tmp_path / "haproxy.cfg", block.text)
     done = subprocess.run([haproxy, "-c", "-f", str(config)], capture_output=True, text=True)
     assert done.returncode == 0, f"{block.where}: {done.stdout}{done.stderr}"
+
+
+def check_json(block: Block) -> None:
+    """An MCP host's configuration: valid JSON whose every `url` is a gateway's `/mcp`."""
+    config = json.loads(block.text)
+    urls = re.findall(r'"url": "([^"]+)"', json.dumps(config))
+    assert urls and all(url.endswith("/mcp") for url in urls), f"{block.where}: {urls}"
 
 
 def check_output_of(block: Block) -> None:
@@ -245,11 +260,20 @@ def test_every_block_has_a_language_and_known_comments() -> None:
             assert kind in KINDS, f"{block.where}: unknown readme comment {kind!r}"
             assert kind != "skip" or argument, f"{block.where}: a skip without its reason"
     skipped = [b for b in BLOCKS if b.marked("skip")]
-    assert len(skipped) == 1, [b.where for b in skipped]  # the architecture diagram
+    assert skipped[0].page == README, [b.where for b in skipped]  # the architecture diagram,
+    assert {b.text for b in skipped} == {skipped[0].text}, [b.where for b in skipped]  # alone
+
+
+def test_the_readme_is_a_front_door() -> None:
+    """At most 200 lines: what it is, the two commands, a quickstart, links to the pages."""
+    assert len(README.read_text().splitlines()) <= 200
+    for page in PAGES[1:]:  # every page is reachable from the README or the site's home
+        linked = f"docs/{page.name}" in README.read_text()
+        assert linked or page.name == "index.md", f"README.md links no {page.name}"
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda b: b.where)
-def test_readme_block(block: Block, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+def test_doc_block(block: Block, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     kinds = {kind for kind, _ in block.markers}
     if "skip" in kinds:
         return
@@ -267,6 +291,8 @@ def test_readme_block(block: Block, request: pytest.FixtureRequest, tmp_path: Pa
         load_config(_write(tmp_path / "conclave.toml", block.text))
     elif block.language == "haproxy":
         check_haproxy(block, tmp_path)
+    elif block.language == "json":
+        check_json(block)
     elif block.language in ("python", "bash", "sh"):
         run_block(block, request.getfixturevalue("stack"), tmp_path)
     else:
