@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import warnings
 from typing import Any
 
 import anyio
@@ -29,7 +30,7 @@ from fastmcp.exceptions import ToolError
 from fastmcp.prompts import Message
 from fastmcp.server.event_store import EventStore
 from fastmcp.tools import Tool
-from mcp import types
+from mcp import MCPDeprecationWarning, types
 
 # A 1x1 PNG and a WAV header with two bytes of samples: the smallest valid media payloads.
 PNG_BASE64 = (
@@ -323,6 +324,8 @@ def conformance_http_app() -> Any:
 
 
 def main() -> None:
+    # It uses sampling and logging on purpose: the 2025 scenarios call them.
+    warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
     parser = argparse.ArgumentParser(description="The conformance suite's fixture MCP server")
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--port", type=int, help="serve streamable HTTP on 127.0.0.1:PORT/mcp")
