@@ -305,7 +305,8 @@ def _add_protocol_handlers(server: FastMCP) -> None:
 
 
 def build_conformance_server() -> FastMCP:
-    server = FastMCP("conclave-conformance-fixture")
+    # Schemas as written: the JSON Schema 2020-12 scenario checks that `$defs` survive.
+    server = FastMCP("conclave-conformance-fixture", dereference_schemas=False)
     _add_tools(server)
     _add_resources(server)
     _add_prompts(server)
