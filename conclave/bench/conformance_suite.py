@@ -20,6 +20,7 @@ Goal (issue 24): through Conclave, every scenario that passes directly passes to
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import sys
 import time
@@ -103,7 +104,10 @@ def served_prefix(gateway_url: str, token: str) -> str:
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     answer = httpx.post(f"{gateway_url}/mcp", json=message, headers=headers, timeout=60)
     answer.raise_for_status()
-    names: list[str] = [tool["name"] for tool in answer.json()["result"]["tools"]]
+    body = answer.text
+    if answer.headers.get("content-type", "").startswith("text/event-stream"):
+        body = [line[5:] for line in body.splitlines() if line.startswith("data:")][-1]
+    names: list[str] = [tool["name"] for tool in json.loads(body)["result"]["tools"]]
     for name in names:
         if name.endswith(_PROBE_TOOL) and name.startswith(SOURCE):
             return name.removesuffix(_PROBE_TOOL)
