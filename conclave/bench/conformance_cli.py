@@ -23,6 +23,8 @@ NODE_TOOLS = REPO_ROOT / ".node-tools"
 _PACKAGE = Path("node_modules", "@modelcontextprotocol", "conformance")
 _RESULT_DIR = re.compile(r"^server-(?P<scenario>.+)-(?P<time>\d{4}-\d{2}-\d{2}T[\d-]+Z)$")
 INSTALL_HINT = "bash -c 'source .ci/lib.sh && install_node_tools'"
+# The versions `.ci/lib.sh` installs; the first is the one `conclave bench conformance` runs.
+PINNED_VERSIONS = ("0.1.16",)
 
 
 class ConformanceUnavailable(RuntimeError):
@@ -34,7 +36,7 @@ class ConformanceUnavailable(RuntimeError):
 class ConformanceSuite:
     """A pinned suite version and the scenario selection passed to its `server` command."""
 
-    version: str = "0.1.16"
+    version: str = PINNED_VERSIONS[0]
     selection: tuple[str, ...] = ()  # e.g. ("--requirements", "2026-07-28") on the 0.2 line
     timeout_s: float = 300.0
 
@@ -71,7 +73,7 @@ def node_tools(suite: ConformanceSuite, root: Path = NODE_TOOLS) -> NodeTools:
     if not node.exists() or not manifest.exists():
         raise ConformanceUnavailable(
             f"the conformance suite {suite.version} is not installed under {prefix}: run"
-            f" {INSTALL_HINT} (with {suite.version} in CONFORMANCE_VERSIONS)"
+            f" {INSTALL_HINT} (with {suite.version} in {__name__}.PINNED_VERSIONS)"
         )
     bin_entry = json.loads(manifest.read_text("utf-8"))["bin"]
     relative = bin_entry if isinstance(bin_entry, str) else bin_entry["conformance"]
