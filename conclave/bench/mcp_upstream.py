@@ -15,11 +15,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,6 +24,7 @@ from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.server.dependencies import get_http_headers
 
+from conclave.bench.child_server import running_child_server
 from conclave.ports import free_port
 
 _FAULTS = {"http_500": (500, b"internal error"), "garbage": (200, b"{this is not json")}
@@ -148,31 +144,9 @@ def running_upstream(timeout_s: float = 30.0, port: int | None = None) -> Iterat
     """The upstream in a child process (on `port`, or a free one); yields its MCP URL, stops
     it on exit."""
     port = port or free_port()
-    child = subprocess.Popen(
-        [sys.executable, "-m", "conclave.bench.mcp_upstream", "--port", str(port)],
-        env={**os.environ, "FASTMCP_SHOW_CLI_BANNER": "false"},
-    )
-    try:
-        _wait_listening(port, child, timeout_s)
+    argv = ["conclave.bench.mcp_upstream", "--port", str(port)]
+    with running_child_server(argv, port, timeout_s):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        child.terminate()
-        try:
-            child.wait(10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-
-
-def _wait_listening(port: int, child: subprocess.Popen[bytes], timeout_s: float) -> None:
-    stop = time.monotonic() + timeout_s
-    while time.monotonic() < stop:
-        if child.poll() is not None:
-            raise RuntimeError(f"the upstream exited with {child.returncode} before listening")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"the upstream did not listen on port {port} within {timeout_s} s")
 
 
 def main() -> None:

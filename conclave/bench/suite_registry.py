@@ -21,6 +21,7 @@ SUITES: dict[str, str] = {
     "scale": "conclave.bench.scale_suite",
     "isolation": "conclave.bench.isolation_suite",
     "federation": "conclave.bench.federation_suite",
+    "conformance": "conclave.bench.conformance_suite",
     "tracing": "conclave.bench.tracing_suite",
     "console": "conclave.bench.console_suite",
     "chaos": "conclave.bench.chaos_suite",
