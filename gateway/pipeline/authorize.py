@@ -5,7 +5,10 @@ is read, with the close matches among the tools the principal may call as sugges
 typo gets "did you mean"); a served tool outside the principal's `tool:<glob>` scopes is
 TOOL_NOT_ALLOWED. Which names the tenant's gateway serves is not a secret worth a misleading
 answer: answering TOOL_NOT_ALLOWED for a typo sent the caller asking for a scope when it
-had to fix a name, and the suggestions name only tools it may already call.
+had to fix a name, and the suggestions name only tools it may already call. Either refusal
+is left on the context for the budget stage to raise: its admission script says first
+whether the token was revoked (a revoked token gets AUTH_REVOKED, never suggestions), and
+takes a token from the caller's rate limit.
 
 State: `state:<glob>:read|write` scopes over the caller's own tenant's namespaces (a scope
 never reaches another tenant): one it may not read is NAMESPACE_NOT_FOUND, exactly like a
@@ -49,7 +52,10 @@ class AuthorizeStage:
     async def __call__(self, ctx: RequestContext) -> None:
         principal = ctx.require_principal()
         if ctx.tool_name is not None:
-            ctx.tool = find_tool(self.registry, principal, ctx.tool_name, self._allowed)
+            try:
+                ctx.tool = find_tool(self.registry, principal, ctx.tool_name, self._allowed)
+            except GatewayError as refused:
+                ctx.tool_refusal = refused
         if ctx.namespace is not None:
             namespace = check_namespace(ctx.namespace)
             if not principal.may_access(namespace, "read"):
