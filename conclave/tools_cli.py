@@ -30,7 +30,15 @@ from gateway import PythonSources, Settings, StdioSources, effective_backend, op
 from gateway.sources import check_upstream
 from protocol import ADMIN_KEY_HEADER, ResourceIntent, ToolSpec
 from tools import ToolRegistry, default_registry
-from tools.sources import ConfigError, McpHttpSource, McpStdioSource, PythonSource, load_config
+from tools.sources import (
+    DEFAULT_SEPARATOR,
+    ConfigError,
+    McpHttpSource,
+    McpStdioSource,
+    PythonSource,
+    ToolNameError,
+    load_config,
+)
 
 tools_app = typer.Typer(no_args_is_help=True, help="Tools: list them, check tool sources.")
 
@@ -123,7 +131,8 @@ def check(
                 failed = True
                 typer.echo(f"FAIL  {source.name} (mcp_stdio): {stdio.refused[source.name]}")
             else:
-                own = [t.name for t in stdio.registry if t.name.startswith(f"{source.name}.")]
+                server = stdio.servers.get(source.name)
+                own = [source.qualified(t) for t in server.tools] if server else []
                 names = ", ".join(own) or "no tools (all filtered out)"
                 typer.echo(f"ok    {source.name} (mcp_stdio): {names}")
             continue
@@ -133,7 +142,7 @@ def check(
                 failed = True
                 typer.echo(f"FAIL  {source.name} (mcp_http): {upstream.error}")
             else:
-                names = ", ".join(f"{source.name}.{t}" for t in upstream.tools)
+                names = ", ".join(_served_or_why(source, t) for t in upstream.tools)
                 extra = f" ({upstream.resources} resources, {upstream.prompts} prompts)"
                 typer.echo(f"ok    {source.name} (mcp_http): {names or 'no tools'}{extra}")
             continue
@@ -173,9 +182,20 @@ def _specs(payload: object) -> list[ToolSpec]:
 
 
 def _source_of(tool: str) -> str:
-    """A source's tools are named `<source>.<tool>`; the gateway's own have no prefix."""
-    source, dot, _ = tool.partition(".")
-    return source if dot else "(built in)"
+    """A source's tools are named `<source>__<tool>` (or with the source's own separator,
+    `tools.sources.tool_names`); the gateway's own have no `__`."""
+    for separator in (DEFAULT_SEPARATOR, "."):
+        source, found, _ = tool.partition(separator)
+        if found:
+            return source
+    return "(built in)"
+
+
+def _served_or_why(source: McpHttpSource, tool: str) -> str:
+    try:
+        return source.qualified(tool)
+    except ToolNameError as exc:
+        return f"{tool} (not served: {exc})"
 
 
 def _settings(config: Path | None) -> Settings:

@@ -14,7 +14,7 @@ from typing import Any, TypeVar, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from protocol import ErrorCode, ResourceIntent, SerfError, ToolContext, ToolSpec
+from protocol import ErrorCode, Principal, ResourceIntent, SerfError, ToolContext, ToolSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -100,10 +100,21 @@ class RegisteredTool:
     # Declared by the tool: a trivial, pure, synchronous function (microseconds, no I/O, no
     # blocking), so an in-process executor may call it on the event loop, not in a thread.
     cheap: bool = False
+    # Other names a call may use for it (a source's dotted `<source>.<tool>`): found by
+    # `ToolRegistry.get`, matched by scopes, never listed.
+    aliases: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.spec.name, *self.aliases)
+
+    def callable_by(self, principal: Principal) -> bool:
+        """Whether a `tool:<glob>` scope of `principal` covers one of the tool's names."""
+        return any(principal.may_call(name) for name in self.names)
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Check arguments against the schema; return them coerced, or raise with hints.
@@ -123,22 +134,35 @@ class RegisteredTool:
 @dataclass
 class ToolRegistry:
     _tools: dict[str, RegisteredTool] = field(default_factory=dict)
+    _aliases: dict[str, str] = field(default_factory=dict)  # alias -> served name
 
     def add(self, tool: RegisteredTool) -> None:
-        existing = self._tools.get(tool.name)
-        if existing is not None and existing.entrypoint != tool.entrypoint:
-            raise DuplicateToolError(
-                f"tool {tool.name!r} is defined twice ({existing.entrypoint}, {tool.entrypoint}):"
-                " rename one with @tool(name=...)"
-            )
+        """Serve `tool` (again, for the same entrypoint); DuplicateToolError, one line naming
+        both, when one of its names is another tool's name or alias."""
+        for name in tool.names:
+            existing = self.get(name)
+            if existing is not None and existing.entrypoint != tool.entrypoint:
+                raise DuplicateToolError(
+                    f"tool name {name!r} is claimed twice: by {_described(existing)} and by"
+                    f" {_described(tool)}; rename one (@tool(name=...), a source's name or"
+                    " its `separator` in conclave.toml)"
+                )
         self._tools[tool.name] = tool
+        for alias in tool.aliases:
+            self._aliases[alias] = tool.name
 
     def get(self, name: str) -> RegisteredTool | None:
-        return self._tools.get(name)
+        """The tool served as `name`, or under the alias `name`."""
+        found = self._tools.get(name)
+        if found is None and (served := self._aliases.get(name)) is not None:
+            found = self._tools.get(served)
+        return found
 
     def remove(self, name: str) -> None:
         """Stop serving `name` (a remote source's tool, when the gateway that found it stops)."""
-        self._tools.pop(name, None)
+        removed = self._tools.pop(name, None)
+        for alias in removed.aliases if removed is not None else ():
+            self._aliases.pop(alias, None)
 
     def __iter__(self) -> Iterator[RegisteredTool]:
         return iter(sorted(self._tools.values(), key=lambda t: t.name))
@@ -147,7 +171,13 @@ class ToolRegistry:
         return len(self._tools)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._tools
+        return name in self._tools or name in self._aliases
+
+
+def _described(tool: RegisteredTool) -> str:
+    """A tool as its author knows it: its dotted source name (or name) and its code."""
+    known = tool.aliases[0] if tool.aliases else tool.name
+    return f"{known} ({tool.entrypoint})"
 
 
 # Tools defined with @tool land here unless a registry is given.

@@ -41,12 +41,17 @@ class GatewayApp(FastAPI):
             return
         await self._serve(scope, receive, send)
 
-    async def _serve(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
-        # The DNS-rebinding guard, ahead of everything, once the app's settings are known.
+    @property
+    def host_check(self) -> HostCheck | None:
+        """The gateway's Host (and Origin) allow-list, once its settings are known."""
         if self._host_check is None and hasattr(self.state, "settings"):
             settings = self.state.settings
             self._host_check = HostCheck(settings.allowed_hosts, settings.host)
-        check = self._host_check
+        return self._host_check
+
+    async def _serve(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        # The DNS-rebinding guard, ahead of everything, once the app's settings are known.
+        check = self.host_check
         if check is not None and scope["type"] == "http" and not check.allows(scope):
             await check.refuse(scope, receive, send)
             return

@@ -5,11 +5,16 @@ local gateway from the browser; its requests still carry the page's name in `Hos
 the names in `allowed_hosts` (loopback names by default) and the bind host are answered;
 any other `Host`, or none, gets a SERF `INVALID_REQUEST` (400) naming the setting to change.
 `"*"` in `allowed_hosts` turns the guard off (behind a proxy that checks hosts itself).
+
+The same list judges an `Origin` (`allows_origin`): MCP's transport asks a server to refuse
+a browser page from another origin (403), which `/mcp` does; a request without `Origin`
+(any non-browser client) passes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from starlette.types import Receive, Scope, Send
 
@@ -32,6 +37,16 @@ class HostCheck:
             if name == b"host":
                 return _bare(value.decode("latin-1")) in self._allowed
         return False
+
+    def allows_origin(self, origin: str | None) -> bool:
+        """Whether a request with this `Origin` header (None: none) may be answered."""
+        if origin is None or "*" in self._allowed:
+            return True
+        try:
+            host = urlsplit(origin.strip()).hostname  # lower case, no brackets, no port
+        except ValueError:
+            return False
+        return host is not None and host in self._allowed
 
     async def refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer the request with the refusal, without reading its body."""

@@ -2,10 +2,15 @@
 
 Tools (`find_tool`): a name the gateway does not serve is TOOL_NOT_FOUND, before any scope
 is read, with the close matches among the tools the principal may call as suggestions (a
-typo gets "did you mean"); a served tool outside the principal's `tool:<glob>` scopes is
-TOOL_NOT_ALLOWED. Which names the tenant's gateway serves is not a secret worth a misleading
+typo gets "did you mean"); a served tool none of whose names (its served name, its dotted
+alias: `tools.sources.tool_names`) the principal's `tool:<glob>` scopes cover is
+TOOL_NOT_ALLOWED, so `tool:src.*` and `tool:src__*` both cover source `src`. Which names
+the tenant's gateway serves is not a secret worth a misleading
 answer: answering TOOL_NOT_ALLOWED for a typo sent the caller asking for a scope when it
-had to fix a name, and the suggestions name only tools it may already call.
+had to fix a name, and the suggestions name only tools it may already call. Either refusal
+is left on the context for the budget stage to raise: its admission script says first
+whether the token was revoked (a revoked token gets AUTH_REVOKED, never suggestions), and
+takes a token from the caller's rate limit.
 
 State: `state:<glob>:read|write` scopes over the caller's own tenant's namespaces (a scope
 never reaches another tenant): one it may not read is NAMESPACE_NOT_FOUND, exactly like a
@@ -36,11 +41,11 @@ class AuthorizeStage:
         # share of the hot path. The answer depends on nothing else, so it can never go stale.
         self._may_call: dict[tuple[tuple[str, ...], str], bool] = {}
 
-    def _allowed(self, principal: Principal, tool: str) -> bool:
-        key = (principal.scopes, tool)
+    def _allowed(self, principal: Principal, tool: RegisteredTool) -> bool:
+        key = (principal.scopes, tool.name)
         allowed = self._may_call.get(key)
         if allowed is None:
-            allowed = principal.may_call(tool)
+            allowed = tool.callable_by(principal)
             if len(self._may_call) >= _DECISIONS_KEPT:  # bounded: names come from requests
                 self._may_call.clear()
             self._may_call[key] = allowed
@@ -49,7 +54,10 @@ class AuthorizeStage:
     async def __call__(self, ctx: RequestContext) -> None:
         principal = ctx.require_principal()
         if ctx.tool_name is not None:
-            ctx.tool = find_tool(self.registry, principal, ctx.tool_name, self._allowed)
+            try:
+                ctx.tool = find_tool(self.registry, principal, ctx.tool_name, self._allowed)
+            except GatewayError as refused:
+                ctx.tool_refusal = refused
         if ctx.namespace is not None:
             namespace = check_namespace(ctx.namespace)
             if not principal.may_access(namespace, "read"):
@@ -66,14 +74,16 @@ def find_tool(
     registry: ToolRegistry,
     principal: Principal,
     name: str,
-    may_call: Callable[[Principal, str], bool] = Principal.may_call,
+    may_call: Callable[[Principal, RegisteredTool], bool] | None = None,
 ) -> RegisteredTool:
-    """The served tool `name` if `principal` may call it (`may_call` decides), else
-    TOOL_NOT_FOUND (with suggestions) or TOOL_NOT_ALLOWED."""
+    """The tool served as `name` (or under that alias) if `principal` may call it (`may_call`
+    decides; by default a scope covering any of its names), else TOOL_NOT_FOUND (with
+    suggestions) or TOOL_NOT_ALLOWED."""
     tool = registry.get(name)
     if tool is None:
         raise _not_found(registry, principal, name)
-    if not may_call(principal, name):
+    allowed = may_call(principal, tool) if may_call is not None else tool.callable_by(principal)
+    if not allowed:
         raise GatewayError.of(
             ErrorCode.TOOL_NOT_ALLOWED,
             f"agent {principal.tenant}/{principal.agent} may not call {name!r}; GET /v1/tools"
@@ -83,7 +93,7 @@ def find_tool(
 
 
 def _not_found(registry: ToolRegistry, principal: Principal, name: str) -> GatewayError:
-    callable_names = [t.name for t in registry if principal.may_call(t.name)]
+    callable_names = [t.name for t in registry if t.callable_by(principal)]
     suggestions = difflib.get_close_matches(name, callable_names, n=_SUGGESTED)
     guess = f"did you mean {', '.join(repr(s) for s in suggestions)}? " if suggestions else ""
     return GatewayError.of(
@@ -97,4 +107,4 @@ def _not_found(registry: ToolRegistry, principal: Principal, name: str) -> Gatew
 def allowed_specs(registry: ToolRegistry, ctx: RequestContext) -> list[ToolSpec]:
     """The specs of the tools the caller may call: what `tools/list` shows it."""
     principal = ctx.require_principal()
-    return [t.spec for t in registry if principal.may_call(t.name)]
+    return [t.spec for t in registry if t.callable_by(principal)]

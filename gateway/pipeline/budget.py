@@ -8,6 +8,12 @@ latency windows): it names what the script reads for it (`reads`), then decides 
 was read (`allocate`); the default grants the tool's declared timeout, cut to what is left
 before the run's deadline. The grant and the kill margin land on the context; the dispatch
 stage fits the call's limits to them (`sandbox.time_limit` does the arithmetic).
+
+Buckets are per identity x target: a tool, `state:*` for all state operations, `mcp:*` for
+every MCP message that is not a tool call (lists, reads, `ping`, notifications), and
+`refused:*` for calls naming a tool the caller may not call (authorize's refusal is raised
+here, after revocation and the rate limit were checked). No target name is the caller's own
+text, so the keys a caller can make are bounded by what the gateway serves.
 """
 
 from __future__ import annotations
@@ -51,6 +57,21 @@ class DeadlineClamp:
         return TimeGrant(left if declared is None else min(declared, left))
 
 
+def _bucket_of(ctx: RequestContext) -> str | None:
+    """The bucket a request takes its token from (None: none). Bucket names of groups hold
+    a colon, which no tool name does; a group's requests share one, so more namespaces, more
+    lists or more wrong names add no rate."""
+    if ctx.tool is not None:
+        return ctx.tool.name  # the served name, whichever spelling the caller used
+    if ctx.tool_refusal is not None:
+        return "refused:*"
+    if ctx.tool_name is not None:  # a pipeline without authorize (tests compose such)
+        return ctx.tool_name
+    if ctx.namespace is not None:
+        return "state:*"
+    return "mcp:*" if ctx.transport == "mcp" else None
+
+
 class BudgetStage:
     name = "budget"
 
@@ -60,9 +81,7 @@ class BudgetStage:
 
     async def __call__(self, ctx: RequestContext) -> None:
         p = ctx.require_principal()
-        # Buckets are per identity x tool; all state operations of an identity share one
-        # bucket ("state:*": no tool name holds a colon), so more namespaces add no rate.
-        target = ctx.tool_name or ("state:*" if ctx.namespace is not None else None)
+        target = _bucket_of(ctx)
         decision = await self.admission.admit(
             p.tenant, p.agent, p.generation, target, self.allocator.reads(ctx)
         )
@@ -81,6 +100,8 @@ class BudgetStage:
             )
         if not decision.allowed:
             raise self._rate_limited(p.tenant, p.agent, target, decision)
+        if ctx.tool_refusal is not None:
+            raise ctx.tool_refusal
         grant = await self.allocator.allocate(ctx, decision)
         ctx.granted_ms, ctx.kill_margin_ms = grant.granted_ms, grant.kill_margin_ms
 

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from gateway.gateway_error import GatewayError
 from gateway.tracing import TRACING, current_trace
 from protocol import (
     Access,
@@ -59,6 +60,10 @@ class RequestContext:
     trace_id: str = ""
     traceparent: str = ""  # what our span hands on to the tool: the caller's trace, our span id
     tool: RegisteredTool | None = None
+    # The tool named is not one the caller may call (not served, or outside its scopes):
+    # found by authorize, raised by budget once admission knows the token is current, so a
+    # revoked token learns nothing about the tools served.
+    tool_refusal: GatewayError | None = None
     granted_ms: int | None = None
     kill_margin_ms: int | None = None  # moves the sandbox's deadline before the run's
     grant: BudgetGrant | None = None  # what the caller is told: the grant, the time left

@@ -200,7 +200,9 @@ class HttpUpstream:
     async def call(self, invocation: Invocation) -> Outcome:
         """Call the tool on the upstream within the call's grant; its failures as SERF."""
         began = time.perf_counter()
-        tool = invocation.tool.removeprefix(f"{self.name}.")
+        # The upstream's own name, from the entrypoint `mcp_http:<source>/<tool>` (the served
+        # name may have had characters replaced).
+        tool = invocation.entrypoint.partition("/")[2]
         timeout_ms = invocation.limits.timeout_ms
         meta: dict[str, Any] = {TIMEOUT_META: timeout_ms}
         if invocation.context.deadline_ms is not None:

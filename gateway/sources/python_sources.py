@@ -4,10 +4,12 @@ The gateway never imports a user's tool code. For each `python` source of `concl
 prepares the source's package directory (and its requirements: a directory bound read-only
 for bwrap and process, an image layer for docker), starts one sandbox on the configured
 backend, asks it (`tools.sources.source_loader.describe_sources`, run as an ordinary call)
-for every source's tool specs, and registers them as `<source>.<tool>` with the allow/deny
-filters applied and the source's default intent for tools that declare none. A source that
-cannot be prepared or imported, or that clashes with another, is left out with one log line
-naming it and why; every other source is served. The sandbox executor then runs with the
+for every source's tool specs, and registers them under their served names
+(`tools.sources.tool_names`) with the allow/deny filters applied and the source's default
+intent for tools that declare none. A source that cannot be prepared or imported is left out
+with one log line naming it and why; every other source is served. A served name too long or
+claimed by another tool is a configuration error: the gateway does not start. The sandbox
+executor then runs with the
 prepared packages among its tool modules and, on docker, the last source layer as its image.
 """
 
@@ -129,13 +131,10 @@ async def open_python_sources(
 
 def register_sources(registry: ToolRegistry, reports: tuple[SourceReport, ...]) -> list[str]:
     """Add each served source's tools (their names returned, for removal when the gateway
-    stops); a source with a tool name already served is refused whole."""
+    stops). A name (or alias) another tool already has is a configuration error that stops
+    the start-up: `DuplicateToolError`, one line naming both tools."""
     added: list[str] = []
     for report in reports:
-        clash = next((t.name for t in report.tools if t.name in registry), None)
-        if clash is not None:
-            log.error("tool source %r refused: tool %r is already served", report.name, clash)
-            continue
         if report.error is not None:
             log.error("tool source %r not served: %s", report.name, report.error)
         for tool in report.tools:
@@ -218,17 +217,22 @@ def _served(source: PythonSource, described: Any) -> SourceReport:
         return _failed(source, str(described["error"]))
     served = []
     for entry in described.get("tools") or []:
-        spec = ToolSpec.model_validate(entry["spec"])
-        own = spec.name.removeprefix(f"{source.name}.")
+        own = str(entry["own"])
         if not source.serves(own):
             continue
+        # The sandbox filed it under the same name (tools.sources.tool_names): the runner
+        # finds it by the name each call carries. Too long a name stops the start-up.
+        name = source.qualified(own)
+        spec = ToolSpec.model_validate({**entry["spec"], "name": name})
         if spec.intent == ResourceIntent():  # declared none: the source's default
             spec = spec.model_copy(update={"intent": source.intent})
-        served.append(_sandboxed_tool(spec, str(entry["entrypoint"]), source))
+        served.append(_sandboxed_tool(spec, str(entry["entrypoint"]), source, own))
     return SourceReport(source.name, source.kind, tools=tuple(served))
 
 
-def _sandboxed_tool(spec: ToolSpec, entrypoint: str, source: PythonSource) -> RegisteredTool:
+def _sandboxed_tool(
+    spec: ToolSpec, entrypoint: str, source: PythonSource, own: str
+) -> RegisteredTool:
     """The gateway's entry for a tool that only ever runs in a sandbox (which validates its
     arguments against the schema); the function here is never called."""
     model = create_model(f"{spec.name}_arguments", __config__=ConfigDict(extra="allow"))
@@ -237,7 +241,10 @@ def _sandboxed_tool(spec: ToolSpec, entrypoint: str, source: PythonSource) -> Re
         raise RuntimeError(f"{spec.name} runs in a sandbox, never in the gateway")
 
     network = () if source.network == "none" else source.network
-    return RegisteredTool(spec, runs_in_sandbox, model, None, entrypoint, network=network)
+    aliases = source.aliases(own)  # `own` as the source's code names it
+    return RegisteredTool(
+        spec, runs_in_sandbox, model, None, entrypoint, network=network, aliases=aliases
+    )
 
 
 def _failed(source: PythonSource, why: str) -> SourceReport:

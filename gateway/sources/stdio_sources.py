@@ -4,16 +4,17 @@ At start-up each source's runtime is prepared on the host (`tools.sources.prepar
 its npm packages, and its PyPI packages as a read-only directory for bwrap and process or an
 image layer for docker, plus the host's node in the image when it has npm packages). One
 discovery sandbox then starts each server and lists its tools, resources and prompts; its
-tools are registered as `<source>.<tool>` (allow/deny applied, the source's default intent),
-their entrypoint `mcp_stdio:<source>/<tool>`. A source that cannot be prepared, started or
-listed, or whose tool names clash, is left out with one log line naming it; every other
-source is served.
+tools are registered under their served names, `<source>.<tool>` an alias
+(`tools.sources.tool_names`; allow/deny applied, the source's default intent), their
+entrypoint `mcp_stdio:<source>/<tool>`. A source that cannot be prepared, started or listed
+is left out with one log line naming it; every other source is served. A served name too
+long or claimed by another tool stops the start-up, naming both.
 
 The gateway is each server's MCP client: `StdioRouter` turns a call of a source's tool into
 a `tools/call` message that the sandbox pool runs in the caller's own sandbox, where the
 runner keeps the server warm (`sandbox.runner`), and reads the server's result. Resources and
 prompts are served at `/mcp` (`gateway.http.mcp.catalog`) to the principals whose scopes
-cover the source (`tool:<source>.*`), read in the caller's sandbox too.
+cover the source (`tool:<source>.*` or `tool:<source>__*`), read in the caller's sandbox too.
 """
 
 from __future__ import annotations
@@ -187,13 +188,12 @@ class StdioSources:
             server.prompts = {str(p.get("name")): p for p in listed}
 
     def _register(self, server: StdioServer) -> None:
-        """Register the server's tools, or none of them when one's name is already served."""
+        """Register the server's tools under their served names. A name too long
+        (`ToolNameError`) or claimed by another tool (`DuplicateToolError`, one line naming
+        both) is a configuration error that stops the start-up."""
         tools = []
         for name, found in server.tools.items():
             qualified = server.source.qualified(name)
-            if qualified in self.registry:
-                self._refuse(server.source, f"its tool {qualified!r} is already served")
-                return
             annotations = found.get("annotations") or {}
             try:
                 spec = ToolSpec(
@@ -211,7 +211,13 @@ class StdioSources:
             entrypoint = f"{MCP_STDIO_ENTRYPOINT}{server.name}/{name}"
             tools.append(
                 RegisteredTool(
-                    spec, _runs_in_sandbox, _ServerArguments, None, entrypoint, network=network
+                    spec,
+                    _runs_in_sandbox,
+                    _ServerArguments,
+                    None,
+                    entrypoint,
+                    network=network,
+                    aliases=server.source.aliases(name),
                 )
             )
         for tool in tools:
@@ -257,7 +263,7 @@ class StdioSources:
     # /mcp's resources and prompts (gateway.http.mcp.catalog)
 
     def _visible(self, principal: Principal) -> list[StdioServer]:
-        return [s for s in self.servers.values() if principal.may_call(f"{s.name}.*")]
+        return [s for s in self.servers.values() if s.source.visible_to(principal)]
 
     def resources_for(self, principal: Principal) -> list[dict[str, Any]]:
         return [r for s in self._visible(principal) for r in s.resources.values()]

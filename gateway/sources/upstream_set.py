@@ -1,13 +1,17 @@
 """`UpstreamSet`: the gateway's `mcp_http` upstreams, and what they add to the gateway.
 
-- Their tools go into the gateway's `ToolRegistry` as `<source>.<tool>` (the source's allow
-  and deny filters applied, its default intent), so listings, scopes and the six stages treat
-  them like every other tool; their entrypoint `mcp_http:<source>/<tool>` says where they run.
+- Their tools go into the gateway's `ToolRegistry` under their served names, `<source>.<tool>`
+  an alias (`tools.sources.tool_names`; the source's allow and deny filters applied, its
+  default intent), so listings, scopes and the six stages treat them like every other tool;
+  their entrypoint `mcp_http:<source>/<tool>` says where they run. An upstream's tools are
+  known only once it answers, which may be long after start-up: a tool whose name is too long
+  or claimed by another tool is left out with one log line naming both, the others served.
 - `UpstreamRouter` is the dispatch stage's executor: a call of an upstream tool goes to its
   upstream, every other call to the sandbox executor. The budgets need nothing new: latency
   windows and breakers are kept per (tenant, tool), so per upstream tool.
 - Their resources and prompts are served at `/mcp`. Who sees them: a principal whose
-  `tool:` scopes cover every tool of the source (`tool:<source>.*`, or `tool:*`) sees and may
+  `tool:` scopes cover every tool of the source (`tool:<source>.*`, `tool:<source>__*` or
+  `tool:*`) sees and may
   read its resources and get its prompts; to anyone else they do not exist (NOT_FOUND).
   Prompts are named `<source>.<prompt>`; resources keep their upstream URIs.
 """
@@ -26,8 +30,8 @@ from gateway.gateway_error import GatewayError
 from gateway.sources.http_upstream import HttpUpstream
 from protocol import ErrorCode, Principal, ToolSpec
 from sandbox import Invocation, Outcome, ToolExecutor
-from tools import RegisteredTool, ToolRegistry
-from tools.sources import McpHttpSource, ToolSource
+from tools import DuplicateToolError, RegisteredTool, ToolRegistry
+from tools.sources import McpHttpSource, ToolNameError, ToolSource
 
 log = logging.getLogger("conclave.upstreams")
 
@@ -65,10 +69,13 @@ class UpstreamSet:
 
     def _register(self, upstream: HttpUpstream) -> None:
         for name, found in upstream.tools.items():
-            qualified = f"{upstream.name}.{name}"
+            try:
+                qualified = upstream.source.qualified(name)
+            except ToolNameError as exc:
+                log.error("mcp_http source %r: %s", upstream.name, exc)
+                continue
             if qualified in self._registered:
                 continue  # registered at an earlier discovery
-            self._registered.append(qualified)
             spec = ToolSpec(
                 name=qualified,
                 description=found.description or "",
@@ -76,15 +83,20 @@ class UpstreamSet:
                 intent=upstream.source.intent,
                 idempotent=found.idempotent,
             )
-            self.registry.add(
-                RegisteredTool(
-                    spec=spec,
-                    function=_runs_upstream,
-                    arguments_model=_UpstreamArguments,
-                    context_param=None,
-                    entrypoint=f"{ENTRYPOINT_PREFIX}{upstream.name}/{name}",
-                )
+            tool = RegisteredTool(
+                spec=spec,
+                function=_runs_upstream,
+                arguments_model=_UpstreamArguments,
+                context_param=None,
+                entrypoint=f"{ENTRYPOINT_PREFIX}{upstream.name}/{name}",
+                aliases=upstream.source.aliases(name),
             )
+            try:
+                self.registry.add(tool)
+            except DuplicateToolError as exc:
+                log.error("mcp_http source %r: %s", upstream.name, exc)
+                continue
+            self._registered.append(qualified)
         log.info(
             "mcp_http source %r serves %d tools, %d resources, %d prompts",
             upstream.name,
@@ -99,7 +111,7 @@ class UpstreamSet:
         return self.upstreams.get(tool.entrypoint[len(ENTRYPOINT_PREFIX) :].split("/", 1)[0])
 
     def _visible(self, principal: Principal) -> list[HttpUpstream]:
-        return [u for u in self.upstreams.values() if principal.may_call(f"{u.name}.*")]
+        return [u for u in self.upstreams.values() if u.source.visible_to(principal)]
 
     def resources_for(self, principal: Principal) -> list[dict[str, Any]]:
         return [r for upstream in self._visible(principal) for r in upstream.resources.values()]

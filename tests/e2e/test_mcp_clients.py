@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from typing import Literal
 
 import pytest
 from fastmcp import Client as FastMcpClient
 from fastmcp.exceptions import ToolError
+from mcp import types
 from mcp.client.client import Client
+from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
@@ -40,14 +43,58 @@ async def test_the_mcp_client_lists_and_calls_with_a_bearer_token(stack: Embedde
         text = wrong.content[0].text  # type: ignore[union-attr]
         assert "- message: Input should be a valid string" in text
 
-        with pytest.raises(MCPError) as typo:  # a typo: not found, with a tool it may call
-            await mcp.call_tool("ecoh", {"message": "hello"})
-        assert typo.value.error.data["code"] == "TOOL_NOT_FOUND"
-        assert typo.value.error.data["details"]["suggestions"] == ["echo"]
+        # A typo: a tool error, not found, suggesting a tool it may call.
+        typo = await mcp.call_tool("ecoh", {"message": "hello"})
+        assert typo.is_error and typo.structured_content is not None
+        assert typo.structured_content["code"] == "TOOL_NOT_FOUND"
+        assert typo.structured_content["details"]["suggestions"] == ["echo"]
 
-        with pytest.raises(MCPError) as refused:  # a protocol error: JSON-RPC error
-            await mcp.call_tool("run_shell", {"command": "id"})
-        assert refused.value.error.data["code"] == "TOOL_NOT_ALLOWED"
+        # A tool outside its scopes: a tool error too, which the model sees and recovers from.
+        refused = await mcp.call_tool("run_shell", {"command": "id"})
+        assert refused.is_error and refused.structured_content is not None
+        assert refused.structured_content["code"] == "TOOL_NOT_ALLOWED"
+
+
+class _NoSuchMethod(types.Request[None, Literal["conclave/no-such-method"]]):
+    method: Literal["conclave/no-such-method"] = "conclave/no-such-method"
+    params: None = None
+
+
+async def _survives_refusals(session: ClientSession | Client) -> None:
+    """A refused tool, an unknown tool and an unknown method, each followed by a call that
+    must work on the same session (the mcp 1.x client ended it on a 4xx)."""
+    refused = await session.call_tool("run_shell", {"command": "id"})
+    assert refused.is_error
+    assert (await session.call_tool("echo", {"message": "after refused"})).content
+    unknown = await session.call_tool("no_such_tool", {})
+    assert unknown.is_error
+    assert (await session.call_tool("echo", {"message": "after unknown"})).content
+    sender = session.session if isinstance(session, Client) else session
+    with pytest.raises(MCPError) as no_method:
+        await sender.send_request(_NoSuchMethod(), types.EmptyResult)
+    assert no_method.value.error.code == types.METHOD_NOT_FOUND
+    assert no_method.value.error.data["code"] == "METHOD_NOT_FOUND"
+    after = await session.call_tool("echo", {"message": "after unknown method"})
+    assert not after.is_error and after.structured_content == {"result": "after unknown method"}
+    assert [t.name for t in (await session.list_tools()).tools] == ["echo", "read_file"]
+
+
+async def test_refusals_do_not_end_a_session_of_the_low_level_client(
+    stack: EmbeddedStack,
+) -> None:
+    """`ClientSession` over the transport's streams: how the mcp 1.x client (and
+    langchain-mcp-adapters, which pins it) is used."""
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {_token(stack)}"})
+    transport = streamable_http_client(f"{stack.url}/mcp", http_client=http)
+    async with http, transport as streams, ClientSession(streams[0], streams[1]) as session:
+        await session.initialize()
+        await _survives_refusals(session)
+
+
+async def test_refusals_do_not_end_a_session_of_the_client(stack: EmbeddedStack) -> None:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {_token(stack)}"})
+    async with http, Client(streamable_http_client(f"{stack.url}/mcp", http_client=http)) as mcp:
+        await _survives_refusals(mcp)
 
 
 async def test_the_fastmcp_client_lists_and_calls_with_a_bearer_token(

@@ -13,7 +13,6 @@ from fastapi.routing import iter_route_contexts
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.shared.exceptions import MCPError
 from redis.asyncio import Redis
 
 from conclave.stack import EmbeddedStack
@@ -151,13 +150,15 @@ async def test_a_typo_in_a_tool_name_is_not_found_with_a_suggestion_it_may_call(
 async def test_a_typo_over_mcp_is_tool_not_found_with_the_suggestion(
     http: httpx.AsyncClient, settings: Settings
 ) -> None:
+    # A tool error (isError, HTTP 200), which a model sees and a client session survives.
     message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "ecoh"}}
     answer = await http.post("/mcp", json=message, headers=_bearer(settings, "tool:echo"))
-    assert answer.status_code == 404, answer.text
-    error = answer.json()["error"]
-    assert error["data"]["code"] == "TOOL_NOT_FOUND"
-    assert error["data"]["details"]["suggestions"] == ["echo"]
-    assert "did you mean 'echo'?" in error["message"]
+    assert answer.status_code == 200, answer.text
+    result = answer.json()["result"]
+    assert result["isError"] is True
+    assert result["structuredContent"]["code"] == "TOOL_NOT_FOUND"
+    assert result["structuredContent"]["details"]["suggestions"] == ["echo"]
+    assert "did you mean 'echo'?" in result["content"][0]["text"]
 
 
 # --- MCP text content ----------------------------------------------------------------------
@@ -180,9 +181,9 @@ async def test_the_mcp_text_content_of_an_argument_error_names_what_to_fix(
         text = wrong.content[0].text  # type: ignore[union-attr]
         assert text.startswith("INVALID_ARGUMENTS: ")
         assert "- message: Input should be a valid string" in text
-        with pytest.raises(MCPError) as typo:
-            await mcp.call_tool("ecoh", {"message": "hi"})
-        assert "did you mean 'echo'?" in typo.value.error.message
+        typo = await mcp.call_tool("ecoh", {"message": "hi"})
+        assert typo.is_error
+        assert "did you mean 'echo'?" in typo.content[0].text  # type: ignore[union-attr]
 
 
 # --- the OpenAPI document ------------------------------------------------------------------

@@ -90,12 +90,12 @@ async def test_upstream_tools_are_listed_per_scope_and_called_through_rest(
         everything = _auth(settings, "tool:*")
         listed = await client.get("/v1/tools", headers=everything)
         names = {t["name"] for t in listed.json()}
-        assert {"up.echo", "up.sleep", "up.fail", "echo"} <= names
-        assert "up.garbage" not in names  # denied by the source's filter
+        assert {"up__echo", "up__sleep", "up__fail", "echo"} <= names
+        assert "up__garbage" not in names  # denied by the source's filter
 
         only_echo = _auth(settings, "tool:up.echo", agent="narrow")
         narrow = await client.get("/v1/tools", headers=only_echo)
-        assert [t["name"] for t in narrow.json()] == ["up.echo"]
+        assert [t["name"] for t in narrow.json()] == ["up__echo"]  # scope by the dotted alias
         refused = await _call(client, only_echo, "up.sleep", arguments={"ms": 1})
         assert refused.json()["code"] == "TOOL_NOT_ALLOWED"
 
@@ -194,8 +194,8 @@ async def test_an_upstream_down_at_start_up_is_not_served_and_the_rest_is(
         async with _gateway(settings, down, few) as app, _client(app) as client:
             headers = _auth(settings, "tool:*")
             names = {t["name"] for t in (await client.get("/v1/tools", headers=headers)).json()}
-            assert "few.echo" in names and "few.sleep" not in names
-            assert not any(n.startswith("gone.") for n in names)
+            assert "few__echo" in names and "few__sleep" not in names
+            assert not any(n.startswith("gone__") for n in names)
             health = await client.get("/healthz")
             assert health.status_code == 200
             built_in = await _call(client, headers, "echo", arguments={"message": "ok"})
@@ -224,8 +224,8 @@ async def test_the_official_mcp_client_at_our_mcp_calls_lists_and_reads_per_iden
 
         async with mcp_as("tool:up.*", agent="full") as client:
             tools = {t.name for t in (await client.list_tools()).tools}
-            assert {"up.echo", "up.fail"} <= tools
-            answer = await client.call_tool("up.echo", {"message": "via mcp"})
+            assert {"up__echo", "up__fail"} <= tools
+            answer = await client.call_tool("up__echo", {"message": "via mcp"})
             assert not answer.is_error and answer.structured_content == {"result": "via mcp"}
             failed = await client.call_tool("up.fail", {})
             assert failed.is_error and failed.structured_content is not None
@@ -313,7 +313,7 @@ async def test_the_readme_mcp_http_example_runs_as_written(
             assert command[0] == "conclave"
             done = _conclave(*command[1:], cwd=tmp_path)
             assert done.returncode == 0, done.stdout + done.stderr
-            assert "ok    cal (mcp_http): cal.days_between (0 resources, 0 prompts)" in done.stdout
+            assert "ok    cal (mcp_http): cal__days_between (0 resources, 0 prompts)" in done.stdout
 
         sources = [s for s in load_config(config).source if isinstance(s, McpHttpSource)]
         async with _gateway(settings, *sources) as app, _client(app) as client:
@@ -321,7 +321,7 @@ async def test_the_readme_mcp_http_example_runs_as_written(
             answer = await _call(
                 client,
                 headers,
-                "cal.days_between",
+                "cal__days_between",
                 arguments={"start": "2025-01-01", "end": "2025-03-01"},
             )
             assert answer.status_code == 200, answer.text
@@ -331,7 +331,7 @@ async def test_the_readme_mcp_http_example_runs_as_written(
                 "id": 7,
                 "method": "tools/call",
                 "params": {
-                    "name": "cal.days_between",
+                    "name": "cal__days_between",
                     "arguments": {"start": "2025-03-01", "end": "2025-03-08"},
                 },
             }
@@ -355,7 +355,7 @@ def test_tools_check_connects_to_each_mcp_http_source_and_says_why_not(
     done = _conclave("tools", "check", str(config), cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert "ok    up (mcp_http): up.echo (1 resources, 1 prompts)" in lines
+    assert "ok    up (mcp_http): up__echo (1 resources, 1 prompts)" in lines
     gone = [line for line in lines if line.startswith("FAIL  gone (mcp_http): ")]
     assert len(gone) == 1 and "connect" in gone[0].lower()
     keyless = [line for line in lines if line.startswith("FAIL  keyless (mcp_http): ")]

@@ -150,11 +150,14 @@ async def test_a_refusal_marks_its_stage_and_request_with_the_serf_code(
     assert refused.status_code == 403
     code = refused.json()["code"]
     found = _by_name(spans.get_finished_spans())
-    for name in ("POST /v1/tools/run_python/call", "stage authorize"):
+    # Authorize finds the tool refused; budget raises it once admission has said the token is
+    # current (a revoked token gets AUTH_REVOKED, never a hint of the tools served).
+    for name in ("POST /v1/tools/run_python/call", "stage budget"):
         span = found[name]
         assert span.status.status_code is StatusCode.ERROR, name
         assert span.attributes is not None and span.attributes["conclave.error.code"] == code
     assert found["stage scope"].status.status_code is StatusCode.UNSET
+    assert found["stage authorize"].status.status_code is StatusCode.UNSET
     assert "stage dispatch" not in found and "stage account" in found  # refused before it
 
 
@@ -176,7 +179,8 @@ async def test_an_mcp_upstream_receives_the_trace_context_of_its_span(
     found = _by_name(spans.get_finished_spans())
     upstream = found["mcp tools/call"]
     assert upstream.kind is SpanKind.CLIENT
-    assert _parent_of(upstream) == _id(found["execute up.traceparent_seen"])
+    # Called by its dotted alias; the span names the tool by its served name.
+    assert _parent_of(upstream) == _id(found["execute up__traceparent_seen"])
     assert upstream.context is not None
     trace_id = f"{upstream.context.trace_id:032x}"
     assert answer.trace_id == trace_id

@@ -93,7 +93,7 @@ async def test_a_huge_method_or_tool_name_grows_neither_metrics_nor_audit(
     assert unknown.json()["error"]["data"]["code"] == "METHOD_NOT_FOUND"
     assert len(unknown.content) < 4096  # the answer does not echo the name back whole
     call = await http.post("/mcp", json=_rpc("tools/call", name=name), headers=signed_in)
-    data = call.json()["error"]["data"]
+    data = call.json()["result"]["structuredContent"]  # a tool error: isError
     assert data["code"] == "TOOL_NOT_FOUND"
     record = await _audited(http, stack, data["trace_id"])
     assert len(record) < 2048 and "chars, cut]" in json.loads(record)["tool"]
@@ -151,7 +151,7 @@ async def test_deeply_nested_json_is_a_parse_error_on_every_route(
     response = await http.post("/mcp", content=bomb)
     assert response.status_code == 401, response.text
     response = await http.post("/mcp", content=bomb, headers=signed_in)
-    assert response.status_code == 400
+    assert response.status_code == 200  # a JSON-RPC error, which goes with HTTP 200
     assert response.json()["error"]["code"] == -32700  # JSON-RPC's parse error
     assert response.json()["error"]["data"]["code"] == "PARSE_ERROR"
     call = {"arguments": {"message": deep}}

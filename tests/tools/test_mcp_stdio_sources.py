@@ -102,9 +102,9 @@ async def _time_through_rest_and_mcp(settings: Settings) -> None:
     async with _gateway(settings, time_source) as app, _rest(app) as client:
         headers = _auth(settings, "tool:time.*")
         names = {t["name"] for t in (await client.get("/v1/tools", headers=headers)).json()}
-        assert {"time.get_current_time", "time.convert_time"} <= names
+        assert {"time__get_current_time", "time__convert_time"} <= names
         arguments = {"timezone": "Europe/Paris"}
-        answer = await _call(client, headers, "time.get_current_time", arguments=arguments)
+        answer = await _call(client, headers, "time__get_current_time", arguments=arguments)
         assert answer.status_code == 200, answer.text
         body = answer.json()
         assert body["result"]["timezone"] == "Europe/Paris"
@@ -112,7 +112,7 @@ async def _time_through_rest_and_mcp(settings: Settings) -> None:
         converted = await _call(
             client,
             headers,
-            "time.convert_time",
+            "time.convert_time",  # the dotted name of earlier releases: an alias
             arguments={"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"},
         )
         assert converted.json()["result"]["target"]["datetime"].startswith(
@@ -124,8 +124,8 @@ async def _time_through_rest_and_mcp(settings: Settings) -> None:
         assert bad.json()["code"] == "TOOL_FAILED" and not bad.json()["retryable"]
         async with _mcp(app, _auth(settings, "tool:time.*", agent="mcp-user")) as mcp:
             tools = {t.name for t in (await mcp.list_tools()).tools}
-            assert "time.get_current_time" in tools
-            result = await mcp.call_tool("time.get_current_time", {"timezone": "UTC"})
+            assert "time__get_current_time" in tools
+            result = await mcp.call_tool("time__get_current_time", {"timezone": "UTC"})
             assert not result.is_error
             assert result.structured_content is not None
             assert result.structured_content["result"]["timezone"] == "UTC"
@@ -173,9 +173,9 @@ async def test_faults_get_their_serf_codes_and_leave_nothing_running(
     async with _gateway(settings, *sources) as app, _rest(app) as client:
         headers = _auth(settings, "tool:*")
         names = {t["name"] for t in (await client.get("/v1/tools", headers=headers)).json()}
-        assert "odd.echo" in names and "echo" in names
+        assert "odd__echo" in names and "echo" in names
         for refused in ("nostart", "hangs", "twice", "missing"):
-            assert not any(n.startswith(f"{refused}.") for n in names)
+            assert not any(n.startswith(f"{refused}__") for n in names)
             lines = [r.getMessage() for r in caplog.records if f"'{refused}'" in r.getMessage()]
             assert len(lines) == 1, lines
         said = {
@@ -231,8 +231,8 @@ async def test_server_everything_from_npm_on_docker_serves_tools_resources_and_p
         transport = streamable_http_client(f"{stack.url}/mcp", http_client=http)
         async with http, Client(transport) as mcp:
             tools = {t.name for t in (await mcp.list_tools()).tools}
-            assert "everything.echo" in tools
-            answer = await mcp.call_tool("everything.echo", {"message": "from npm"})
+            assert "everything__echo" in tools
+            answer = await mcp.call_tool("everything__echo", {"message": "from npm"})
             assert not answer.is_error, answer
             assert "from npm" in str(answer.content[0].text)  # type: ignore[union-attr]
             resources = (await mcp.list_resources()).resources
@@ -251,7 +251,7 @@ async def test_server_everything_from_npm_on_docker_serves_tools_resources_and_p
         narrow = {"Authorization": f"Bearer {stack.token('acme', 'other', ['tool:echo'])}"}
         async with httpx.AsyncClient() as rest:
             listed = (await rest.get(f"{stack.url}/v1/tools", headers=narrow)).json()
-        assert listed and not any(t["name"].startswith("everything.") for t in listed)
+        assert listed and not any(t["name"].startswith("everything__") for t in listed)
 
 
 def test_tools_check_starts_each_stdio_source_once(bwrap_available: None, tmp_path: Path) -> None:
@@ -265,5 +265,5 @@ def test_tools_check_starts_each_stdio_source_once(bwrap_available: None, tmp_pa
     command = [sys.executable, "-m", "conclave", "tools", "check", str(config)]
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "ok    odd (mcp_stdio): odd.echo, odd.pid" in done.stdout
+    assert "ok    odd (mcp_stdio): odd__echo, odd__pid" in done.stdout
     assert re.search(r"FAIL  bad \(mcp_stdio\): .*'no-such-mcp-server' cannot start", done.stdout)

@@ -78,18 +78,18 @@ def test_the_readme_example_runs_on_docker_with_its_dependency(
         done = _conclave(*command[1:], cwd=tmp_path)
         assert done.returncode == 0, done.stdout + done.stderr
         if command[1:3] == ["tools", "check"]:
-            assert "ok    human (python): human.natural_size" in done.stdout
+            assert "ok    human (python): human__natural_size" in done.stdout
         if command[1:3] == ["tools", "list"]:
-            assert re.search(r"human\s+human\.natural_size\s+.*docker", done.stdout)
-            assert "human.ordinal" not in done.stdout  # denied
+            assert re.search(r"human\s+human__natural_size\s+.*docker", done.stdout)
+            assert "human__ordinal" not in done.stdout  # denied
     settings = settings_from(config, redis_url=redis_url, port=0, **SECRETS)
     assert settings.sandbox_backend == "docker"  # from the file's [gateway] table
     with EmbeddedStack(settings) as stack:
         bearer = {"Authorization": f"Bearer {stack.token('acme', 'ops', ['tool:human.*'])}"}
         listed = httpx.get(f"{stack.url}/v1/tools", headers=bearer).json()
-        assert [t["name"] for t in listed] == ["human.natural_size"]
+        assert [t["name"] for t in listed] == ["human__natural_size"]
         call = httpx.post(
-            f"{stack.url}/v1/tools/human.natural_size/call",
+            f"{stack.url}/v1/tools/human__natural_size/call",
             json={"arguments": {"num_bytes": 3000000}},
             headers=bearer,
             timeout=60,
@@ -145,9 +145,9 @@ async def test_a_single_file_source_on_bwrap_with_its_filters(
 ) -> None:
     client, bearer = bwrap_gateway
     names = {t["name"] for t in (await client.get("/v1/tools", headers=bearer)).json()}
-    assert "text.shout" in names and "echo" in names
-    assert "text.whisper" not in names  # denied
-    assert not any(n.startswith("broken.") for n in names)  # failed to import
+    assert "text__shout" in names and "echo" in names
+    assert "text__whisper" not in names  # denied
+    assert not any(n.startswith("broken__") for n in names)  # failed to import
     call = await client.post(
         "/v1/tools/text.shout/call", json={"arguments": {"text": "hi"}}, headers=bearer
     )
@@ -157,7 +157,7 @@ async def test_a_single_file_source_on_bwrap_with_its_filters(
         "/v1/tools/echo/call", json={"arguments": {"message": "still"}}, headers=bearer
     )
     assert echo.status_code == 200, echo.text
-    for refused in ("text.whisper", "broken.anything"):
+    for refused in ("text.whisper", "text__whisper", "broken.anything", "broken__anything"):
         answer = await client.post(f"/v1/tools/{refused}/call", json={}, headers=bearer)
         assert answer.status_code == 404
         assert answer.json()["code"] == "TOOL_NOT_FOUND" and not answer.json()["retryable"]
@@ -214,7 +214,7 @@ def test_tools_check_names_each_source_that_cannot_be_served(
     done = _conclave("tools", "check", str(config), cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert "ok    a (python): a.shout, a.whisper" in lines
+    assert "ok    a (python): a__shout, a__whisper" in lines
     assert any(
         line.startswith("FAIL  b (python): module 'helpers' is also source 'a''s") for line in lines
     ), lines

@@ -55,6 +55,6 @@ def test_filters_and_prefixes(tmp_path: Path) -> None:
     assert isinstance(mine, PythonSource) and isinstance(up, McpHttpSource)
     served = [t for t in ("get_a", "put_b", "put_secret", "drop") if mine.serves(t)]
     assert served == ["get_a", "put_b"]
-    assert mine.qualified("get_a") == "mine.get_a"
+    assert mine.qualified("get_a") == "mine__get_a" and mine.aliases("get_a") == ("mine.get_a",)
     assert up.serves("anything") and up.network == ("api.example.com:443", "[::1]:8080")
     assert mine.network == "none"  # the default: no egress at all

@@ -17,9 +17,18 @@ from tools.sources.python_source import (
     prepare_python_source,
 )
 from tools.sources.source_loader import DESCRIBE_ENTRYPOINT
+from tools.sources.tool_names import (
+    DEFAULT_SEPARATOR,
+    SERVED_NAME,
+    ToolNameError,
+    dotted_tool_name,
+    served_tool_name,
+)
 
 __all__ = [
+    "DEFAULT_SEPARATOR",
     "DESCRIBE_ENTRYPOINT",
+    "SERVED_NAME",
     "ConclaveConfig",
     "ConfigError",
     "McpHttpSource",
@@ -29,8 +38,11 @@ __all__ = [
     "PythonSource",
     "SourceBase",
     "SourceUnavailable",
+    "ToolNameError",
     "ToolSource",
+    "dotted_tool_name",
     "load_config",
     "prepare_python_source",
     "prepare_stdio_source",
+    "served_tool_name",
 ]

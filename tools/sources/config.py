@@ -5,7 +5,7 @@
 port = 8321
 
 [[source]]
-name = "time"              # the tools' prefix: time.get_current_time
+name = "time"              # the tools' prefix: time__get_current_time
 kind = "mcp_stdio"
 command = ["mcp-server-time"]
 pypi = ["mcp-server-time"]
@@ -17,7 +17,8 @@ path = "tools/my_tools.py" # a module name (`module`), a package directory or on
 requirements = ["humanize>=4"]
 ```
 
-Every source has a `name` (its tools are `<name>.<tool>`), optional `allow`/`deny` globs on
+Every source has a `name` (its tools are served as `<name>__<tool>`, `<name>.<tool>` an alias;
+`separator` changes the `__`, see `tools.sources.tool_names`), optional `allow`/`deny` globs on
 the tools' own names, a default resource `intent`, and `network`: "none" (the default), or an
 allow-list of "host:port" reached through the gateway's egress proxy. A file that does not
 validate is refused with one line per problem, each naming the source and the field.
@@ -33,7 +34,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, ValidationError, field_validator
 
-from protocol import ResourceIntent
+from protocol import Principal, ResourceIntent
+from tools.sources.tool_names import (
+    DEFAULT_SEPARATOR,
+    SEPARATOR,
+    check_served_name,
+    dotted_tool_name,
+    served_tool_name,
+)
 
 SOURCE_NAME = r"[a-z][a-z0-9_-]{0,31}"  # no dot: the dot separates the prefix from the tool
 _HOST_PORT = re.compile(r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})")
@@ -47,6 +55,7 @@ class SourceBase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(pattern=rf"^{SOURCE_NAME}$")  # pydantic-core: $ is the very end
+    separator: str = Field(default=DEFAULT_SEPARATOR, pattern=rf"^{SEPARATOR}$")
     allow: tuple[str, ...] = ()  # globs on the source's own tool names; empty: all
     deny: tuple[str, ...] = ()
     intent: ResourceIntent = ResourceIntent()  # for tools that declare none
@@ -68,7 +77,21 @@ class SourceBase(BaseModel):
         return allowed and not any(fnmatch.fnmatchcase(tool, g) for g in self.deny)
 
     def qualified(self, tool: str) -> str:
-        return f"{self.name}.{tool}"
+        """The name the source's tool `tool` is served under; ToolNameError past 64."""
+        served = served_tool_name(self.name, tool, self.separator)
+        return check_served_name(served, self.name, tool)
+
+    def aliases(self, tool: str) -> tuple[str, ...]:
+        """The other names a call may use for `tool`: the dotted one, unless it is served."""
+        dotted = dotted_tool_name(self.name, tool)
+        return () if dotted == served_tool_name(self.name, tool, self.separator) else (dotted,)
+
+    def visible_to(self, principal: Principal) -> bool:
+        """Whether `principal`'s scopes cover the source as a whole (its resources and
+        prompts go with its tools): `tool:<name>.*`, or the served spelling's glob."""
+        return principal.may_call(f"{self.name}.*") or principal.may_call(
+            f"{self.name}{self.separator}*"
+        )
 
 
 class PythonSource(SourceBase):

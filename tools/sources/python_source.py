@@ -25,7 +25,7 @@ from pathlib import Path
 from tools.sources.config import PythonSource
 from tools.sources.source_loader import CODE_DIR, DEPS_DIR, MANIFEST
 
-RECIPE_VERSION = "1"
+RECIPE_VERSION = "2"  # 2: the manifest names the separator
 PACKAGE_PREFIX = "conclave_source_"
 # Top-level names the sandbox already imports: a user's module of the same name would shadow it.
 RESERVED_MODULES = frozenset({"protocol", "tools", "sandbox", "gateway", "agents", "conclave"})
@@ -84,18 +84,20 @@ def prepare_python_source(
     if top in RESERVED_MODULES or top.startswith(PACKAGE_PREFIX):
         raise SourceUnavailable(f"module name {top!r} is Conclave's own: rename the module")
     requirements = requirement_lines(source, base_dir)
-    digest = _digest(source.name, module, code, requirements, install_requirements)
+    digest = _digest(
+        f"{source.name}{source.separator}", module, code, requirements, install_requirements
+    )
     root = cache_dir / "python-sources" / f"{source.name}-{digest}"
     package = root / (PACKAGE_PREFIX + source.name.replace("-", "_"))
     if not root.is_dir():
-        _build(root, package, source.name, module, code, requirements, install_requirements)
+        _build(root, package, source, module, code, requirements, install_requirements)
     return PreparedSource(source, module, package, digest, requirements)
 
 
 def _build(
     root: Path,
     package: Path,
-    name: str,
+    source: PythonSource,
     module: str,
     code: Path | None,
     requirements: tuple[str, ...],
@@ -110,7 +112,8 @@ def _build(
     elif code is not None:
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
         shutil.copytree(code, staged / CODE_DIR / code.name, ignore=ignore)
-    (staged / MANIFEST).write_text(json.dumps({"source": name, "module": module}))
+    manifest = {"source": source.name, "module": module, "separator": source.separator}
+    (staged / MANIFEST).write_text(json.dumps(manifest))
     (staged / "__init__.py").write_text(_STUB)
     if install and requirements:
         pip_install(requirements, staged / DEPS_DIR)

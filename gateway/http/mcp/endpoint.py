@@ -3,8 +3,15 @@
 Every POST carries one JSON-RPC message and runs through the pipeline like an HTTP call:
 `initialize`, `ping`, `tools/list` and the upstreams' resources and prompts (`catalog`) as
 operations, `tools/call` as the tool call itself, so the same authentication, policy, rate
-limits and audit apply. The server issues no session id
-and offers no server-to-client stream: GET and DELETE answer 405, as the transport allows.
+limits and audit apply; every message, a notification or a `ping` too, takes a token from
+the caller's rate limit. The server issues no session id and offers no server-to-client
+stream: GET and DELETE answer 405, as the transport allows.
+
+The transport's own checks come first: an `Origin` outside the gateway's Host allow-list is
+refused 403 (a browser page on another site must not reach a local gateway), and an
+`MCP-Protocol-Version` header naming a revision not served here 400 once the caller is known
+(a missing header means 2025-03-26, as the transport says). `initialize` asking a revision
+not served here is answered with the newest one served.
 """
 
 from __future__ import annotations
@@ -25,18 +32,19 @@ from gateway.http.mcp.messages import (
     request_id_of,
     rpc_error,
     rpc_result,
+    rpc_status,
     tool_failure,
     tool_result,
 )
 from gateway.http.responses import challenge, method_not_allowed
 from gateway.pipeline import Pipeline, RequestContext, allowed_specs
 from protocol import (
-    PROTOCOL_VERSION,
     ErrorCode,
     InitializeResult,
     JsonRpcErrorResponse,
     JsonRpcRequest,
     JsonRpcResponse,
+    SerfError,
 )
 from tools import ToolRegistry
 
@@ -44,12 +52,14 @@ router = APIRouter(tags=["mcp"])
 
 # Handshake-era revisions whose tools surface this endpoint serves unchanged.
 SUPPORTED_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+NEWEST_VERSION = SUPPORTED_VERSIONS[-1]
+VERSION_HEADER = "mcp-protocol-version"
 _OPERATIONS = ("initialize", "ping", "tools/list", "tools/call", *UPSTREAM_OPERATIONS)
 
 
 def _initialize(params: dict[str, Any]) -> dict[str, Any]:
     asked = params.get("protocolVersion")
-    version = asked if asked in SUPPORTED_VERSIONS else PROTOCOL_VERSION
+    version = asked if asked in SUPPORTED_VERSIONS else NEWEST_VERSION
     result = InitializeResult(protocolVersion=version, capabilities=CAPABILITIES)
     return result.model_dump(by_alias=True)
 
@@ -76,6 +86,34 @@ def _operation(method: str) -> str:
     if method in _OPERATIONS:
         return f"mcp:{method}"
     return "mcp:notifications" if method.startswith("notifications/") else "mcp:(unknown method)"
+
+
+def _version_refusal(request: Request) -> GatewayError | None:
+    """INVALID_REQUEST when the `MCP-Protocol-Version` header names a revision not served."""
+    asked = request.headers.get(VERSION_HEADER)
+    if asked is None or asked in SUPPORTED_VERSIONS:
+        return None
+    return GatewayError.of(
+        ErrorCode.INVALID_REQUEST,
+        f"MCP-Protocol-Version {_shown(asked)!r} is not served here; send one of"
+        f" {', '.join(SUPPORTED_VERSIONS)} (the one initialize answered)",
+        param_hints={"MCP-Protocol-Version": f"one of {', '.join(SUPPORTED_VERSIONS)}"},
+        details={"supported": list(SUPPORTED_VERSIONS)},
+    )
+
+
+def _origin_refused(request: Request) -> Response | None:
+    """403 for a browser page from another origin (DNS rebinding), as the transport asks."""
+    check = getattr(request.app, "host_check", None)
+    origin = request.headers.get("origin")
+    if check is None or check.allows_origin(origin):
+        return None
+    error = SerfError.of(
+        ErrorCode.PERMISSION_DENIED,
+        f"requests from Origin {_shown(origin or '')!r} are not answered here: add its host to"
+        " CONCLAVE_ALLOWED_HOSTS if that page may use this gateway",
+    )
+    return JSONResponse(rpc_error(None, error), status_code=403)
 
 
 def _shown(text: str, limit: int = 64) -> str:
@@ -136,6 +174,8 @@ def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> R
 )
 async def mcp_post(request: Request) -> Response:
     """`POST /mcp`: one JSON-RPC message in, its answer (or 202 for a notification) out."""
+    if (refused := _origin_refused(request)) is not None:
+        return refused
     pipeline: Pipeline = request.app.state.pipeline
     registry: ToolRegistry = request.app.state.registry
     body = b""
@@ -148,15 +188,20 @@ async def mcp_post(request: Request) -> Response:
         ctx = _context(request, message, registry)
     except GatewayError as exc:
         ctx = RequestContext("mcp", "mcp:(unreadable)", request.headers, input_error=exc)
+    if (bad_version := _version_refusal(request)) is not None:
+        ctx.input_error = bad_version  # refused by the scope stage, once the caller is known
     await pipeline.run(ctx)
     request_id = message.id if message is not None else request_id_of(body)
     if ctx.error is not None:
         is_call = message is not None and message.method == "tools/call"
         if is_call and request_id is not None and is_tool_failure(ctx.error, ctx.failed_stage):
             return JSONResponse(rpc_result(request_id, tool_failure(ctx.error, ctx.usage)))
-        headers = challenge(ctx.error)
+        notification = message is not None and message.id is None
+        status = rpc_status(ctx.error, notification=notification)
+        if bad_version is not None and ctx.failed_stage == "scope":
+            status = 400  # the transport's answer to a revision it does not speak
         return JSONResponse(
-            rpc_error(request_id, ctx.error), status_code=ctx.error.http_status, headers=headers
+            rpc_error(request_id, ctx.error), status_code=status, headers=challenge(ctx.error)
         )
     if message is None or message.id is None:
         return Response(status_code=202)

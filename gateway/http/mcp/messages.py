@@ -1,8 +1,14 @@
 """Reading one MCP message off the wire and turning pipeline outcomes back into MCP.
 
 Protocol errors are JSON-RPC errors with the SERF envelope in `data`; a tool's failure (a
-refusal by the budget or dispatch stage, or the tool's own error) is a `CallToolResult` with
-`isError: true` and the envelope in `structuredContent`, so a model sees it and can recover.
+tool the caller may not call or that is not served, a refusal by the budget or dispatch
+stage, or the tool's own error) is a `CallToolResult` with `isError: true` and the envelope
+in `structuredContent`, so a model sees it and can recover.
+
+A JSON-RPC answer travels with HTTP 200 (`rpc_status`): a client library reads any other
+status as the transport failing, and the `mcp` 1.x client ends its session on one. Only a
+missing or bad credential keeps its 401 (the client's cue to authenticate again); a refused
+notification, which has no answer to carry an error, keeps its error's status.
 Both texts (the error's message, the result's text content) carry the `param_hints`, for a
 client that shows a model only text.
 """
@@ -41,11 +47,22 @@ _RPC_CODES = {
     ErrorCode.INTERNAL: jsonrpc.INTERNAL_ERROR,
 }
 TOOL_FAILURE_STAGES = ("budget", "dispatch")
+# The tool named is not one the caller may call: the model picked a wrong tool, a tool error.
+_REFUSED_TOOL = (ErrorCode.TOOL_NOT_FOUND, ErrorCode.TOOL_NOT_ALLOWED)
 
 
 def is_tool_failure(error: SerfError, stage: str | None) -> bool:
     """A failure the model should see as the tool's (isError), not the protocol's."""
-    return stage in TOOL_FAILURE_STAGES and error.category is not ErrorCategory.AUTH
+    if error.category is ErrorCategory.AUTH:
+        return False
+    return stage in TOOL_FAILURE_STAGES or error.code in _REFUSED_TOOL
+
+
+def rpc_status(error: SerfError, *, notification: bool = False) -> int:
+    """The HTTP status a JSON-RPC error goes with: 200, 401 for the credential."""
+    if error.category is ErrorCategory.AUTH or notification:
+        return error.http_status
+    return 200
 
 
 @dataclass(frozen=True)

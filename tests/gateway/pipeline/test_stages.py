@@ -117,17 +117,26 @@ async def test_scope_defaults_and_refusals() -> None:
 # authorize ----------------------------------------------------------------------------
 
 
+async def _tool_refusal(stage: AuthorizeStage, ctx: RequestContext) -> ErrorCode:
+    """What authorize found wrong with the tool named: left for the budget stage to raise
+    once admission has said whether the token is current."""
+    await stage(ctx)
+    assert ctx.tool is None and ctx.tool_refusal is not None
+    return ctx.tool_refusal.error.code
+
+
 async def test_authorize_applies_tool_globs_and_namespaces() -> None:
     stage = AuthorizeStage(default_registry)
     allowed = _ctx(principal=_principal("tool:ec*"), tool_name="echo")
     await stage(allowed)
     assert allowed.tool is not None and allowed.tool.name == "echo"
     denied = _ctx(principal=_principal("tool:ec*"), tool_name="run_shell")
-    assert await _refusal(stage, denied) is ErrorCode.TOOL_NOT_ALLOWED
+    assert await _tool_refusal(stage, denied) is ErrorCode.TOOL_NOT_ALLOWED
     typo = _ctx(principal=_principal("tool:ec*"), tool_name="no_such")
-    assert await _refusal(stage, typo) is ErrorCode.TOOL_NOT_FOUND  # a typo, whatever the scopes
+    # a typo, whatever the scopes
+    assert await _tool_refusal(stage, typo) is ErrorCode.TOOL_NOT_FOUND
     unknown = _ctx(principal=_principal("tool:*"), tool_name="no_such")
-    assert await _refusal(stage, unknown) is ErrorCode.TOOL_NOT_FOUND
+    assert await _tool_refusal(stage, unknown) is ErrorCode.TOOL_NOT_FOUND
     reader = _principal("state:notes:read")
     await stage(_ctx(principal=reader, namespace="notes", access="read"))
     write = _ctx(principal=reader, namespace="notes", access="write")
