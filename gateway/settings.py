@@ -123,6 +123,11 @@ class Settings(BaseSettings):
     latency_min_samples: int = Field(default=5, gt=0)
     budget_margin_ms: int = Field(default=30, ge=0)  # kept back for the reply after a kill
     budget_min_grant_ms: int = Field(default=10, gt=0)  # never kill a call sooner than this
+    # A call's plan (header, body or _meta) is refused INVALID_REQUEST past these, before any
+    # Redis work: each planned name is a latency window the admission script reads. 64 names
+    # is far more than a chain's useful look-ahead; a name is at most a served tool name.
+    budget_plan_max: int = Field(default=64, gt=0)
+    budget_plan_name_max: int = Field(default=64, gt=0)
     breaker_failures: int = Field(default=5, gt=0)  # consecutive failures that open it
     breaker_cooldown_ms: int = Field(default=10_000, gt=0)
 
