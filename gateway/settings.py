@@ -114,6 +114,14 @@ class Settings(BaseSettings):
     durability_replicas: int = Field(default=1, gt=0)
     durability_timeout_ms: int = Field(default=1000, gt=0)
 
+    # /metrics names every tool called and counts each error code, so by default it answers
+    # only a caller holding the admin key (in its header, or as a bearer) or `metrics_key`
+    # (as `Authorization: Bearer`): an outsider must not learn what the tenants run. Give a
+    # scraper `metrics_key` so the admin key need not live in its config; `metrics_public`
+    # opens the route to anyone who can reach the gateway (a private scrape network).
+    metrics_key: SecretStr = SecretStr("")
+    metrics_public: bool = False
+
     # Structured JSON logs: answers log at debug, refusals and failures at info.
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
