@@ -168,7 +168,7 @@ def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: Fas
         stages=[
             AuthenticateStage(settings, jwks),
             ScopeStage(),
-            AuthorizeStage(registry),
+            AuthorizeStage(registry, state.agents.is_current),
             BudgetStage(admission, allocator),
             DispatchStage(
                 UpstreamRouter(StdioRouter(state.executor, state.stdio), state.upstreams),

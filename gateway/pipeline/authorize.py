@@ -5,7 +5,10 @@ is read, with the close matches among the tools the principal may call as sugges
 typo gets "did you mean"); a served tool outside the principal's `tool:<glob>` scopes is
 TOOL_NOT_ALLOWED. Which names the tenant's gateway serves is not a secret worth a misleading
 answer: answering TOOL_NOT_ALLOWED for a typo sent the caller asking for a scope when it
-had to fix a name, and the suggestions name only tools it may already call.
+had to fix a name, and the suggestions name only tools it may already call. This stage runs
+before admission checks revocation, so a name not served is first checked against the
+agent's generation (`is_current`): a revoked token is refused AUTH_REVOKED and never learns
+a tool name (issue 26). Served names skip that read; admission refuses them just after.
 
 State: `state:<glob>:read|write` scopes over the caller's own tenant's namespaces (a scope
 never reaches another tenant): one it may not read is NAMESPACE_NOT_FOUND, exactly like a
@@ -15,9 +18,10 @@ missing one; a write it may only read is NAMESPACE_FORBIDDEN.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from gateway.gateway_error import GatewayError
+from gateway.identity import token_revoked
 from gateway.pipeline.context import RequestContext
 from gateway.state import check_namespace, namespace_not_found
 from protocol import ErrorCode, Principal, ToolSpec
@@ -26,12 +30,15 @@ from tools import RegisteredTool, ToolRegistry
 _DECISIONS_KEPT = 4096
 _SUGGESTED = 3  # close matches named in a TOOL_NOT_FOUND
 
+IsCurrent = Callable[[Principal], Awaitable[bool]]
+
 
 class AuthorizeStage:
     name = "authorize"
 
-    def __init__(self, registry: ToolRegistry) -> None:
+    def __init__(self, registry: ToolRegistry, is_current: IsCurrent | None = None) -> None:
         self.registry = registry
+        self.is_current = is_current  # None: no revocation (in-process tests of this stage)
         # (scopes, tool) -> may call: glob matching every scope on every call was a measurable
         # share of the hot path. The answer depends on nothing else, so it can never go stale.
         self._may_call: dict[tuple[tuple[str, ...], str], bool] = {}
@@ -49,6 +56,9 @@ class AuthorizeStage:
     async def __call__(self, ctx: RequestContext) -> None:
         principal = ctx.require_principal()
         if ctx.tool_name is not None:
+            unknown = self.registry.get(ctx.tool_name) is None
+            if unknown and self.is_current is not None and not await self.is_current(principal):
+                raise token_revoked(principal)  # no suggestions for a revoked token
             ctx.tool = find_tool(self.registry, principal, ctx.tool_name, self._allowed)
         if ctx.namespace is not None:
             namespace = check_namespace(ctx.namespace)
