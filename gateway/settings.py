@@ -128,6 +128,11 @@ class Settings(BaseSettings):
     durability_replicas: int = Field(default=1, gt=0)
     durability_timeout_ms: int = Field(default=1000, gt=0)
 
+    # The console's login: past this many wrong admin keys from one client address within
+    # the window (from the first), that address's logins are RATE_LIMITED until it ends.
+    console_login_failures: int = Field(default=5, gt=0)
+    console_login_window_s: int = Field(default=60, gt=0)
+
     # /metrics names every tool called and counts each error code, so by default it answers
     # only a caller holding the admin key (in its header, or as a bearer) or `metrics_key`
     # (as `Authorization: Bearer`): an outsider must not learn what the tenants run. Give a
