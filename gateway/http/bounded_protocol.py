@@ -60,7 +60,7 @@ class BoundedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         self._admitted = False
         self._in_head = True  # the bytes arriving now belong to a request head
         self._head_bytes = 0
-        self._header_count = 0
+        self._head_since: float | None = None  # loop time the gateway became ready for a head
         self._head_timer: TimerHandle | None = None
         self._refusal: bytes | None = None
 
@@ -109,20 +109,14 @@ class BoundedHttpToolsProtocol(CoalescingHttpToolsProtocol):
             return
         self.data_received(data[room:])
 
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._header_count = 0
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._header_count += 1
-        if self._header_count > self.limits.max_headers:
+    def on_headers_complete(self) -> None:
+        # Counted once the head is in: its bytes cap already bounds what parsing it cost,
+        # and no per-header hook is added to the hot path.
+        if len(self.headers) > self.limits.max_headers:
             self._refusal = self._head_refusal(f"at most {self.limits.max_headers} headers")
             raise _HeadRefused
-        super().on_header(name, value)
-
-    def on_headers_complete(self) -> None:
         self._in_head = False
-        self._cancel_head_timer()
+        self._head_since = None
         self.table.forget_idle(self)
         super().on_headers_complete()
 
@@ -156,14 +150,20 @@ class BoundedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         return raw_refusal(431, error)
 
     def _await_head(self) -> None:
-        """Ready for a request: its head must be complete within the head timeout."""
-        self._cancel_head_timer()
-        self._head_timer = self.loop.call_later(self.limits.head_timeout_s, self._head_late)
+        """Ready for a request: its head must be complete within the head timeout. The timer
+        is armed once and re-armed lazily when it fires, not once per request."""
+        self._head_since = self.loop.time()
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_later(self.limits.head_timeout_s, self._check_head)
         self.table.mark_idle(self)
 
-    def _head_late(self) -> None:
+    def _check_head(self) -> None:
         self._head_timer = None
-        if self.transport.is_closing():
+        if self._head_since is None or self.transport.is_closing():
+            return  # a request in flight: the next `_await_head` arms the timer again
+        left_s = self._head_since + self.limits.head_timeout_s - self.loop.time()
+        if left_s > 0:
+            self._head_timer = self.loop.call_later(left_s, self._check_head)
             return
         if self._head_bytes:  # a head begun: say why; a silent connection is just closed
             error = SerfError.of(

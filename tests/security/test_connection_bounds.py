@@ -192,3 +192,26 @@ def test_idle_connections_from_many_addresses_go_before_the_victim(stack: Embedd
     finally:
         for sock in held:
             sock.close()
+
+
+def test_a_body_is_not_counted_against_its_head(stack: EmbeddedStack) -> None:
+    # Head and a large body in one write: the head's cap must cut at the head's end.
+    token = stack.token("victim", f"a{uuid.uuid4().hex[:10]}", ["tool:echo"])
+    message = "m" * 500_000
+    body = json.dumps({"arguments": {"message": message}}).encode()
+    head = (
+        "POST /v1/tools/echo/call HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        f"X-Padding: {'p' * 60_000}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    sock = _connect(stack, VICTIM)
+    try:
+        sock.sendall(head + body)
+        data = b""
+        while chunk := sock.recv(1 << 20):
+            data += chunk
+    finally:
+        sock.close()
+    status_line, _, rest = data.partition(b"\r\n")
+    assert status_line == b"HTTP/1.1 200 OK", data[:300]
+    assert json.loads(rest.partition(b"\r\n\r\n")[2])["result"] == message
