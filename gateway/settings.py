@@ -130,6 +130,8 @@ class Settings(BaseSettings):
 
     # The console's login: past this many wrong admin keys from one client address within
     # the window (from the first), that address's logins are RATE_LIMITED until it ends.
+    # The address is the TCP peer's (no proxy headers are read): behind a proxy, all of its
+    # clients share one count.
     console_login_failures: int = Field(default=5, gt=0)
     console_login_window_s: int = Field(default=60, gt=0)
 

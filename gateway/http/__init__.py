@@ -2,7 +2,7 @@
 
 from gateway.http.app import GatewayApp, build_http_app
 from gateway.http.bounded_protocol import BoundedHttpToolsProtocol
-from gateway.http.connection_limits import ConnectionLimits, ConnectionTable
+from gateway.http.connection_limits import ConnectionLimits
 from gateway.http.responses import install_error_handlers, refusal, serf_response
 from gateway.http.uvicorn_protocol import CoalescingHttpToolsProtocol, CoalescingTransport
 
@@ -11,7 +11,6 @@ __all__ = [
     "CoalescingHttpToolsProtocol",
     "CoalescingTransport",
     "ConnectionLimits",
-    "ConnectionTable",
     "GatewayApp",
     "build_http_app",
     "install_error_handlers",

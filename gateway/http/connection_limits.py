@@ -65,10 +65,6 @@ class ConnectionTable:
         self._per_address: dict[str, int] = {}
         self._idle: dict[Closable, None] = {}  # insertion order: the oldest idle first
 
-    @property
-    def open(self) -> int:
-        return self._open
-
     def admit(self, connection: Closable, address: str) -> str | None:
         """Count a new connection; None, or why it is refused (it is then not counted).
         At the total cap the oldest idle connection is closed to make room."""

@@ -120,3 +120,27 @@ async def test_a_plan_at_the_bound_is_served(http: httpx.AsyncClient, stack: Emb
     ok = await http.post("/v1/tools/echo/call", json=body, headers=_bearer(stack, "t"))
     assert ok.status_code == 200, ok.text
     assert ok.json()["result"] == "fits"
+
+
+async def test_a_huge_plan_in_mcp_meta_is_refused(
+    http: httpx.AsyncClient, stack: EmbeddedStack
+) -> None:
+    call = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {
+            "name": "echo",
+            "arguments": {"message": "x"},
+            "_meta": {"conclave/deadline_ms": _deadline_ms(), "conclave/plan": HUGE_PLAN},
+        },
+    }
+    headers = {**_bearer(stack, "attacker"), "Accept": "application/json, text/event-stream"}
+    answer = await http.post("/mcp", json=call, headers=headers)
+    assert answer.status_code == 200, answer.text
+    result = answer.json()["result"]
+    assert result["isError"] is True
+    assert result["structuredContent"]["code"] == "INVALID_REQUEST"
+    assert result["structuredContent"]["param_hints"] == {
+        "_meta.conclave/plan": "at most 64 names, got 60000"
+    }
