@@ -28,7 +28,7 @@ from fastapi import FastAPI
 
 from conclave.settings_pipe import read_settings
 from gateway import create_app
-from gateway.http import CoalescingHttpToolsProtocol
+from gateway.http import BoundedHttpToolsProtocol, ConnectionLimits
 from sandbox import SandboxPool
 
 INSTANCE_HEADER = "X-Conclave-Instance"
@@ -78,7 +78,8 @@ def main() -> None:
         log_level="warning",
         access_log=False,
         proxy_headers=False,
-        http=CoalescingHttpToolsProtocol,  # one socket write per answer, not two
+        # One socket write per answer, not two; heads, time and connections bounded.
+        http=BoundedHttpToolsProtocol.bound_to(ConnectionLimits.from_settings(settings)),
         headers=[(INSTANCE_HEADER, instance)],  # uvicorn's default headers: no per-call cost
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_s + _BACKSTOP_S),
     )

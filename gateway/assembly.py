@@ -27,6 +27,7 @@ from gateway.budgets import (
     CallFeedback,
     CircuitBreaker,
     LatencyWindow,
+    PlanBounds,
     RateLimit,
 )
 from gateway.egress import EgressProxy
@@ -161,6 +162,7 @@ def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: Fas
         registry,
         margin_ms=settings.budget_margin_ms,
         min_grant_ms=settings.budget_min_grant_ms,
+        plan_bounds=PlanBounds(settings.budget_plan_max, settings.budget_plan_name_max),
     )
     return Pipeline(
         stages=[

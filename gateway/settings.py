@@ -93,6 +93,20 @@ class Settings(BaseSettings):
     # [] none. A spare counts against sandbox_pool_max and is the first torn down for room.
     sandbox_spares: tuple[int, ...] | None = None
 
+    # Connections (gateway.http.connection_limits), checked before a request reaches the app:
+    # a request head (request line and headers) past http_max_head_bytes or http_max_headers
+    # is 431; a head not complete http_head_timeout_s after the gateway is ready for it (idle
+    # before the first request included) closes the connection; an idle keep-alive closes
+    # after http_idle_timeout_s. Each process serves at most http_max_connections (cut to its
+    # descriptor limit less 512), at most http_max_connections_per_address of them from one
+    # client address (raise it to the total behind a proxy); at the total, the oldest idle
+    # connection is closed for a new one. A JWT and a full plan header fit 64 KiB many times.
+    http_max_head_bytes: int = Field(default=65_536, ge=1024)
+    http_max_headers: int = Field(default=100, gt=0)
+    http_head_timeout_s: float = Field(default=5.0, gt=0)
+    http_idle_timeout_s: float = Field(default=5.0, gt=0)
+    http_max_connections: int = Field(default=4096, gt=0)
+    http_max_connections_per_address: int = Field(default=1024, gt=0)
     max_body_bytes: int = Field(default=1_048_576, gt=0)
     audit_stream_max: int = Field(default=100_000, gt=0)  # ~records the audit stream keeps
     max_value_bytes: int = Field(default=262_144, gt=0)
@@ -127,6 +141,21 @@ class Settings(BaseSettings):
     durability_replicas: int = Field(default=1, gt=0)
     durability_timeout_ms: int = Field(default=1000, gt=0)
 
+    # The console's login: past this many wrong admin keys from one client address within
+    # the window (from the first), that address's logins are RATE_LIMITED until it ends.
+    # The address is the TCP peer's (no proxy headers are read): behind a proxy, all of its
+    # clients share one count.
+    console_login_failures: int = Field(default=5, gt=0)
+    console_login_window_s: int = Field(default=60, gt=0)
+
+    # /metrics names every tool called and counts each error code, so by default it answers
+    # only a caller holding the admin key (in its header, or as a bearer) or `metrics_key`
+    # (as `Authorization: Bearer`): an outsider must not learn what the tenants run. Give a
+    # scraper `metrics_key` so the admin key need not live in its config; `metrics_public`
+    # opens the route to anyone who can reach the gateway (a private scrape network).
+    metrics_key: SecretStr = SecretStr("")
+    metrics_public: bool = False
+
     # Structured JSON logs: answers log at debug, refusals and failures at info.
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
@@ -136,6 +165,11 @@ class Settings(BaseSettings):
     latency_min_samples: int = Field(default=5, gt=0)
     budget_margin_ms: int = Field(default=30, ge=0)  # kept back for the reply after a kill
     budget_min_grant_ms: int = Field(default=10, gt=0)  # never kill a call sooner than this
+    # A call's plan (header, body or _meta) is refused INVALID_REQUEST past these, before any
+    # Redis work: each planned name is a latency window the admission script reads. 64 names
+    # is far more than a chain's useful look-ahead; a name is at most a served tool name.
+    budget_plan_max: int = Field(default=64, gt=0)
+    budget_plan_name_max: int = Field(default=64, gt=0)
     breaker_failures: int = Field(default=5, gt=0)  # consecutive failures that open it
     breaker_cooldown_ms: int = Field(default=10_000, gt=0)
 

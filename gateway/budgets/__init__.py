@@ -9,7 +9,7 @@ script.
 """
 
 from gateway.budgets.admission import Admission, AdmissionDecision, CallReads, RateLimit
-from gateway.budgets.allocator import AtbaAllocator, TimeGrant
+from gateway.budgets.allocator import AtbaAllocator, PlanBounds, TimeGrant
 from gateway.budgets.breaker import BreakerState, CircuitBreaker, breaker_key, counts_against_tool
 from gateway.budgets.grant_rule import Allocation, allocate_budget, best_attempt, planned_chain
 from gateway.budgets.latency_window import (
@@ -38,6 +38,7 @@ __all__ = [
     "LatencySample",
     "LatencyWindow",
     "OutcomeRecorder",
+    "PlanBounds",
     "RateLimit",
     "TimeGrant",
     "allocate_budget",

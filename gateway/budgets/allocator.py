@@ -16,12 +16,16 @@ The plan and the reserve come from `X-Conclave-Plan` (comma-separated tool names
 first) and `X-Conclave-Reserve` (ms), else the body's `budget`, else MCP `_meta`
 (`conclave/plan`, `conclave/reserve_ms`). Planned names the gateway does not serve count with
 the default declared timeout, so a typo cannot make the rest of the chain look free.
+A plan is bounded before anything is done with it (`PlanBounds`): more names than
+`budget_plan_max`, or a name longer than a served tool name can be, is refused
+INVALID_REQUEST naming the limit, before the admission script reads a window for it: every
+planned name costs a window read in Redis and a summary on the event loop.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sized
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -53,26 +57,71 @@ PROBE_GRACE_MS = 2_000  # a probe's lease outlives its grant by the kill and the
 _DEFAULT_TIMEOUT_MS = ResourceIntent().timeout_ms
 
 
-def _plan_of(ctx: RequestContext) -> tuple[list[str], int]:
-    """(planned tool names, reserve ms) from headers, body or MCP `_meta`, in that order."""
+@dataclass(frozen=True)
+class PlanBounds:
+    """How long a plan may be (names) and how long each of its names (characters)."""
+
+    max_names: int = 64
+    max_name_chars: int = 64  # a served tool name's own limit (DESIGN.md, "MCP")
+
+    def check(self, names: Sized, where: str) -> None:
+        if len(names) > self.max_names:
+            raise _plan_refused(where, f"at most {self.max_names} names, got {len(names)}")
+
+    def check_text(self, raw: str, where: str) -> None:
+        """A comma-separated plan, refused by its length before it is split."""
+        if len(raw) > self.max_names * (self.max_name_chars + 1):
+            raise _plan_refused(
+                where, f"at most {self.max_names} names of {self.max_name_chars} characters"
+            )
+
+    def names(self, raw: Iterable[object], where: str) -> list[str]:
+        plan = [str(name) if not isinstance(name, str) else name.strip() for name in raw]
+        plan = [name for name in plan if name]
+        self.check(plan, where)
+        for name in plan:
+            if len(name) > self.max_name_chars:
+                raise _plan_refused(
+                    where, f"each name at most {self.max_name_chars} characters, got {len(name)}"
+                )
+        return plan
+
+
+def _plan_refused(where: str, limit: str) -> GatewayError:
+    return GatewayError.of(
+        ErrorCode.INVALID_REQUEST,
+        f"{where} is longer than the gateway takes ({limit}): plan only the next calls",
+        param_hints={where: limit},
+    )
+
+
+def _plan_of(ctx: RequestContext, bounds: PlanBounds) -> tuple[list[str], int]:
+    """(planned tool names, reserve ms) from headers, body or MCP `_meta`, in that order;
+    each source bounded before its names are looked at."""
     plan: list[str] = []
     reserve: int | None = None
     header_plan = ctx.headers.get(PLAN_HEADER.lower())
     if header_plan is not None:
-        plan = [name.strip() for name in header_plan.split(",") if name.strip()]
+        bounds.check_text(header_plan, PLAN_HEADER)
+        plan = bounds.names(header_plan.split(","), PLAN_HEADER)
     header_reserve = ctx.headers.get(RESERVE_HEADER.lower())
     if header_reserve is not None:
         reserve = _reserve_ms(header_reserve, RESERVE_HEADER)
     if ctx.budget is not None:
-        plan = plan or list(ctx.budget.plan)
+        if not plan:
+            bounds.check(ctx.budget.plan, "budget.plan")
+            plan = bounds.names(ctx.budget.plan, "budget.plan")
         reserve = reserve if reserve is not None else ctx.budget.reserve_ms
     meta: Mapping[str, Any] = ctx.meta or {}
     if not plan:
         found = meta.get(META_PLAN_KEY)
+        where = f"_meta.{META_PLAN_KEY}"
         if isinstance(found, list):
-            plan = [str(name) for name in found]
+            bounds.check(found, where)
+            plan = bounds.names(found, where)
         elif isinstance(found, str):
-            plan = [name.strip() for name in found.split(",") if name.strip()]
+            bounds.check_text(found, where)
+            plan = bounds.names(found.split(","), where)
     if reserve is None and META_RESERVE_KEY in meta:
         reserve = _reserve_ms(meta[META_RESERVE_KEY], f"_meta.{META_RESERVE_KEY}")
     return plan, reserve or 0
@@ -101,12 +150,14 @@ class AtbaAllocator:
         *,
         margin_ms: int = 10,
         min_grant_ms: int = 10,
+        plan_bounds: PlanBounds | None = None,
     ) -> None:
         self.window = window
         self.breaker = breaker
         self.registry = registry
         self.margin_ms = margin_ms
         self.min_grant_ms = min_grant_ms
+        self.plan_bounds = plan_bounds or PlanBounds()
 
     def _declared_ms(self, tool: str) -> int:
         registered = self.registry.get(tool)
@@ -123,11 +174,12 @@ class AtbaAllocator:
         if ctx.tool is None:
             return CallReads()  # state operations and listings have no time budget
         tool = ctx.tool.name
+        plan = _plan_of(ctx, self.plan_bounds)[0]  # bounded here, before any Redis work
         # The probe's lease covers the longest grant this call can get, and the reply.
         probe_ttl_ms = self._ceiling_ms(ctx) + PROBE_GRACE_MS
         if ctx.tool_context is None or ctx.tool_context.deadline_ms is None:
             return CallReads(tool, probe_ttl_ms)
-        chain = planned_chain(tool, _plan_of(ctx)[0])
+        chain = planned_chain(tool, plan)
         windows = tuple(dict.fromkeys((*chain, kill_overshoot_of(tool))))
         return CallReads(tool, probe_ttl_ms, windows, self.window.window_ms)
 
@@ -145,7 +197,7 @@ class AtbaAllocator:
             )
         if remaining is None:
             return TimeGrant(ceiling)
-        plan, reserve = _plan_of(ctx)
+        plan, reserve = _plan_of(ctx, self.plan_bounds)
         chain = planned_chain(tool, plan)
         overshoot = kill_overshoot_of(tool)
         declared = {name: self._declared_ms(name) for name in chain} | {overshoot: 0}

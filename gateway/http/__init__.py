@@ -1,12 +1,16 @@
 """The gateway's HTTP edge: the app, the hot path, routes, MCP, bodies and SERF responses."""
 
 from gateway.http.app import GatewayApp, build_http_app
+from gateway.http.bounded_protocol import BoundedHttpToolsProtocol
+from gateway.http.connection_limits import ConnectionLimits
 from gateway.http.responses import install_error_handlers, refusal, serf_response
 from gateway.http.uvicorn_protocol import CoalescingHttpToolsProtocol, CoalescingTransport
 
 __all__ = [
+    "BoundedHttpToolsProtocol",
     "CoalescingHttpToolsProtocol",
     "CoalescingTransport",
+    "ConnectionLimits",
     "GatewayApp",
     "build_http_app",
     "install_error_handlers",

@@ -18,6 +18,7 @@ from starlette.types import Receive, Send
 from starlette.types import Scope as AsgiScope
 
 from gateway.http.body import as_json_body
+from gateway.http.console import ConsoleHeaders
 from gateway.http.console import router as console_router
 from gateway.http.fast_path import FastPath, serve_hot
 from gateway.http.host_check import HostCheck
@@ -82,6 +83,7 @@ def build_http_app(lifespan: Lifespan) -> GatewayApp:
     for router in ROUTERS:
         app.include_router(router)
     app.include_router(console_router)  # /console: the live console (admins)
+    app.add_middleware(ConsoleHeaders)  # CSP, nosniff, no framing on every console answer
     return app
 
 

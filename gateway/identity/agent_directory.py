@@ -26,7 +26,7 @@ from gateway.identity.tokens import issue_token
 from gateway.lua_files import lua_text
 from gateway.redis_client import PooledScript
 from gateway.settings import Settings
-from protocol import AgentRecord, AgentRegistration, AgentToken, ErrorCode
+from protocol import AgentRecord, AgentRegistration, AgentToken, ErrorCode, Principal
 
 _TENANTS = "conclave:tenants"  # set: every tenant that registered an agent
 
@@ -39,6 +39,15 @@ def _agents_key(tenant: str) -> str:
 def generation_key(tenant: str, agent: str) -> str:
     """The agent's current generation (absent: 0); the admission script reads it."""
     return f"conclave:gen:{{{tenant}}}:{agent}"
+
+
+def token_revoked(principal: Principal) -> GatewayError:
+    """AUTH_REVOKED for a token of an earlier generation of its agent."""
+    return GatewayError.of(
+        ErrorCode.AUTH_REVOKED,
+        f"this token of {principal.tenant}/{principal.agent} was revoked (the agent was revoked"
+        " or registered again): use the token of its latest registration",
+    )
 
 
 class AgentDirectory:

@@ -23,6 +23,7 @@ from typing import Protocol
 
 from gateway.budgets import Admission, AdmissionDecision, CallReads, TimeGrant
 from gateway.gateway_error import GatewayError
+from gateway.identity import token_revoked
 from gateway.pipeline.context import RequestContext
 from protocol import ErrorCode
 
@@ -93,11 +94,7 @@ class BudgetStage:
                 " token",
             )
         if decision.revoked:
-            raise GatewayError.of(
-                ErrorCode.AUTH_REVOKED,
-                f"this token of {p.tenant}/{p.agent} was revoked (the agent was revoked or"
-                " registered again): use the token of its latest registration",
-            )
+            raise token_revoked(p)
         if not decision.allowed:
             raise self._rate_limited(p.tenant, p.agent, target, decision)
         if ctx.tool_refusal is not None:

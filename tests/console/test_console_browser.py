@@ -1,5 +1,6 @@
 """The console in headless Chromium against a real stack: log in, watch a tool call arrive in
-the live feed, revoke its agent and see the next call refused, over HTTP and on the page.
+the live feed, revoke its agent and see the next call refused, over HTTP and on the page,
+then log out. Its Content-Security-Policy blocks nothing the console itself does.
 Screenshots of each step are kept (see conftest's `artifacts`)."""
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def test_log_in_watch_a_call_arrive_revoke_its_agent(
 ) -> None:
     stack = console_stack
     agent = f"scout-{uuid.uuid4().hex[:6]}"
+    blocked: list[str] = []  # what the page's Content-Security-Policy refused
+    page.on("console", lambda m: blocked.append(m.text) if "Security Policy" in m.text else None)
     page.goto(f"{stack.url}/console")
     assert page.url.endswith("/console/login")
     page.fill("input[name=admin_key]", stack.settings.admin_key.get_secret_value())
@@ -83,3 +86,9 @@ def test_log_in_watch_a_call_arrive_revoke_its_agent(
         expect(page.locator("h1")).to_be_visible()
         page.screenshot(path=artifacts / f"4-{name}.png", full_page=True)
     expect(page.locator("body")).not_to_contain_text("Internal Server Error")
+    assert blocked == []
+
+    page.get_by_role("button", name="Log out").click()  # a POST: it ends the session
+    page.wait_for_url("**/console/login")
+    page.goto(f"{stack.url}/console/agents")
+    assert page.url.endswith("/console/login")

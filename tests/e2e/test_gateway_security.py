@@ -202,7 +202,7 @@ async def test_a_flood_is_rate_limited_and_the_gateway_stays_healthy(
     ok = await _call(http, "echo", other, arguments={"message": "unaffected"})
     assert ok.status_code == 200  # another identity's bucket
     assert (await http.get("/readyz")).status_code == 200
-    metrics = (await http.get("/metrics")).text
+    metrics = (await http.get("/metrics", headers=stack.admin_headers)).text
     assert 'conclave_rate_limited_total{operation="echo"}' in metrics
 
 

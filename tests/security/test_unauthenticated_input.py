@@ -66,7 +66,7 @@ async def _audited(http: httpx.AsyncClient, stack: EmbeddedStack, trace_id: str)
 
 
 async def _still_well(http: httpx.AsyncClient, stack: EmbeddedStack) -> None:
-    metrics = await http.get("/metrics")
+    metrics = await http.get("/metrics", headers=stack.admin_headers)
     assert len(metrics.content) < SMALL_METRICS, len(metrics.content)
     assert "xxxxxxxx" not in metrics.text
     assert (await http.get("/readyz")).status_code == 200

@@ -2,6 +2,9 @@
 
 A GET without an admin session goes to the login form; the event stream answers
 ADMIN_REQUIRED; a POST action needs the session and its form token (`console_session`).
+Wrong keys at the login are throttled per client address (`login_throttle`). Logging out is
+a POST that ends the session on the server; it needs no form token: another site's forged
+post carries no cookie (SameSite=Strict), and all it could do is log the admin out.
 Each page reads bounded windows of Redis and the audit stream (see each view's module).
 """
 
@@ -12,6 +15,7 @@ from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import RedirectResponse, StreamingResponse
+from redis.asyncio import Redis
 
 from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body
@@ -22,11 +26,17 @@ from gateway.http.console.console_session import (
     SESSION_TTL_S,
     ConsoleSession,
     admin_key_matches,
+    end_session,
     form_token_matches,
     new_session,
     session_of,
 )
 from gateway.http.console.feed_view import feed_events, feed_page
+from gateway.http.console.login_throttle import (
+    clear_failures,
+    count_failure,
+    refuse_if_throttled,
+)
 from gateway.http.console.namespaces_view import check_namespace_of, namespace_page, namespaces_page
 from gateway.http.console.page_layout import esc, page
 from gateway.http.console.sandboxes_view import sandboxes_page
@@ -59,7 +69,7 @@ async def _form(request: Request) -> dict[str, str]:
 
 async def _acting(request: Request) -> tuple[ConsoleSession, dict[str, str]] | Response:
     """A POST action's session and form, or the answer refusing it."""
-    session = session_of(request)
+    session = await session_of(request)
     if session is None:
         return _to_login()
     form = await _form(request)
@@ -81,7 +91,7 @@ async def console_home() -> Response:
 
 @router.get("/login")
 async def login_form(request: Request) -> Response:
-    if session_of(request) is not None:
+    if await session_of(request) is not None:
         return RedirectResponse("/console/feed", status_code=303)
     return page("login", "Conclave console", _LOGIN_FORM.format(header=esc(ADMIN_KEY_HEADER)))
 
@@ -89,12 +99,17 @@ async def login_form(request: Request) -> Response:
 @router.post("/login")
 async def login(request: Request) -> Response:
     settings: Settings = request.app.state.settings
+    redis: Redis = request.app.state.redis
+    address = request.client.host if request.client else ""
+    await refuse_if_throttled(redis, settings, address)  # before the key is looked at
     form = await _form(request)
     if not admin_key_matches(settings, form.get("admin_key", "")):
+        await count_failure(redis, settings, address)
         body = '<p class="refused">That is not the admin key.</p>' + _LOGIN_FORM.format(
             header=esc(ADMIN_KEY_HEADER)
         )
         return page("login", "Conclave console", body, status_code=401)
+    await clear_failures(redis, address)
     _, cookie = new_session(settings)
     answer = RedirectResponse("/console/feed", status_code=303)
     answer.set_cookie(
@@ -109,8 +124,11 @@ async def login(request: Request) -> Response:
     return answer
 
 
-@router.get("/logout")
-async def logout() -> Response:
+@router.post("/logout")
+async def logout(request: Request) -> Response:
+    session = await session_of(request)
+    if session is not None:
+        await end_session(request, session)
     answer = RedirectResponse("/console/login", status_code=303)
     answer.delete_cookie(SESSION_COOKIE, path="/console")
     return answer
@@ -118,7 +136,7 @@ async def logout() -> Response:
 
 def _viewed(view: Page) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
-        session = session_of(request)
+        session = await session_of(request)
         return _to_login() if session is None else await view(request, session)
 
     return endpoint
@@ -136,7 +154,7 @@ router.add_api_route("/sandboxes", _viewed(lambda r, s: sandboxes_page(r)), meth
 
 @router.get("/namespaces/{tenant}/{namespace}")
 async def namespace_detail(tenant: str, namespace: str, request: Request) -> Response:
-    session = session_of(request)
+    session = await session_of(request)
     if session is None:
         return _to_login()
     return await namespace_page(request, tenant, namespace, _token(request, session), None)
@@ -171,7 +189,7 @@ async def revoke(request: Request) -> Response:
 
 @router.get("/feed/events")
 async def events(request: Request) -> StreamingResponse:
-    if session_of(request) is None:
+    if await session_of(request) is None:
         raise GatewayError.of(
             ErrorCode.ADMIN_REQUIRED,
             "the live feed is for admins: log in at /console/login, or send the admin key in"

@@ -6,6 +6,10 @@ the admin key: rotating the key ends every session). The key itself never travel
 and never lands in the cookie. Every POST action also carries a form token, an HMAC of the
 session's nonce, so a request another site forges (which SameSite already strips of the
 cookie) cannot act even in a browser that ignores SameSite.
+
+Logging out (a POST) ends the session on the server too: its nonce is kept in Redis as
+ended until the session would have expired, so a copy of the cookie taken before the logout
+no longer works (issue 26). Each cookie session costs one Redis read per console request.
 """
 
 from __future__ import annotations
@@ -17,12 +21,19 @@ import time
 from dataclasses import dataclass
 
 from fastapi import Request
+from redis.asyncio import Redis
 
 from gateway.settings import Settings
 from protocol import ADMIN_KEY_HEADER
 
 SESSION_COOKIE = "conclave_console"
 SESSION_TTL_S = 8 * 3600
+_ADMIN_KEY_NONCE = "admin-key"  # a request carrying the key itself: no session to end
+
+
+def _ended_key(nonce: str) -> str:
+    """Set while a logged-out session's cookie would still be valid."""
+    return f"conclave:console:ended:{nonce}"
 
 
 @dataclass(frozen=True)
@@ -57,12 +68,12 @@ def new_session(settings: Settings) -> tuple[ConsoleSession, str]:
     return session, f"{payload}.{_sign(settings, payload)}"
 
 
-def session_of(request: Request) -> ConsoleSession | None:
-    """The request's admin session: its valid cookie, or (for scripts and the bench) the
-    admin key in its header; None when it has neither."""
+async def session_of(request: Request) -> ConsoleSession | None:
+    """The request's admin session: its valid cookie of a session not ended, or (for scripts
+    and the bench) the admin key in its header; None when it has neither."""
     settings: Settings = request.app.state.settings
     if admin_key_matches(settings, request.headers.get(ADMIN_KEY_HEADER, "")):
-        return ConsoleSession(nonce="admin-key", expires_at=int(time.time()) + SESSION_TTL_S)
+        return ConsoleSession(_ADMIN_KEY_NONCE, int(time.time()) + SESSION_TTL_S)
     expires, _, rest = request.cookies.get(SESSION_COOKIE, "").partition(".")
     nonce, _, signature = rest.partition(".")
     if not (expires.isdigit() and nonce and signature):
@@ -71,7 +82,19 @@ def session_of(request: Request) -> ConsoleSession | None:
         return None
     if int(expires) < time.time():
         return None
+    redis: Redis = request.app.state.redis
+    if await redis.exists(_ended_key(nonce)):
+        return None
     return ConsoleSession(nonce, int(expires))
+
+
+async def end_session(request: Request, session: ConsoleSession) -> None:
+    """The session's cookie, and every copy of it, is refused from now on."""
+    left_s = session.expires_at - int(time.time())
+    if session.nonce == _ADMIN_KEY_NONCE or left_s <= 0:
+        return
+    redis: Redis = request.app.state.redis
+    await redis.set(_ended_key(session.nonce), 1, ex=left_s)
 
 
 def form_token_matches(request: Request, session: ConsoleSession, presented: str) -> bool:

@@ -34,7 +34,7 @@ GATHER_S = 0.2  # after a read that found records: let the next ones gather (one
 COLUMNS = ["time (UTC)", "tenant", "agent", "operation", "tool", "outcome", "code", "stage", "ms"]
 _ENTRY_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
 
-_SCRIPT = """<script>
+FEED_SCRIPT = """
 const rows = document.getElementById("feed");
 const feed = new EventSource("/console/feed/events");
 feed.addEventListener("audit", (event) => {
@@ -51,7 +51,7 @@ feed.addEventListener("audit", (event) => {
   while (rows.rows.length > 200) rows.deleteRow(-1);
 });
 feed.onopen = () => { document.getElementById("live").textContent = "live"; };
-</script>"""
+"""  # the console's only script: its hash is in every console page's Content-Security-Policy
 
 
 def feed_cells(record: AuditRecord) -> list[str | float]:
@@ -84,7 +84,7 @@ async def feed_page(request: Request, before: str | None) -> HTMLResponse:
         ('<p>Feed: <span id="live">connecting</span></p>' if live else "")
         + table(COLUMNS, [feed_cells(r) for r in records], body_id="feed")
         + older
-        + (_SCRIPT if live else "")
+        + (f"<script>{FEED_SCRIPT}</script>" if live else "")
     )
     return page("feed", "Live feed: tool calls and refusals", body)
 

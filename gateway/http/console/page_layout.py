@@ -28,7 +28,16 @@ table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.9rem; }
 th, td { border: 1px solid #ccc; padding: 0.2rem 0.5rem; text-align: left; }
 th { background: #f3f3f3; } .refused, .failed, .open, .revoked { color: #b00; }
 .ok, .closed { color: #070; } form.inline { display: inline; } .note { color: #666; }
+button.link { background: none; border: none; color: #dde; text-decoration: underline;
+  cursor: pointer; font: inherit; padding: 0; }
 """
+
+
+# A POST (ending the session on the server), styled as the links beside it.
+_LOGOUT = (
+    '<form class="inline" method="post" action="/console/logout">'
+    '<button class="link">Log out</button></form>'
+)
 
 
 def esc(value: object) -> str:
@@ -76,11 +85,11 @@ def page(here: str, title: str, body: str, *, status_code: int = 200) -> HTMLRes
         f'<a href="{url}"{" class=here" if name == here else ""}>{esc(label)}</a>'
         for name, url, label in NAV
     )
-    links += '<a href="/console/logout">Log out</a>' if here != "login" else ""
+    links += _LOGOUT if here != "login" else ""
     document = (
         "<!doctype html><html><head><meta charset='utf-8'>"
         f"<title>Conclave console: {esc(title)}</title><style>{_STYLE}</style></head>"
         f"<body><nav>{links}</nav><main><h1>{esc(title)}</h1>{body}</main></body></html>"
     )
-    headers = {"Cache-Control": "no-store", "X-Frame-Options": "DENY"}
+    headers = {"Cache-Control": "no-store"}  # the security headers: console_headers
     return HTMLResponse(document, status_code=status_code, headers=headers)

@@ -1,0 +1,180 @@
+"""uvicorn's HTTP protocol with every connection bounded before the app sees a request.
+
+httptools has no cap of its own on a request head: it gathers a header's pieces until the
+header ends, so a 64 MB header cost 10 s of gateway CPU (issue 26). This protocol counts the
+bytes of each request head as they arrive and parses no more than `max_head_bytes` of it,
+counts headers, and closes a connection whose head is not complete `head_timeout_s` after
+the gateway became ready for it (a connection that never sends, or sends a byte at a time,
+holds nothing for long). New connections are admitted by the process's `ConnectionTable`
+(per address and in total, idle ones evicted first). Every refusal is a SERF envelope with
+`Connection: close`, written before the app is reached:
+- a head past its bytes or its header count: 431, PAYLOAD_TOO_LARGE, naming the limit;
+- a connection over its address's cap, or over the total with none idle: 429, RATE_LIMITED;
+- a head begun but not finished in time: 408, INVALID_REQUEST (a silent connection is just
+  closed; so is an idle keep-alive after `idle_timeout_s`, uvicorn's own timer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+from asyncio import TimerHandle
+from typing import Any, ClassVar
+
+from gateway.http.connection_limits import ConnectionLimits, ConnectionTable
+from gateway.http.uvicorn_protocol import CoalescingHttpToolsProtocol
+from protocol import ErrorCode, SerfError
+
+
+class _HeadRefused(Exception):
+    """Stops the parser inside a callback; `send_400_response` then writes the refusal."""
+
+
+def raw_refusal(status: int, error: SerfError) -> bytes:
+    """A whole HTTP/1.1 answer carrying `error`, closing the connection."""
+    body = error.model_dump_json(exclude_none=True).encode()
+    head = [
+        f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}",
+        "content-type: application/json",
+        f"content-length: {len(body)}",
+        "connection: close",
+    ]
+    if error.retry_after_ms is not None:
+        head.append(f"retry-after: {max(1, -(-error.retry_after_ms // 1000))}")
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+class BoundedHttpToolsProtocol(CoalescingHttpToolsProtocol):
+    table: ClassVar[ConnectionTable] = ConnectionTable(ConnectionLimits())
+
+    @classmethod
+    def bound_to(cls, limits: ConnectionLimits) -> type[BoundedHttpToolsProtocol]:
+        """This protocol with its own table under `limits`: what uvicorn's `http=` takes."""
+        return type(cls.__name__, (cls,), {"table": ConnectionTable(limits)})
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.limits = self.table.limits
+        self.timeout_keep_alive = self.limits.idle_timeout_s  # type: ignore[assignment]
+        self._address = ""
+        self._admitted = False
+        self._in_head = True  # the bytes arriving now belong to a request head
+        self._head_bytes = 0
+        self._head_since: float | None = None  # loop time the gateway became ready for a head
+        self._head_timer: TimerHandle | None = None
+        self._refusal: bytes | None = None
+
+    # Connections: admitted by the table, released once.
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._address = self.client[0] if self.client else ""
+        refused = self.table.admit(self, self._address)
+        if refused is not None:
+            error = SerfError.of(ErrorCode.RATE_LIMITED, refused, retry_after_ms=1000)
+            self.transport.write(raw_refusal(429, error))
+            self.transport.close()
+            return
+        self._admitted = True
+        self._await_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_head_timer()
+        if self._admitted:
+            self._admitted = False
+            self.table.release(self, self._address)
+        super().connection_lost(exc)
+
+    def close_idle(self) -> None:
+        self._cancel_head_timer()
+        self.transport.close()
+
+    # The head: bytes, headers, time.
+    def data_received(self, data: bytes) -> None:
+        if not self._in_head:
+            super().data_received(data)
+            return
+        room = self.limits.max_head_bytes - self._head_bytes
+        if len(data) <= room:
+            self._head_bytes += len(data)
+            super().data_received(data)
+            return
+        # Parse only what fits; if the head ends inside it, the rest is its body (and on).
+        self._head_bytes += room
+        if room > 0:
+            super().data_received(data[:room])
+        if self.transport.is_closing():
+            return
+        if self._in_head:
+            self._refuse_head(f"at most {self.limits.max_head_bytes} bytes")
+            return
+        self.data_received(data[room:])
+
+    def on_headers_complete(self) -> None:
+        # Counted once the head is in: its bytes cap already bounds what parsing it cost,
+        # and no per-header hook is added to the hot path.
+        if len(self.headers) > self.limits.max_headers:
+            self._refusal = self._head_refusal(f"at most {self.limits.max_headers} headers")
+            raise _HeadRefused
+        self._in_head = False
+        self._head_since = None
+        self.table.forget_idle(self)
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._in_head, self._head_bytes = True, 0  # what follows is the next request's head
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        pipelined = bool(self.pipeline)  # a head already in: its request starts now
+        super().on_response_complete()
+        if not pipelined and not self.transport.is_closing():
+            self._await_head()
+
+    def send_400_response(self, msg: str) -> None:
+        if self._refusal is None:
+            super().send_400_response(msg)
+            return
+        self.transport.write(self._refusal)
+        self.transport.close()
+
+    def _refuse_head(self, limit: str) -> None:
+        self.transport.write(self._head_refusal(limit))
+        self.transport.close()
+
+    def _head_refusal(self, limit: str) -> bytes:
+        error = SerfError.of(
+            ErrorCode.PAYLOAD_TOO_LARGE,
+            f"the request head is larger than the gateway takes ({limit}): send less in headers",
+            param_hints={"headers": limit},
+        )
+        return raw_refusal(431, error)
+
+    def _await_head(self) -> None:
+        """Ready for a request: its head must be complete within the head timeout. The timer
+        is armed once and re-armed lazily when it fires, not once per request."""
+        self._head_since = self.loop.time()
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_later(self.limits.head_timeout_s, self._check_head)
+        self.table.mark_idle(self)
+
+    def _check_head(self) -> None:
+        self._head_timer = None
+        if self._head_since is None or self.transport.is_closing():
+            return  # a request in flight: the next `_await_head` arms the timer again
+        left_s = self._head_since + self.limits.head_timeout_s - self.loop.time()
+        if left_s > 0:
+            self._head_timer = self.loop.call_later(left_s, self._check_head)
+            return
+        if self._head_bytes:  # a head begun: say why; a silent connection is just closed
+            error = SerfError.of(
+                ErrorCode.INVALID_REQUEST,
+                f"the request head did not arrive within {self.limits.head_timeout_s:g} s:"
+                " send it whole",
+            )
+            self.transport.write(raw_refusal(408, error))
+        self.transport.close()
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
