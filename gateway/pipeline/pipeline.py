@@ -16,6 +16,12 @@ the budget stage learns from, and the caller the more useful answer. A write cut
 may not have been applied: the answer says so, and a retry with the same idempotency key
 settles which. The closing stages of a request answered at or past its deadline run after
 the answer, not before it.
+
+A tool call with a cancel switch (`RequestContext.cancel`, `gateway.cancellation`) runs its
+stages in the switch's scope: pulled (the caller cancelled, or its connection closed), the
+stage running is cancelled where it awaits, the call's error is CANCELLED, and it is
+answered at once (a client still reading, such as an MCP client that sent
+`notifications/cancelled`, is not kept waiting); its closing stages run after the answer.
 """
 
 from __future__ import annotations
@@ -52,11 +58,19 @@ class Pipeline:
         # Stage spans only in a traced request (see `Tracing.request_span`).
         request_span = recording_span() if TRACING.on else None
         traced = request_span is not None
-        await self._open(ctx, traced)
+        cancelled = False
+        if ctx.cancel is None:
+            await self._open(ctx, traced)
+        else:
+            with ctx.cancel.scope() as scope:
+                await self._open(ctx, traced)
+            if cancelled := scope.cancelled_caught:
+                ctx.error = translate(GatewayError(ctx.cancel.error()), ctx.trace_id)
+                ctx.failed_stage = ctx.failed_stage or "dispatch"
         if request_span is not None:
             _describe(request_span, ctx)
         deadline = _deadline_ms(ctx)
-        if deadline is not None and time.time() * 1000 >= deadline:
+        if cancelled or (deadline is not None and time.time() * 1000 >= deadline):
             self._after_answer.start(self._close(ctx, traced))
         else:
             await self._close(ctx, traced)
@@ -91,6 +105,9 @@ class Pipeline:
             ctx.error = translate(exc, ctx.trace_id)
             ctx.failed_stage = stage.name
             return False
+        except anyio.get_cancelled_exc_class():
+            ctx.failed_stage = stage.name  # the stage a pulled cancel switch stopped
+            raise
         finally:
             ctx.stage_seconds[stage.name] = time.perf_counter() - began
         return True
