@@ -81,16 +81,19 @@ class InflightCalls:
         subscribed (a cancel published after that reaches this replica)."""
         started = False
         while True:
+            pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
             try:
-                async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
-                    await pubsub.subscribe(CHANNEL)
-                    if not started:
-                        started = True
-                        task_status.started()
-                    async for message in pubsub.listen():
-                        self._apply(message)
+                await pubsub.subscribe(CHANNEL)
+                if not started:
+                    started = True
+                    task_status.started()
+                async for message in pubsub.listen():
+                    self._apply(message)
             except (RedisError, OSError) as exc:
                 log.warning("cancel channel lost (%s); listening again in %s s", exc, RELISTEN_S)
+            finally:
+                with anyio.CancelScope(shield=True):  # its connection closed, even when cancelled
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
             if not started:
                 started = True
                 task_status.started()

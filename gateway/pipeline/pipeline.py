@@ -19,9 +19,8 @@ the answer, not before it.
 
 A tool call with a cancel switch (`RequestContext.cancel`, `gateway.cancellation`) runs its
 stages in the switch's scope: pulled (the caller cancelled, or its connection closed), the
-stage running is cancelled where it awaits, the call's error is CANCELLED, and it is
-answered at once (a client still reading, such as an MCP client that sent
-`notifications/cancelled`, is not kept waiting); its closing stages run after the answer.
+stage running is cancelled where it awaits, the call's error is CANCELLED, and the closing
+stages account for it as for any other outcome.
 """
 
 from __future__ import annotations
@@ -58,19 +57,18 @@ class Pipeline:
         # Stage spans only in a traced request (see `Tracing.request_span`).
         request_span = recording_span() if TRACING.on else None
         traced = request_span is not None
-        cancelled = False
         if ctx.cancel is None:
             await self._open(ctx, traced)
         else:
-            with ctx.cancel.scope() as scope:
+            with ctx.cancel.scope() as cancelled:
                 await self._open(ctx, traced)
-            if cancelled := scope.cancelled_caught:
+            if cancelled.cancelled_caught:
                 ctx.error = translate(GatewayError(ctx.cancel.error()), ctx.trace_id)
                 ctx.failed_stage = ctx.failed_stage or "dispatch"
         if request_span is not None:
             _describe(request_span, ctx)
         deadline = _deadline_ms(ctx)
-        if cancelled or (deadline is not None and time.time() * 1000 >= deadline):
+        if deadline is not None and time.time() * 1000 >= deadline:
             self._after_answer.start(self._close(ctx, traced))
         else:
             await self._close(ctx, traced)
