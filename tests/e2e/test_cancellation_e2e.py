@@ -233,3 +233,46 @@ async def test_a_cancel_from_another_tenant_with_the_same_request_id_cancels_not
             assert _running(kept), "another tenant's cancel stopped the call"
             await http.post("/mcp", json=_cancel_notice("shared-id"), headers=owner)
             await _gone(kept)
+
+
+INSTANCE = "x-conclave-instance"
+
+
+async def _ping_instance(http: httpx.AsyncClient) -> str:
+    ping = await http.post("/mcp", json={"jsonrpc": "2.0", "id": "p", "method": "ping"})
+    assert ping.status_code == 200, ping.text
+    return ping.headers[INSTANCE]
+
+
+async def test_a_cancel_received_by_another_replica_stops_the_call(
+    stack: EmbeddedStack, sandbox_backend: str
+) -> None:
+    """`--workers 2` on one port: the call runs on one gateway process, its cancel reaches
+    the other (each connection's process is named in every answer), and the call stops."""
+    if sandbox_backend != "process":
+        pytest.skip("replicas are the gateway's concern: one backend shows it")
+    settings = stack.settings.model_copy(update={"port": 0, "workers": 2})
+    agent = f"r{uuid.uuid4().hex[:8]}"
+    marker = _marker()
+    with EmbeddedStack(settings) as replicas:
+        headers = _auth(replicas, agent)
+        async with httpx.AsyncClient(base_url=replicas.url, headers=headers, timeout=60) as http:
+            runs_on = await _ping_instance(http)  # the call goes on this same connection
+
+            async def call() -> None:
+                await http.post("/mcp", json=_sleep_call("far-1", marker))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(call)
+                await _started(marker)
+                for _ in range(50):  # a new connection until the other process accepts one
+                    async with httpx.AsyncClient(
+                        base_url=replicas.url, headers=headers, timeout=60
+                    ) as other:
+                        if await _ping_instance(other) != runs_on:
+                            notice = await other.post("/mcp", json=_cancel_notice("far-1"))
+                            assert notice.headers[INSTANCE] != runs_on
+                            break
+                else:
+                    raise AssertionError(f"every connection went to {runs_on}")
+                await _gone(marker)
