@@ -4,11 +4,10 @@ Sandboxes are keyed by (tenant, agent, limits profile) and never shared across i
 each sandbox serves one call at a time, so an agent's parallel calls get parallel sandboxes.
 A sandbox is started on first use (or by `prewarm`), returned warm after each call (also
 after a timeout the runner killed, or a cancel it answered: only the call's processes died),
-recycled after
-`recycle_after` calls or after any other kill (OOM, CPU, output cap, dead runner), and
-reaped after `idle_s` without calls. With `replace_killed` (the gateway's choice), a sandbox
-a kill tore down is replaced in the background at once, so the retry the kill invites is
-warm. A call's wall limit and how long the pool waits for a sandbox are read from
+recycled after `recycle_after` calls or after any other kill (OOM, CPU, output cap, dead
+runner), and reaped after `idle_s` without calls. With `replace_killed` (the gateway's
+choice), a sandbox a kill tore down is replaced in the background at once, so the retry the
+kill invites is warm. A call's wall limit and how long the pool waits for a sandbox are read from
 `sandbox.time_limit`.
 
 Fair sharing: at most `max_sandboxes` exist at once (an idle one of anyone is torn down to
