@@ -78,18 +78,24 @@ async def _one(http: httpx.AsyncClient, headers: dict[str, str], how: str, i: in
     request_id = f"bench-{i}"
     async with httpx.AsyncClient(base_url=str(http.base_url), headers=headers, timeout=60) as own:
         request = own.build_request("POST", "/mcp", json=_call(request_id, marker))
+        sending = anyio.CancelScope()
+
+        async def send() -> None:
+            with sending:
+                await own.send(request)
+
         async with anyio.create_task_group() as group:
-            group.start_soon(own.send, request)
+            group.start_soon(send)
             pids = await _processes_of(marker)
             began = time.perf_counter()
             if how == "notifications/cancelled":
                 params = {"requestId": request_id}
                 notice = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
                 await http.post("/mcp", json=notice)
-            else:  # the client closes the call's connection
-                group.cancel_scope.cancel()
+            else:  # the client closes the call's connection (httpx does, on a cancelled send)
+                sending.cancel()
             took = await _gone_after(pids, began)
-            group.cancel_scope.cancel()
+            sending.cancel()
     return took
 
 
