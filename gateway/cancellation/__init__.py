@@ -8,7 +8,11 @@ client closes its connection.
 """
 
 from gateway.cancellation.call_cancel import CallCancel
-from gateway.cancellation.client_gone import CLIENT_GONE, cancel_when_client_goes
+from gateway.cancellation.client_gone import (
+    CLIENT_GONE,
+    CLIENT_GONE_HOOK,
+    cancel_when_client_goes,
+)
 from gateway.cancellation.inflight_calls import (
     CALLER_CANCELLED,
     CHANNEL,
@@ -21,6 +25,7 @@ __all__ = [
     "CALLER_CANCELLED",
     "CHANNEL",
     "CLIENT_GONE",
+    "CLIENT_GONE_HOOK",
     "CallCancel",
     "CallKey",
     "InflightCalls",

@@ -156,7 +156,7 @@ async def mcp_post(request: Request) -> Response:
     if ctx.cancel is None:
         await pipeline.run(ctx)
     else:  # a tool call: a client that closes its connection cancels it
-        async with cancel_when_client_goes(request.receive, ctx.cancel):
+        async with cancel_when_client_goes(request.scope, request.receive, ctx.cancel):
             await pipeline.run(ctx)
     request_id = message.id if message is not None else request_id_of(body)
     if ctx.error is not None:

@@ -47,7 +47,7 @@ async def call_tool(request: Request) -> Response:
     if ctx.cancel is None:
         await _pipeline(request).run(ctx)
     else:  # a client that closes its connection cancels the call
-        async with cancel_when_client_goes(request.receive, ctx.cancel):
+        async with cancel_when_client_goes(request.scope, request.receive, ctx.cancel):
             await _pipeline(request).run(ctx)
     if ctx.error is not None:
         return refusal(ctx.error)
