@@ -3,7 +3,8 @@
 `create_app` checks the configuration and returns the HTTP app whose lifespan builds, in
 order: the tool registry, the Redis pool, the executor that runs tools (the sandbox pool on
 the configured backend, or the gateway's own threads for `inprocess`), the agent directory,
-the audit writer, the egress proxy that sandboxes reach the network through, the tool
+the audit writer, the table of in-flight calls that cancels reach from any replica, the
+egress proxy that sandboxes reach the network through, the tool
 sources (python and mcp_stdio run in sandboxes, mcp_http upstreams), the time
 budgets (latency windows, breakers, the allocator) and the six-stage pipeline over all of
 them. Nothing else constructs these parts.
@@ -30,6 +31,7 @@ from gateway.budgets import (
     PlanBounds,
     RateLimit,
 )
+from gateway.cancellation import InflightCalls
 from gateway.egress import EgressProxy
 from gateway.http import build_http_app
 from gateway.identity import AgentDirectory, JwksVerifier
@@ -87,6 +89,7 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
         state.redis = connect_redis(redis_url)
         state.audit = AuditWriter(AuditLog(state.redis, settings.audit_stream_max))
         state.audit.start()
+        state.inflight = InflightCalls(state.redis)  # notifications/cancelled finds calls here
         state.egress = EgressProxy(state.audit)
         python = await open_python_sources(sources, config_dir, settings)  # in a sandbox
         served = register_sources(state.registry, python.reports)
@@ -104,6 +107,7 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
                 if isinstance(state.executor, SandboxPool):
                     background.start_soon(state.executor.run_reaper)  # reaps idle sandboxes
                 await background.start(state.upstreams.run)  # each upstream tried once
+                await background.start(state.inflight.listen)  # cancels from any replica
                 yield
                 background.cancel_scope.cancel()
         finally:
@@ -173,6 +177,7 @@ def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: Fas
             DispatchStage(
                 UpstreamRouter(StdioRouter(state.executor, state.stdio), state.upstreams),
                 reply_margin_ms=settings.budget_margin_ms,
+                inflight=state.inflight,
             ),
         ],
         closing=[

@@ -1,7 +1,8 @@
 """The audit log: one record per request, in a Redis stream every replica appends to.
 
 Who (tenant, agent, on behalf of whom), what (transport, operation, tool), the outcome
-(ok, refused before anything ran, or failed while running), the SERF code, the duration and
+(ok, refused before anything ran, failed while running, or cancelled: its caller cancelled
+it or went away, and its work was stopped), the SERF code, the duration and
 the call's usage. Read newest first.
 
 Bounded, so unauthenticated callers cannot grow it: every string field is cut to
@@ -33,7 +34,7 @@ AUDIT_STREAM = "conclave:audit"
 MAX_RECORDS = 100_000
 MAX_FIELD_CHARS = 256
 BATCH_WINDOW_S = 0.005
-Outcome = Literal["ok", "refused", "failed"]
+Outcome = Literal["ok", "refused", "failed", "cancelled"]
 
 
 class AuditRecord(BaseModel):

@@ -60,6 +60,8 @@ class ErrorCode(StrEnum):
     METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"  # an HTTP method the path does not take
     PARSE_ERROR = "PARSE_ERROR"
     LIMIT_ABOVE_INTENT = "LIMIT_ABOVE_INTENT"
+    # the caller cancelled the call (MCP notifications/cancelled) or closed its connection
+    CANCELLED = "CANCELLED"
     # conflict
     STATE_CONFLICT = "STATE_CONFLICT"
     LEASE_HELD = "LEASE_HELD"
@@ -124,6 +126,8 @@ CODE_TABLE: dict[ErrorCode, CodeInfo] = {
     ErrorCode.METHOD_NOT_ALLOWED: CodeInfo(_C.CALLER, 405, False, _A.FIX_ARGS),
     ErrorCode.PARSE_ERROR: CodeInfo(_C.CALLER, 400, False, _A.FIX_ARGS),
     ErrorCode.LIMIT_ABOVE_INTENT: CodeInfo(_C.CALLER, 422, False, _A.FIX_ARGS),
+    # 499: nginx's "client closed request"; the caller that went away never reads it anyway
+    ErrorCode.CANCELLED: CodeInfo(_C.CALLER, 499, False, _A.ABORT),
     ErrorCode.STATE_CONFLICT: CodeInfo(_C.CONFLICT, 409, True, _A.REREAD_AND_RETRY),
     ErrorCode.LEASE_HELD: CodeInfo(_C.CONFLICT, 409, True, _A.RETRY_BACKOFF, 250),
     ErrorCode.LEASE_REQUIRED: CodeInfo(_C.CONFLICT, 409, True, _A.REACQUIRE),

@@ -60,6 +60,7 @@ class ExitReason(StrEnum):
     TIMEOUT = "timeout"
     OOM = "oom"
     KILLED = "killed"
+    CANCELLED = "cancelled"  # its caller cancelled it or went away; its processes were killed
 
 
 class CallUsage(BaseModel):

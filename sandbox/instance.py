@@ -17,6 +17,13 @@ egress socket (`egress_socket`, in the workspace) while the sandbox is open, and
 connection against `current_call`, the one call the sandbox runs at a time. The runner sets
 the call's proxy environment only when the call's tool has an allow-list.
 
+Cancel: a call whose awaiting task is cancelled (its caller cancelled it or went away, or
+the gateway's backstop gave up on it) sends the runner a cancel frame for it, and the runner
+kills the call's process group (or passes `notifications/cancelled` to its MCP server) and
+answers; `settle_cancelled` waits for that answer, off the caller's path, and only then may
+the sandbox serve another call. A runner that does not answer the cancel within
+`CANCEL_ANSWER_S` is torn down with its sandbox.
+
 MCP servers: an invocation whose entrypoint starts with `MCP_STDIO_ENTRYPOINT` is sent as a
 request of type "mcp": its arguments are the server's spec and one JSON-RPC message, which
 the runner relays to the server it keeps in this sandbox (started on first use).
@@ -59,6 +66,9 @@ _RECYCLE_REASONS = {ExitReason.OOM, ExitReason.KILLED}
 
 
 log = logging.getLogger("conclave.sandbox")
+
+# How long a cancelled call's runner has to answer the cancel before its sandbox is torn down.
+CANCEL_ANSWER_S = 2.0
 
 # The egress proxy's socket in the workspace; the runner's forwarder connects to this name.
 EGRESS_SOCKET_NAME = ".conclave-egress.sock"
@@ -112,6 +122,7 @@ class Sandbox:
         self._oom_kills_seen = 0
         self._pids_refusals_seen = 0
         self.current_call: Invocation | None = None  # the call running now, for the egress gate
+        self.cancelled_call: int | None = None  # the id of a cancel the runner has yet to answer
         self._egress: EgressGate | None = None
 
     @property
@@ -197,7 +208,8 @@ class Sandbox:
             return await self._engine_gone(started)
         self.current_call = invocation
         try:
-            await self.channel.send(request)
+            with anyio.CancelScope(shield=True):  # a frame goes whole, or the runner is lost
+                await self.channel.send(request)
         except ChannelClosed as exc:
             # The runner died while idle: the call never started, another sandbox may run it.
             self.current_call = None
@@ -209,6 +221,9 @@ class Sandbox:
                     reply = await self._receive_reply(self.channel)
                 except ChannelClosed as exc:
                     gone = str(exc)
+        except anyio.get_cancelled_exc_class():
+            await self._send_cancel(request["id"])
+            raise
         finally:
             # The runner reaps the call's processes before it takes the next call; a
             # connection opened after this finds no call and is refused.
@@ -220,6 +235,37 @@ class Sandbox:
         if reply is None:
             return self._runner_lost(invocation, wall_ms, gone)
         return await self._outcome(reply, invocation.limits, wall_ms)
+
+    async def _send_cancel(self, call_id: int) -> None:
+        """Tell the runner to stop call `call_id` (its answer is read by `settle_cancelled`)."""
+        assert self.channel is not None
+        self.cancelled_call = call_id
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.channel.send({"type": "cancel", "id": call_id})
+            except ChannelClosed:
+                await self.close()  # the runner is gone, and the call's processes with it
+
+    async def settle_cancelled(self) -> bool:
+        """After a cancelled call: True once the runner answered the cancel (the call's
+        processes are gone and the sandbox may serve the next call); False when the sandbox
+        had to be torn down instead (the runner did not answer within `CANCEL_ANSWER_S`)."""
+        call_id, self.cancelled_call = self.cancelled_call, None
+        if self.closed or self.channel is None or call_id is None:
+            return False
+        with anyio.move_on_after(CANCEL_ANSWER_S):
+            try:
+                while True:  # the call's answer, whether it ended by the cancel or before it
+                    reply = await self._receive_reply(self.channel)
+                    if reply is None:  # the engine stopped answering
+                        break
+                    if reply.get("id") == call_id:
+                        self.last_used = time.monotonic()
+                        return True
+            except ChannelClosed:
+                pass
+        await self.close()
+        return False
 
     async def _receive_reply(self, channel: RunnerChannel) -> dict[str, Any] | None:
         """The runner's reply; None if the sandbox's engine stops answering first."""

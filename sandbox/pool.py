@@ -3,11 +3,11 @@
 Sandboxes are keyed by (tenant, agent, limits profile) and never shared across identities;
 each sandbox serves one call at a time, so an agent's parallel calls get parallel sandboxes.
 A sandbox is started on first use (or by `prewarm`), returned warm after each call (also
-after a timeout the runner killed: only the call's processes died), recycled after
-`recycle_after` calls or after any other kill (OOM, CPU, output cap, dead runner), and
-reaped after `idle_s` without calls. With `replace_killed` (the gateway's choice), a sandbox
-a kill tore down is replaced in the background at once, so the retry the kill invites is
-warm. A call's wall limit and how long the pool waits for a sandbox are read from
+after a timeout the runner killed, or a cancel it answered: only the call's processes died),
+recycled after `recycle_after` calls or after any other kill (OOM, CPU, output cap, dead
+runner), and reaped after `idle_s` without calls. With `replace_killed` (the gateway's
+choice), a sandbox a kill tore down is replaced in the background at once, so the retry the
+kill invites is warm. A call's wall limit and how long the pool waits for a sandbox are read from
 `sandbox.time_limit`.
 
 Fair sharing: at most `max_sandboxes` exist at once (an idle one of anyone is torn down to
@@ -206,10 +206,15 @@ class SandboxPool:
                 if attempt == 2:
                     raise
             finally:
-                with anyio.CancelScope(shield=True):
-                    await self._checkin(key, sandbox, recycle)
-                if lost and self.replace_killed:
-                    self._in_background(self._replace(key))
+                if sandbox.cancelled_call is not None:
+                    # Cancelled: the runner was told to kill the call; the sandbox goes back
+                    # warm once it answers, off the cancelled caller's path.
+                    self._in_background(self._settle_cancelled(key, sandbox))
+                else:
+                    with anyio.CancelScope(shield=True):
+                        await self._checkin(key, sandbox, recycle)
+                    if lost and self.replace_killed:
+                        self._in_background(self._replace(key))
         raise AssertionError("unreachable")
 
     def _cut_by_shutdown(self, outcome: Outcome) -> Outcome:
@@ -224,6 +229,14 @@ class SandboxPool:
             " another gateway, or once this one is back",
         )
         return replace(outcome, error=error)
+
+    async def _settle_cancelled(self, key: PoolKey, sandbox: Sandbox) -> None:
+        """Check in a cancelled call's sandbox once its runner answered the cancel (warm), or
+        tear it down (and replace it) if it did not."""
+        warm = await sandbox.settle_cancelled()
+        await self._checkin(key, sandbox, recycle=not warm or sandbox.calls >= self.recycle_after)
+        if not warm and self.replace_killed:
+            await self._replace(key)
 
     async def _replace(self, key: PoolKey) -> None:
         """Start a sandbox for `key` in place of one a kill tore down, so the retry the kill

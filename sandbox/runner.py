@@ -8,6 +8,12 @@ an unprivileged user, process count), kills the whole group at the wall-clock de
 at most `max_output_bytes` of result, and reports usage (wall ms, CPU ms, peak RSS, exit
 reason). It is the processes' subreaper, so a detached (setsid) child cannot outlive its call.
 
+Cancel: while a call runs, the runner also watches the host's socket. A frame
+`{"type": "cancel", "id": <the call's id>}` (or the host closing the connection) kills the
+call's process group at once, as the wall-clock limit does, and the call is answered with
+CANCELLED; the sandbox stays warm. A cancel that arrives after its call was answered is
+dropped unanswered.
+
 The child runs tool code, and tool code can write to the child's result pipe itself: what
 comes through it is a claim. So the runner alone measures usage (its own clock, the child's
 /proc entries or `wait4`) and decides the exit reason and the code; from the child's payload
@@ -26,7 +32,8 @@ own process group (stdin/stdout pipes), does `initialize` once, relays the messa
 answers with the server's response, all within the call's wall-clock limit; at the limit, on
 non-JSON output, on a line longer than the output cap or when the server exits, it kills the
 server's process group and the next call starts it again. The server lives as long as the
-sandbox.
+sandbox. A cancel while the server works on a call is passed on to it as
+`notifications/cancelled` for that request; the server keeps running for the next call.
 
 Frames: 4-byte big-endian length, then UTF-8 JSON. Tool code is reached through the tool
 registry when the `tools` package is importable (so the `ToolContext` is injected), else as
@@ -131,6 +138,7 @@ class Runner:
         self._resolved: dict[str, Any] = {}
         self._spare: tuple[int, int, int] | None = None  # (pid, request fd, result fd)
         self.host_fd: int | None = None
+        self.host: socket.socket | None = None  # watched for a cancel while a call runs
         self.egress_port: int | None = None  # the forwarder's port on 127.0.0.1
         self.forwarder_pid = 0
         self._unreaped, self._child_pid = False, 0
@@ -189,6 +197,9 @@ class Runner:
         os.setpgid(pid, pid)  # also done by the child: whichever runs first
         return pid, request_write, result_read
 
+    def _watch(self, request: dict[str, Any]) -> _HostWatch | None:
+        return None if self.host is None else _HostWatch(self.host, request.get("id"))
+
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         if request.get("type") == "mcp":
             return self._relay_mcp(request)
@@ -206,7 +217,8 @@ class Runner:
             pass  # the child is gone: its exit status tells what happened
         finally:
             os.close(request_write)
-        outcome, self._unreaped = _supervise(pid, result_read, started, limits)
+        watch = self._watch(request)
+        outcome, self._unreaped = _supervise(pid, result_read, started, limits, watch)
         self._child_pid = pid
         return _reply(request, outcome.pop("reason"), **outcome)
 
@@ -243,7 +255,12 @@ class Runner:
             if message["method"] == "initialize":  # the gateway asks what the server is
                 answer: dict[str, Any] = {"result": server.initialized}
             else:
-                answer = server.request(message, deadline, int(limits["max_output_bytes"]))
+                cap = int(limits["max_output_bytes"])
+                answer = server.request(message, deadline, cap, watch=self._watch(request))
+        except _CallCancelled:
+            usage = {"wall_ms": (time.monotonic() - started) * 1000, "cpu_ms": 0.0}
+            error = _err("CANCELLED", f"mcp_stdio source {name!r}: the call was cancelled")
+            return _reply(request, "cancelled", usage=usage, error=error)
         except _McpFault as fault:
             if server is not None:
                 server.kill()
@@ -336,11 +353,36 @@ def _quiet_stdio() -> None:
         os.dup2(devnull, fd)
 
 
+class _CallCancelled(Exception):
+    """The host cancelled the call (or went away) while it ran."""
+
+
+class _HostWatch:
+    """The host's socket while call `call_id` runs: what it sends then is a cancel or nothing
+    (it sends the next call only after this one's answer)."""
+
+    def __init__(self, host: socket.socket, call_id: Any) -> None:
+        self.host = host
+        self.fd = host.fileno()
+        self.call_id = call_id
+
+    def cancels(self) -> bool:
+        """Read the frame the host sent: True when it cancels this call, or the host is gone."""
+        try:
+            frame = recv_frame(self.host)
+        except (OSError, ValueError):
+            frame = None
+        if frame is None:  # the host went away: nobody waits for the call
+            return True
+        return frame.get("type") == "cancel" and frame.get("id") == self.call_id
+
+
 def _supervise(
-    pid: int, read_fd: int, started: float, limits: dict[str, Any]
+    pid: int, read_fd: int, started: float, limits: dict[str, Any], watch: _HostWatch | None = None
 ) -> tuple[dict[str, Any], bool]:
-    """Collect the child's result until it is complete, the child dies, the deadline passes
-    or the output overflows. True with the outcome when the child still has to be reaped."""
+    """Collect the child's result until it is complete, the child dies, the deadline passes,
+    the output overflows or the host cancels the call. True with the outcome when the child
+    still has to be reaped."""
     deadline = started + int(limits["timeout_ms"]) / 1000
     cap = int(limits["max_output_bytes"])
     pidfd = os.pidfd_open(pid)
@@ -348,6 +390,8 @@ def _supervise(
     poller = select.poll()
     poller.register(read_fd, select.POLLIN)
     poller.register(pidfd, select.POLLIN)
+    if watch is not None:
+        poller.register(watch.fd, select.POLLIN)
     buffer = bytearray()
     killed_for, overshoot_ms, exited = None, 0.0, False
     while True:
@@ -356,12 +400,17 @@ def _supervise(
             killed_for, overshoot_ms = "timeout", (time.monotonic() - deadline) * 1000
             break
         for fd, _ in poller.poll(max(1, math.ceil(remaining * 1000))):
-            if fd == pidfd:
+            if watch is not None and fd == watch.fd:
+                if watch.cancels():
+                    killed_for = "cancelled"
+            elif fd == pidfd:
                 exited = True
             elif not (chunk := _read_some(read_fd)):
                 poller.unregister(read_fd)
             else:
                 buffer += chunk
+        if killed_for is not None:
+            break
         if exited:
             while (chunk := _read_some(read_fd)) and len(buffer) <= cap + _RESULT.size:
                 buffer += chunk
@@ -429,6 +478,9 @@ def _classify_death(
     overshoot_ms: float,
 ) -> dict[str, Any]:
     """The outcome of a child that did not deliver a complete result."""
+    if killed_for == "cancelled":
+        error = _err("CANCELLED", "the call was cancelled by its caller; its processes were killed")
+        return {"reason": "cancelled", "usage": usage, "error": error}
     if killed_for == "timeout":
         message = f"the call ran past its wall-clock limit of {limits['timeout_ms']} ms"
         details = {"timeout_ms": limits["timeout_ms"], "kill_overshoot_ms": overshoot_ms}
@@ -691,14 +743,27 @@ class _McpServer:
         self.initialized = answer["result"]
 
     def request(
-        self, message: dict[str, Any], deadline: float, cap: int, phase: str = "call"
+        self,
+        message: dict[str, Any],
+        deadline: float,
+        cap: int,
+        phase: str = "call",
+        watch: _HostWatch | None = None,
     ) -> dict[str, Any]:
-        """The server's response to `message` (a JSON-RPC request without its id)."""
+        """The server's response to `message` (a JSON-RPC request without its id); a cancel
+        from the host (`watch`) is passed on to the server as `notifications/cancelled`."""
         self._ids += 1
         sent_id = self._ids
         self._send({"jsonrpc": "2.0", "id": sent_id, **message}, phase)
         while True:
-            line = self._line(deadline, cap, phase)
+            try:
+                line = self._line(deadline, cap, phase, watch)
+            except _CallCancelled:
+                params = {"requestId": sent_id, "reason": "the caller cancelled the call"}
+                notice = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
+                with contextlib.suppress(_McpFault):  # a server gone is found by the next call
+                    self._send(notice, phase)
+                raise
             try:
                 received = json.loads(line)
             except ValueError:
@@ -722,8 +787,11 @@ class _McpServer:
         except OSError:
             raise self._exited(phase) from None
 
-    def _line(self, deadline: float, cap: int, phase: str) -> bytes:
+    def _line(
+        self, deadline: float, cap: int, phase: str, watch: _HostWatch | None = None
+    ) -> bytes:
         fd = self.process.stdout.fileno()
+        watched = [fd] if watch is None else [fd, watch.fd]
         while True:
             end = self._buffer.find(b"\n")
             if end >= 0:
@@ -743,9 +811,13 @@ class _McpServer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise self._timeout(phase)
-            ready, _, _ = select.select([fd], [], [], remaining)
+            ready, _, _ = select.select(watched, [], [], remaining)
             if not ready:
                 raise self._timeout(phase)
+            if watch is not None and watch.fd in ready and watch.cancels():
+                raise _CallCancelled
+            if fd not in ready:
+                continue
             chunk = _read_some(fd)
             if not chunk and not self.alive():
                 raise self._exited(phase)
@@ -853,11 +925,13 @@ def main(argv: list[str] | None = None) -> int:
         runner.forwarder_pid, runner.egress_port = forwarder
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(args.connect)
-    runner.host_fd = sock.fileno()
+    runner.host_fd, runner.host = sock.fileno(), sock
     try:
         send_frame(sock, runner.hello())
         runner.prepare()
         while (request := recv_frame(sock)) is not None:
+            if request.get("type") == "cancel":
+                continue  # its call was answered before the cancel arrived
             send_frame(sock, runner.handle(request))
             runner.finish()
     except (ConnectionResetError, BrokenPipeError):

@@ -7,7 +7,12 @@ front of it and the client measuring it do not share its event loop or CPU. It s
   `traceparent_seen` (the W3C trace context it received), `meta_seen`
   (the call's `_meta`), `sleep` (answers after `ms`), `fail` (a tool error, `isError`), and
   two whose calls the wire fault layer answers badly: `http_500` and `garbage` (not JSON);
+  `wait_cancel` (waits up to a minute; a cancellation of the call is recorded under its
+  `tag`) and `cancellations` (the tags recorded so far);
 - a resource `notes://readme` and a prompt `greet`.
+
+Stateless by default (no MCP session, as the federation bench measures); `stateful` issues a
+session, so a client's `notifications/cancelled` reaches the call it names.
 """
 
 from __future__ import annotations
@@ -77,9 +82,10 @@ def _fault_of(body: bytes) -> tuple[int, bytes] | None:
     return _FAULTS.get(name) if isinstance(name, str) else None
 
 
-def build_upstream_app() -> Any:
+def build_upstream_app(stateful: bool = False) -> Any:
     """The upstream's ASGI app: FastMCP's streamable HTTP at `/mcp` behind the fault layer."""
     server = FastMCP("upstream")
+    cancelled: list[str] = []
 
     @server.tool
     def echo(message: str) -> str:
@@ -110,6 +116,21 @@ def build_upstream_app() -> Any:
         return f"slept {ms} ms"
 
     @server.tool
+    async def wait_cancel(tag: str) -> str:
+        """Wait up to a minute; a cancellation of this call is recorded under `tag`."""
+        try:
+            await anyio.sleep(60)
+        except anyio.get_cancelled_exc_class():
+            cancelled.append(tag)
+            raise
+        return "not cancelled"
+
+    @server.tool
+    def cancellations() -> list[str]:
+        """The tags of the `wait_cancel` calls cancelled so far."""
+        return list(cancelled)
+
+    @server.tool
     def fail(reason: str = "broken on purpose") -> str:
         """A tool error: the result has isError."""
         raise ToolError(reason)
@@ -134,17 +155,20 @@ def build_upstream_app() -> Any:
         """A greeting for `name`."""
         return f"Say hello to {name}."
 
-    app = server.http_app(path="/mcp", json_response=True, stateless_http=True)
+    app = server.http_app(path="/mcp", json_response=True, stateless_http=not stateful)
     app.add_middleware(_WireFaults)
     return app
 
 
 @contextlib.contextmanager
-def running_upstream(timeout_s: float = 30.0, port: int | None = None) -> Iterator[str]:
+def running_upstream(
+    timeout_s: float = 30.0, port: int | None = None, *, stateful: bool = False
+) -> Iterator[str]:
     """The upstream in a child process (on `port`, or a free one); yields its MCP URL, stops
     it on exit."""
     port = port or free_port()
-    argv = ["conclave.bench.mcp_upstream", "--port", str(port)]
+    flags = ["--stateful"] if stateful else []
+    argv = ["conclave.bench.mcp_upstream", "--port", str(port), *flags]
     with running_child_server(argv, port, timeout_s):
         yield f"http://127.0.0.1:{port}/mcp"
 
@@ -152,8 +176,10 @@ def running_upstream(timeout_s: float = 30.0, port: int | None = None) -> Iterat
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, required=True)
-    port = parser.parse_args().port
-    uvicorn.run(build_upstream_app(), host="127.0.0.1", port=port, log_level="warning")
+    parser.add_argument("--stateful", action="store_true", help="issue MCP sessions")
+    args = parser.parse_args()
+    app = build_upstream_app(stateful=args.stateful)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,10 @@ as the runner measured it), and 8 agents calling at once, each in its own sandbo
 `docker exec` of `true` in a running container of the same image is measured in the same run
 for comparison. The pools run in this process, on the stack's settings; the gateway is not in
 the path (the gateway suites measure it).
+
+One row goes through the stack's gateway, on its backend: from a cancel
+(`notifications/cancelled`, or the client closing the call's connection) to the call's
+processes gone (`conclave.bench.cancel_latency`); the goal is p99 <= 100 ms.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 import anyio
 
+from conclave.bench.cancel_latency import cancel_to_gone_ms
 from conclave.bench.stats import percentile
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
 from protocol import Principal, ToolContext
@@ -37,6 +42,7 @@ from sandbox import (
 LIMITS = CallLimits(memory_mb=256, cpu_seconds=10, timeout_ms=10_000, max_output_bytes=1 << 20)
 KILL_TIMEOUT_MS = 100
 AGENTS = 8
+CANCEL_GOAL_MS = 100  # DESIGN.md: a cancel stops the work wherever it runs within 100 ms
 
 
 def _invocation(tool: str, arguments: dict[str, Any], agent: str, **limits: Any) -> Invocation:
@@ -221,4 +227,32 @@ def run(ctx: BenchContext) -> SuiteResult:
         )  # fmt: skip
         result.figures["docker_exec_p50_ms"] = statistics.median(exec_samples)
     result.tables.append(latency)
+    result.tables.append(_cancel_latency(ctx, result))
     return result
+
+
+def _cancel_latency(ctx: BenchContext, result: SuiteResult) -> Table:
+    """The cancel rows, through the stack's gateway, on its backend."""
+    backend = ctx.stack.settings.sandbox_backend
+    table = Table(
+        f"Cancel to the call's processes gone, through the gateway ({backend}, ms)",
+        ["cancelled by", "calls", "p50", "p99", "max"],
+    )
+    task = ctx.progress.add_task("sandbox cancel", total=None)
+    samples = cancel_to_gone_ms(ctx.stack, 8 if ctx.quick else 20)
+    ctx.progress.remove_task(task)
+    result.series["cancel_to_gone_ms"] = samples  # one box per way of cancelling
+    for how, took in samples.items():
+        p50, p99 = percentile(took, 0.5), percentile(took, 0.99)
+        table.rows.append([how, len(took), round(p50, 1), round(p99, 1), round(max(took), 1)])
+        key = how.replace("/", "_").replace(" ", "_")
+        result.figures.update({f"cancel_{key}_p50_ms": p50, f"cancel_{key}_p99_ms": p99})
+        result.goals.append(
+            Goal(
+                f"{backend}: {how} to processes gone",
+                f"p99 <= {CANCEL_GOAL_MS} ms",
+                f"{p99:.1f} ms (p50 {p50:.1f} ms)",
+                p99 <= CANCEL_GOAL_MS,
+            )
+        )
+    return table

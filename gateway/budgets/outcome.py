@@ -8,6 +8,8 @@ tool whether the call was evidence of a healthy tool:
   have taken at least that; and how late the kill answered past the sandbox's deadline
   (`kill_overshoot_of(tool)`), which the allocator keeps back from the tenant's later grants
   so a killed call still answers before the run's deadline;
+- a call its caller cancelled (`CANCELLED`) is recorded *censored* at the time it ran: it
+  would have taken at least that; it is no evidence for or against the tool's health;
 - a failure decided before the tool did any work (no such tool, no sandbox) says nothing
   about its latency or health, and is not recorded;
 - only a fault of the tool's own counts against its breaker (`counts_against_tool`).
@@ -122,6 +124,7 @@ class CallFeedback:
         the wall time it took, the time it was granted, and when it answered against the
         sandbox's deadline (`stop_by_ms`)."""
         timed_out = error is not None and error.code is ErrorCode.TOOL_TIMEOUT
+        cancelled = error is not None and error.code is ErrorCode.CANCELLED
         duration: float | None = None
         if error is None or error.code not in NOT_RUN:
             duration = granted_ms if timed_out else wall_ms
@@ -145,7 +148,7 @@ class CallFeedback:
             tenant,
             tool,
             duration_ms=duration,
-            censored=timed_out,
+            censored=timed_out or cancelled,
             healthy=healthy,
             kill_overshoot_ms=overshoot,
         )

@@ -6,6 +6,10 @@ benchmark on, socket writes were ~19% of the gateway's CPU under load (py-spy, i
 `CoalescingTransport` gathers what one event-loop step writes and sends it at once, as the
 step ends (`call_soon`); anything but `write` goes straight to the real transport, and `close`
 sends what is gathered first.
+
+A connection lost before its request was answered calls the hook the request's handler left
+in its scope (`gateway.cancellation.CLIENT_GONE_HOOK`: the running call's cancel), so a tool
+call stops when its client goes away without a task per call watching for it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import asyncio
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from gateway.cancellation import CLIENT_GONE_HOOK
 
 
 class CoalescingTransport:
@@ -47,3 +53,16 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         coalescing = CoalescingTransport(transport, self.loop)
         super().connection_made(coalescing)  # type: ignore[arg-type]
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        scope: dict[str, Any] = self.scope  # type: ignore[assignment]
+        scope[CLIENT_GONE_HOOK] = None  # the hook's slot: this server calls it
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        cycle = self.cycle
+        unanswered = cycle is not None and not cycle.response_complete
+        hook = cycle.scope.get(CLIENT_GONE_HOOK) if cycle is not None and unanswered else None
+        super().connection_lost(exc)
+        if callable(hook):
+            hook()

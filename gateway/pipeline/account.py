@@ -15,7 +15,7 @@ import time
 
 from prometheus_client import Counter, Histogram
 
-from gateway.audit import AuditRecord, AuditWriter
+from gateway.audit import AuditRecord, AuditWriter, Outcome
 from gateway.budgets import CallFeedback
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline.context import RequestContext
@@ -39,7 +39,7 @@ def audit_record(ctx: RequestContext, duration_s: float) -> AuditRecord:
         operation=ctx.operation,
         tool=ctx.tool_name or "",
         namespace=ctx.namespace or "",
-        outcome="ok" if error is None else ("failed" if ctx.executed else "refused"),
+        outcome=_outcome(ctx),
         code=error.code.value if error else "",
         stage=ctx.failed_stage or "",
         duration_ms=round(duration_s * 1000, 3),
@@ -47,6 +47,15 @@ def audit_record(ctx: RequestContext, duration_s: float) -> AuditRecord:
         deadline_ms=ctx.tool_context.deadline_ms if ctx.tool_context else None,
         granted_ms=ctx.granted_ms,
     )
+
+
+def _outcome(ctx: RequestContext) -> Outcome:
+    error = ctx.error
+    if error is None:
+        return "ok"
+    if error.code is ErrorCode.CANCELLED:
+        return "cancelled"
+    return "failed" if ctx.executed else "refused"
 
 
 class AccountStage:

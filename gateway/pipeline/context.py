@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from gateway.cancellation import CallCancel
 from gateway.gateway_error import GatewayError
 from gateway.tracing import TRACING, current_trace
 from protocol import (
@@ -53,6 +54,10 @@ class RequestContext:
     access: Access | None = None
     action: Operation | None = None  # a non-tool operation dispatch performs (state, listing)
     input_error: BaseException | None = None  # the body could not be read or parsed
+    # A tool call's cancel switch (the pipeline runs its stages in the switch's scope), and
+    # an MCP call's JSON-RPC id, by which `notifications/cancelled` names it.
+    cancel: CallCancel | None = None
+    request_id: str | int | None = None
 
     # Filled in by the stages.
     principal: Principal | None = None

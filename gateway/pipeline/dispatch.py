@@ -9,6 +9,11 @@ the tool runs (INVALID_ARGUMENTS with a hint per field, and nothing ran). As a b
 gateway stops waiting at the run's deadline less the reply margin, whatever the sandbox does.
 Non-tool operations (state, listings) are the context's `action`, performed here so they
 pass the same stages.
+
+While an MCP call runs it is in the replica's `InflightCalls`, under its caller's identity and
+request id, so a `notifications/cancelled` received by any replica pulls its cancel switch.
+A call the switch stops has its usage up to then (exit reason `cancelled`): the account stage
+records its wall time as a censored latency sample.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from dataclasses import replace
 
 import anyio
 
+from gateway.cancellation import InflightCalls, call_key
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
 from gateway.tracing import TRACING, current_trace, mark_failed, recording_span
@@ -68,9 +74,16 @@ def fit_limits(
 class DispatchStage:
     name = "dispatch"
 
-    def __init__(self, executor: ToolExecutor, *, reply_margin_ms: int = 0) -> None:
+    def __init__(
+        self,
+        executor: ToolExecutor,
+        *,
+        reply_margin_ms: int = 0,
+        inflight: InflightCalls | None = None,
+    ) -> None:
         self.executor = executor
         self.reply_margin_ms = reply_margin_ms  # the gateway's backstop answers this early
+        self.inflight = inflight  # where `notifications/cancelled` finds an MCP call
 
     async def __call__(self, ctx: RequestContext) -> None:
         if ctx.tool is None:
@@ -94,10 +107,20 @@ class DispatchStage:
             network=ctx.tool.network,
         )
         ctx.executed = True
-        if TRACING.on and recording_span() is not None:
-            outcome = await self._execute_traced(ctx.invocation, deadline)
-        else:
-            outcome = await self._execute_by_deadline(ctx.invocation, deadline)
+        began = time.monotonic()
+        try:
+            if ctx.cancel is not None and ctx.request_id is not None and self.inflight is not None:
+                key = call_key(ctx.require_principal(), ctx.request_id)
+                with self.inflight.running(key, ctx.cancel):
+                    outcome = await self._execute(ctx.invocation, deadline)
+            else:
+                outcome = await self._execute(ctx.invocation, deadline)
+        except anyio.get_cancelled_exc_class():
+            if ctx.cancel is not None and ctx.cancel.pulled:  # stopped by its cancel switch
+                ctx.answered_ms = time.time() * 1000
+                wall_ms = (time.monotonic() - began) * 1000
+                ctx.usage = CallUsage(wall_ms=wall_ms, exit_reason=ExitReason.CANCELLED)
+            raise
         ctx.answered_ms = time.time() * 1000
         error = outcome.error
         if error is not None and error.code is ErrorCode.INVALID_ARGUMENTS:
@@ -111,6 +134,11 @@ class DispatchStage:
         if error is not None:
             raise GatewayError(_with_grant(error, limits.timeout_ms, remaining))
         ctx.result = outcome.result
+
+    async def _execute(self, invocation: Invocation, deadline: int | None) -> Outcome:
+        if TRACING.on and recording_span() is not None:
+            return await self._execute_traced(invocation, deadline)
+        return await self._execute_by_deadline(invocation, deadline)
 
     async def _execute_traced(self, invocation: Invocation, deadline: int | None) -> Outcome:
         """The call in its own span ("execute <tool>"), whose W3C `traceparent` the tool gets in

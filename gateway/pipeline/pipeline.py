@@ -16,6 +16,11 @@ the budget stage learns from, and the caller the more useful answer. A write cut
 may not have been applied: the answer says so, and a retry with the same idempotency key
 settles which. The closing stages of a request answered at or past its deadline run after
 the answer, not before it.
+
+A tool call with a cancel switch (`RequestContext.cancel`, `gateway.cancellation`) runs its
+stages in the switch's scope: pulled (the caller cancelled, or its connection closed), the
+stage running is cancelled where it awaits, the call's error is CANCELLED, and the closing
+stages account for it as for any other outcome.
 """
 
 from __future__ import annotations
@@ -52,7 +57,14 @@ class Pipeline:
         # Stage spans only in a traced request (see `Tracing.request_span`).
         request_span = recording_span() if TRACING.on else None
         traced = request_span is not None
-        await self._open(ctx, traced)
+        if ctx.cancel is None:
+            await self._open(ctx, traced)
+        else:
+            with ctx.cancel.scope() as cancelled:
+                await self._open(ctx, traced)
+            if cancelled.cancelled_caught:
+                ctx.error = translate(GatewayError(ctx.cancel.error()), ctx.trace_id)
+                ctx.failed_stage = ctx.failed_stage or "dispatch"
         if request_span is not None:
             _describe(request_span, ctx)
         deadline = _deadline_ms(ctx)
@@ -91,6 +103,9 @@ class Pipeline:
             ctx.error = translate(exc, ctx.trace_id)
             ctx.failed_stage = stage.name
             return False
+        except anyio.get_cancelled_exc_class():
+            ctx.failed_stage = stage.name  # the stage a pulled cancel switch stopped
+            raise
         finally:
             ctx.stage_seconds[stage.name] = time.perf_counter() - began
         return True

@@ -7,7 +7,8 @@ JSON, or, when the upstream answers `text/event-stream`, from its events (the up
 the stream after the response to the request, which is picked by its id). `open` runs
 `initialize` and keeps the `Mcp-Session-Id` the upstream issues (stateless upstreams issue
 none) and the negotiated protocol version for every later request. A request cancelled by
-its caller (its grant ran out) is followed by `notifications/cancelled`, sent in
+its caller (its grant ran out, or the agent cancelled the call or went away: the request's
+connection is closed) is followed by `notifications/cancelled`, sent in
 `background`, since an upstream must not read a dropped connection as a cancel. While
 tracing is on, each request is a client span and carries its W3C `traceparent`.
 """
@@ -131,7 +132,7 @@ class McpSession:
                 await self.http.request("DELETE", self.headers)
 
     async def _cancelled(self, request_id: int) -> None:
-        params = {"requestId": request_id, "reason": "the call ran past its grant"}
+        params = {"requestId": request_id, "reason": "the gateway's caller no longer waits"}
         # Best effort: the call has been answered already, and the upstream may be down.
         with anyio.move_on_after(self.notify_timeout_s), suppress(OSError, UpstreamHttpError):
             await self.notify("notifications/cancelled", params)

@@ -66,3 +66,19 @@ async def test_a_result_is_a_plain_sample_and_no_kill_lateness(redis: Redis) -> 
         (12.5, False)
     ]
     assert await window.samples("acme", kill_overshoot_of("ok")) == []
+
+
+async def test_a_cancelled_call_is_a_censored_sample_and_no_evidence_against_the_tool(
+    redis: Redis,
+) -> None:
+    window, breaker, feedback = _parts(redis)
+    cancelled = SerfError.of(ErrorCode.CANCELLED, "the caller went away")
+    await feedback.learn(
+        "acme", "long", cancelled, wall_ms=1_200.0, granted_ms=30_000, declared_ms=30_000,
+        stop_by_ms=None, answered_ms=1_000.0,
+    )  # fmt: skip
+    # It would have taken at least the 1.2 s it ran: a censored sample at that.
+    [sample] = await window.samples("acme", "long")
+    assert (sample.duration_ms, sample.censored) == (1_200, True)
+    assert await window.samples("acme", kill_overshoot_of("long")) == []  # nothing killed late
+    assert (await breaker.state("acme", "long")).state == "closed"  # not the tool's fault

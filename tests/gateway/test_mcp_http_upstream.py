@@ -389,3 +389,49 @@ async def test_calls_go_on_after_the_upstream_restarts_and_drops_the_kept_connec
             first.close()  # the upstream goes, closing every connection the gateway kept
             with running_upstream(port=port):
                 assert await echo_in_parallel("back") == ["back"] * 4
+
+
+async def _until(check: Any, within_s: float = 10.0) -> None:
+    """Wait (polling every few ms, at most `within_s`) until `check()` holds."""
+    with anyio.fail_after(within_s):
+        while not await check():  # noqa: ASYNC110 (the upstream's state: no event)
+            await anyio.sleep(0.005)
+
+
+async def test_a_call_cancelled_at_the_gateway_is_cancelled_on_the_upstream(
+    settings: Settings, redis: Redis
+) -> None:
+    """An agent's `notifications/cancelled` closes the upstream request and cancels the
+    upstream's tool (with a session, by the gateway's own `notifications/cancelled`)."""
+    with running_upstream(stateful=True) as url:
+        async with _gateway(settings, _source(url)) as app, _client(app) as client:
+            headers = _auth(settings, "tool:up.*", agent="canceller")
+            inflight = app.state.inflight
+            params = {"name": "up.wait_cancel", "arguments": {"tag": "from-the-agent"}}
+            call = {"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": params}
+            notice = {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": 41},
+            }
+            answers: list[httpx.Response] = []
+
+            async def running() -> bool:
+                return len(inflight) == 1
+
+            async with anyio.create_task_group() as group:
+
+                async def post() -> None:
+                    answers.append(await client.post("/mcp", json=call, headers=headers))
+
+                group.start_soon(post)
+                await _until(running)
+                assert (await client.post("/mcp", json=notice, headers=headers)).status_code == 202
+            result = answers[0].json()["result"]
+            assert result["isError"] and result["structuredContent"]["code"] == "CANCELLED"
+
+            async def seen_by_the_upstream() -> bool:
+                seen = await _call(client, headers, "up.cancellations")
+                return "from-the-agent" in seen.json()["result"]
+
+            await _until(seen_by_the_upstream)

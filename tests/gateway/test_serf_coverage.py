@@ -313,6 +313,29 @@ PRODUCERS[ErrorCode.SANDBOX_KILLED] = _via(
 )
 
 
+@produces(ErrorCode.CANCELLED)
+async def _cancelled(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
+    """A call its caller cancels with MCP's `notifications/cancelled` (sent until it lands:
+    a cancel that arrives before the call runs names nothing yet)."""
+    headers = _bearer(settings, "canceller", ["tool:*"])
+    params = {"name": "run_shell", "arguments": {"command": "sleep 20"}}
+    call = {"jsonrpc": "2.0", "id": "stop", "method": "tools/call", "params": params}
+    cancel = {"requestId": "stop"}
+    notice = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
+    answers: list[httpx.Response] = []
+
+    async def post() -> None:
+        answers.append(await client.post("/mcp", json=call, headers=headers))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(post)
+        with anyio.fail_after(20):
+            while not answers:
+                assert (await client.post("/mcp", json=notice, headers=headers)).status_code == 202
+                await anyio.sleep(0.02)
+    return SerfError.model_validate(answers[0].json()["result"]["structuredContent"])
+
+
 @produces(ErrorCode.AUTH_REVOKED)
 async def _revoked(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
     admin = {"X-Conclave-Admin-Key": settings.admin_key.get_secret_value()}

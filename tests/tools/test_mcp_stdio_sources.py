@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import httpx2
 import pytest
@@ -209,6 +210,41 @@ async def test_faults_get_their_serf_codes_and_leave_nothing_running(
         builtin = await _call(client, headers, "echo", arguments={"message": "healthy"})
         assert builtin.status_code == 200
     assert _running(marker) == []  # nothing left once the gateway stopped
+
+
+async def test_a_cancelled_call_is_cancelled_on_the_server_which_stays_warm(
+    bwrap_available: None, redis_url: str
+) -> None:
+    """An agent's `notifications/cancelled` reaches the stdio server as its own
+    `notifications/cancelled` for the request the runner relayed; the server keeps running."""
+    settings = _settings(redis_url, "bwrap")
+    async with _gateway(settings, _source("odd", HARNESS)) as app, _rest(app) as client:
+        headers = _auth(settings, "tool:odd.*", agent="canceller")
+        pid = (await _call(client, headers, "odd.pid")).json()["result"]
+        inflight = app.state.inflight
+        params = {"name": "odd.wait_cancel", "arguments": {}}
+        call = {"jsonrpc": "2.0", "id": "stop-me", "method": "tools/call", "params": params}
+        notice = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": "stop-me"},
+        }
+        answers: list[httpx.Response] = []
+        async with anyio.create_task_group() as group:
+
+            async def post() -> None:
+                answers.append(await client.post("/mcp", json=call, headers=headers, timeout=120))
+
+            group.start_soon(post)
+            with anyio.fail_after(10):  # until the gateway runs the call
+                while not inflight:  # noqa: ASYNC110 (polling the gateway's own table)
+                    await anyio.sleep(0.005)
+            assert (await client.post("/mcp", json=notice, headers=headers)).status_code == 202
+        result = answers[0].json()["result"]
+        assert result["isError"] and result["structuredContent"]["code"] == "CANCELLED"
+        seen = (await _call(client, headers, "odd.cancellations")).json()["result"]
+        assert len(json.loads(seen)) == 1  # the server saw the call it ran cancelled
+        assert (await _call(client, headers, "odd.pid")).json()["result"] == pid  # warm
 
 
 def _readme_examples() -> dict[str, str]:

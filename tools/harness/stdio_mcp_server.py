@@ -5,8 +5,10 @@ Standard library only, so any sandbox's python3 runs it by path (isolating sandb
 `exit` exits at once (saying why on stderr), `hang` never answers `initialize`, `duplicate`
 lists a tool twice; otherwise it serves these tools: `echo` (its text back), `pid` (its
 process id), `sleep` (`seconds`), `crash` (exits in the middle of the call), `garbage`
-(writes a line that is not JSON) and `flood` (one answer line of `bytes` bytes). It is not a
-tool module: nothing here registers with the gateway.
+(writes a line that is not JSON), `flood` (one answer line of `bytes` bytes),
+`wait_cancel` (waits up to a minute for a `notifications/cancelled` naming the call, which it
+records and does not answer, as MCP asks) and `cancellations` (the request ids it saw
+cancelled). It is not a tool module: nothing here registers with the gateway.
 """
 
 from __future__ import annotations
@@ -14,11 +16,62 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
-_TOOLS = ("echo", "pid", "sleep", "crash", "garbage", "flood")
+_TOOLS = ("echo", "pid", "sleep", "crash", "garbage", "flood", "wait_cancel", "cancellations")
+_CANCELLED: list[Any] = []  # the request ids of the `wait_cancel` calls cancelled
+
+
+class _Lines:
+    """stdin's lines, read without a buffer hiding them from `select` (`wait_cancel` reads
+    what comes while it waits)."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self.closed = False
+
+    def next(self, timeout_s: float | None = None) -> bytes | None:
+        """The next line; None at end of input or when `timeout_s` passed first."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            if self.closed:
+                return None
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([0], [], [], left)[0]:
+                return None
+            chunk = os.read(0, 1 << 16)
+            if not chunk:
+                self.closed = True
+                continue
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def __iter__(self) -> Iterator[bytes]:
+        while (line := self.next()) is not None:
+            yield line
+
+
+_STDIN = _Lines()
+
+
+def _wait_cancel(ident: Any) -> bool:
+    """Wait up to a minute for `notifications/cancelled` of request `ident`: True if it came."""
+    deadline = time.monotonic() + 60
+    while (left := deadline - time.monotonic()) > 0:
+        line = _STDIN.next(left)
+        if line is None:
+            return False
+        message = json.loads(line)
+        params = message.get("params") or {}
+        if message.get("method") == "notifications/cancelled" and params.get("requestId") == ident:
+            _CANCELLED.append(ident)
+            return True
+    return False
 
 
 def _tool(name: str) -> dict[str, Any]:
@@ -31,6 +84,8 @@ def _write(message: dict[str, Any]) -> None:
 
 
 def _call(name: str, arguments: dict[str, Any]) -> Any:
+    if name == "cancellations":
+        return json.dumps(_CANCELLED)
     if name == "echo":
         return str(arguments.get("text", ""))
     if name == "pid":
@@ -58,7 +113,9 @@ def main() -> int:
     if start == "exit":
         print("misbehaving server: exiting at start, as asked", file=sys.stderr)
         return 3
-    for line in sys.stdin:
+    for line in _STDIN:
+        if not line.strip():
+            continue
         message = json.loads(line)
         method, ident = message.get("method"), message.get("id")
         if ident is None:
@@ -74,6 +131,10 @@ def main() -> int:
             _write({"jsonrpc": "2.0", "id": ident, "result": {"tools": tools}})
         elif method == "tools/call":
             params = message.get("params") or {}
+            if params.get("name") == "wait_cancel":
+                if not _wait_cancel(ident):
+                    _write({"jsonrpc": "2.0", "id": ident, "result": {"content": []}})
+                continue  # a cancelled request is not answered
             text = _call(str(params.get("name")), params.get("arguments") or {})
             content = [{"type": "text", "text": text}]
             _write({"jsonrpc": "2.0", "id": ident, "result": {"content": content}})

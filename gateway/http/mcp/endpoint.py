@@ -21,9 +21,11 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
+from gateway.cancellation import CallCancel, cancel_when_client_goes
 from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body
 from gateway.http.hot_routes import hot_route
+from gateway.http.mcp.cancel_notice import CANCELLED_METHOD, cancel_notice
 from gateway.http.mcp.catalog import CAPABILITIES, UPSTREAM_OPERATIONS, upstream_operation
 from gateway.http.mcp.messages import (
     McpMessage,
@@ -136,6 +138,7 @@ def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> R
         ctx.tool_name, ctx.arguments = name, arguments
         ctx.meta = meta if isinstance(meta, dict) else None
         ctx.operation = name
+        ctx.cancel, ctx.request_id = CallCancel(), message.id  # see gateway.cancellation
     elif method == "tools/list":
         ctx.action = _listing(registry)
     elif method in UPSTREAM_OPERATIONS:
@@ -149,6 +152,8 @@ def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> R
             return _initialize(params)
 
         ctx.action = initialize
+    elif method == CANCELLED_METHOD:
+        ctx.action = cancel_notice(request.app.state.inflight, message.params)
     elif method == "ping" or method.startswith("notifications/"):
 
         async def empty(_: RequestContext) -> dict[str, Any]:
@@ -190,7 +195,11 @@ async def mcp_post(request: Request) -> Response:
         ctx = RequestContext("mcp", "mcp:(unreadable)", request.headers, input_error=exc)
     if (bad_version := _version_refusal(request)) is not None:
         ctx.input_error = bad_version  # refused by the scope stage, once the caller is known
-    await pipeline.run(ctx)
+    if ctx.cancel is None:
+        await pipeline.run(ctx)
+    else:  # a tool call: a client that closes its connection cancels it
+        async with cancel_when_client_goes(request.scope, request.receive, ctx.cancel):
+            await pipeline.run(ctx)
     request_id = message.id if message is not None else request_id_of(body)
     if ctx.error is not None:
         is_call = message is not None and message.method == "tools/call"

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from gateway.cancellation import CallCancel, cancel_when_client_goes
 from gateway.http.body import read_body
 from gateway.http.hot_routes import hot_route
 from gateway.http.responses import refusal
@@ -42,7 +43,12 @@ async def call_tool(request: Request) -> Response:
         ctx.input_error = exc
     else:
         ctx.arguments, ctx.limits, ctx.budget = call.arguments, call.limits, call.budget
-    await _pipeline(request).run(ctx)
+        ctx.cancel = CallCancel()
+    if ctx.cancel is None:
+        await _pipeline(request).run(ctx)
+    else:  # a client that closes its connection cancels the call
+        async with cancel_when_client_goes(request.scope, request.receive, ctx.cancel):
+            await _pipeline(request).run(ctx)
     if ctx.error is not None:
         return refusal(ctx.error)
     assert ctx.usage is not None
