@@ -19,6 +19,10 @@ from redis.commands.core import AsyncScript
 from gateway.lua_files import lua_text
 from gateway.redis_client import PooledScript, ReplicaWait
 
+# The files each composed script is made of, in order: shared functions first.
+READ_SCRIPT = ("gateway.state", "tenant_bytes", "read")
+COMMIT_SCRIPT = ("gateway.state", "state_ops", "tenant_bytes", "commit")
+
 
 @dataclass(frozen=True)
 class StateScripts:
@@ -32,10 +36,8 @@ class StateScripts:
     @classmethod
     def register(cls, redis: Redis, wait: ReplicaWait | None = None) -> StateScripts:
         return cls(
-            read=redis.register_script(lua_text("gateway.state", "read")),
-            commit=PooledScript(
-                redis, lua_text("gateway.state", "state_ops", "commit"), name="commit"
-            ),
+            read=redis.register_script(lua_text(*READ_SCRIPT)),
+            commit=PooledScript(redis, lua_text(*COMMIT_SCRIPT), name="commit"),
             acquire=PooledScript(redis, lua_text("gateway.state", "acquire"), name="acquire"),
             release=redis.register_script(lua_text("gateway.state", "release")),
             create_namespace=redis.register_script(lua_text("gateway.state", "namespace")),

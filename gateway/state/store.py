@@ -59,8 +59,7 @@ class StateStore:
             keys,
             actor,
             check_key(key),
-            log_ttl_s=self.limits.read_log_ttl_s,
-            max_log=self.limits.max_read_log,
+            self.limits,
         )
 
     async def acquire(
