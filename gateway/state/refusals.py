@@ -133,6 +133,20 @@ def read_log_over_quota(tenant: str, used: int, added: int, quota: int) -> Gatew
     )
 
 
+def leases_over_quota(tenant: str, used: int, added: int, quota: int) -> GatewayError:
+    return GatewayError.of(
+        ErrorCode.STATE_QUOTA_EXCEEDED,
+        f"tenant {tenant!r} holds {used} bytes of state; these leases would create keys of "
+        f"{added} bytes, over the quota of {quota} bytes (state_quota_bytes): delete keys you "
+        "no longer need. No lease was granted.",
+        details={
+            "used": {"bytes": used},
+            "leases_add": {"bytes": added},
+            "quota": {"bytes": quota},
+        },
+    )
+
+
 def store_full(tenant: str, used_memory: int, maxmemory: int, reserve: int) -> GatewayError:
     """Redis is down to the reserve it keeps for admission, revocation and refusals."""
     return GatewayError.of(

@@ -22,6 +22,7 @@ from gateway.redis_client import PooledScript, ReplicaWait
 # The files each composed script is made of, in order: shared functions first.
 READ_SCRIPT = ("gateway.state", "tenant_bytes", "read")
 COMMIT_SCRIPT = ("gateway.state", "state_ops", "tenant_bytes", "commit")
+ACQUIRE_SCRIPT = ("gateway.state", "tenant_bytes", "acquire")
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class StateScripts:
         return cls(
             read=redis.register_script(lua_text(*READ_SCRIPT)),
             commit=PooledScript(redis, lua_text(*COMMIT_SCRIPT), name="commit"),
-            acquire=PooledScript(redis, lua_text("gateway.state", "acquire"), name="acquire"),
+            acquire=PooledScript(redis, lua_text(*ACQUIRE_SCRIPT), name="acquire"),
             release=redis.register_script(lua_text("gateway.state", "release")),
             create_namespace=redis.register_script(lua_text("gateway.state", "namespace")),
             wait=wait,

@@ -68,7 +68,7 @@ class StateStore:
         for name in names:
             check_key(name)
         keys = self.keys(actor.tenant, namespace)
-        return await acquire_leases(self.scripts, keys, actor, names, ttl_ms)
+        return await acquire_leases(self.scripts, keys, actor, names, ttl_ms, self.limits)
 
     async def release(self, actor: Actor, namespace: str, key: str) -> None:
         keys = self.keys(actor.tenant, namespace)

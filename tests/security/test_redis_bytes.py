@@ -172,3 +172,23 @@ async def test_readyz_says_not_ready_while_redis_refuses_writes(tmp_path: Path) 
                 body = _refused(refused, 503, "STATE_UNAVAILABLE")
                 assert body["retryable"] is True and "maxmemory" in body["message"]
                 assert (await c.get("/readyz")).status_code == 200
+
+
+async def test_leases_and_deletes_on_new_keys_count_against_the_quota(tmp_path: Path) -> None:
+    # A lease, or a delete, on a key that was never written leaves the key's hash behind (its
+    # fencing token, its version): without a charge, distinct names grew Redis without bound.
+    with EmbeddedRedis(tmp_path / "redis", persist=False, maxmemory_mb=64) as server:
+        async with _gateway(server.url, state_quota_bytes=20_000) as (mallory, victim, revoke):
+            for i in range(100):  # 100 x 50 keys of ~130 bytes: the quota is reached first
+                names = [f"lease-{i}-{j}" for j in range(50)]
+                leased = await mallory.client.post(
+                    "/v1/state/a/leases", json={"keys": names}, headers=mallory.headers
+                )
+                if leased.status_code != 200:
+                    break
+            body = _refused(leased, 507, "STATE_QUOTA_EXCEEDED")
+            assert 0 < i < 10 and "No lease was granted" in body["message"]
+            gone = [{"key": f"ghost-{j}", "delete": True} for j in range(100)]
+            _refused(await mallory.commit("a", gone), 507, "STATE_QUOTA_EXCEEDED")
+            await victim.works(1)
+            await revoke("agent")

@@ -144,8 +144,8 @@ async def test_the_history_stream_keeps_about_the_configured_length(
 
 
 async def test_a_tenant_over_its_state_quota_is_refused_whole(redis_url: str, redis: Redis) -> None:
-    # Bytes are every byte the tenant holds: values, history entries, read logs.
-    limits = {"state_quota_keys": 3, "state_quota_bytes": 2_500}
+    # Bytes are every byte the tenant holds: values, keys, history entries, read logs.
+    limits = {"state_quota_keys": 3, "state_quota_bytes": 3_500}
     async with _gateway(redis_url, **limits) as (mallory, victim):
         for agent in (mallory, victim):
             await agent.put_namespace("a")
@@ -160,7 +160,7 @@ async def test_a_tenant_over_its_state_quota_is_refused_whole(redis_url: str, re
         body = _refused(over, 507, "STATE_QUOTA_EXCEEDED")
         assert body["retryable"] is False and "state_quota_keys" in body["message"]
         used = body["details"]["used"]
-        assert used["keys"] == 3 and 9 + 2 * 200 < used["bytes"] < 1_000  # values + history
+        assert used["keys"] == 3 and 9 + 2 * 200 < used["bytes"] < 2_000  # values, keys, history
         # Refused whole: the overwrite in the same commit was not applied either.
         assert (await mallory.read("a", "k0")).json()["value"] == "x"
         assert (await mallory.read("a", "new")).json()["version"] == 0

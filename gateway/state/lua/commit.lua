@@ -202,8 +202,9 @@ end
 -- The tenant's quota: keys holding a value, and every byte it holds (values, history, read
 -- logs, idempotency records), over all its namespaces. A commit that would go over is refused
 -- whole; one that only shrinks the usage always passes.
-local add_keys, add_bytes = 0, 0
+local add_keys, add_bytes, add_meta = 0, 0, 0
 for _, w in ipairs(writes) do
+  if redis.call('EXISTS', w.rkey) == 0 then add_meta = add_meta + #w.rkey + DATA_KEY_BYTES end
   local old = redis.call('HSTRLEN', w.rkey, 'val')  -- 0: no value (a stored value is never '')
   if w.del then
     if old > 0 then add_keys, add_bytes = add_keys - 1, add_bytes - old end
@@ -251,7 +252,7 @@ if ARGV[5] == '1' then
   for _, w in ipairs(writes) do idem_add = idem_add + #w.key + 12 end
 end
 if log_add > 0 then log_add = log_add + tenant_bytes_entry(ledger, KEYS[2]) end
-local add_all = add_bytes + entry_bytes - freed + idem_add + log_add
+local add_all = add_bytes + add_meta + entry_bytes - freed + idem_add + log_add
 local used = redis.call('HMGET', usage, 'keys')
 local used_keys, used_bytes = tonumber(used[1]) or 0, tenant_bytes_used(usage)
 if (add_keys > 0 and used_keys + add_keys > tonumber(ARGV[10]))
@@ -289,6 +290,7 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
 end
 if add_keys ~= 0 then redis.call('HINCRBY', usage, 'keys', add_keys) end
 if add_bytes ~= 0 then redis.call('HINCRBY', usage, 'bytes', add_bytes) end
+if add_meta ~= 0 then redis.call('HINCRBY', usage, 'meta', add_meta) end
 entry[#entry + 1] = 'size'
 entry[#entry + 1] = tostring(entry_bytes)
 local id = redis.call('XADD', KEYS[3], '*', unpack(entry))

@@ -1,21 +1,26 @@
 -- Every byte a tenant makes Redis hold counts in its usage hash (cc:{t:<tenant>}:usage):
 --   keys, bytes  keys holding a value and those values' bytes
+--   meta         bytes of its data hashes themselves (a key's version, lease and fencing
+--                token stay after its value is deleted, so these are never given back)
 --   hist         bytes of its namespaces' history entries (each entry records its own size)
 --   held         bytes of records that expire (read logs, idempotency records), in a ledger:
 --                a sorted set (record key -> expiry, ms) and a hash (record key -> bytes)
--- The quota is on keys and on bytes + hist + held. Prepended to the scripts that write a
--- tenant's state (read, commit); they call these before and after their writes.
+-- The quota is on keys and on bytes + meta + hist + held. Prepended to the scripts that write
+-- a tenant's state (read, commit, acquire); they call these before and after their writes.
 
 -- What one ledger member costs beyond its record: its name in the set and the hash, and their
 -- per-entry overhead.
 local LEDGER_ENTRY_BYTES = 64
 -- What one read-log field costs beyond its key name: the version, the hash entry's overhead.
 local READ_LOG_FIELD_BYTES = 24
+-- What one data hash costs beyond its name: its version, owner, lease and fencing fields.
+local DATA_KEY_BYTES = 96
 
 -- The bytes of the usage that count against the byte quota.
 local function tenant_bytes_used(usage)
-  local u = redis.call('HMGET', usage, 'bytes', 'hist', 'held')
+  local u = redis.call('HMGET', usage, 'bytes', 'meta', 'hist', 'held')
   return (tonumber(u[1]) or 0) + (tonumber(u[2]) or 0) + (tonumber(u[3]) or 0)
+    + (tonumber(u[4]) or 0)
 end
 
 -- Drops up to `max` ledger members whose record has expired, and their bytes from the usage.
