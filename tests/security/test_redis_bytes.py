@@ -192,3 +192,25 @@ async def test_leases_and_deletes_on_new_keys_count_against_the_quota(tmp_path: 
             _refused(await mallory.commit("a", gone), 507, "STATE_QUOTA_EXCEEDED")
             await victim.works(1)
             await revoke("agent")
+
+
+async def test_read_logs_and_idempotency_records_count_against_the_quota(tmp_path: Path) -> None:
+    # Each session has its own read log and each idempotency key its own record: without a
+    # charge, reads in fresh sessions and commits under fresh keys grew Redis without bound.
+    with EmbeddedRedis(tmp_path / "redis", persist=False, maxmemory_mb=64) as server:
+        async with _gateway(server.url, state_quota_bytes=20_000) as (mallory, victim, revoke):
+            for i in range(1_000):  # ~200 bytes each: the quota is reached first
+                session = {**mallory.headers, "X-Conclave-Session": f"s{i}"}
+                read = await mallory.client.get("/v1/state/a/k", headers=session)
+                if read.status_code != 200:
+                    break
+            body = _refused(read, 507, "STATE_QUOTA_EXCEEDED")
+            assert 10 < i < 200 and "Nothing was read or logged" in body["message"]
+            # A read the log already holds takes no room: it is still answered.
+            again = {**mallory.headers, "X-Conclave-Session": "s0"}
+            assert (await mallory.client.get("/v1/state/a/k", headers=again)).status_code == 200
+            once = {"writes": [{"key": "n", "op": "increment", "value": 1}], "idempotency_key": "x"}
+            refused = await mallory.client.post("/v1/state/a/commit", json=once, headers=again)
+            _refused(refused, 507, "STATE_QUOTA_EXCEEDED")
+            await victim.works(1)
+            await revoke("agent")
