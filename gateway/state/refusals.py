@@ -147,6 +147,20 @@ def leases_over_quota(tenant: str, used: int, added: int, quota: int) -> Gateway
     )
 
 
+def namespace_over_quota(tenant: str, used: int, added: int, quota: int) -> GatewayError:
+    return GatewayError.of(
+        ErrorCode.STATE_QUOTA_EXCEEDED,
+        f"tenant {tenant!r} holds {used} bytes of state; a new namespace takes {added} bytes, "
+        f"over the quota of {quota} bytes (state_quota_bytes): use a namespace you have, or "
+        "delete keys you no longer need. Nothing was created.",
+        details={
+            "used": {"bytes": used},
+            "namespace_adds": {"bytes": added},
+            "quota": {"bytes": quota},
+        },
+    )
+
+
 def store_full(tenant: str, used_memory: int, maxmemory: int, reserve: int) -> GatewayError:
     """Redis is down to the reserve it keeps for admission, revocation and refusals."""
     return GatewayError.of(

@@ -23,6 +23,7 @@ from gateway.redis_client import PooledScript, ReplicaWait
 READ_SCRIPT = ("gateway.state", "tenant_bytes", "read")
 COMMIT_SCRIPT = ("gateway.state", "state_ops", "tenant_bytes", "commit")
 ACQUIRE_SCRIPT = ("gateway.state", "tenant_bytes", "acquire")
+NAMESPACE_SCRIPT = ("gateway.state", "tenant_bytes", "namespace")
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,6 @@ class StateScripts:
             commit=PooledScript(redis, lua_text(*COMMIT_SCRIPT), name="commit"),
             acquire=PooledScript(redis, lua_text(*ACQUIRE_SCRIPT), name="acquire"),
             release=redis.register_script(lua_text("gateway.state", "release")),
-            create_namespace=redis.register_script(lua_text("gateway.state", "namespace")),
+            create_namespace=redis.register_script(lua_text(*NAMESPACE_SCRIPT)),
             wait=wait,
         )

@@ -47,7 +47,8 @@ class StateStore:
         return NamespaceKeys(tenant, check_namespace(namespace))
 
     async def create_namespace(self, tenant: str, namespace: str, config: NamespaceConfig) -> bool:
-        return await create_namespace(self.scripts, self.keys(tenant, namespace), config)
+        keys = self.keys(tenant, namespace)
+        return await create_namespace(self.scripts, keys, config, self.limits)
 
     async def namespace(self, tenant: str, namespace: str) -> NamespaceConfig:
         return await load_namespace(self.redis, self.keys(tenant, namespace))

@@ -214,3 +214,18 @@ async def test_read_logs_and_idempotency_records_count_against_the_quota(tmp_pat
             _refused(refused, 507, "STATE_QUOTA_EXCEEDED")
             await victim.works(1)
             await revoke("agent")
+
+
+async def test_namespaces_count_against_the_quota(tmp_path: Path) -> None:
+    with EmbeddedRedis(tmp_path / "redis", persist=False, maxmemory_mb=64) as server:
+        async with _gateway(server.url, state_quota_bytes=5_000) as (mallory, victim, revoke):
+            for i in range(1_000):  # ~130 bytes each: the quota is reached first
+                made = await mallory.client.put(
+                    f"/v1/state/flood-{i}", json={}, headers=mallory.headers
+                )
+                if made.status_code != 201:
+                    break
+            body = _refused(made, 507, "STATE_QUOTA_EXCEEDED")
+            assert 10 < i < 50 and "Nothing was created" in body["message"]
+            await victim.works(1)
+            await revoke("agent")

@@ -168,7 +168,7 @@ async def test_the_checker_catches_a_forged_op_result(agent: Any, redis: Redis) 
 async def test_the_value_cap_and_the_quota_apply_to_an_ops_result(
     settings: Settings, redis: Redis
 ) -> None:
-    limited = settings.model_copy(update={"max_value_bytes": 40, "state_quota_bytes": 1_244})
+    limited = settings.model_copy(update={"max_value_bytes": 40, "state_quota_bytes": 1_365})
     app = create_app(limited)
     token = issue_token(limited, tenant="acme", agent="alice", scopes=["state:*:write"])
     transport = httpx.ASGITransport(app=app)
@@ -187,9 +187,10 @@ async def test_the_value_cap_and_the_quota_apply_to_an_ops_result(
         too_big = await commit(_op("list", "append", "y"))
         assert too_big.status_code == 413, too_big.text
         assert too_big.json()["details"] == {"key": "list", "size_bytes": 44, "limit_bytes": 40}
-        # The three appends hold 854 bytes (40 of values, 124 of the key's own hash, 690 of
-        # history entries). This commit adds a key (125 bytes), its history entry (242) and its
-        # result (24): 1245 is over the quota, where its operand (22 bytes) would have fit.
+        # The namespace and the three appends hold 975 bytes (121 of the namespace's config, 124
+        # of the key's own hash, 40 of values, 690 of history entries). This commit adds a key
+        # (125 bytes), its history entry (242) and its result (24): 1366 is over the quota,
+        # where its operand (22 bytes) would have fit.
         over_quota = await commit(_op("other", "append", "z" * 20))
         assert over_quota.status_code == 507, over_quota.text
         read = (await c.get("/v1/state/capped/list")).json()
