@@ -6,7 +6,9 @@ and a test can restart it on the same socket.
 
 It runs with a memory ceiling (`maxmemory_mb`, policy `noeviction`: when full it refuses
 writes, which the gateway answers as 503 `STATE_UNAVAILABLE`, instead of silently evicting
-state) and, when persistent, an append-only file fsynced `everysec` (a crash may lose the last
+state; the gateway's state scripts stop a tenant's writes `redis_reserve_mb` short of the
+ceiling, so admission, revocation and the audit of refusals still find room) and, when
+persistent, an append-only file fsynced `everysec` (a crash may lose the last
 second of acknowledged writes) or `always` (nothing acknowledged is lost, so a fencing token is
 never granted twice). Started from the main thread, it dies with the process that started it
 (`conclave.child_lifetime`), even one killed with SIGKILL, and in a session of its own, so a

@@ -1,20 +1,27 @@
-"""The audit log: one record per request, in a Redis stream every replica appends to.
+"""The audit log: one record per request, in Redis streams every replica appends to.
 
 Who (tenant, agent, on behalf of whom), what (transport, operation, tool), the outcome
 (ok, refused before anything ran, failed while running, or cancelled: its caller cancelled
-it or went away, and its work was stopped), the SERF code, the duration and
-the call's usage. Read newest first.
+it or went away, and its work was stopped), the SERF code, the duration and the call's usage.
+
+One stream per tenant, so no party can push another's records out: each tenant's stream
+(`audit_stream(tenant)`, in the tenant's hash slot) keeps about its newest `max_records`
+(`Settings.audit_stream_max`; XADD MAXLEN ~, so Redis trims whole nodes and may keep a few
+more), and requests refused before a tenant was known (no token, a bad one) go to their own
+stream of the same bound. `query` reads one tenant's stream by time (stream entry ids are the
+epoch ms they were written at). Every record is also copied to a short feed of the newest
+`FEED_RECORDS` of all tenants, which the console shows live and which `query` reads when no
+tenant is named: a flood of refusals pushes records out of the feed, never out of their
+tenant's stream. Retention is by count, not by age: export a tenant's stream (XREAD from the
+last id seen) where records must be kept longer.
 
 Bounded, so unauthenticated callers cannot grow it: every string field is cut to
 `MAX_FIELD_CHARS` (with a marker saying how much was cut: a caller chooses a tool's name, a
-namespace, a session id), and the stream keeps about the newest `max_records` records
-(`Settings.audit_stream_max`; XADD MAXLEN ~, so Redis trims whole nodes and may keep a few
-more). Retention is by count, not by age: under a flood of refusals the oldest records go
-first, so export the stream (XREAD from the last id seen) where records must be kept longer.
+namespace, a session id), and each stream is capped.
 
 `AuditWriter` takes records off the request's path: the account stage hands a record over
 and returns; a background task appends whatever has gathered in one pipelined round trip.
-A record is in the stream a few milliseconds after its answer left; `flush` waits for that.
+A record is in the streams a few milliseconds after its answer left; `flush` waits for that.
 """
 
 from __future__ import annotations
@@ -30,8 +37,11 @@ from redis.asyncio import Redis
 
 log = logging.getLogger("conclave.gateway.audit")
 
-AUDIT_STREAM = "conclave:audit"
+FEED_STREAM = "conclave:audit:feed"
+ANONYMOUS_STREAM = "conclave:audit:anonymous"
 MAX_RECORDS = 100_000
+FEED_RECORDS = 10_000
+QUERY_PAGE = 1_000
 MAX_FIELD_CHARS = 256
 BATCH_WINDOW_S = 0.005
 Outcome = Literal["ok", "refused", "failed", "cancelled"]
@@ -75,21 +85,28 @@ def capped(text: str, limit: int = MAX_FIELD_CHARS) -> str:
     return text[: limit - len(marker)] + marker
 
 
+def audit_stream(tenant: str) -> str:
+    """The stream a tenant's records go to; "" (no tenant known) is the unauthenticated one."""
+    return f"conclave:audit:{{t:{tenant}}}" if tenant else ANONYMOUS_STREAM
+
+
 class AuditLog:
     def __init__(self, redis: Redis, max_records: int = MAX_RECORDS) -> None:
         self.redis = redis
         self.max_records = max_records
+        self.feed_records = min(max_records, FEED_RECORDS)
 
     async def append(self, *records: AuditRecord) -> None:
         async with self.redis.pipeline(transaction=False) as pipe:
             for record in records:
                 # One JSON field per entry: a fraction of the encoding work of one per column.
                 record_json = record.model_dump_json(exclude={"id"})
+                stream = audit_stream(record.tenant)
                 pipe.xadd(
-                    AUDIT_STREAM,
-                    {"record": record_json},
-                    maxlen=self.max_records,
-                    approximate=True,
+                    stream, {"record": record_json}, maxlen=self.max_records, approximate=True
+                )
+                pipe.xadd(
+                    FEED_STREAM, {"record": record_json}, maxlen=self.feed_records, approximate=True
                 )
             await pipe.execute()
 
@@ -101,47 +118,57 @@ class AuditLog:
         tool: str | None = None,
         outcome: str | None = None,
         code: str | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
         limit: int = 100,
-        scan: int = 10_000,
     ) -> list[AuditRecord]:
-        """Newest first: up to `limit` records matching every given filter, among the last
-        `scan` records."""
-        given = {"tenant": tenant, "agent": agent, "tool": tool, "outcome": outcome, "code": code}
+        """Newest first: up to `limit` records matching every given filter, written between
+        `since_ms` and `until_ms` (epoch ms, both included). With a `tenant` ("" for the
+        unauthenticated), its whole stream is searched; without, the feed of the newest
+        records of all tenants."""
+        given = {"agent": agent, "tool": tool, "outcome": outcome, "code": code}
         wanted = {k: v for k, v in given.items() if v is not None}
+        stream = FEED_STREAM if tenant is None else audit_stream(tenant)
+        newest = "+" if until_ms is None else str(until_ms)  # ids are "<ms>-<seq>"
+        oldest = "-" if since_ms is None else str(since_ms)
         found: list[AuditRecord] = []
-        entries = cast(
-            list[tuple[str, dict[str, str]]],
-            await self.redis.xrevrange(AUDIT_STREAM, count=scan),
-        )
-        for entry_id, fields in entries:
-            raw = json.loads(fields.get("record", "{}"))
-            if any(raw.get(k) != v for k, v in wanted.items()):
-                continue
-            found.append(AuditRecord.model_validate({**raw, "id": entry_id}))
-            if len(found) >= limit:
+        while len(found) < limit:
+            entries = cast(
+                list[tuple[str, dict[str, str]]],
+                await self.redis.xrevrange(stream, max=newest, min=oldest, count=QUERY_PAGE),
+            )
+            for entry_id, fields in entries:
+                raw = json.loads(fields.get("record", "{}"))
+                if any(raw.get(k) != v for k, v in wanted.items()):
+                    continue
+                found.append(AuditRecord.model_validate({**raw, "id": entry_id}))
+                if len(found) >= limit:
+                    break
+            if len(entries) < QUERY_PAGE:
                 break
+            newest = f"({entries[-1][0]}"
         return found
 
     async def newest(self, count: int, *, before: str | None = None) -> list[AuditRecord]:
-        """Newest first: up to `count` records, only those older than the entry id `before`
-        when it is given (so a reader pages back through the stream a window at a time)."""
+        """Newest first: up to `count` records of the feed, only those older than the entry id
+        `before` when it is given (so a reader pages back through the feed a window at a time)."""
         entries = cast(
             list[tuple[str, dict[str, str]]],
             await self.redis.xrevrange(
-                AUDIT_STREAM, max=f"({before}" if before else "+", count=count
+                FEED_STREAM, max=f"({before}" if before else "+", count=count
             ),
         )
         return [_parsed(entry_id, fields) for entry_id, fields in entries]
 
     async def last_id(self) -> str:
-        """The newest record's entry id; "0-0" while the stream is empty."""
-        newest = await self.redis.xrevrange(AUDIT_STREAM, count=1)
+        """The newest feed record's entry id; "0-0" while the feed is empty."""
+        newest = await self.redis.xrevrange(FEED_STREAM, count=1)
         return str(newest[0][0]) if newest else "0-0"
 
     async def tail(self, after: str, *, count: int, block_ms: int) -> list[AuditRecord]:
-        """Oldest first: up to `count` records newer than the entry id `after`, waiting up to
-        `block_ms` for the first of them (XREAD BLOCK); none when none came."""
-        answer = await self.redis.xread({AUDIT_STREAM: after}, count=count, block=block_ms)
+        """Oldest first: up to `count` feed records newer than the entry id `after`, waiting up
+        to `block_ms` for the first of them (XREAD BLOCK); none when none came."""
+        answer = await self.redis.xread({FEED_STREAM: after}, count=count, block=block_ms)
         if not answer:
             return []
         entries = cast(list[tuple[str, dict[str, str]]], cast(list[Any], answer)[0][1])

@@ -133,6 +133,10 @@ class Settings(BaseSettings):
     # before Redis acknowledges it, so a token is never reissued (slower writes).
     redis_maxmemory_mb: int = Field(default=512, gt=0)
     redis_fsync: Literal["always", "everysec"] = "everysec"
+    # Redis keeps this much below its maxmemory for admission, revocation and the audit of
+    # refusals: a state write that would use it is refused 507 (that tenant only), so an
+    # operator can always revoke. 0: no reserve. Checked only where Redis has a maxmemory.
+    redis_reserve_mb: int = Field(default=32, ge=0)
     # Durability: "async" acknowledges a commit, a lease grant and a revocation once the Redis
     # master has them (a master failover may lose the last ones, and reissue a fencing token);
     # "replicated" acknowledges them only after `WAIT` confirms `durability_replicas` replicas

@@ -146,7 +146,9 @@ class HistoryEntry(BaseModel):
     agent: str
     session: str
     keys: dict[str, tuple[int, int]] = Field(description="key -> (previous, new) version")
-    values: dict[str, Any] = Field(default_factory=dict, description="key -> value written")
+    values: dict[str, Any] = Field(
+        default_factory=dict, description="key -> value written (plain writes; ops are in `ops`)"
+    )
     ops: dict[str, AppliedOp] = Field(
         default_factory=dict, description="key -> the op that produced its value (op writes)"
     )

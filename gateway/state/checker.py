@@ -8,8 +8,10 @@ It replays the commits in stream order (the order the store applied them) and re
 - ``bad_step``: a commit's new version is not its previous version + 1;
 - ``stale_read``: a commit's read set, or a write's ``expected_version``, names a version that
   was no longer current when the commit was applied (what it decided on had gone stale);
-- ``bad_op``: a commit recorded an op (increment, append, merge, add_to_set) whose result is
-  not what the op makes of the value the history before it produced (or does not fit it);
+- ``bad_op``: a commit recorded an op (increment, append, merge, add_to_set) that does not
+  fit the value the history before it produced (or, in entries that record the op's result, a
+  result that is not what the op makes of it); an op's result is otherwise replayed, and a
+  wrong one shows as ``final_mismatch``;
 - ``final_mismatch``: the store's final version or value of a key differs from what the
   sequential replay of the history produces.
 
@@ -115,7 +117,8 @@ def check_history(
                 )
             recorded = entry.values.get(key)
             if key in entry.ops:
-                found.extend(_check_op(entry, key, state.value, recorded))
+                recorded, wrong = _replayed_op(entry, key, state.value)
+                found.extend(wrong)
             state.version = new
             state.value = recorded
             state.writers[new] = cid
@@ -135,15 +138,20 @@ def check_history(
     return report
 
 
-def _check_op(entry: HistoryEntry, key: str, before: Any, recorded: Any) -> list[Anomaly]:
+def _replayed_op(entry: HistoryEntry, key: str, before: Any) -> tuple[Any, list[Anomaly]]:
+    """The value the entry's op makes of `before`, and what is wrong with it: the op does not
+    fit, or the entry recorded a different result (entries record results only when written
+    by a gateway before ops' results were left out of the history)."""
     applied = entry.ops[key]
+    recorded = entry.values.get(key)
     try:
         expected = replay_op(applied.op, before, applied.value)
     except ValueError as exc:
-        return [Anomaly("bad_op", key, (entry.commit_id,), f"{exc}, yet the commit applied it")]
-    if json_equal(expected, recorded):
-        return []
-    return [
+        found = Anomaly("bad_op", key, (entry.commit_id,), f"{exc}, yet the commit applied it")
+        return recorded, [found]
+    if key not in entry.values or json_equal(expected, recorded):
+        return expected, []
+    return recorded, [
         Anomaly(
             "bad_op",
             key,

@@ -18,8 +18,11 @@ its idempotency record, a write, so the WAIT on its connection also covers the f
 
 Before any Redis work, a commit over the caps (`StateLimits`: writes, read-set entries, value
 size) is refused 413 `PAYLOAD_TOO_LARGE`. In the script, a commit that would take its tenant
-over the state quota (keys holding a value, their bytes) is refused whole, 507
-`STATE_QUOTA_EXCEEDED`; deletes and shrinking writes always pass.
+over the state quota (keys holding a value; every byte it holds: values, history entries, read
+logs, idempotency records) is refused whole, 507 `STATE_QUOTA_EXCEEDED`; a commit that only
+shrinks the usage always passes. A commit that would take Redis into the reserve it keeps below
+its `maxmemory` (for admission, revocation and refusals) is refused the same way, retryable.
+Nothing is written in either case.
 
 A write with an `op` (increment, append, merge, add_to_set: `protocol.StateOp`) is applied to
 the stored value by the script (`lua/state_ops.lua`), with the same lease, version and
@@ -27,7 +30,8 @@ read checks as any write. Its key is not put in the writer's read log (the write
 the value it changed), so ops on one key by many agents never conflict. An op that does not
 fit the stored value (increment on a string) refuses the whole commit, 422
 `INVALID_ARGUMENTS`; the value cap and the quota apply to the op's result. The result of each
-op comes back in `CommitResult.values`, and the history records the op beside the result.
+op comes back in `CommitResult.values`; the history records the op and its operand, not the
+result (the checker replays it), so an op on a large value adds a small history entry.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from gateway.state.refusals import (
     op_does_not_fit,
     quota_exceeded,
     read_log_full,
+    store_full,
     value_too_large,
 )
 from gateway.state.scripts import StateScripts
@@ -83,6 +88,8 @@ async def commit(
         keys.history,
         keys.idempotency(actor.agent, idem) if idem else keys.config,
         keys.usage,
+        keys.expiring,
+        keys.expiring_bytes,
         *(keys.data(w.key) for w in request.writes),
         *(keys.data(k) for k in request.read_set),
     ]
@@ -102,6 +109,7 @@ async def commit(
         limits.max_read_log,
         encode_value(history_ops),
         limits.max_value_bytes,
+        limits.store_reserve_bytes,
     ]
     for write, text in zip(request.writes, encoded, strict=True):
         args += [
@@ -130,6 +138,8 @@ async def commit(
             (add_keys, add_bytes),
             (limits.quota_keys, limits.quota_bytes),
         )
+    if status == "STORE_FULL":
+        raise store_full(actor.tenant, int(reply[1]), int(reply[2]), int(reply[3]))
     if status == "BAD_OP":
         raise op_does_not_fit(reply[1], reply[2], reply[3])
     if status == "TOO_LARGE":

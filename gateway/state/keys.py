@@ -6,7 +6,11 @@ tenant's state lives in one slot; tenants spread over the cluster). The tenant a
 from the caller's principal, never from the request, so one tenant's names cannot reach
 another's keys.
 
-- ``cc:{t:<tenant>}:usage``  hash: keys, bytes (the tenant's values, against its quota)
+- ``cc:{t:<tenant>}:usage``  hash: every byte the tenant makes Redis hold, against its quota:
+  keys, bytes (its values), hist (its history entries), held (its expiring records)
+- ``cc:{t:<tenant>}:expiring``        sorted set: expiring record (read log, idempotency
+  record) -> when it expires (ms), so its bytes leave the usage once it has gone
+- ``cc:{t:<tenant>}:expiring_bytes``  hash: expiring record -> the bytes charged for it
 
 Layout of one namespace, under the prefix ``cc:{t:<tenant>}:ns:<ns>:``
 
@@ -56,6 +60,16 @@ class NamespaceKeys:
     def usage(self) -> str:
         """The tenant's quota usage, shared by all its namespaces."""
         return f"cc:{{t:{self.tenant}}}:usage"
+
+    @property
+    def expiring(self) -> str:
+        """The tenant's expiring records (read logs, idempotency records) by expiry."""
+        return f"cc:{{t:{self.tenant}}}:expiring"
+
+    @property
+    def expiring_bytes(self) -> str:
+        """The bytes charged for each of the tenant's expiring records."""
+        return f"cc:{{t:{self.tenant}}}:expiring_bytes"
 
     @property
     def config(self) -> str:

@@ -10,6 +10,10 @@ holds it (its fencing token cannot be issued again by a promoted replica), else 
 `DURABILITY_UNCONFIRMED`. Retrying is safe: if the first grant was kept, the retry renews it
 (the same fencing token, now confirmed); if it was lost, the retry grants afresh. The caller
 never saw the unconfirmed token, so nobody writes with it.
+
+A lease on a key with no data hash yet creates one, which stays (it keeps the fencing token):
+its bytes count in the tenant's byte quota, and a grant over the quota (or into the reserve
+Redis keeps below its maxmemory) is refused whole, 507 `STATE_QUOTA_EXCEEDED`.
 """
 
 from __future__ import annotations
@@ -17,24 +21,40 @@ from __future__ import annotations
 import json
 
 from gateway.state.keys import Actor, NamespaceKeys
-from gateway.state.refusals import conflict, conflict_from_script, namespace_not_found
+from gateway.state.limits import StateLimits
+from gateway.state.refusals import (
+    conflict,
+    conflict_from_script,
+    leases_over_quota,
+    namespace_not_found,
+    store_full,
+)
 from gateway.state.scripts import StateScripts
 from protocol import ErrorCode, LeaseGrant, LeaseGrants
 
 
 async def acquire_leases(
-    scripts: StateScripts, keys: NamespaceKeys, actor: Actor, names: list[str], ttl_ms: int
+    scripts: StateScripts,
+    keys: NamespaceKeys,
+    actor: Actor,
+    names: list[str],
+    ttl_ms: int,
+    limits: StateLimits,
 ) -> LeaseGrants:
     unique = list(dict.fromkeys(names))  # a key listed twice is one lease
     reply = await scripts.acquire(
-        [keys.config, *(keys.data(k) for k in unique)],
-        [actor.agent, ttl_ms, *unique],
+        [keys.config, keys.usage, *(keys.data(k) for k in unique)],
+        [actor.agent, ttl_ms, limits.quota_bytes, limits.store_reserve_bytes, *unique],
         wait=scripts.wait,
     )
     if reply[0] == "NSNF":
         raise namespace_not_found(keys.namespace)
     if reply[0] == "LEASE_HELD":
         raise conflict_from_script("LEASE_HELD", reply[1])
+    if reply[0] == "QUOTA":
+        raise leases_over_quota(actor.tenant, int(reply[1]), int(reply[2]), limits.quota_bytes)
+    if reply[0] == "STORE_FULL":
+        raise store_full(actor.tenant, int(reply[1]), int(reply[2]), int(reply[3]))
     return LeaseGrants(leases=[LeaseGrant.model_validate(g) for g in json.loads(reply[1])])
 
 

@@ -3,7 +3,13 @@
 The caps on a commit (writes, read-set entries, value size) are checked here, before any
 Redis work, so an oversized commit costs the store nothing. The read-log cap is checked by the
 read script (a session cannot log more distinct keys than `max_read_log`), the quotas by the
-commit script (atomically with the writes), the history length by the commit's `XADD`.
+commit and read scripts (atomically with the writes), the history length by the commit.
+
+The byte quota counts every byte a tenant makes Redis hold: its values, its history entries,
+its read logs and its idempotency records (`lua/tenant_bytes.lua`). Below Redis's own
+`maxmemory` the scripts keep `store_reserve_bytes` free for admission, revocation and the audit
+of refusals: a state write that would eat into it is refused, so an operator can always
+revoke a tenant that fills the store.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ class StateLimits:
     max_read_log: int  # distinct keys in one session's read log
     history_max: int  # entries kept per namespace (approximately: trimmed by whole nodes)
     quota_keys: int  # keys holding a value, per tenant
-    quota_bytes: int  # bytes of values, per tenant
+    quota_bytes: int  # bytes of values, history, read logs, idempotency records, per tenant
+    store_reserve_bytes: int = 0  # kept below Redis's maxmemory; state writes may not use it
     read_log_ttl_s: int = READ_LOG_TTL_S
     idempotency_ttl_s: int = IDEMPOTENCY_TTL_S
 
@@ -40,6 +47,7 @@ class StateLimits:
             history_max=settings.state_history_max,
             quota_keys=settings.state_quota_keys,
             quota_bytes=settings.state_quota_bytes,
+            store_reserve_bytes=settings.redis_reserve_mb * 1_048_576,
         )
 
     def check_commit_size(self, request: CommitRequest) -> None:

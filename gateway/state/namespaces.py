@@ -2,7 +2,8 @@
 
 Creating the same namespace again with the same config is a no-op, so agents of a team may
 all "ensure" it at start-up; another config is a 409 `STATE_CONFLICT` (a namespace's rules do
-not change under running agents).
+not change under running agents). A new namespace's config counts in its tenant's byte quota
+for good: one over the quota is refused 507 `STATE_QUOTA_EXCEEDED`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from redis.asyncio import Redis
 
 from gateway.gateway_error import GatewayError
 from gateway.state.keys import NamespaceKeys
-from gateway.state.refusals import namespace_not_found
+from gateway.state.limits import StateLimits
+from gateway.state.refusals import namespace_not_found, namespace_over_quota, store_full
 from gateway.state.scripts import StateScripts
 from protocol import ErrorCode, NamespaceConfig, NamespaceMode
 
@@ -23,12 +25,22 @@ def _flag(on: bool) -> str:
 
 
 async def create_namespace(
-    scripts: StateScripts, keys: NamespaceKeys, config: NamespaceConfig
+    scripts: StateScripts, keys: NamespaceKeys, config: NamespaceConfig, limits: StateLimits
 ) -> bool:
     """Create the namespace; True if it was new, False if it existed with this config."""
     reply = await scripts.create_namespace(
-        keys=[keys.config], args=[config.mode.value, _flag(config.validate_reads)]
+        keys=[keys.config, keys.usage],
+        args=[
+            config.mode.value,
+            _flag(config.validate_reads),
+            limits.quota_bytes,
+            limits.store_reserve_bytes,
+        ],
     )
+    if reply[0] == "QUOTA":
+        raise namespace_over_quota(keys.tenant, int(reply[1]), int(reply[2]), limits.quota_bytes)
+    if reply[0] == "STORE_FULL":
+        raise store_full(keys.tenant, int(reply[1]), int(reply[2]), int(reply[3]))
     if reply[0] == "CREATED":
         return True
     if reply[0] == "EXISTS":

@@ -5,7 +5,9 @@ returned. A key that does not exist reads as version 0 with value null, and that
 too: a commit that relied on the key's absence is refused if someone created it meanwhile.
 A session's read log holds at most `max_log` distinct keys (every commit checks them all): a
 read of one more key (or a commit whose writes would log more) is refused 400
-`INVALID_REQUEST`, and nothing is read, logged or written.
+`INVALID_REQUEST`, and nothing is read, logged or written. A read log's bytes count in its
+tenant's byte quota: a read that would log a new key over the quota (or into the reserve Redis
+keeps below its maxmemory) is refused 507 `STATE_QUOTA_EXCEEDED`, nothing read or logged.
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ from __future__ import annotations
 import json
 
 from gateway.state.keys import Actor, NamespaceKeys
-from gateway.state.refusals import namespace_not_found, read_log_full
+from gateway.state.limits import StateLimits
+from gateway.state.refusals import (
+    namespace_not_found,
+    read_log_full,
+    read_log_over_quota,
+    store_full,
+)
 from gateway.state.scripts import StateScripts
 from protocol import ReadResult
 
@@ -23,18 +31,28 @@ async def read_key(
     keys: NamespaceKeys,
     actor: Actor,
     key: str,
-    *,
-    log_ttl_s: int,
-    max_log: int,
+    limits: StateLimits,
 ) -> ReadResult:
+    log_ttl_s, max_log = limits.read_log_ttl_s, limits.max_read_log
     reply = await scripts.read(
-        keys=[keys.config, keys.data(key), keys.read_log(actor.agent, actor.session)],
-        args=[key, log_ttl_s, max_log],
+        keys=[
+            keys.config,
+            keys.data(key),
+            keys.read_log(actor.agent, actor.session),
+            keys.usage,
+            keys.expiring,
+            keys.expiring_bytes,
+        ],
+        args=[key, log_ttl_s, max_log, limits.quota_bytes, limits.store_reserve_bytes],
     )
     if reply[0] == "NSNF":
         raise namespace_not_found(keys.namespace)
     if reply[0] == "LOG_FULL":
         raise read_log_full(actor.session, int(reply[1]), max_log)
+    if reply[0] == "QUOTA":
+        raise read_log_over_quota(actor.tenant, int(reply[1]), int(reply[2]), limits.quota_bytes)
+    if reply[0] == "STORE_FULL":
+        raise store_full(actor.tenant, int(reply[1]), int(reply[2]), int(reply[3]))
     _, raw, version, owner, lease_expiry = reply
     return ReadResult(
         namespace=keys.namespace,

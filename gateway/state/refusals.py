@@ -105,16 +105,69 @@ def read_log_full(session: str, size: int, limit: int) -> GatewayError:
 def quota_exceeded(
     tenant: str, used: tuple[int, int], added: tuple[int, int], quota: tuple[int, int]
 ) -> GatewayError:
-    """`used`, `added`, `quota`: (keys, bytes) of the tenant's values."""
+    """`used`, `added`, `quota`: (keys holding a value, bytes held) of the tenant's state,
+    bytes being its values, history entries, read logs and idempotency records."""
     return GatewayError.of(
         ErrorCode.STATE_QUOTA_EXCEEDED,
-        f"tenant {tenant!r} holds {used[0]} keys and {used[1]} bytes of state; this commit "
-        f"would add {added[0]} keys and {added[1]} bytes, over the quota of {quota[0]} keys "
-        f"and {quota[1]} bytes: delete keys you no longer need, or ask an operator to raise "
-        "state_quota_keys / state_quota_bytes. Nothing was written.",
+        f"tenant {tenant!r} holds {used[0]} keys and {used[1]} bytes of state (values, "
+        f"history, read logs, idempotency records); this commit would add {added[0]} keys and "
+        f"{added[1]} bytes, over the quota of {quota[0]} keys and {quota[1]} bytes: delete "
+        "keys you no longer need, or ask an operator to raise state_quota_keys / "
+        "state_quota_bytes. Nothing was written.",
         details={
             "used": {"keys": used[0], "bytes": used[1]},
             "commit_adds": {"keys": added[0], "bytes": added[1]},
             "quota": {"keys": quota[0], "bytes": quota[1]},
         },
+    )
+
+
+def read_log_over_quota(tenant: str, used: int, added: int, quota: int) -> GatewayError:
+    return GatewayError.of(
+        ErrorCode.STATE_QUOTA_EXCEEDED,
+        f"tenant {tenant!r} holds {used} bytes of state; logging this read would add {added} "
+        f"bytes, over the quota of {quota} bytes (state_quota_bytes): delete keys you no "
+        "longer need, or read in a session whose read log already holds the key. Nothing "
+        "was read or logged.",
+        details={"used": {"bytes": used}, "read_adds": {"bytes": added}, "quota": {"bytes": quota}},
+    )
+
+
+def leases_over_quota(tenant: str, used: int, added: int, quota: int) -> GatewayError:
+    return GatewayError.of(
+        ErrorCode.STATE_QUOTA_EXCEEDED,
+        f"tenant {tenant!r} holds {used} bytes of state; these leases would create keys of "
+        f"{added} bytes, over the quota of {quota} bytes (state_quota_bytes): delete keys you "
+        "no longer need. No lease was granted.",
+        details={
+            "used": {"bytes": used},
+            "leases_add": {"bytes": added},
+            "quota": {"bytes": quota},
+        },
+    )
+
+
+def namespace_over_quota(tenant: str, used: int, added: int, quota: int) -> GatewayError:
+    return GatewayError.of(
+        ErrorCode.STATE_QUOTA_EXCEEDED,
+        f"tenant {tenant!r} holds {used} bytes of state; a new namespace takes {added} bytes, "
+        f"over the quota of {quota} bytes (state_quota_bytes): use a namespace you have, or "
+        "delete keys you no longer need. Nothing was created.",
+        details={
+            "used": {"bytes": used},
+            "namespace_adds": {"bytes": added},
+            "quota": {"bytes": quota},
+        },
+    )
+
+
+def store_full(tenant: str, used_memory: int, maxmemory: int, reserve: int) -> GatewayError:
+    """Redis is down to the reserve it keeps for admission, revocation and refusals."""
+    return GatewayError.of(
+        ErrorCode.STATE_QUOTA_EXCEEDED,
+        f"the shared store is full for state: Redis uses {used_memory} of its {maxmemory} "
+        f"bytes (maxmemory) and keeps the last {reserve} (redis_reserve_mb) for admission and "
+        f"revocation; tenant {tenant!r}'s write was refused and nothing was written: delete "
+        "keys you no longer need, or ask an operator to raise redis_maxmemory_mb.",
+        details={"used_memory": used_memory, "maxmemory": maxmemory, "reserve": reserve},
     )

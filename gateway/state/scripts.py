@@ -19,6 +19,12 @@ from redis.commands.core import AsyncScript
 from gateway.lua_files import lua_text
 from gateway.redis_client import PooledScript, ReplicaWait
 
+# The files each composed script is made of, in order: shared functions first.
+READ_SCRIPT = ("gateway.state", "tenant_bytes", "read")
+COMMIT_SCRIPT = ("gateway.state", "state_ops", "tenant_bytes", "commit")
+ACQUIRE_SCRIPT = ("gateway.state", "tenant_bytes", "acquire")
+NAMESPACE_SCRIPT = ("gateway.state", "tenant_bytes", "namespace")
+
 
 @dataclass(frozen=True)
 class StateScripts:
@@ -32,12 +38,10 @@ class StateScripts:
     @classmethod
     def register(cls, redis: Redis, wait: ReplicaWait | None = None) -> StateScripts:
         return cls(
-            read=redis.register_script(lua_text("gateway.state", "read")),
-            commit=PooledScript(
-                redis, lua_text("gateway.state", "state_ops", "commit"), name="commit"
-            ),
-            acquire=PooledScript(redis, lua_text("gateway.state", "acquire"), name="acquire"),
+            read=redis.register_script(lua_text(*READ_SCRIPT)),
+            commit=PooledScript(redis, lua_text(*COMMIT_SCRIPT), name="commit"),
+            acquire=PooledScript(redis, lua_text(*ACQUIRE_SCRIPT), name="acquire"),
             release=redis.register_script(lua_text("gateway.state", "release")),
-            create_namespace=redis.register_script(lua_text("gateway.state", "namespace")),
+            create_namespace=redis.register_script(lua_text(*NAMESPACE_SCRIPT)),
             wait=wait,
         )

@@ -47,7 +47,8 @@ class StateStore:
         return NamespaceKeys(tenant, check_namespace(namespace))
 
     async def create_namespace(self, tenant: str, namespace: str, config: NamespaceConfig) -> bool:
-        return await create_namespace(self.scripts, self.keys(tenant, namespace), config)
+        keys = self.keys(tenant, namespace)
+        return await create_namespace(self.scripts, keys, config, self.limits)
 
     async def namespace(self, tenant: str, namespace: str) -> NamespaceConfig:
         return await load_namespace(self.redis, self.keys(tenant, namespace))
@@ -59,8 +60,7 @@ class StateStore:
             keys,
             actor,
             check_key(key),
-            log_ttl_s=self.limits.read_log_ttl_s,
-            max_log=self.limits.max_read_log,
+            self.limits,
         )
 
     async def acquire(
@@ -69,7 +69,7 @@ class StateStore:
         for name in names:
             check_key(name)
         keys = self.keys(actor.tenant, namespace)
-        return await acquire_leases(self.scripts, keys, actor, names, ttl_ms)
+        return await acquire_leases(self.scripts, keys, actor, names, ttl_ms, self.limits)
 
     async def release(self, actor: Actor, namespace: str, key: str) -> None:
         keys = self.keys(actor.tenant, namespace)

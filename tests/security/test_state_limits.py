@@ -144,7 +144,8 @@ async def test_the_history_stream_keeps_about_the_configured_length(
 
 
 async def test_a_tenant_over_its_state_quota_is_refused_whole(redis_url: str, redis: Redis) -> None:
-    limits = {"state_quota_keys": 3, "state_quota_bytes": 200}
+    # Bytes are every byte the tenant holds: values, keys, history entries, read logs.
+    limits = {"state_quota_keys": 3, "state_quota_bytes": 3_500}
     async with _gateway(redis_url, **limits) as (mallory, victim):
         for agent in (mallory, victim):
             await agent.put_namespace("a")
@@ -158,12 +159,13 @@ async def test_a_tenant_over_its_state_quota_is_refused_whole(redis_url: str, re
         )
         body = _refused(over, 507, "STATE_QUOTA_EXCEEDED")
         assert body["retryable"] is False and "state_quota_keys" in body["message"]
-        assert body["details"]["used"] == {"keys": 3, "bytes": 9}
+        used = body["details"]["used"]
+        assert used["keys"] == 3 and 9 + 2 * 200 < used["bytes"] < 2_000  # values, keys, history
         # Refused whole: the overwrite in the same commit was not applied either.
         assert (await mallory.read("a", "k0")).json()["value"] == "x"
         assert (await mallory.read("a", "new")).json()["version"] == 0
-        # Bytes count too; overwriting a key in place and deleting always pass.
-        too_big = await mallory.commit("a", [{"key": "k0", "value": "y" * 300}])
+        # Bytes count too; overwriting a key in place and deleting pass (their history fits).
+        too_big = await mallory.commit("a", [{"key": "k0", "value": "y" * 3_000}])
         _refused(too_big, 507, "STATE_QUOTA_EXCEEDED")
         assert (await mallory.commit("a", [{"key": "k0", "value": "z"}])).status_code == 200
         assert (await mallory.commit("b", [{"key": "k", "delete": True}])).status_code == 200
@@ -179,7 +181,8 @@ async def test_a_full_embedded_redis_is_a_clear_retryable_503(tmp_path: Path) ->
             unix_socket_path=str(server.socket_path), decode_responses=True
         ) as raw:
             assert raw.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
-        async with _gateway(server.url) as (mallory, _):
+        # No reserve: Redis itself fills and refuses the write (the reserve has its own test).
+        async with _gateway(server.url, redis_reserve_mb=0) as (mallory, _):
             assert (await mallory.put_namespace("a")).status_code == 201
             chunk = "x" * 100_000
             for i in range(200):  # at most 20 MB of values: the 3 MB store fills up first

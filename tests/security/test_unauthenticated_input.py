@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from conclave.stack import EmbeddedStack
-from gateway.audit import AUDIT_STREAM, AuditLog, AuditRecord, AuditWriter
+from gateway.audit import ANONYMOUS_STREAM, FEED_STREAM, AuditLog, AuditRecord, AuditWriter
 from gateway.metrics import OTHER, GatewayMetrics
 from gateway.pipeline import AccountStage, RequestContext
 from gateway.redis_client import connect_redis
@@ -211,7 +211,9 @@ async def test_the_audit_stream_keeps_about_audit_stream_max_records(redis_url: 
         )
         for _ in range(10):
             await audit.append(*[record] * 100)
-        # MAXLEN ~: Redis trims whole stream nodes (100 entries each), never keeps 1000.
-        assert await redis.xlen(AUDIT_STREAM) <= 50 + 100
+        # MAXLEN ~: Redis trims whole stream nodes (100 entries each), never keeps 1000: not
+        # in the stream of unauthenticated refusals, nor in the feed.
+        assert await redis.xlen(ANONYMOUS_STREAM) <= 50 + 100
+        assert await redis.xlen(FEED_STREAM) <= 50 + 100
     finally:
         await redis.aclose()

@@ -1,20 +1,28 @@
 -- Commit several writes at once: every check and every write in this one script, so a commit
 -- is applied entirely or not at all, and nothing can change between the checks and the writes.
 -- KEYS: cfg, read log, history stream, idempotency key (or cfg again), the tenant's quota
---       usage, write data keys..., explicit read-set data keys...
+--       usage, the tenant's expiring-record ledger (sorted set) and its sizes (hash),
+--       write data keys..., explicit read-set data keys...
 -- ARGV: agent, session, n writes, m reads, has idempotency key ('1'/'0'), read log ttl (s),
 --       idempotency ttl (s), history values (JSON object), key prefix, quota keys,
 --       quota bytes, history max length, read log max keys, history ops (JSON object),
---       value size cap (bytes),
+--       value size cap (bytes), store reserve (bytes Redis keeps below maxmemory; 0: none),
 --       then 6 per write: key, value JSON (an op's operand), delete ('1'/'0'), expected
 --       version or '', fencing token or '', op or ''; then 2 per explicit read: key, version.
 -- Returns {'OK'|'REPLAY', outcome JSON}, {'NSNF'}, {'CONFLICT', code, conflicts JSON,
 -- (key, value, version) per stale key...}, {'QUOTA', keys used, bytes used, keys added,
--- bytes added}, {'LOG_FULL', read log size} (its written keys would overfill the read log),
--- {'BAD_OP', key, op, stored JSON type} or {'TOO_LARGE', key, size} (an op's result).
+-- bytes added} (bytes: values, history, read logs and idempotency records, `tenant_bytes`),
+-- {'STORE_FULL', used memory, maxmemory, reserve} (Redis is down to the reserve only
+-- admission, revocation and the audit of refusals may use), {'LOG_FULL', read log size}
+-- (its written keys would overfill the read log), {'BAD_OP', key, op, stored JSON type} or
+-- {'TOO_LARGE', key, size} (an op's result).
+-- The history entry records what the history checker needs to replay the commit: versions,
+-- reads, the values of plain writes and each op with its operand (not the op's result, which
+-- the checker recomputes from the values before it), and its own size in bytes.
 -- An op write's key is not put in the read log (the writer did not see the value it
 -- changed; an entry it had is dropped), so ops by different agents never conflict.
--- `apply_op` (state_ops.lua) is prepended to this script.
+-- `apply_op` (state_ops.lua) and the `tenant_bytes_*` functions (tenant_bytes.lua) are
+-- prepended to this script.
 -- Each check carries a trailing "check" comment with its name (on its line, or on the first and
 -- last line of its block): tests/gateway/state/test_commit_mutations.py removes each in turn
 -- and shows the history checker or a lease assertion catches the removal.
@@ -23,18 +31,24 @@
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'NSNF'} end
 local agent, session = ARGV[1], ARGV[2]
 local n, m = tonumber(ARGV[3]), tonumber(ARGV[4])
+local FIXED = 16  -- ARGV before the writes
+local usage, ledger, sizes = KEYS[5], KEYS[6], KEYS[7]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local log_until = now + tonumber(ARGV[6]) * 1000
+tenant_bytes_sweep(usage, ledger, sizes, now, 16)
 if ARGV[5] == '1' then
   local prior = redis.call('GET', KEYS[4])
   if prior then
     -- a write, so a WAIT on this connection (durability "replicated") covers the first attempt
     redis.call('EXPIRE', KEYS[4], ARGV[7])
+    tenant_bytes_charge(usage, ledger, sizes, KEYS[4], 0, now + tonumber(ARGV[7]) * 1000)
     return {'REPLAY', prior}
   end
 end
 local cfg = redis.call('HMGET', KEYS[1], 'mode', 'validate_reads')
 local owned, validate = cfg[1] == 'owned', cfg[2] ~= '0'
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local log_fresh = redis.call('EXISTS', KEYS[2]) == 0
 
 -- Refusals are collected for every key; the envelope's code is the one the caller must act
 -- on first (a lost lease outranks a stale version).
@@ -49,10 +63,10 @@ end
 
 local writes = {}
 for i = 1, n do
-  local a = 15 + (i - 1) * 6
+  local a = FIXED + (i - 1) * 6
   local w = {key = ARGV[a + 1], val = ARGV[a + 2], del = ARGV[a + 3] == '1',
              expected = tonumber(ARGV[a + 4]), token = tonumber(ARGV[a + 5]),
-             op = ARGV[a + 6], rkey = KEYS[5 + i]}
+             op = ARGV[a + 6], rkey = KEYS[7 + i]}
   local d = redis.call('HMGET', w.rkey, 'ver', 'owner', 'lexp', 'fence')
   w.ver = tonumber(d[1]) or 0
   local owner, lexp, fence = d[2] or '', tonumber(d[3]) or 0, tonumber(d[4]) or 0
@@ -113,7 +127,7 @@ if validate then
     end
   end
 end
-local rbase = 15 + n * 6
+local rbase = FIXED + n * 6
 for j = 1, m do
   local k, v = ARGV[rbase + (j - 1) * 2 + 1], tonumber(ARGV[rbase + (j - 1) * 2 + 2])
   if reads[k] ~= v then checks[#checks + 1] = {k, v, 'read_set'} end  -- check: read_set
@@ -139,24 +153,29 @@ if code then
   -- Each stale key's current value goes back with the refusal, and its version into the read
   -- log (as shown), in this same script: the caller retries from them with one request,
   -- declaring the versions in its read_set, instead of reading every key again.
-  local values, seen = {}, {}
+  local values, seen, logged_bytes = {}, {}, 0
   for _, k in ipairs(stale) do
     if not seen[k] then
       seen[k] = true
       local d = redis.call('HMGET', prefix .. 'k:' .. k, 'val', 'ver')
-      redis.call('HSET', KEYS[2], k, '~' .. (tonumber(d[2]) or 0))
+      if redis.call('HSET', KEYS[2], k, '~' .. (tonumber(d[2]) or 0)) == 1 then
+        logged_bytes = logged_bytes + #k + READ_LOG_FIELD_BYTES
+      end
       values[#values + 1] = k
       values[#values + 1] = d[1] or ''
       values[#values + 1] = tonumber(d[2]) or 0
     end
   end
-  if #values > 0 then redis.call('EXPIRE', KEYS[2], ARGV[6]) end
+  if #values > 0 then
+    redis.call('EXPIRE', KEYS[2], ARGV[6])
+    tenant_bytes_charge(usage, ledger, sizes, KEYS[2], logged_bytes, log_until, log_fresh)
+  end
   return {'CONFLICT', code, cjson.encode(conflicts), unpack(values)}
 end
 
 -- Each op is applied to the stored value here, before anything is written: one that does not
 -- fit its value refuses the whole commit.
-local results, history_parts = {}, {}
+local results, results_bytes = {}, 0
 for _, w in ipairs(writes) do
   if w.op ~= '' then
     local out, have = apply_op(w.op, redis.call('HGET', w.rkey, 'val') or nil, w.val)
@@ -164,25 +183,28 @@ for _, w in ipairs(writes) do
     if #out > tonumber(ARGV[15]) then return {'TOO_LARGE', w.key, #out} end
     w.val = out
     results[w.key] = out
-    history_parts[#history_parts + 1] = cjson.encode(w.key) .. ':' .. out
+    results_bytes = results_bytes + #w.key + #out
   end
 end
 
 -- The written keys go into the read log: a commit may not take it past its cap either.
-local logged_size, new_in_log = redis.call('HLEN', KEYS[2]), 0
+local logged_size, new_in_log, log_add = redis.call('HLEN', KEYS[2]), 0, 0
 for _, w in ipairs(writes) do
   if w.op == '' and redis.call('HEXISTS', KEYS[2], w.key) == 0 then
     new_in_log = new_in_log + 1
+    log_add = log_add + #w.key + READ_LOG_FIELD_BYTES
   end
 end
 if new_in_log > 0 and logged_size + new_in_log > tonumber(ARGV[13]) then
   return {'LOG_FULL', logged_size}
 end
 
--- The tenant's quota: keys holding a value and their bytes, over all its namespaces. A commit
--- that would go over is refused whole; one that only shrinks the usage always passes.
-local add_keys, add_bytes = 0, 0
+-- The tenant's quota: keys holding a value, and every byte it holds (values, history, read
+-- logs, idempotency records), over all its namespaces. A commit that would go over is refused
+-- whole; one that only shrinks the usage always passes.
+local add_keys, add_bytes, add_meta = 0, 0, 0
 for _, w in ipairs(writes) do
+  if redis.call('EXISTS', w.rkey) == 0 then add_meta = add_meta + #w.rkey + DATA_KEY_BYTES end
   local old = redis.call('HSTRLEN', w.rkey, 'val')  -- 0: no value (a stored value is never '')
   if w.del then
     if old > 0 then add_keys, add_bytes = add_keys - 1, add_bytes - old end
@@ -191,52 +213,93 @@ for _, w in ipairs(writes) do
     add_bytes = add_bytes + #w.val - old
   end
 end
-local used = redis.call('HMGET', KEYS[5], 'keys', 'bytes')
-local used_keys, used_bytes = tonumber(used[1]) or 0, tonumber(used[2]) or 0
-if (add_keys > 0 and used_keys + add_keys > tonumber(ARGV[10]))
-    or (add_bytes > 0 and used_bytes + add_bytes > tonumber(ARGV[11])) then
-  return {'QUOTA', used_keys, used_bytes, add_keys, add_bytes}
+
+-- The history entry, built before anything is written so its bytes count in the check.
+local changed, versions, expected = {}, {}, {}
+for _, w in ipairs(writes) do
+  -- The history keeps what the writer expected, so the checker checks it as a read.
+  if w.expected ~= nil then expected[w.key] = w.expected end
+  changed[w.key] = {w.ver, w.ver + 1}
+  versions[w.key] = w.ver + 1
 end
+local entry = {'agent', agent, 'session', session, 'time', tostring(now),
+               'keys', cjson.encode(changed), 'reads', cjson.encode(reads),
+               'values', ARGV[8], 'ops', ARGV[14], 'expected', cjson.encode(expected)}
+local entry_bytes = 64  -- the entry id and the stream's per-entry overhead
+for _, field in ipairs(entry) do entry_bytes = entry_bytes + #field end
+entry_bytes = entry_bytes + 4 + #tostring(entry_bytes) + 2  -- its own 'size' field
+-- The history keeps the last ARGV[12] commits: the entries this one pushes out give their
+-- bytes back.
+local history_max = tonumber(ARGV[12])
+local dropping, freed = redis.call('XLEN', KEYS[3]) + 1 - history_max, 0
+if dropping > 0 then
+  for _, old in ipairs(redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', dropping)) do
+    local f = old[2]
+    local size = nil
+    for i = 1, #f, 2 do
+      if f[i] == 'size' then size = tonumber(f[i + 1]) end
+    end
+    if size == nil then  -- an entry written before entries recorded their size
+      size = 64
+      for i = 1, #f do size = size + #f[i] end
+    end
+    freed = freed + size
+  end
+end
+local idem_add = 0
+if ARGV[5] == '1' then
+  idem_add = 96 + results_bytes + tenant_bytes_entry(ledger, KEYS[4])
+  for _, w in ipairs(writes) do idem_add = idem_add + #w.key + 12 end
+end
+if log_add > 0 then log_add = log_add + tenant_bytes_entry(ledger, KEYS[2]) end
+local add_all = add_bytes + add_meta + entry_bytes - freed + idem_add + log_add
+local used = redis.call('HMGET', usage, 'keys')
+local used_keys, used_bytes = tonumber(used[1]) or 0, tenant_bytes_used(usage)
+if (add_keys > 0 and used_keys + add_keys > tonumber(ARGV[10]))
+    or (add_all > 0 and used_bytes + add_all > tonumber(ARGV[11])) then
+  return {'QUOTA', used_keys, used_bytes, add_keys, add_all}
+end
+local full = tenant_bytes_store_full(add_all, tonumber(ARGV[16]))
+if full then return full end
 
 -- A shown version the commit declared was current at this commit point: an ordinary read now
 -- (before the writes, which log their new versions).
 for _, s in ipairs(shown) do
   if reads[s[1]] ~= nil then redis.call('HSET', KEYS[2], s[1], reads[s[1]]) end
 end
-local changed, versions, expected = {}, {}, {}
+local log_delta = 0
 for _, w in ipairs(writes) do
   local nv = w.ver + 1
-  -- The history keeps what the writer expected, so the checker checks it as a read.
-  if w.expected ~= nil then expected[w.key] = w.expected end
   if w.del then
     redis.call('HDEL', w.rkey, 'val')
     redis.call('HSET', w.rkey, 'ver', nv)
   else
     redis.call('HSET', w.rkey, 'val', w.val, 'ver', nv)
   end
-  changed[w.key] = {w.ver, nv}
-  versions[w.key] = nv
   if w.op == '' then
-    redis.call('HSET', KEYS[2], w.key, nv)
-  else
-    redis.call('HDEL', KEYS[2], w.key)
+    if redis.call('HSET', KEYS[2], w.key, nv) == 1 then
+      log_delta = log_delta + #w.key + READ_LOG_FIELD_BYTES
+    end
+  elseif redis.call('HDEL', KEYS[2], w.key) == 1 then
+    log_delta = log_delta - #w.key - READ_LOG_FIELD_BYTES
   end
 end
 redis.call('EXPIRE', KEYS[2], ARGV[6])
-if add_keys ~= 0 then redis.call('HINCRBY', KEYS[5], 'keys', add_keys) end
-if add_bytes ~= 0 then redis.call('HINCRBY', KEYS[5], 'bytes', add_bytes) end
-local history_values = ARGV[8]
-if #history_parts > 0 then
-  local sep = history_values == '{}' and '' or ','
-  history_values = string.sub(history_values, 1, -2) .. sep .. table.concat(history_parts, ',')
-    .. '}'
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  tenant_bytes_charge(usage, ledger, sizes, KEYS[2], log_delta, log_until, log_fresh)
 end
--- The history keeps about the last ARGV[12] commits ('~': trimmed by whole stream nodes).
-local id = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[12], '*',
-                      'agent', agent, 'session', session, 'time', now,
-                      'keys', cjson.encode(changed), 'reads', cjson.encode(reads),
-                      'values', history_values, 'ops', ARGV[14],
-                      'expected', cjson.encode(expected))
+if add_keys ~= 0 then redis.call('HINCRBY', usage, 'keys', add_keys) end
+if add_bytes ~= 0 then redis.call('HINCRBY', usage, 'bytes', add_bytes) end
+if add_meta ~= 0 then redis.call('HINCRBY', usage, 'meta', add_meta) end
+entry[#entry + 1] = 'size'
+entry[#entry + 1] = tostring(entry_bytes)
+local id = redis.call('XADD', KEYS[3], '*', unpack(entry))
+if dropping > 0 then redis.call('XTRIM', KEYS[3], 'MAXLEN', history_max) end
+redis.call('HINCRBY', usage, 'hist', entry_bytes - freed)
 local outcome = cjson.encode({commit_id = id, versions = versions, values = results})
-if ARGV[5] == '1' then redis.call('SET', KEYS[4], outcome, 'EX', ARGV[7]) end
+if ARGV[5] == '1' then
+  redis.call('SET', KEYS[4], outcome, 'EX', ARGV[7])
+  tenant_bytes_charge(usage, ledger, sizes, KEYS[4], 48 + #outcome,
+                      now + tonumber(ARGV[7]) * 1000, true)
+end
 return {'OK', outcome}

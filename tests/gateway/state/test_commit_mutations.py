@@ -24,6 +24,7 @@ from gateway.lua_files import lua_text
 from gateway.redis_client import PooledScript
 from gateway.settings import Settings
 from gateway.state import Actor, StateStore, check_namespace_history
+from gateway.state.scripts import COMMIT_SCRIPT
 from protocol import CommitRequest, NamespaceConfig, NamespaceMode, Write
 
 pytestmark = pytest.mark.anyio
@@ -44,7 +45,7 @@ def _checks(text: str) -> dict[str, list[int]]:
     return {name: list(range(lines[0], lines[-1] + 1)) for name, lines in marked.items()}
 
 
-SCRIPT = lua_text("gateway.state", "state_ops", "commit")
+SCRIPT = lua_text(*COMMIT_SCRIPT)
 CHECKS = _checks(SCRIPT)
 
 
