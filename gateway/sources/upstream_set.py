@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 
 from gateway.gateway_error import GatewayError
 from gateway.sources.http_upstream import HttpUpstream
-from protocol import ErrorCode, Principal, ToolSpec
+from protocol import ErrorCode, Principal
 from sandbox import Invocation, Outcome, ToolExecutor
 from tools import RegisteredTool, ToolRegistry
 from tools.sources import McpHttpSource, ToolSource
@@ -69,13 +69,7 @@ class UpstreamSet:
             if qualified in self._registered:
                 continue  # registered at an earlier discovery
             self._registered.append(qualified)
-            spec = ToolSpec(
-                name=qualified,
-                description=found.description or "",
-                input_schema=found.input_schema,
-                intent=upstream.source.intent,
-                idempotent=found.idempotent,
-            )
+            spec = found.spec(qualified, upstream.source.intent)
             self.registry.add(
                 RegisteredTool(
                     spec=spec,
