@@ -68,10 +68,8 @@ def _listing(registry: ToolRegistry) -> Any:
         tool["inputSchema"] = spec.input_schema
         if spec.output_schema is not None:
             tool["outputSchema"] = spec.output_schema
-        annotations = spec.annotations
-        tool["annotations"] = (
-            annotations.as_mcp() if annotations is not None else {"idempotentHint": spec.idempotent}
-        )
+        if spec.annotations is not None:
+            tool["annotations"] = spec.annotations.as_mcp()
         if spec.icons is not None:
             tool["icons"] = spec.icons
         if spec.meta is not None:
