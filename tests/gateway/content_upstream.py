@@ -18,7 +18,10 @@ from fastmcp import FastMCP
 from fastmcp.tools import ToolResult
 from mcp import types
 
-PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAcCBlCwAAAABJRU5ErkJggg=="
+PNG = (  # one pixel
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4"
+    "DwABBAEAcCBlCwAAAABJRU5ErkJggg=="
+)
 WAV = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA="
 ICON = {"src": "https://example.com/forecast.png", "mimeType": "image/png", "sizes": ["48x48"]}
 FORECAST_SCHEMA = {
