@@ -8,7 +8,9 @@ import io
 import os
 import subprocess
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
+
+from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 
 from protocol import ResourceIntent
 from tools.registry import tool
