@@ -5,8 +5,10 @@ Standard library only, so any sandbox's python3 runs it by path (isolating sandb
 `exit` exits at once (saying why on stderr), `hang` never answers `initialize`, `duplicate`
 lists a tool twice; otherwise it serves these tools: `echo` (its text back), `pid` (its
 process id), `sleep` (`seconds`), `crash` (exits in the middle of the call), `garbage`
-(writes a line that is not JSON) and `flood` (one answer line of `bytes` bytes). It is not a
-tool module: nothing here registers with the gateway.
+(writes a line that is not JSON) and `flood` (one answer line of `bytes` bytes); and two
+that answer rich content: `picture` (an image block with annotations, and the server's
+`_meta`) and `forecast` (structured content, listed with a title, annotations, icons, an
+`outputSchema` and `_meta`). It is not a tool module: nothing here registers with the gateway.
 """
 
 from __future__ import annotations
@@ -18,11 +20,37 @@ import sys
 import time
 from typing import Any
 
-_TOOLS = ("echo", "pid", "sleep", "crash", "garbage", "flood")
+_TOOLS = ("echo", "pid", "sleep", "crash", "garbage", "flood", "picture", "forecast")
+PIXEL = (  # a one-pixel PNG
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4"
+    "DwABBAEAcCBlCwAAAABJRU5ErkJggg=="
+)
+PICTURE = {
+    "content": [
+        {"type": "image", "data": PIXEL, "mimeType": "image/png", "annotations": {"priority": 1}}
+    ],
+    "_meta": {"example.com/frame": 1},
+}
+FORECAST_LISTED = {
+    "title": "Weather forecast",
+    "outputSchema": {
+        "type": "object",
+        "properties": {"celsius": {"type": "number"}},
+        "required": ["celsius"],
+    },
+    "annotations": {"readOnlyHint": True, "openWorldHint": True},
+    "icons": [{"src": "https://example.com/sun.png", "mimeType": "image/png"}],
+    "_meta": {"example.com/owner": "weather-team"},
+}
 
 
 def _tool(name: str) -> dict[str, Any]:
-    return {"name": name, "description": f"misbehaving: {name}", "inputSchema": {"type": "object"}}
+    listed = {
+        "name": name,
+        "description": f"misbehaving: {name}",
+        "inputSchema": {"type": "object"},
+    }
+    return {**listed, **FORECAST_LISTED} if name == "forecast" else listed
 
 
 def _write(message: dict[str, Any]) -> None:
@@ -44,6 +72,13 @@ def _call(name: str, arguments: dict[str, Any]) -> Any:
         sys.stdout.write("this is not JSON-RPC\n")
         sys.stdout.flush()
         time.sleep(60)
+    if name == "picture":
+        return PICTURE
+    if name == "forecast":
+        return {
+            "content": [{"type": "text", "text": '{"celsius": 21.5}'}],
+            "structuredContent": {"celsius": 21.5},
+        }
     if name == "flood":
         sys.stdout.write("x" * int(arguments.get("bytes", 1 << 24)))
         sys.stdout.flush()
@@ -74,9 +109,10 @@ def main() -> int:
             _write({"jsonrpc": "2.0", "id": ident, "result": {"tools": tools}})
         elif method == "tools/call":
             params = message.get("params") or {}
-            text = _call(str(params.get("name")), params.get("arguments") or {})
-            content = [{"type": "text", "text": text}]
-            _write({"jsonrpc": "2.0", "id": ident, "result": {"content": content}})
+            answer = _call(str(params.get("name")), params.get("arguments") or {})
+            if isinstance(answer, str):
+                answer = {"content": [{"type": "text", "text": answer}]}
+            _write({"jsonrpc": "2.0", "id": ident, "result": answer})
         else:
             error = {"code": -32601, "message": f"no method {method}"}
             _write({"jsonrpc": "2.0", "id": ident, "error": error})
