@@ -2,6 +2,17 @@
 
 from protocol import jsonrpc
 from protocol.agents import ADMIN_KEY_HEADER, AgentRecord, AgentRegistration, AgentToken
+from protocol.content import (
+    AudioContent,
+    ContentBlock,
+    EmbeddedResource,
+    ImageContent,
+    ResourceContents,
+    ResourceLink,
+    TextContent,
+    ToolAnnotations,
+    content_json,
+)
 from protocol.identity import NAME_PATTERN, Access, Principal, TokenClaims, validate_scope
 from protocol.jsonrpc import (
     JsonRpcErrorObject,
@@ -18,7 +29,6 @@ from protocol.mcp import (
     InitializeResult,
     ListToolsResult,
     McpTool,
-    TextContent,
 )
 from protocol.serf import (
     CODE_TABLE,
@@ -79,6 +89,7 @@ __all__ = [
     "AgentRegistration",
     "AgentToken",
     "AppliedOp",
+    "AudioContent",
     "Budget",
     "BudgetGrant",
     "CallToolParams",
@@ -88,10 +99,13 @@ __all__ = [
     "CommitRequest",
     "CommitResult",
     "ConflictDetail",
+    "ContentBlock",
+    "EmbeddedResource",
     "ErrorCategory",
     "ErrorCode",
     "ExitReason",
     "HistoryEntry",
+    "ImageContent",
     "InitializeResult",
     "JsonRpcErrorObject",
     "JsonRpcErrorResponse",
@@ -109,18 +123,22 @@ __all__ = [
     "ReadResult",
     "RecoveryAction",
     "RequestId",
+    "ResourceContents",
     "ResourceIntent",
+    "ResourceLink",
     "ResourceRequest",
     "SerfError",
     "StateOp",
     "TextContent",
     "TokenClaims",
+    "ToolAnnotations",
     "ToolCallRequest",
     "ToolCallResult",
     "ToolContext",
     "ToolLatency",
     "ToolSpec",
     "Write",
+    "content_json",
     "jsonrpc",
     "validate_scope",
 ]

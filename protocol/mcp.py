@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from protocol.content import ContentBlock, ToolAnnotations
 
 PROTOCOL_VERSION = "2025-06-18"
 
@@ -15,6 +17,11 @@ class McpTool(BaseModel):
     name: str
     description: str | None = None
     input_schema: dict[str, Any] = Field(alias="inputSchema")
+    title: str | None = None
+    output_schema: dict[str, Any] | None = Field(default=None, alias="outputSchema")
+    annotations: ToolAnnotations | None = None
+    icons: list[dict[str, Any]] | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
 
 
 class ListToolsResult(BaseModel):
@@ -32,17 +39,10 @@ class CallToolParams(BaseModel):
     meta: dict[str, Any] | None = Field(default=None, alias="_meta")
 
 
-class TextContent(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    type: Literal["text"] = "text"
-    text: str
-
-
 class CallToolResult(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
-    content: list[TextContent]
+    content: list[ContentBlock]
     structured_content: dict[str, Any] | None = Field(default=None, alias="structuredContent")
     is_error: bool = Field(default=False, alias="isError")
     meta: dict[str, Any] | None = Field(default=None, alias="_meta")

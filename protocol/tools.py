@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from protocol.content import ToolAnnotations
 from protocol.identity import NAME_PATTERN, Principal
 from protocol.time_budget import Budget, BudgetGrant
 
@@ -33,13 +34,22 @@ class ResourceRequest(BaseModel):
 
 
 class ToolSpec(BaseModel):
+    """A tool as the gateway serves it. `annotations` are the hints `tools/list` shows (from
+    the tool's declared intent, or an upstream's own); `output_schema` the JSON Schema its
+    `structuredContent` follows, if it has one; `icons` and `meta` an upstream's, kept."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(pattern=NAME_PATTERN)
+    title: str | None = None
     description: str = ""
     input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None = None
     intent: ResourceIntent = ResourceIntent()
     idempotent: bool = False
+    annotations: ToolAnnotations | None = None
+    icons: list[dict[str, Any]] | None = None
+    meta: dict[str, Any] | None = None
 
 
 class ToolContext(BaseModel):
@@ -84,12 +94,18 @@ class ToolCallRequest(BaseModel):
 
 
 class ToolCallResult(BaseModel):
-    """A successful call: the tool's return value and what it cost."""
+    """A successful call: the tool's return value and what it cost.
 
-    model_config = ConfigDict(extra="forbid")
+    `result` is the tool's value (its structured content, unwrapped when it is a wrapped
+    plain value; else its text; else its content blocks); `content` and `structuredContent`
+    are the MCP result unchanged, as `/mcp` serves it (an image stays an image block)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     tool: str
     result: Any
+    content: list[dict[str, Any]] = Field(default_factory=list)
+    structured_content: dict[str, Any] | None = Field(default=None, alias="structuredContent")
     usage: CallUsage
     budget: BudgetGrant | None = None
     trace_id: str

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from protocol import CallUsage, ErrorCode, SerfError, ToolContext
+from tools import ToolResult
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,10 @@ NOT_RUN = frozenset(
 @dataclass(frozen=True)
 class Outcome:
     usage: CallUsage
-    result: Any = None
+    result: Any = None  # the JSON value (a tool's: what REST shows as its `result`)
+    # A tool's result as MCP content (its blocks, structured content, `_meta`), from every
+    # executor that runs tools; None for a relayed MCP message or a plain function's value.
+    output: ToolResult | None = None
     error: SerfError | None = None
     waited_ms: float | None = None  # the wait for a sandbox (queue, start): pooled runs only
 

@@ -66,7 +66,8 @@ class InProcessExecutor:
                     "mro": [c.__name__ for c in type(exc).__mro__],
                 },
             )
-        return Outcome(usage=self._usage(began, cpu[0]), result=result)
+        output = registered.result_of(result)
+        return Outcome(usage=self._usage(began, cpu[0]), result=output.value, output=output)
 
     async def _run(
         self, registered: RegisteredTool, invocation: Invocation, cpu: list[float]

@@ -54,9 +54,10 @@ from sandbox.backend import (
 )
 from sandbox.channel import ChannelClosed, RunnerChannel, accept, listen
 from sandbox.executor import CallLimits, Invocation, Outcome
+from sandbox.runner import OUTPUT
 from sandbox.time_limit import TimeLimit
 from sandbox.unavailable import unavailable_error
-from tools import tool_exception_code
+from tools import ToolResult, ToolResultError, tool_exception_code
 
 # A sandbox is torn down after these. Not after a timeout the runner reported: it killed the
 # call's process group and reaped it, and sweeps any orphan before the next call, so the
@@ -370,6 +371,16 @@ class Sandbox:
             exit_reason=reason,
             sandbox=self.label,
         )
+        if raw_error is None and OUTPUT in reply:
+            try:
+                output = ToolResult.from_wire(reply[OUTPUT])
+            except ToolResultError as exc:  # tool code wrote its own frame
+                usage = usage.model_copy(update={"exit_reason": ExitReason.ERROR})
+                error = SerfError.of(
+                    ErrorCode.TOOL_FAILED, f"the tool's result is not MCP content: {exc}"
+                )
+                return CallResult(Outcome(usage=usage, error=error), recycle)
+            return CallResult(Outcome(usage, result=output.value, output=output), recycle)
         if raw_error is None:
             return CallResult(Outcome(usage=usage, result=reply.get("result")), recycle)
         details = dict(raw_error.get("details") or {})

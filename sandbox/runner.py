@@ -37,7 +37,10 @@ sandbox. A cancel while the server works on a call is passed on to it as
 
 Frames: 4-byte big-endian length, then UTF-8 JSON. Tool code is reached through the tool
 registry when the `tools` package is importable (so the `ToolContext` is injected), else as
-a plain `module:function`.
+a plain `module:function`. A registered tool's return value goes back as MCP content in the
+reply's `OUTPUT` field (the tool's `output_of` builds it, so an image it returns stays an
+image block; the host checks it with `tools.ToolResult.from_wire`); a plain function's goes
+back as it is, in `result`.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ _HEADER = struct.Struct(">I")
 _RESULT = struct.Struct(">Q")  # a child's result: its length, then the JSON
 _OUT_OF_MEMORY = b'{"ok":false,"error":{"mro":["MemoryError"],"message":"out of memory"}}'
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+OUTPUT = "output"  # a reply's field holding a registered tool's result as MCP content
 
 
 def send_frame(sock: socket.socket, message: dict[str, Any]) -> None:
@@ -300,7 +304,13 @@ class Runner:
                     os.environ.pop(name, None)
             _apply_limits(request["limits"], self.baseline_vm)
             target = self._resolve(request["tool"], request["entrypoint"])
-            body = {"ok": True, "result": self._invoke(target, request)}
+            value = self._invoke(target, request)
+            output_of = getattr(target, "output_of", None)
+            body = (
+                {"ok": True, OUTPUT: output_of(value)}
+                if output_of
+                else {"ok": True, "result": value}
+            )
         except MemoryError:  # nothing to spare for building a report
             body = {"ok": False, "error": {"mro": ["MemoryError"], "message": "out of memory"}}
         except BaseException as exc:
@@ -516,6 +526,8 @@ def _classify_result(
         error = _err("TOOL_FAILED", "the tool's result could not be read as JSON")
         return {"reason": "error", "usage": usage, "error": error}
     if body.get("ok") is True:
+        if OUTPUT in body:
+            return {"reason": "ok", "usage": usage, OUTPUT: body[OUTPUT]}
         return {"reason": "ok", "usage": usage, "result": body.get("result")}
     claimed = body.get("error")
     raised = claimed if isinstance(claimed, dict) else {}

@@ -10,6 +10,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
+
 from protocol import ResourceIntent
 from tools.registry import tool
 
@@ -31,6 +33,7 @@ def _inside_workspace(path: str) -> Path:
 
 @tool(
     idempotent=True,
+    read_only=True,
     cheap=True,
     intent=ResourceIntent(memory_mb=64, cpu_seconds=1, timeout_ms=2_000),
 )
@@ -39,8 +42,24 @@ def echo(message: str) -> str:
     return message
 
 
+class PythonRun(TypedDict):
+    """What `run_python` returns (its output schema)."""
+
+    stdout: str
+    stderr: str
+    return_value: Any
+
+
+class ShellRun(TypedDict):
+    """What `run_shell` returns (its output schema)."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+
+
 @tool(intent=ResourceIntent(memory_mb=256, cpu_seconds=10, timeout_ms=30_000))
-def run_python(code: str) -> dict[str, Any]:
+def run_python(code: str) -> PythonRun:
     """Run Python code; returns stdout, stderr and the value of the last expression, if any."""
     tree = ast.parse(code, mode="exec")
     last: ast.expr | None = None
@@ -58,7 +77,7 @@ def run_python(code: str) -> dict[str, Any]:
 
 
 @tool(intent=ResourceIntent(memory_mb=256, cpu_seconds=10, timeout_ms=30_000))
-def run_shell(command: str) -> dict[str, Any]:
+def run_shell(command: str) -> ShellRun:
     """Run a shell command in the workspace; returns stdout, stderr and the exit code."""
     done = subprocess.run(
         command, shell=True, capture_output=True, text=True, cwd=workspace(), check=False
@@ -66,7 +85,11 @@ def run_shell(command: str) -> dict[str, Any]:
     return {"stdout": done.stdout, "stderr": done.stderr, "exit_code": done.returncode}
 
 
-@tool(idempotent=True, intent=ResourceIntent(memory_mb=128, cpu_seconds=2, timeout_ms=5_000))
+@tool(
+    idempotent=True,
+    read_only=True,
+    intent=ResourceIntent(memory_mb=128, cpu_seconds=2, timeout_ms=5_000),
+)
 def read_file(path: str) -> str:
     """Read a text file from the sandbox workspace."""
     return _inside_workspace(path).read_text()

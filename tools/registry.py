@@ -2,7 +2,12 @@
 
 The input JSON Schema comes from the signature (through pydantic), the description from the
 docstring. A parameter annotated `ToolContext` is not part of the schema: the gateway's
-context is injected there, never taken from the arguments.
+context is injected there, never taken from the arguments. The output schema comes from the
+return annotation, as FastMCP builds it: an object type (a mapping, a model) is the schema of
+the tool's `structuredContent`; any other type is wrapped as `{"result": ...}`; a tool that
+returns content blocks (`tools.Image`...) has none. The MCP annotations (read-only,
+destructive, idempotent, open-world) come from what `@tool` declares: open-world by default
+exactly when the tool has network rights, destructive by default unless read-only.
 """
 
 from __future__ import annotations
@@ -10,11 +15,25 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, get_type_hints, overload
+from typing import Any, TypeVar, get_args, get_origin, get_type_hints, overload
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
-from protocol import ErrorCode, Principal, ResourceIntent, SerfError, ToolContext, ToolSpec
+from protocol import (
+    AudioContent,
+    EmbeddedResource,
+    ErrorCode,
+    ImageContent,
+    Principal,
+    ResourceIntent,
+    ResourceLink,
+    SerfError,
+    TextContent,
+    ToolAnnotations,
+    ToolContext,
+    ToolSpec,
+)
+from tools.tool_result import ToolResult, result_of
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -60,6 +79,37 @@ class FunctionSchema:
     input_schema: dict[str, Any]  # JSON Schema of the arguments
     arguments_model: type[BaseModel]  # the pydantic model that schema comes from
     context_param: str | None  # the parameter annotated `ToolContext`, not in the schema
+    # JSON Schema of the structured result (None: content blocks only), and whether it wraps
+    # the returned value as {"result": value}
+    output_schema: dict[str, Any] | None = None
+    wraps_result: bool = True
+
+
+_BLOCK_MODELS = (TextContent, ImageContent, AudioContent, EmbeddedResource, ResourceLink)
+
+
+def _returns_blocks(annotation: Any) -> bool:
+    """The annotation is a content block, a union of them, or a list of them."""
+    if isinstance(annotation, type):
+        return issubclass(annotation, _BLOCK_MODELS)
+    args = get_args(annotation)
+    if get_origin(annotation) in (list, tuple) or args:
+        return bool(args) and all(_returns_blocks(a) for a in args if a is not Ellipsis)
+    return False
+
+
+def output_schema_of(annotation: Any) -> tuple[dict[str, Any] | None, bool]:
+    """The output schema for a return annotation, and whether it wraps the value."""
+    if _returns_blocks(annotation):
+        return None, False
+    try:
+        schema = TypeAdapter(annotation).json_schema()
+    except Exception:  # a type pydantic cannot describe: any value
+        schema = {}
+    if schema.get("type") == "object":
+        return schema, False
+    wrapped = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+    return wrapped, True
 
 
 def describe_function(
@@ -84,7 +134,8 @@ def describe_function(
     schema = model.model_json_schema()
     schema.pop("title", None)
     text = description or inspect.cleandoc(function.__doc__ or "")
-    return FunctionSchema(tool_name, text, schema, model, context_param)
+    output, wraps = output_schema_of(hints.get("return", Any))
+    return FunctionSchema(tool_name, text, schema, model, context_param, output, wraps)
 
 
 @dataclass(frozen=True)
@@ -103,6 +154,8 @@ class RegisteredTool:
     # Other names a call may use for it (a source's dotted `<source>.<tool>`): found by
     # `ToolRegistry.get`, matched by scopes, never listed.
     aliases: tuple[str, ...] = ()
+    # Its schema wraps a returned value as {"result": value} (see `output_schema_of`).
+    wraps_result: bool = True
 
     @property
     def name(self) -> str:
@@ -115,6 +168,14 @@ class RegisteredTool:
     def callable_by(self, principal: Principal) -> bool:
         """Whether a `tool:<glob>` scope of `principal` covers one of the tool's names."""
         return any(principal.may_call(name) for name in self.names)
+
+    def result_of(self, value: Any) -> ToolResult:
+        """What the tool returned, as MCP content."""
+        return result_of(value, wraps=self.wraps_result)
+
+    def output_of(self, value: Any) -> dict[str, Any]:
+        """What the tool returned, as the plain JSON the sandbox runner carries."""
+        return self.result_of(value).to_wire()
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Check arguments against the schema; return them coerced, or raise with hints.
@@ -193,14 +254,28 @@ def build_tool(
     idempotent: bool = False,
     network: tuple[str, ...] = (),
     cheap: bool = False,
+    title: str | None = None,
+    read_only: bool = False,
+    destructive: bool | None = None,
+    open_world: bool | None = None,
 ) -> RegisteredTool:
     described = describe_function(function, name=name, description=description)
+    annotations = ToolAnnotations(
+        title=title,
+        readOnlyHint=read_only,
+        destructiveHint=(not read_only) if destructive is None else destructive,
+        idempotentHint=idempotent,
+        openWorldHint=bool(network) if open_world is None else open_world,
+    )
     spec = ToolSpec(
         name=described.name,
+        title=title,
         description=described.description,
         input_schema=described.input_schema,
+        output_schema=described.output_schema,
         intent=intent or ResourceIntent(),
         idempotent=idempotent,
+        annotations=annotations,
     )
     entrypoint = f"{function.__module__}:{function.__qualname__}"
     return RegisteredTool(
@@ -211,6 +286,7 @@ def build_tool(
         entrypoint,
         tuple(network),
         cheap=cheap,
+        wraps_result=described.wraps_result,
     )
 
 
@@ -225,6 +301,10 @@ def tool(
     idempotent: bool = False,
     network: tuple[str, ...] = (),
     cheap: bool = False,
+    title: str | None = None,
+    read_only: bool = False,
+    destructive: bool | None = None,
+    open_world: bool | None = None,
     registry: ToolRegistry | None = None,
 ) -> Callable[[F], F]: ...
 def tool(
@@ -237,13 +317,19 @@ def tool(
     idempotent: bool = False,
     network: tuple[str, ...] = (),
     cheap: bool = False,
+    title: str | None = None,
+    read_only: bool = False,
+    destructive: bool | None = None,
+    open_world: bool | None = None,
     registry: ToolRegistry | None = None,
 ) -> F | Callable[[F], F]:
     """Register a typed function as a tool; the function itself is returned unchanged.
 
     `network` lists the "host:port" destinations the tool may reach (through the gateway's
     egress proxy); by default it has no network. `cheap` declares a trivial, pure, synchronous
-    function that an in-process executor may call on its event loop."""
+    function that an in-process executor may call on its event loop. `title`, `read_only`,
+    `destructive` (default: not read-only), `idempotent` and `open_world` (default: it has
+    network rights) are what `tools/list` tells clients about it."""
 
     def register(fn: F) -> F:
         built = build_tool(
@@ -254,6 +340,10 @@ def tool(
             idempotent=idempotent,
             network=network,
             cheap=cheap,
+            title=title,
+            read_only=read_only,
+            destructive=destructive,
+            open_world=open_world,
         )
         (registry if registry is not None else default_registry).add(built)
         return fn

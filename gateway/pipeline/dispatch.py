@@ -133,7 +133,8 @@ class DispatchStage:
         ctx.grant = BudgetGrant(granted_ms=limits.timeout_ms, remaining_ms=remaining)
         if error is not None:
             raise GatewayError(_with_grant(error, limits.timeout_ms, remaining))
-        ctx.result = outcome.result
+        # An executor outside this tree may answer a bare value: it is the tool's return value.
+        ctx.result = outcome.output or ctx.tool.result_of(outcome.result)
 
     async def _execute(self, invocation: Invocation, deadline: int | None) -> Outcome:
         if TRACING.on and recording_span() is not None:

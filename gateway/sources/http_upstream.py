@@ -23,14 +23,16 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from gateway.gateway_error import GatewayError
 from gateway.sources.http1_pool import Http1Pool
 from gateway.sources.mcp_session import PARSE_ERROR, McpSession, RpcError, UpstreamHttpError
 from gateway.sources.upstream_failure import tool_error, unavailable, upstream_failure
+from gateway.sources.upstream_tool import UpstreamTool
 from protocol import CallUsage, ErrorCode, ExitReason, SerfError
 from sandbox import Invocation, Outcome
+from tools import ToolResult
 from tools.sources import McpHttpSource
 
 log = logging.getLogger("conclave.upstreams")
@@ -64,21 +66,6 @@ def credential_headers(source: McpHttpSource) -> dict[str, str]:
     if any(c in value for c in "\r\n\0"):  # it would end the header and forge others
         raise UpstreamConfigError("the credential holds a line break or NUL; it cannot be sent")
     return {source.credential_header: f"Bearer {value}"}
-
-
-class UpstreamTool(BaseModel):
-    """A tool as the upstream's `tools/list` declares it (what the gateway reads of it)."""
-
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
-
-    name: str
-    description: str | None = None
-    input_schema: dict[str, Any] = Field(alias="inputSchema")
-    annotations: dict[str, Any] | None = None
-
-    @property
-    def idempotent(self) -> bool:
-        return bool((self.annotations or {}).get("idempotentHint"))
 
 
 class _Named(BaseModel):
@@ -226,8 +213,9 @@ class HttpUpstream:
             )
             return self._failed(began, error, ExitReason.TIMEOUT)
         if result.get("isError"):
-            return self._failed(began, tool_error(self.name, invocation.tool, _text(result)))
-        return Outcome(usage=self._usage(began), result=_value(result))
+            return self._failed(began, tool_error(self.name, invocation.tool, result))
+        output = ToolResult.of_mcp(result, value=_value(result))
+        return Outcome(usage=self._usage(began), result=output.value, output=output)
 
     async def read_resource(self, uri: str) -> dict[str, Any]:
         return await self._operation("resources/read", {"uri": uri})

@@ -34,7 +34,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from gateway.gateway_error import GatewayError
 from gateway.settings import Settings
 from gateway.sources.python_sources import DISCOVERY_LIMITS, cache_root, effective_backend
-from protocol import ErrorCode, ExitReason, Principal, SerfError, ToolContext, ToolSpec
+from gateway.sources.upstream_failure import tool_error
+from gateway.sources.upstream_tool import UpstreamTool
+from protocol import ErrorCode, ExitReason, Principal, ToolContext
 from sandbox import (
     MCP_STDIO_ENTRYPOINT,
     CallLimits,
@@ -46,7 +48,7 @@ from sandbox import (
     node_layer,
     source_layer,
 )
-from tools import RegisteredTool, ToolRegistry
+from tools import RegisteredTool, ToolRegistry, ToolResult
 from tools.sources import McpStdioSource, ToolSource, prepare_stdio_source
 
 log = logging.getLogger("conclave.sources")
@@ -194,15 +196,9 @@ class StdioSources:
         tools = []
         for name, found in server.tools.items():
             qualified = server.source.qualified(name)
-            annotations = found.get("annotations") or {}
             try:
-                spec = ToolSpec(
-                    name=qualified,
-                    description=str(found.get("description") or ""),
-                    input_schema=found.get("inputSchema") or {"type": "object"},
-                    intent=server.source.intent,
-                    idempotent=bool(annotations.get("idempotentHint")),
-                )
+                declared = UpstreamTool.model_validate({"inputSchema": {"type": "object"}, **found})
+                spec = declared.spec(qualified, server.source.intent)
             except ValidationError as exc:
                 why = exc.errors()[0]["msg"]
                 self._refuse(server.source, f"its tool {name!r} cannot be served: {why}")
@@ -251,14 +247,11 @@ class StdioSources:
             return outcome
         result = outcome.result
         if result.get("isError"):
-            error = SerfError.of(
-                ErrorCode.TOOL_FAILED,
-                f"{invocation.tool} failed on mcp_stdio source {source!r}: {_text(result)[:500]}",
-                details={"source": source},
-            )
+            error = tool_error(source, invocation.tool, result, kind="mcp_stdio source")
             usage = outcome.usage.model_copy(update={"exit_reason": ExitReason.ERROR})
             return Outcome(usage=usage, error=error)
-        return Outcome(usage=outcome.usage, result=_value(result))
+        output = ToolResult.of_mcp(result, value=_value(result))
+        return Outcome(usage=outcome.usage, result=output.value, output=output)
 
     # /mcp's resources and prompts (gateway.http.mcp.catalog)
 

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 
 from gateway.gateway_error import GatewayError
 from gateway.sources.http_upstream import HttpUpstream
-from protocol import ErrorCode, Principal, ToolSpec
+from protocol import ErrorCode, Principal
 from sandbox import Invocation, Outcome, ToolExecutor
 from tools import DuplicateToolError, RegisteredTool, ToolRegistry
 from tools.sources import McpHttpSource, ToolNameError, ToolSource
@@ -76,13 +76,7 @@ class UpstreamSet:
                 continue
             if qualified in self._registered:
                 continue  # registered at an earlier discovery
-            spec = ToolSpec(
-                name=qualified,
-                description=found.description or "",
-                input_schema=found.input_schema,
-                intent=upstream.source.intent,
-                idempotent=found.idempotent,
-            )
+            spec = found.spec(qualified, upstream.source.intent)
             tool = RegisteredTool(
                 spec=spec,
                 function=_runs_upstream,

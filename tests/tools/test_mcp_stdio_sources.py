@@ -129,7 +129,8 @@ async def _time_through_rest_and_mcp(settings: Settings) -> None:
             result = await mcp.call_tool("time__get_current_time", {"timezone": "UTC"})
             assert not result.is_error
             assert result.structured_content is not None
-            assert result.structured_content["result"]["timezone"] == "UTC"
+            # The server's structured content, unchanged (no {"result": ...} wrapping added).
+            assert result.structured_content["timezone"] == "UTC"
 
 
 async def test_mcp_server_time_on_bwrap_through_rest_and_the_mcp_client(
@@ -156,6 +157,31 @@ async def test_each_identity_has_its_own_server_kept_warm(
         assert first["result"] == again["result"]  # warm: the same server process
         assert first["usage"]["sandbox"] == again["usage"]["sandbox"]
         assert other["usage"]["sandbox"] != first["usage"]["sandbox"]  # never shared
+
+
+async def test_a_stdio_servers_content_and_tool_metadata_reach_the_client_unchanged(
+    bwrap_available: None, redis_url: str
+) -> None:
+    from tools.harness.stdio_mcp_server import FORECAST_LISTED, PICTURE
+
+    settings = _settings(redis_url, "bwrap")
+    async with (
+        _gateway(settings, _source("odd", HARNESS)) as app,
+        _mcp(app, _auth(settings, "tool:odd.*")) as mcp,
+    ):
+        listed = {
+            t.name: t.model_dump(by_alias=True, exclude_none=True)
+            for t in (await mcp.list_tools()).tools
+        }
+        picture = (await mcp.call_tool("odd.picture", {})).model_dump(
+            by_alias=True, exclude_none=True
+        )
+        forecast = await mcp.call_tool("odd.forecast", {})
+    for field, value in FORECAST_LISTED.items():
+        assert listed["odd.forecast"][field] == value, field
+    assert picture["content"] == PICTURE["content"]  # an image block, annotations and all
+    assert picture["_meta"]["example.com/frame"] == 1
+    assert forecast.structured_content == {"celsius": 21.5}
 
 
 async def test_faults_get_their_serf_codes_and_leave_nothing_running(

@@ -8,7 +8,10 @@ process id), `sleep` (`seconds`), `crash` (exits in the middle of the call), `ga
 (writes a line that is not JSON), `flood` (one answer line of `bytes` bytes),
 `wait_cancel` (waits up to a minute for a `notifications/cancelled` naming the call, which it
 records and does not answer, as MCP asks) and `cancellations` (the request ids it saw
-cancelled). It is not a tool module: nothing here registers with the gateway.
+cancelled); and two that answer rich content: `picture` (an image block with annotations, and
+the server's `_meta`) and `forecast` (structured content, listed with a title, annotations,
+icons, an `outputSchema` and `_meta`). It is not a tool module: nothing here registers with
+the gateway.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-_TOOLS = ("echo", "pid", "sleep", "crash", "garbage", "flood", "wait_cancel", "cancellations")
+_TOOLS = (
+    "echo", "pid", "sleep", "crash", "garbage", "flood", "wait_cancel", "cancellations",
+    "picture", "forecast",
+)  # fmt: skip
 _CANCELLED: list[Any] = []  # the request ids of the `wait_cancel` calls cancelled
 
 
@@ -74,8 +80,36 @@ def _wait_cancel(ident: Any) -> bool:
     return False
 
 
+PIXEL = (  # a one-pixel PNG
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4"
+    "DwABBAEAcCBlCwAAAABJRU5ErkJggg=="
+)
+PICTURE = {
+    "content": [
+        {"type": "image", "data": PIXEL, "mimeType": "image/png", "annotations": {"priority": 1}}
+    ],
+    "_meta": {"example.com/frame": 1},
+}
+FORECAST_LISTED = {
+    "title": "Weather forecast",
+    "outputSchema": {
+        "type": "object",
+        "properties": {"celsius": {"type": "number"}},
+        "required": ["celsius"],
+    },
+    "annotations": {"readOnlyHint": True, "openWorldHint": True},
+    "icons": [{"src": "https://example.com/sun.png", "mimeType": "image/png"}],
+    "_meta": {"example.com/owner": "weather-team"},
+}
+
+
 def _tool(name: str) -> dict[str, Any]:
-    return {"name": name, "description": f"misbehaving: {name}", "inputSchema": {"type": "object"}}
+    listed = {
+        "name": name,
+        "description": f"misbehaving: {name}",
+        "inputSchema": {"type": "object"},
+    }
+    return {**listed, **FORECAST_LISTED} if name == "forecast" else listed
 
 
 def _write(message: dict[str, Any]) -> None:
@@ -99,6 +133,13 @@ def _call(name: str, arguments: dict[str, Any]) -> Any:
         sys.stdout.write("this is not JSON-RPC\n")
         sys.stdout.flush()
         time.sleep(60)
+    if name == "picture":
+        return PICTURE
+    if name == "forecast":
+        return {
+            "content": [{"type": "text", "text": '{"celsius": 21.5}'}],
+            "structuredContent": {"celsius": 21.5},
+        }
     if name == "flood":
         sys.stdout.write("x" * int(arguments.get("bytes", 1 << 24)))
         sys.stdout.flush()
@@ -135,9 +176,10 @@ def main() -> int:
                 if not _wait_cancel(ident):
                     _write({"jsonrpc": "2.0", "id": ident, "result": {"content": []}})
                 continue  # a cancelled request is not answered
-            text = _call(str(params.get("name")), params.get("arguments") or {})
-            content = [{"type": "text", "text": text}]
-            _write({"jsonrpc": "2.0", "id": ident, "result": {"content": content}})
+            answer = _call(str(params.get("name")), params.get("arguments") or {})
+            if isinstance(answer, str):
+                answer = {"content": [{"type": "text", "text": answer}]}
+            _write({"jsonrpc": "2.0", "id": ident, "result": answer})
         else:
             error = {"code": -32601, "message": f"no method {method}"}
             _write({"jsonrpc": "2.0", "id": ident, "error": error})

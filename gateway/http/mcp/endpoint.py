@@ -47,6 +47,7 @@ from protocol import (
     JsonRpcRequest,
     JsonRpcResponse,
     SerfError,
+    ToolSpec,
 )
 from tools import ToolRegistry
 
@@ -67,17 +68,28 @@ def _initialize(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _listing(registry: ToolRegistry) -> Any:
+    """`tools/list`: each tool as MCP describes one. A source's tool keeps its server's own
+    title, output schema, annotations, icons and `_meta`; Conclave's own tools declare their
+    output schema and the hints their `@tool` declaration implies."""
+
+    def listed(spec: ToolSpec) -> dict[str, Any]:
+        tool: dict[str, Any] = {"name": spec.name}
+        if spec.title is not None:
+            tool["title"] = spec.title
+        tool["description"] = spec.description
+        tool["inputSchema"] = spec.input_schema
+        if spec.output_schema is not None:
+            tool["outputSchema"] = spec.output_schema
+        if spec.annotations is not None:
+            tool["annotations"] = spec.annotations.as_mcp()
+        if spec.icons is not None:
+            tool["icons"] = spec.icons
+        if spec.meta is not None:
+            tool["_meta"] = spec.meta
+        return tool
+
     async def listing(ctx: RequestContext) -> dict[str, Any]:
-        tools = [
-            {
-                "name": spec.name,
-                "description": spec.description,
-                "inputSchema": spec.input_schema,
-                "annotations": {"idempotentHint": spec.idempotent},
-            }
-            for spec in allowed_specs(registry, ctx)
-        ]
-        return {"tools": tools}
+        return {"tools": [listed(spec) for spec in allowed_specs(registry, ctx)]}
 
     return listing
 

@@ -10,7 +10,10 @@ status as the transport failing, and the `mcp` 1.x client ends its session on on
 missing or bad credential keeps its 401 (the client's cue to authenticate again); a refused
 notification, which has no answer to carry an error, keeps its error's status.
 Both texts (the error's message, the result's text content) carry the `param_hints`, for a
-client that shows a model only text.
+client that shows a model only text. A tool's result goes out as its content blocks, its
+structured content and its `_meta` unchanged (`tools.ToolResult`); the gateway adds its own
+`conclave/` keys to `_meta`. An MCP server's own failure keeps the content it answered, after
+the envelope's text.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from pydantic import ValidationError
 
 from gateway.gateway_error import GatewayError
 from protocol import (
-    CallToolResult,
     CallUsage,
     ErrorCategory,
     ErrorCode,
@@ -31,9 +33,9 @@ from protocol import (
     JsonRpcRequest,
     RequestId,
     SerfError,
-    TextContent,
     jsonrpc,
 )
+from tools import FAILED_CONTENT, ToolResult
 
 # The SERF codes that have a JSON-RPC spelling of their own; the rest are SERVER_ERROR.
 _RPC_CODES = {
@@ -137,21 +139,26 @@ def _meta(trace_id: str, usage: CallUsage | None) -> dict[str, Any]:
     return meta
 
 
-def tool_result(value: Any, trace_id: str, usage: CallUsage | None) -> dict[str, Any]:
-    text = value if isinstance(value, str) else json.dumps(value)
-    result = CallToolResult(
-        content=[TextContent(text=text)],
-        structuredContent={"result": value},
-        _meta=_meta(trace_id, usage),
+def tool_result(result: ToolResult, trace_id: str, usage: CallUsage | None) -> dict[str, Any]:
+    answer: dict[str, Any] = {"content": result.content}
+    if result.structured is not None:
+        answer["structuredContent"] = result.structured
+    answer["isError"] = False
+    answer["_meta"] = (
+        {**result.meta, **_meta(trace_id, usage)} if result.meta else _meta(trace_id, usage)
     )
-    return result.model_dump(by_alias=True, exclude_none=True)
+    return answer
 
 
 def tool_failure(error: SerfError, usage: CallUsage | None) -> dict[str, Any]:
-    result = CallToolResult(
-        content=[TextContent(text=_described(error))],
-        structuredContent=error.model_dump(mode="json"),
-        isError=True,
-        _meta=_meta(error.trace_id or "", usage),
-    )
-    return result.model_dump(by_alias=True, exclude_none=True)
+    envelope = error.model_dump(mode="json")
+    kept = envelope["details"].pop(FAILED_CONTENT, None)
+    content: list[dict[str, Any]] = [{"type": "text", "text": _described(error)}]
+    if isinstance(kept, list):
+        content += [block for block in kept if isinstance(block, dict)]
+    return {
+        "content": content,
+        "structuredContent": envelope,
+        "isError": True,
+        "_meta": _meta(error.trace_id or "", usage),
+    }

@@ -12,7 +12,7 @@ from gateway.http.hot_routes import hot_route
 from gateway.http.responses import refusal
 from gateway.pipeline import Pipeline, RequestContext, allowed_specs
 from protocol import ToolCallRequest, ToolCallResult, ToolSpec
-from tools import ToolRegistry
+from tools import ToolRegistry, ToolResult
 
 router = APIRouter(prefix="/v1/tools", tags=["tools"])
 
@@ -52,10 +52,17 @@ async def call_tool(request: Request) -> Response:
     if ctx.error is not None:
         return refusal(ctx.error)
     assert ctx.usage is not None
+    output: ToolResult = ctx.result
     result = ToolCallResult(
-        tool=name, result=ctx.result, usage=ctx.usage, budget=ctx.grant, trace_id=ctx.trace_id
+        tool=name,
+        result=output.value,
+        content=output.content,
+        structured_content=output.structured,
+        usage=ctx.usage,
+        budget=ctx.grant,
+        trace_id=ctx.trace_id,
     )
-    return Response(result.model_dump_json(), media_type="application/json")
+    return Response(result.model_dump_json(by_alias=True), media_type="application/json")
 
 
 def _pipeline(request: Request) -> Pipeline:

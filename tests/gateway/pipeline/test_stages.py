@@ -261,7 +261,7 @@ async def test_dispatch_validates_before_running_and_passes_the_context() -> Non
         _ctx(principal=_principal("tool:*"), tool_name="echo", arguments={"message": "hi"})
     )
     await stage(ok)
-    assert ok.result == "hi" and ok.usage is not None and ok.usage.sandbox == "inprocess"
+    assert ok.result.value == "hi" and ok.usage is not None and ok.usage.sandbox == "inprocess"
     bad = await _ready(
         _ctx(principal=_principal("tool:*"), tool_name="echo", arguments={"message": 1})
     )
