@@ -99,7 +99,7 @@ async def test_every_kind_of_content_reaches_the_client_unchanged(
         }
     async with _through_conclave(settings, upstream_url) as (_, client):
         for name, args in CALLS.items():
-            got = _dumped(await client.call_tool(f"media.{name}", args))
+            got = _dumped(await client.call_tool(f"media__{name}", args))
             assert got["isError"] is False, got
             assert got["content"] == expected[name]["content"], name
             assert got.get("structuredContent") == expected[name].get("structuredContent"), name
@@ -118,14 +118,14 @@ async def test_upstream_tools_keep_their_title_annotations_icons_and_output_sche
         own = {t.name: _dumped(t) for t in (await direct.list_tools()).tools}
     async with _through_conclave(settings, upstream_url) as (_, client):
         served = {t.name: _dumped(t) for t in (await client.list_tools()).tools}
-    forecast = served["media.forecast"]
+    forecast = served["media__forecast"]
     assert forecast["title"] == "Weather forecast"
     assert forecast["annotations"] == {"readOnlyHint": True, "openWorldHint": True}
     assert forecast["icons"][0]["src"] == "https://example.com/forecast.png"
     assert forecast["outputSchema"]["required"] == ["city", "celsius"]
     assert forecast["_meta"]["example.com/owner"] == "weather-team"
     for name, tool in own.items():
-        listed = served[f"media.{name}"]
+        listed = served[f"media__{name}"]
         for field in LISTED_FIELDS:
             assert listed.get(field) == tool.get(field), (name, field)
         assert listed["_meta"] == tool["_meta"], name
@@ -137,8 +137,8 @@ async def test_an_upstream_tool_error_stays_an_error_and_keeps_its_content(
     async with _direct(upstream_url) as direct:
         expected = _dumped(await direct.call_tool("broken", {}))
     async with _through_conclave(settings, upstream_url) as (app, client):
-        got = _dumped(await client.call_tool("media.broken", {}))
-        rest = await _rest_call(app, settings, "media.broken")
+        got = _dumped(await client.call_tool("media__broken", {}))
+        rest = await _rest_call(app, settings, "media__broken")
     assert got["isError"] is True
     assert got["structuredContent"]["code"] == "TOOL_FAILED"
     assert "the camera jammed" in got["content"][0]["text"]  # the envelope's text first
@@ -154,8 +154,8 @@ async def test_rest_answers_the_same_content_blocks(
         expected = _dumped(await direct.call_tool("mixed", {}))
         forecast = _dumped(await direct.call_tool("forecast", {"city": "Oslo"}))
     async with _through_conclave(settings, upstream_url) as (app, _):
-        mixed = await _rest_call(app, settings, "media.mixed")
-        structured = await _rest_call(app, settings, "media.forecast", city="Oslo")
+        mixed = await _rest_call(app, settings, "media__mixed")
+        structured = await _rest_call(app, settings, "media__forecast", city="Oslo")
     assert mixed.status_code == 200, mixed.text
     assert mixed.json()["content"] == expected["content"]
     assert structured.json()["structuredContent"] == forecast["structuredContent"]

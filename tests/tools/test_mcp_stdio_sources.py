@@ -173,12 +173,12 @@ async def test_a_stdio_servers_content_and_tool_metadata_reach_the_client_unchan
             t.name: t.model_dump(by_alias=True, exclude_none=True)
             for t in (await mcp.list_tools()).tools
         }
-        picture = (await mcp.call_tool("odd.picture", {})).model_dump(
+        picture = (await mcp.call_tool("odd__picture", {})).model_dump(
             by_alias=True, exclude_none=True
         )
-        forecast = await mcp.call_tool("odd.forecast", {})
+        forecast = await mcp.call_tool("odd__forecast", {})
     for field, value in FORECAST_LISTED.items():
-        assert listed["odd.forecast"][field] == value, field
+        assert listed["odd__forecast"][field] == value, field
     assert picture["content"] == PICTURE["content"]  # an image block, annotations and all
     assert picture["_meta"]["example.com/frame"] == 1
     assert forecast.structured_content == {"celsius": 21.5}

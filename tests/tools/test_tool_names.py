@@ -183,7 +183,7 @@ async def test_the_dotted_names_still_work_for_calls_and_scopes(
         assert rest.status_code == 200 and rest.json()["result"] == expected, rest.text
         call = _rpc("tools/call", {"name": name, "arguments": arguments})
         answer = (await client.post("/mcp", json=call, headers=dotted)).json()["result"]
-        assert not answer.get("isError") and answer["structuredContent"]["result"] == expected
+        assert not answer.get("isError") and answer["content"][0]["text"] == expected
     # A scope in the new spelling covers the dotted alias too; outside it, neither spelling.
     served = _auth(settings, "tool:odd__*", agent="served")
     alias = await client.post("/v1/tools/odd.pid/call", json={"arguments": {}}, headers=served)
