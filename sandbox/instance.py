@@ -25,6 +25,7 @@ the runner relays to the server it keeps in this sandbox (started on first use).
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import math
 import time
@@ -45,8 +46,9 @@ from sandbox.backend import (
     SandboxSpec,
     SandboxStartError,
 )
-from sandbox.channel import ChannelClosed, RunnerChannel, accept, listen
+from sandbox.channel import ChannelClosed, OversizedFrame, RunnerChannel, accept, listen
 from sandbox.executor import CallLimits, Invocation, Outcome
+from sandbox.runner_wire import EGRESS_SOCKET_NAME, MCP, frame_limit
 from sandbox.time_limit import TimeLimit
 from sandbox.unavailable import unavailable_error
 from tools import tool_exception_code
@@ -60,8 +62,6 @@ _RECYCLE_REASONS = {ExitReason.OOM, ExitReason.KILLED}
 
 log = logging.getLogger("conclave.sandbox")
 
-# The egress proxy's socket in the workspace; the runner's forwarder connects to this name.
-EGRESS_SOCKET_NAME = ".conclave-egress.sock"
 # The entrypoint prefix of calls the runner relays to an MCP server it runs (mcp_stdio).
 MCP_STDIO_ENTRYPOINT = "mcp_stdio:"
 
@@ -179,8 +179,9 @@ class Sandbox:
     async def call(self, invocation: Invocation) -> CallResult:
         assert self.channel is not None, "call() on a sandbox that is not open"
         self.calls += 1
+        call_id = next(self._ids)
         request = {
-            "id": next(self._ids),
+            "id": call_id,
             "tool": invocation.tool,
             "entrypoint": invocation.entrypoint,
             "arguments": to_jsonable_python(invocation.arguments),
@@ -189,10 +190,11 @@ class Sandbox:
             "egress": bool(invocation.network) and self._egress is not None,
         }
         if invocation.entrypoint.startswith(MCP_STDIO_ENTRYPOINT):
-            request["type"] = "mcp"
+            request["type"] = MCP
         started = time.monotonic()
         reply: dict[str, Any] | None = None
         gone = ""
+        violation: _ProtocolViolation | None = None
         if self._engine is not None and self._engine.engine_lost.is_set():
             return await self._engine_gone(started)
         self.current_call = invocation
@@ -206,28 +208,48 @@ class Sandbox:
         try:
             with anyio.move_on_after(TimeLimit.runner_wait_s(invocation.limits.timeout_ms)):
                 try:
-                    reply = await self._receive_reply(self.channel)
+                    reply = await self._receive_reply(self.channel, invocation.limits)
+                    if reply is not None:
+                        _check_reply(reply, call_id, invocation.limits, self.channel)
                 except ChannelClosed as exc:
                     gone = str(exc)
+                except OversizedFrame as exc:
+                    violation = _output_over_cap(invocation.limits, exc.size)
+                except _ProtocolViolation as exc:
+                    violation = exc
         finally:
             # The runner reaps the call's processes before it takes the next call; a
             # connection opened after this finds no call and is refused.
             self.current_call = None
         self.last_used = time.monotonic()
         wall_ms = (self.last_used - started) * 1000
+        if violation is not None:
+            return await self._refuse_reply(violation, wall_ms)
         if reply is None and self._engine is not None and self._engine.engine_lost.is_set():
             return await self._engine_gone(started)
         if reply is None:
             return self._runner_lost(invocation, wall_ms, gone)
         return await self._outcome(reply, invocation.limits, wall_ms)
 
-    async def _receive_reply(self, channel: RunnerChannel) -> dict[str, Any] | None:
-        """The runner's reply; None if the sandbox's engine stops answering first."""
+    async def _refuse_reply(self, violation: _ProtocolViolation, wall_ms: float) -> CallResult:
+        """A reply the host does not pass on: the sandbox is torn down now (what else its
+        runner sent cannot be trusted, nor read in step) and the call gets the refusal."""
+        log.warning("refused a reply of %s: %s", self.label, violation.error.message)
+        await self.close()
+        usage = CallUsage(wall_ms=wall_ms, exit_reason=ExitReason.KILLED, sandbox=self.label)
+        return CallResult(Outcome(usage=usage, error=violation.error), recycle=True)
+
+    async def _receive_reply(
+        self, channel: RunnerChannel, limits: CallLimits
+    ) -> dict[str, Any] | None:
+        """The runner's reply, read no further than the call's frame limit; None if the
+        sandbox's engine stops answering first."""
+        limit = frame_limit(limits.max_output_bytes)
         if self._engine is None:
-            return await channel.receive()
+            return await channel.receive(limit)
         lost = self._engine.engine_lost
         reply: dict[str, Any] | None = None
-        closed: ChannelClosed | None = None
+        closed: ChannelClosed | OversizedFrame | None = None
         async with anyio.create_task_group() as group:
 
             async def give_up_when_lost() -> None:
@@ -236,8 +258,8 @@ class Sandbox:
 
             group.start_soon(give_up_when_lost)
             try:
-                reply = await channel.receive()
-            except ChannelClosed as exc:
+                reply = await channel.receive(limit)
+            except (ChannelClosed, OversizedFrame) as exc:
                 closed = exc
             group.cancel_scope.cancel()
         if closed is not None:
@@ -361,6 +383,44 @@ class Sandbox:
                 await self.launched.kill()
             except Exception:  # teardown must go on; `conclave sandbox gc` finds what is left
                 log.warning("could not tear down %s", self.launched.description, exc_info=True)
+
+
+class _ProtocolViolation(Exception):
+    """A reply the host refuses to pass on; `error` is what the call answers instead."""
+
+    def __init__(self, error: SerfError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def _check_reply(
+    reply: dict[str, Any], call_id: int, limits: CallLimits, channel: RunnerChannel
+) -> None:
+    """Refuse a reply for another call, or whose result is over the call's output cap.
+
+    Its frame already fit the cap plus the wire's overhead; only a frame longer than the
+    cap itself can hold a result over it, so the result is measured only then."""
+    if reply.get("id") != call_id or type(reply.get("id")) is not int:
+        message = (
+            f"the sandbox's runner answered call {call_id} with a reply for "
+            f"{str(reply.get('id'))[:40]!r}: a protocol violation; the sandbox was torn down"
+        )
+        details = {"sandbox_killed": True, "protocol_violation": "reply id"}
+        raise _ProtocolViolation(SerfError.of(ErrorCode.SANDBOX_KILLED, message, details=details))
+    if "result" in reply and channel.last_frame_size > limits.max_output_bytes:
+        size = len(json.dumps(reply["result"], separators=(",", ":")).encode())
+        if size > limits.max_output_bytes:
+            raise _output_over_cap(limits, size)
+
+
+def _output_over_cap(limits: CallLimits, size: int) -> _ProtocolViolation:
+    message = (
+        f"the result exceeded the output cap of {limits.max_output_bytes} bytes (the sandbox "
+        f"sent {size}); ask for less output (page through it, or write it to a workspace file)"
+    )
+    details = {"max_output_bytes": limits.max_output_bytes, "sandbox_killed": True}
+    error = SerfError.of(ErrorCode.SANDBOX_OUTPUT_LIMIT, message, details=details)
+    return _ProtocolViolation(error)
 
 
 def _bounded(claimed: Any, ceiling: float) -> float:
