@@ -55,6 +55,14 @@ class SandboxProfile:
 
 
 @dataclass(frozen=True)
+class WorkspaceQuota:
+    """How much one sandbox's workspace may hold (`sandbox.workspace` mounts it)."""
+
+    size_mb: int
+    inodes: int
+
+
+@dataclass(frozen=True)
 class SandboxSpec:
     sandbox_id: str
     tenant: str
@@ -62,6 +70,7 @@ class SandboxSpec:
     profile: SandboxProfile
     workspace: Path  # on the host; mounted read-write at SANDBOX_WORKSPACE
     tool_modules: tuple[str, ...]
+    workspace_quota: WorkspaceQuota | None = None  # None: the workspace is not bounded
 
 
 class LaunchedSandbox(Protocol):

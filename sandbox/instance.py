@@ -51,6 +51,7 @@ from sandbox.executor import CallLimits, Invocation, Outcome
 from sandbox.runner_wire import EGRESS_SOCKET_NAME, MCP, frame_limit
 from sandbox.time_limit import TimeLimit
 from sandbox.unavailable import unavailable_error
+from sandbox.workspace import disk_full_error, workspace_is_full
 from tools import tool_exception_code
 
 # A sandbox is torn down after these. Not after a timeout the runner reported: it killed the
@@ -346,6 +347,12 @@ class Sandbox:
             exit_reason=reason,
             sandbox=self.label,
         )
+        quota = self.spec.workspace_quota
+        if raw_error is not None and quota is not None and workspace_is_full(self.spec.workspace):
+            # The call failed with its workspace full (the host's own look): that is the
+            # cause, whatever the tool said. The sandbox and its files stay: the caller may
+            # delete what it no longer needs.
+            return CallResult(Outcome(usage=usage, error=disk_full_error(quota)), recycle)
         if raw_error is None:
             return CallResult(Outcome(usage=usage, result=reply.get("result")), recycle)
         details = dict(raw_error.get("details") or {})
