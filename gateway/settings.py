@@ -98,6 +98,13 @@ class Settings(BaseSettings):
     # memory. 0: no quota (a plain directory on the host's disk). Needs a root gateway.
     sandbox_workspace_mb: int = Field(default=256, ge=0)
     sandbox_workspace_inodes: int = Field(default=16_384, gt=0)
+    # The egress proxy, per sandbox whose tools have network rights: open connections, of
+    # which so many may still be sending their request head, within so long; and over all
+    # sandboxes (0: a quarter of the gateway's descriptors). Past a cap: 429, at once.
+    egress_connections_per_sandbox: int = Field(default=16, gt=0)
+    egress_pending_heads_per_sandbox: int = Field(default=4, gt=0)
+    egress_head_timeout_s: float = Field(default=2.0, gt=0)
+    egress_connections_total: int = Field(default=0, ge=0)
 
     # Connections (gateway.http.connection_limits), checked before a request reaches the app:
     # a request head (request line and headers) past http_max_head_bytes or http_max_headers

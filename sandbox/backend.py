@@ -52,6 +52,9 @@ class SandboxProfile:
     memory_mb: int
     cpus: float = 1.0
     pids: int = 128
+    # Its tools have network rights: only then is the egress proxy's socket attached (each
+    # socket holds gateway descriptors that a sandbox without rights has no use for).
+    egress: bool = False
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,11 @@ what it records to what it granted and saw itself (`_clamped_usage`): wall time 
 host's own measure of the call, CPU at most the call's CPU limit, peak RSS at most the
 sandbox's memory ceiling, a kill's lateness at most what the host saw past the limit.
 
-Egress: with an `EgressGate` (the gateway's egress proxy), the gate serves the sandbox's
-egress socket (`egress_socket`, in the workspace) while the sandbox is open, and checks each
-connection against `current_call`, the one call the sandbox runs at a time. The runner sets
+Egress: with an `EgressGate` (the gateway's egress proxy) and a profile whose tools have
+network rights (`SandboxProfile.egress`), the gate serves the sandbox's egress socket
+(`egress_socket`, in the workspace) while the sandbox is open, and checks each connection
+against `current_call`, the one call the sandbox runs at a time; other sandboxes have no
+egress socket at all. The runner sets
 the call's proxy environment only when the call's tool has an allow-list.
 
 MCP servers: an invocation whose entrypoint starts with `MCP_STDIO_ENTRYPOINT` is sent as a
@@ -136,7 +138,7 @@ class Sandbox:
         sandbox: Sandbox | None = None
         try:
             sandbox = cls(spec, backend, await backend.launch(spec))
-            if egress is not None:
+            if egress is not None and spec.profile.egress:
                 await egress.attach(sandbox)
                 sandbox._egress = egress
             await sandbox._connect(listener, startup_timeout_s)

@@ -1,6 +1,8 @@
 """The warm pool: the `ToolExecutor` the gateway dispatches to.
 
 Sandboxes are keyed by (tenant, agent, limits profile) and never shared across identities;
+a tool with network rights runs in sandboxes of their own (the profile's `egress`), the only
+ones the egress proxy serves;
 each sandbox serves one call at a time, so an agent's parallel calls get parallel sandboxes.
 A sandbox is started on first use (or by `prewarm`), returned warm after each call (also
 after a timeout the runner killed: only the call's processes died), recycled after
@@ -75,8 +77,9 @@ class _Grant:
     evicted: Sandbox | None = None
 
 
-def profile_for(limits: CallLimits) -> SandboxProfile:
-    return profile_for_memory(limits.memory_mb)
+def profile_for(limits: CallLimits, network: bool = False) -> SandboxProfile:
+    """The profile of calls limited to `limits`, whose tool has network rights or not."""
+    return replace(profile_for_memory(limits.memory_mb), egress=network)
 
 
 def profile_for_memory(memory_mb: int) -> SandboxProfile:
@@ -188,7 +191,11 @@ class SandboxPool:
 
     async def execute(self, invocation: Invocation) -> Outcome:
         principal = invocation.context.principal
-        key = (principal.tenant, principal.agent, profile_for(invocation.limits))
+        key = (
+            principal.tenant,
+            principal.agent,
+            profile_for(invocation.limits, bool(invocation.network)),
+        )
         started = time.monotonic()
         for attempt in (1, 2):
             try:
