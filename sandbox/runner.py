@@ -374,7 +374,11 @@ def _supervise(
         if remaining <= 0:
             killed_for, overshoot_ms = "timeout", (time.monotonic() - deadline) * 1000
             break
-        for fd, _ in poller.poll(max(1, math.ceil(remaining * 1000))):
+        # A look at the child's exit at least every half second, SIGCHLD or not.
+        ready = poller.poll(max(1, math.ceil(min(remaining, 0.5) * 1000)))
+        if not ready:
+            exited = _CHILD_EXITS.exited(pid)
+        for fd, _ in ready:
             if fd == _CHILD_EXITS.read_fd:
                 exited = _CHILD_EXITS.exited(pid)
             elif not (chunk := _read_some(read_fd)):
