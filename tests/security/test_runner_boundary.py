@@ -5,8 +5,9 @@ with `pidfd_getfd`, open a pidfd on it, write its memory (`process_vm_writev`,
 /proc/<runner>/mem), attach to it with `ptrace`, or set up `io_uring`. Before: on bwrap it
 took the socket and wrote its own reply (48 MiB through a 1 MiB cap), and on both backends
 it could write the runner's memory. A runner made to misbehave (patched by a hostile tool
-module at import, as code holding its socket could) sends a reply over the call's output cap,
-or one for another call: the host refuses both, and the victim's calls go on.
+module at import, as code holding its socket could) sends a reply over the call's output cap
+(48 MiB, a frame the host does not read; or 1 KiB over, within the frame's overhead), or one
+for another call: the host refuses each, and the victim's calls go on.
 """
 
 from __future__ import annotations
@@ -87,13 +88,14 @@ async def test_tool_code_cannot_reach_its_runner(sandboxed_gateway: SandboxedGat
     await _victim_echoes(sandboxed_gateway)
 
 
+@pytest.mark.parametrize("tool", ["oversized_reply", "barely_oversized_reply"])
 async def test_a_reply_over_the_output_cap_is_refused_by_the_host(
-    sandboxed_gateway: SandboxedGateway,
+    sandboxed_gateway: SandboxedGateway, tool: str
 ) -> None:
-    status, body = await _call(sandboxed_gateway, "oversized_reply", "evil", {})
+    status, body = await _call(sandboxed_gateway, tool, "evil", {})
     assert (status, body["code"]) == (507, "SANDBOX_OUTPUT_LIMIT"), str(body)[:500]
     assert body["details"]["max_output_bytes"] == 1 << 20  # type: ignore[index]
-    assert len(str(body)) < 4096  # nothing of the 48 MiB was passed on
+    assert len(str(body)) < 4096  # nothing of the result was passed on
     await _victim_echoes(sandboxed_gateway)
     # The attacker's own next call runs in a fresh sandbox.
     status, body = await _call(sandboxed_gateway, "echo", "evil", {"message": "again"})

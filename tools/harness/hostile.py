@@ -74,6 +74,13 @@ def oversized_reply() -> str:
 
 
 @tool(intent=ResourceIntent(memory_mb=64, cpu_seconds=1, timeout_ms=2_000))
+def barely_oversized_reply() -> str:
+    """Capped at 1 MiB of output: the runner this module patched at import answers with
+    1 KiB more, a frame within the wire's overhead over the cap."""
+    return "small"
+
+
+@tool(intent=ResourceIntent(memory_mb=64, cpu_seconds=1, timeout_ms=2_000))
 def misaddressed_reply() -> str:
     """The runner this module patched at import answers for another call's id."""
     return "mine"
@@ -110,6 +117,8 @@ def _patch_the_runner() -> None:
         reply: dict[str, Any] = honest(self, request)
         if request.get("tool") == "oversized_reply":
             return {**reply, "_oversized": True}
+        if request.get("tool") == "barely_oversized_reply":
+            return {**reply, "result": "x" * ((1 << 20) + 1024)}
         if request.get("tool") == "misaddressed_reply":
             return {**reply, "id": int(request["id"]) + 1, "result": "not yours"}
         if request.get("tool") != "forge_report":
