@@ -641,7 +641,9 @@ def start_egress_forwarder(workspace: str) -> tuple[int, int] | None:
 
 def _relay(connection: socket.socket, target: str) -> None:
     """Copy bytes both ways between a tool's connection and the egress socket until both
-    sides are done; each side's end of stream is passed on as a half-close."""
+    sides are done; each side's end of stream is passed on as a half-close. A side that can
+    no longer be written to (the proxy refused and closed) stops the copy towards it only:
+    what the other side already said (the proxy's refusal) still reaches its reader."""
     upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         upstream.connect(target)
@@ -650,10 +652,16 @@ def _relay(connection: socket.socket, target: str) -> None:
         while open_sides:
             readable, _, _ = select.select(open_sides, [], [])
             for side in readable:
-                data = side.recv(1 << 16)
+                try:
+                    data = side.recv(1 << 16)
+                except OSError:
+                    data = b""
+                sent = False
                 if data:
-                    peers[side].sendall(data)
-                else:
+                    with contextlib.suppress(OSError):
+                        peers[side].sendall(data)
+                        sent = True
+                if not sent and side in open_sides:
                     open_sides.remove(side)
                     with contextlib.suppress(OSError):
                         peers[side].shutdown(socket.SHUT_WR)

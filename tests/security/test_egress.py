@@ -215,10 +215,15 @@ async def test_connections_past_the_cap_are_refused_while_another_sandbox_reache
 ) -> None:
     cap = gateway.settings.egress_connections_per_sandbox
     results: list[Any] = []
+    url = f"http://127.0.0.1:{PORT}/"
+    # The victim's sandbox is warm, as a running agent's is: its call during the attack
+    # measures the proxy, not a cold start.
+    warm = await gateway.call("egress_fetch", tenant="acme", url=url, tunnel=True)
+    assert warm == {"status": 200, "body": GREETING}
 
     async def attack() -> None:
         held = await gateway.call(
-            "egress_hold_connections", count=cap + 4, send_head=True, hold_s=10
+            "egress_hold_connections", count=cap + 4, send_head=True, hold_s=12
         )
         results.append(held)
 
@@ -229,9 +234,7 @@ async def test_connections_past_the_cap_are_refused_while_another_sandbox_reache
             tool = "egress_hold_connections"
             while len(await gateway.egress_records(redis, tool)) < cap:  # noqa: ASYNC110
                 await anyio.sleep(0.05)
-        victim = await gateway.call(
-            "egress_fetch", tenant="acme", url=f"http://127.0.0.1:{PORT}/", tunnel=True
-        )
+        victim = await gateway.call("egress_fetch", tenant="acme", url=url, tunnel=True)
         assert victim == {"status": 200, "body": GREETING}
         assert not results  # the attacker still held its connections meanwhile
     [held] = results
