@@ -32,7 +32,7 @@ from gateway.budgets import (
     RateLimit,
 )
 from gateway.cancellation import InflightCalls
-from gateway.egress import EgressProxy
+from gateway.egress import EgressLimits, EgressProxy
 from gateway.http import build_http_app
 from gateway.identity import AgentDirectory, JwksVerifier
 from gateway.json_logs import install_json_logging
@@ -90,7 +90,7 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
         state.audit = AuditWriter(AuditLog(state.redis, settings.audit_stream_max))
         state.audit.start()
         state.inflight = InflightCalls(state.redis)  # notifications/cancelled finds calls here
-        state.egress = EgressProxy(state.audit)
+        state.egress = EgressProxy(state.audit, _egress_limits(settings))
         python = await open_python_sources(sources, config_dir, settings)  # in a sandbox
         served = register_sources(state.registry, python.reports)
         state.stdio = StdioSources(sources, state.registry)  # mcp_stdio sources
@@ -133,6 +133,15 @@ def _tool_executor(settings: Settings, registry: ToolRegistry, egress: EgressPro
     # replaced at once: ATBA's kills invite retries, which should find it warm.
     # Each sandbox's egress socket is served by the gateway's egress proxy.
     return create_executor(settings, replace_killed=True, egress=egress)
+
+
+def _egress_limits(settings: Settings) -> EgressLimits:
+    return EgressLimits(
+        per_sandbox=settings.egress_connections_per_sandbox,
+        pending_heads=settings.egress_pending_heads_per_sandbox,
+        head_timeout_s=settings.egress_head_timeout_s,
+        total=settings.egress_connections_total,
+    )
 
 
 def _latency_window(settings: Settings, redis: Redis) -> LatencyWindow:

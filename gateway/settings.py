@@ -92,6 +92,19 @@ class Settings(BaseSettings):
     # [256] covers every call of up to 256 MB). Unset: the profile of the last cold start;
     # [] none. A spare counts against sandbox_pool_max and is the first torn down for room.
     sandbox_spares: tuple[int, ...] | None = None
+    # Each sandbox's workspace is a file system of its own of this size and file count, so
+    # tool code that fills it fails its own call (SANDBOX_DISK_FULL) and no other tenant, nor
+    # the disk the gateway and Redis use, loses a byte. Its pages count as the sandbox's
+    # memory. 0: no quota (a plain directory on the host's disk). Needs a root gateway.
+    sandbox_workspace_mb: int = Field(default=256, ge=0)
+    sandbox_workspace_inodes: int = Field(default=16_384, gt=0)
+    # The egress proxy, per sandbox whose tools have network rights: open connections, of
+    # which so many may still be sending their request head, within so long; and over all
+    # sandboxes (0: a quarter of the gateway's descriptors). Past a cap: 429, at once.
+    egress_connections_per_sandbox: int = Field(default=16, gt=0)
+    egress_pending_heads_per_sandbox: int = Field(default=4, gt=0)
+    egress_head_timeout_s: float = Field(default=2.0, gt=0)
+    egress_connections_total: int = Field(default=0, ge=0)
 
     # Connections (gateway.http.connection_limits), checked before a request reaches the app:
     # a request head (request line and headers) past http_max_head_bytes or http_max_headers

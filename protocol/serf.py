@@ -86,6 +86,7 @@ class ErrorCode(StrEnum):
     SANDBOX_CPU_LIMIT = "SANDBOX_CPU_LIMIT"
     SANDBOX_OUTPUT_LIMIT = "SANDBOX_OUTPUT_LIMIT"
     SANDBOX_KILLED = "SANDBOX_KILLED"
+    SANDBOX_DISK_FULL = "SANDBOX_DISK_FULL"  # the sandbox's workspace quota (bytes or files)
     STATE_QUOTA_EXCEEDED = "STATE_QUOTA_EXCEEDED"  # the tenant's state quota (keys or bytes)
     # upstream
     TOOL_FAILED = "TOOL_FAILED"
@@ -146,6 +147,7 @@ CODE_TABLE: dict[ErrorCode, CodeInfo] = {
     ErrorCode.SANDBOX_CPU_LIMIT: CodeInfo(_C.RESOURCE, 507, False, _A.FIX_ARGS),
     ErrorCode.SANDBOX_OUTPUT_LIMIT: CodeInfo(_C.RESOURCE, 507, False, _A.FIX_ARGS),
     ErrorCode.SANDBOX_KILLED: CodeInfo(_C.RESOURCE, 507, False, _A.REPLAN),
+    ErrorCode.SANDBOX_DISK_FULL: CodeInfo(_C.RESOURCE, 507, False, _A.FIX_ARGS),
     ErrorCode.STATE_QUOTA_EXCEEDED: CodeInfo(_C.RESOURCE, 507, False, _A.REPLAN),
     ErrorCode.TOOL_FAILED: CodeInfo(_C.UPSTREAM, 502, False, _A.REPLAN),
     ErrorCode.INTERNAL: CodeInfo(_C.INTERNAL, 500, False, _A.ABORT),

@@ -8,6 +8,7 @@ from sandbox.backend import (
     SandboxProfile,
     SandboxSpec,
     SandboxStartError,
+    WorkspaceQuota,
 )
 from sandbox.detect import BackendChoice, bwrap_status, docker_status, strongest_available
 from sandbox.docker_client import docker_client
@@ -50,6 +51,7 @@ __all__ = [
     "SandboxStartError",
     "TimeLimit",
     "ToolExecutor",
+    "WorkspaceQuota",
     "backend_named",
     "bwrap_status",
     "collect_orphans",

@@ -16,6 +16,7 @@ import anyio
 # Where the tool code and the workspace appear inside an isolating sandbox.
 SANDBOX_CODE_DIR = "/opt/conclave/code"
 SANDBOX_RUNNER = "/opt/conclave/runner.py"
+SANDBOX_RUNNER_WIRE = "/opt/conclave/runner_wire.py"
 SANDBOX_WORKSPACE = "/workspace"
 SANDBOX_UID = 65534  # nobody
 
@@ -51,6 +52,17 @@ class SandboxProfile:
     memory_mb: int
     cpus: float = 1.0
     pids: int = 128
+    # Its tools have network rights: only then is the egress proxy's socket attached (each
+    # socket holds gateway descriptors that a sandbox without rights has no use for).
+    egress: bool = False
+
+
+@dataclass(frozen=True)
+class WorkspaceQuota:
+    """How much one sandbox's workspace may hold (`sandbox.workspace` mounts it)."""
+
+    size_mb: int
+    inodes: int
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,7 @@ class SandboxSpec:
     profile: SandboxProfile
     workspace: Path  # on the host; mounted read-write at SANDBOX_WORKSPACE
     tool_modules: tuple[str, ...]
+    workspace_quota: WorkspaceQuota | None = None  # None: the workspace is not bounded
 
 
 class LaunchedSandbox(Protocol):

@@ -2,15 +2,16 @@
 
 The host listens on `<workspace>/.conclave.sock` before the sandbox starts; the socket has the
 workspace's owner and is no more open than it (0600 in a 0700 workspace). The runner
-connects, says hello, then answers one request at a time. Frames are a 4-byte big-endian
-length and UTF-8 JSON, the same as `sandbox/runner.py`.
+connects, says hello, then answers one request at a time. Frames are `sandbox.runner_wire`'s,
+the definition the runner imports too. The runner shares its sandbox with tool code, so
+each frame is read only up to the size its reader allows (`receive(limit)`): a longer one
+is never read (`OversizedFrame`), and the channel cannot be trusted after it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import struct
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,20 @@ import anyio
 from anyio.abc import SocketListener, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-SOCKET_NAME = ".conclave.sock"
-MAX_FRAME = 64 * 1024 * 1024
-_HEADER = struct.Struct(">I")
+from sandbox.runner_wire import HEADER, HELLO_LIMIT, SOCKET_NAME
 
 
 class ChannelClosed(Exception):
     """The runner went away (it exited, was killed, or its sandbox was torn down)."""
+
+
+class OversizedFrame(Exception):
+    """The runner announced a frame longer than its reader allows; nothing of it was read."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"the runner sent a frame of {size} bytes (at most {limit} allowed)")
+        self.size = size
+        self.limit = limit
 
 
 class RunnerChannel:
@@ -33,20 +41,22 @@ class RunnerChannel:
     def __init__(self, stream: SocketStream) -> None:
         self._stream = stream
         self._reader = BufferedByteReceiveStream(stream)
+        self.last_frame_size = 0  # the length of the frame `receive` returned last
 
     async def send(self, message: dict[str, Any]) -> None:
         data = json.dumps(message, separators=(",", ":")).encode()
         try:
-            await self._stream.send(_HEADER.pack(len(data)) + data)
+            await self._stream.send(HEADER.pack(len(data)) + data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             raise ChannelClosed(f"the runner is gone ({type(exc).__name__})") from exc
 
-    async def receive(self) -> dict[str, Any]:
+    async def receive(self, limit: int = HELLO_LIMIT) -> dict[str, Any]:
+        """The next frame, at most `limit` bytes long (else `OversizedFrame`)."""
         try:
-            header = await self._reader.receive_exactly(_HEADER.size)
-            (size,) = _HEADER.unpack(header)
-            if size > MAX_FRAME:
-                raise ChannelClosed(f"the runner sent a frame of {size} bytes")
+            header = await self._reader.receive_exactly(HEADER.size)
+            (size,) = HEADER.unpack(header)
+            if size > limit:
+                raise OversizedFrame(size, limit)
             body = await self._reader.receive_exactly(size)
         except (
             anyio.IncompleteRead,
@@ -56,9 +66,13 @@ class RunnerChannel:
             OSError,
         ) as exc:
             raise ChannelClosed(f"the runner is gone ({type(exc).__name__})") from exc
-        message = json.loads(body)
+        try:
+            message = json.loads(body)
+        except ValueError as exc:
+            raise ChannelClosed("the runner sent a frame that is not JSON") from exc
         if not isinstance(message, dict):
             raise ChannelClosed("the runner sent something that is not a JSON object")
+        self.last_frame_size = size
         return message
 
     async def aclose(self) -> None:

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-from sandbox.backend import SandboxBackend, SandboxStartError
+from sandbox.backend import SandboxBackend, SandboxStartError, WorkspaceQuota
 from sandbox.detect import bwrap_status, docker_status, strongest_available
 from sandbox.instance import EgressGate
 from sandbox.pool import SandboxPool, profile_for_memory
@@ -47,6 +47,10 @@ class SandboxSettings(Protocol):
     def sandbox_recycle_after(self) -> int: ...
     @property
     def sandbox_spares(self) -> tuple[int, ...] | None: ...
+    @property
+    def sandbox_workspace_mb(self) -> int: ...
+    @property
+    def sandbox_workspace_inodes(self) -> int: ...
 
 
 def create_backend(settings: SandboxSettings) -> SandboxBackend:
@@ -112,4 +116,12 @@ def create_executor(
         replace_killed=replace_killed,
         egress=egress,
         spares=None if spares is None else [profile_for_memory(mb) for mb in spares],
+        workspace_quota=workspace_quota(settings),
     )
+
+
+def workspace_quota(settings: SandboxSettings) -> WorkspaceQuota | None:
+    """Each sandbox's workspace quota; None when the operator turned it off (0 MiB)."""
+    if settings.sandbox_workspace_mb <= 0:
+        return None
+    return WorkspaceQuota(settings.sandbox_workspace_mb, settings.sandbox_workspace_inodes)

@@ -12,9 +12,11 @@ what it records to what it granted and saw itself (`_clamped_usage`): wall time 
 host's own measure of the call, CPU at most the call's CPU limit, peak RSS at most the
 sandbox's memory ceiling, a kill's lateness at most what the host saw past the limit.
 
-Egress: with an `EgressGate` (the gateway's egress proxy), the gate serves the sandbox's
-egress socket (`egress_socket`, in the workspace) while the sandbox is open, and checks each
-connection against `current_call`, the one call the sandbox runs at a time. The runner sets
+Egress: with an `EgressGate` (the gateway's egress proxy) and a profile whose tools have
+network rights (`SandboxProfile.egress`), the gate serves the sandbox's egress socket
+(`egress_socket`, in the workspace) while the sandbox is open, and checks each connection
+against `current_call`, the one call the sandbox runs at a time; other sandboxes have no
+egress socket at all. The runner sets
 the call's proxy environment only when the call's tool has an allow-list.
 
 Cancel: a call whose awaiting task is cancelled (its caller cancelled it or went away, or
@@ -32,6 +34,7 @@ the runner relays to the server it keeps in this sandbox (started on first use).
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import math
 import time
@@ -52,11 +55,12 @@ from sandbox.backend import (
     SandboxSpec,
     SandboxStartError,
 )
-from sandbox.channel import ChannelClosed, RunnerChannel, accept, listen
+from sandbox.channel import ChannelClosed, OversizedFrame, RunnerChannel, accept, listen
 from sandbox.executor import CallLimits, Invocation, Outcome
-from sandbox.runner import OUTPUT
+from sandbox.runner_wire import CANCEL, EGRESS_SOCKET_NAME, MCP, OUTPUT, frame_limit
 from sandbox.time_limit import TimeLimit
 from sandbox.unavailable import unavailable_error
+from sandbox.workspace import disk_full_error, workspace_is_full
 from tools import ToolResult, ToolResultError, tool_exception_code
 
 # A sandbox is torn down after these. Not after a timeout the runner reported: it killed the
@@ -71,8 +75,6 @@ log = logging.getLogger("conclave.sandbox")
 # How long a cancelled call's runner has to answer the cancel before its sandbox is torn down.
 CANCEL_ANSWER_S = 2.0
 
-# The egress proxy's socket in the workspace; the runner's forwarder connects to this name.
-EGRESS_SOCKET_NAME = ".conclave-egress.sock"
 # The entrypoint prefix of calls the runner relays to an MCP server it runs (mcp_stdio).
 MCP_STDIO_ENTRYPOINT = "mcp_stdio:"
 
@@ -124,6 +126,7 @@ class Sandbox:
         self._pids_refusals_seen = 0
         self.current_call: Invocation | None = None  # the call running now, for the egress gate
         self.cancelled_call: int | None = None  # the id of a cancel the runner has yet to answer
+        self._cancelled_limits: CallLimits | None = None  # that call's limits (its frame's)
         self._egress: EgressGate | None = None
 
     @property
@@ -147,7 +150,7 @@ class Sandbox:
         sandbox: Sandbox | None = None
         try:
             sandbox = cls(spec, backend, await backend.launch(spec))
-            if egress is not None:
+            if egress is not None and spec.profile.egress:
                 await egress.attach(sandbox)
                 sandbox._egress = egress
             await sandbox._connect(listener, startup_timeout_s)
@@ -191,8 +194,9 @@ class Sandbox:
     async def call(self, invocation: Invocation) -> CallResult:
         assert self.channel is not None, "call() on a sandbox that is not open"
         self.calls += 1
+        call_id = next(self._ids)
         request = {
-            "id": next(self._ids),
+            "id": call_id,
             "tool": invocation.tool,
             "entrypoint": invocation.entrypoint,
             "arguments": to_jsonable_python(invocation.arguments),
@@ -201,10 +205,11 @@ class Sandbox:
             "egress": bool(invocation.network) and self._egress is not None,
         }
         if invocation.entrypoint.startswith(MCP_STDIO_ENTRYPOINT):
-            request["type"] = "mcp"
+            request["type"] = MCP
         started = time.monotonic()
         reply: dict[str, Any] | None = None
         gone = ""
+        violation: _ProtocolViolation | None = None
         if self._engine is not None and self._engine.engine_lost.is_set():
             return await self._engine_gone(started)
         self.current_call = invocation
@@ -219,11 +224,17 @@ class Sandbox:
         try:
             with anyio.move_on_after(TimeLimit.runner_wait_s(invocation.limits.timeout_ms)):
                 try:
-                    reply = await self._receive_reply(self.channel)
+                    reply = await self._receive_reply(self.channel, invocation.limits)
+                    if reply is not None:
+                        _check_reply(reply, call_id, invocation.limits, self.channel)
                 except ChannelClosed as exc:
                     gone = str(exc)
+                except OversizedFrame as exc:
+                    violation = _output_over_cap(invocation.limits, exc.size)
+                except _ProtocolViolation as exc:
+                    violation = exc
         except anyio.get_cancelled_exc_class():
-            await self._send_cancel(request["id"])
+            await self._send_cancel(call_id, invocation.limits)
             raise
         finally:
             # The runner reaps the call's processes before it takes the next call; a
@@ -231,19 +242,21 @@ class Sandbox:
             self.current_call = None
         self.last_used = time.monotonic()
         wall_ms = (self.last_used - started) * 1000
+        if violation is not None:
+            return await self._refuse_reply(violation, wall_ms)
         if reply is None and self._engine is not None and self._engine.engine_lost.is_set():
             return await self._engine_gone(started)
         if reply is None:
             return self._runner_lost(invocation, wall_ms, gone)
         return await self._outcome(reply, invocation.limits, wall_ms)
 
-    async def _send_cancel(self, call_id: int) -> None:
+    async def _send_cancel(self, call_id: int, limits: CallLimits) -> None:
         """Tell the runner to stop call `call_id` (its answer is read by `settle_cancelled`)."""
         assert self.channel is not None
-        self.cancelled_call = call_id
+        self.cancelled_call, self._cancelled_limits = call_id, limits
         with anyio.CancelScope(shield=True):
             try:
-                await self.channel.send({"type": "cancel", "id": call_id})
+                await self.channel.send({"type": CANCEL, "id": call_id})
             except ChannelClosed:
                 await self.close()  # the runner is gone, and the call's processes with it
 
@@ -252,29 +265,42 @@ class Sandbox:
         processes are gone and the sandbox may serve the next call); False when the sandbox
         had to be torn down instead (the runner did not answer within `CANCEL_ANSWER_S`)."""
         call_id, self.cancelled_call = self.cancelled_call, None
-        if self.closed or self.channel is None or call_id is None:
+        limits = self._cancelled_limits
+        if self.closed or self.channel is None or call_id is None or limits is None:
             return False
         with anyio.move_on_after(CANCEL_ANSWER_S):
             try:
                 while True:  # the call's answer, whether it ended by the cancel or before it
-                    reply = await self._receive_reply(self.channel)
+                    reply = await self._receive_reply(self.channel, limits)
                     if reply is None:  # the engine stopped answering
                         break
                     if reply.get("id") == call_id:
                         self.last_used = time.monotonic()
                         return True
-            except ChannelClosed:
+            except (ChannelClosed, OversizedFrame):
                 pass
         await self.close()
         return False
 
-    async def _receive_reply(self, channel: RunnerChannel) -> dict[str, Any] | None:
-        """The runner's reply; None if the sandbox's engine stops answering first."""
+    async def _refuse_reply(self, violation: _ProtocolViolation, wall_ms: float) -> CallResult:
+        """A reply the host does not pass on: the sandbox is torn down now (what else its
+        runner sent cannot be trusted, nor read in step) and the call gets the refusal."""
+        log.warning("refused a reply of %s: %s", self.label, violation.error.message)
+        await self.close()
+        usage = CallUsage(wall_ms=wall_ms, exit_reason=ExitReason.KILLED, sandbox=self.label)
+        return CallResult(Outcome(usage=usage, error=violation.error), recycle=True)
+
+    async def _receive_reply(
+        self, channel: RunnerChannel, limits: CallLimits
+    ) -> dict[str, Any] | None:
+        """The runner's reply, read no further than the call's frame limit; None if the
+        sandbox's engine stops answering first."""
+        limit = frame_limit(limits.max_output_bytes)
         if self._engine is None:
-            return await channel.receive()
+            return await channel.receive(limit)
         lost = self._engine.engine_lost
         reply: dict[str, Any] | None = None
-        closed: ChannelClosed | None = None
+        closed: ChannelClosed | OversizedFrame | None = None
         async with anyio.create_task_group() as group:
 
             async def give_up_when_lost() -> None:
@@ -283,8 +309,8 @@ class Sandbox:
 
             group.start_soon(give_up_when_lost)
             try:
-                reply = await channel.receive()
-            except ChannelClosed as exc:
+                reply = await channel.receive(limit)
+            except (ChannelClosed, OversizedFrame) as exc:
                 closed = exc
             group.cancel_scope.cancel()
         if closed is not None:
@@ -371,6 +397,12 @@ class Sandbox:
             exit_reason=reason,
             sandbox=self.label,
         )
+        quota = self.spec.workspace_quota
+        if raw_error is not None and quota is not None and workspace_is_full(self.spec.workspace):
+            # The call failed with its workspace full (the host's own look): that is the
+            # cause, whatever the tool said. The sandbox and its files stay: the caller may
+            # delete what it no longer needs.
+            return CallResult(Outcome(usage=usage, error=disk_full_error(quota)), recycle)
         if raw_error is None and OUTPUT in reply:
             try:
                 output = ToolResult.from_wire(reply[OUTPUT])
@@ -418,6 +450,44 @@ class Sandbox:
                 await self.launched.kill()
             except Exception:  # teardown must go on; `conclave sandbox gc` finds what is left
                 log.warning("could not tear down %s", self.launched.description, exc_info=True)
+
+
+class _ProtocolViolation(Exception):
+    """A reply the host refuses to pass on; `error` is what the call answers instead."""
+
+    def __init__(self, error: SerfError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def _check_reply(
+    reply: dict[str, Any], call_id: int, limits: CallLimits, channel: RunnerChannel
+) -> None:
+    """Refuse a reply for another call, or whose result is over the call's output cap.
+
+    Its frame already fit the cap plus the wire's overhead; only a frame longer than the
+    cap itself can hold a result over it, so the result is measured only then."""
+    if reply.get("id") != call_id or type(reply.get("id")) is not int:
+        message = (
+            f"the sandbox's runner answered call {call_id} with a reply for "
+            f"{str(reply.get('id'))[:40]!r}: a protocol violation; the sandbox was torn down"
+        )
+        details = {"sandbox_killed": True, "protocol_violation": "reply id"}
+        raise _ProtocolViolation(SerfError.of(ErrorCode.SANDBOX_KILLED, message, details=details))
+    if "result" in reply and channel.last_frame_size > limits.max_output_bytes:
+        size = len(json.dumps(reply["result"], separators=(",", ":")).encode())
+        if size > limits.max_output_bytes:
+            raise _output_over_cap(limits, size)
+
+
+def _output_over_cap(limits: CallLimits, size: int) -> _ProtocolViolation:
+    message = (
+        f"the result exceeded the output cap of {limits.max_output_bytes} bytes (the sandbox "
+        f"sent {size}); ask for less output (page through it, or write it to a workspace file)"
+    )
+    details = {"max_output_bytes": limits.max_output_bytes, "sandbox_killed": True}
+    error = SerfError.of(ErrorCode.SANDBOX_OUTPUT_LIMIT, message, details=details)
+    return _ProtocolViolation(error)
 
 
 def _bounded(claimed: Any, ceiling: float) -> float:

@@ -16,6 +16,8 @@ from sandbox.backend import SandboxStartError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RUNNER_PATH = Path(__file__).resolve().with_name("runner.py")
+# The runner protocol's wire definition, mounted beside the runner (it imports it by name).
+RUNNER_WIRE_PATH = RUNNER_PATH.with_name("runner_wire.py")
 BASE_PACKAGES = ("protocol", "tools")
 
 

@@ -1,6 +1,8 @@
 """The warm pool: the `ToolExecutor` the gateway dispatches to.
 
 Sandboxes are keyed by (tenant, agent, limits profile) and never shared across identities;
+a tool with network rights runs in sandboxes of their own (the profile's `egress`), the only
+ones the egress proxy serves;
 each sandbox serves one call at a time, so an agent's parallel calls get parallel sandboxes.
 A sandbox is started on first use (or by `prewarm`), returned warm after each call (also
 after a timeout the runner killed, or a cancel it answered: only the call's processes died),
@@ -40,7 +42,13 @@ from typing import Any
 import anyio
 
 from protocol import CallUsage, ErrorCode, ExitReason, SerfError
-from sandbox.backend import SandboxBackend, SandboxError, SandboxProfile, SandboxSpec
+from sandbox.backend import (
+    SandboxBackend,
+    SandboxError,
+    SandboxProfile,
+    SandboxSpec,
+    WorkspaceQuota,
+)
 from sandbox.executor import CallLimits, Invocation, Outcome
 from sandbox.fair_queue import FairQueue, Waiter
 from sandbox.instance import EgressGate, Sandbox, StaleSandboxError
@@ -69,8 +77,9 @@ class _Grant:
     evicted: Sandbox | None = None
 
 
-def profile_for(limits: CallLimits) -> SandboxProfile:
-    return profile_for_memory(limits.memory_mb)
+def profile_for(limits: CallLimits, network: bool = False) -> SandboxProfile:
+    """The profile of calls limited to `limits`, whose tool has network rights or not."""
+    return replace(profile_for_memory(limits.memory_mb), egress=network)
 
 
 def profile_for_memory(memory_mb: int) -> SandboxProfile:
@@ -116,10 +125,12 @@ class SandboxPool:
         queue_max: int = 32,
         egress: EgressGate | None = None,
         spares: Iterable[SandboxProfile] | None = (),
+        workspace_quota: WorkspaceQuota | None = None,
     ) -> None:
         """`tenant_max`, `agent_max`: None is half and a quarter of `max_sandboxes` (at least
         one). `queue_ms`: 0 refuses at once when no sandbox can be had. `spares`: the
-        profiles to keep a pre-started spare of; None: the profile of the last cold start."""
+        profiles to keep a pre-started spare of; None: the profile of the last cold start.
+        `workspace_quota`: what each sandbox's workspace may hold (None: unbounded)."""
         self.backend = backend
         self.tool_modules = tuple(tool_modules)
         self.max_sandboxes = max_sandboxes
@@ -134,6 +145,7 @@ class SandboxPool:
         self.recycle_after = recycle_after
         self.startup_timeout_s = startup_timeout_s
         self.workspace_root = workspace_root or DEFAULT_ROOT
+        self.workspace_quota = workspace_quota
         # Start a replacement in the background when a kill tears a sandbox down (the gateway
         # turns this on: ATBA's kills invite retries, which should find a warm sandbox).
         self.replace_killed = replace_killed
@@ -179,7 +191,11 @@ class SandboxPool:
 
     async def execute(self, invocation: Invocation) -> Outcome:
         principal = invocation.context.principal
-        key = (principal.tenant, principal.agent, profile_for(invocation.limits))
+        key = (
+            principal.tenant,
+            principal.agent,
+            profile_for(invocation.limits, bool(invocation.network)),
+        )
         started = time.monotonic()
         for attempt in (1, 2):
             try:
@@ -426,8 +442,9 @@ class SandboxPool:
     async def _start(self, key: PoolKey) -> Sandbox:
         tenant, agent, profile = key
         sandbox_id = f"sbx-{uuid.uuid4().hex[:12]}"
-        workspace = create_workspace(self.workspace_root, sandbox_id)
-        spec = SandboxSpec(sandbox_id, tenant, agent, profile, workspace, self.tool_modules)
+        quota = self.workspace_quota
+        workspace = create_workspace(self.workspace_root, sandbox_id, quota)
+        spec = SandboxSpec(sandbox_id, tenant, agent, profile, workspace, self.tool_modules, quota)
         try:
             sandbox = await Sandbox.open(self.backend, spec, self.startup_timeout_s, self.egress)
         except BaseException:

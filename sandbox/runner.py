@@ -35,12 +35,18 @@ server's process group and the next call starts it again. The server lives as lo
 sandbox. A cancel while the server works on a call is passed on to it as
 `notifications/cancelled` for that request; the server keeps running for the next call.
 
-Frames: 4-byte big-endian length, then UTF-8 JSON. Tool code is reached through the tool
-registry when the `tools` package is importable (so the `ToolContext` is injected), else as
-a plain `module:function`. A registered tool's return value goes back as MCP content in the
-reply's `OUTPUT` field (the tool's `output_of` builds it, so an image it returns stays an
-image block; the host checks it with `tools.ToolResult.from_wire`); a plain function's goes
-back as it is, in `result`.
+The runner is a boundary against the tool: it makes itself non-dumpable before it forks any
+child, so tool code (same user, no capabilities) can neither ptrace it, read or write its
+memory through /proc/<pid>/mem, nor take its socket to the host with `pidfd_getfd`; the
+sandbox's seccomp filter denies those calls too. Each reply carries its request's id, and
+the host checks it and the call's output cap itself (`runner_wire`).
+
+Frames: `runner_wire` (4-byte big-endian length, then UTF-8 JSON). Tool code is reached
+through the tool registry when the `tools` package is importable (so the `ToolContext` is
+injected), else as a plain `module:function`. A registered tool's return value goes back as
+MCP content in the reply's `wire.OUTPUT` field (the tool's `output_of` builds it, so an image
+it returns stays an image block; the host checks it with `tools.ToolResult.from_wire`); a
+plain function's goes back as it is, in `result`.
 """
 
 from __future__ import annotations
@@ -62,19 +68,28 @@ import struct
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-MAX_FRAME = 64 * 1024 * 1024
+if TYPE_CHECKING:
+    from sandbox import runner_wire as wire
+else:
+    try:
+        import runner_wire as wire  # mounted beside this script in the sandbox
+    except ImportError:  # imported as `sandbox.runner` on the host
+        from sandbox import runner_wire as wire
+
+MAX_FRAME = 64 * 1024 * 1024  # what the host may send (it is trusted); replies are capped
 FILE_SIZE_LIMIT = 1024 * 1024 * 1024  # a call may write at most 1 GiB per file
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
-EGRESS_SOCKET_NAME = ".conclave-egress.sock"  # sandbox.instance.EGRESS_SOCKET_NAME
+PR_SET_DUMPABLE = 4
 _PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
-_HEADER = struct.Struct(">I")
+_HEADER = wire.HEADER
 _RESULT = struct.Struct(">Q")  # a child's result: its length, then the JSON
 _OUT_OF_MEMORY = b'{"ok":false,"error":{"mro":["MemoryError"],"message":"out of memory"}}'
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-OUTPUT = "output"  # a reply's field holding a registered tool's result as MCP content
+_LIBC = ctypes.CDLL(None, use_errno=True)
+OUTPUT = wire.OUTPUT
 
 
 def send_frame(sock: socket.socket, message: dict[str, Any]) -> None:
@@ -153,7 +168,7 @@ class Runner:
     def hello(self) -> dict[str, Any]:
         tools = [t.name for t in self._registry] if self._registry is not None else []
         return {
-            "type": "hello",
+            "type": wire.HELLO,
             "pid": os.getpid(),
             "uid": os.getuid(),
             "python": sys.version.split()[0],
@@ -205,7 +220,7 @@ class Runner:
         return None if self.host is None else _HostWatch(self.host, request.get("id"))
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
-        if request.get("type") == "mcp":
+        if request.get("type") == wire.MCP:
             return self._relay_mcp(request)
         limits = request["limits"]
         try:
@@ -286,6 +301,10 @@ class Runner:
         try:
             if self.host_fd is not None:
                 os.close(self.host_fd)  # only the runner talks to the host
+            _CHILD_EXITS.uninstall_in_child()
+            # The runner is not dumpable (so the tool cannot reach its memory); the tool's
+            # own process is an ordinary one (its /proc entries its own).
+            _LIBC.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
             os.setpgid(0, 0)
             _quiet_stdio()
             os.chdir(self.workspace)
@@ -384,7 +403,7 @@ class _HostWatch:
             frame = None
         if frame is None:  # the host went away: nobody waits for the call
             return True
-        return frame.get("type") == "cancel" and frame.get("id") == self.call_id
+        return frame.get("type") == wire.CANCEL and frame.get("id") == self.call_id
 
 
 def _supervise(
@@ -395,26 +414,30 @@ def _supervise(
     still has to be reaped."""
     deadline = started + int(limits["timeout_ms"]) / 1000
     cap = int(limits["max_output_bytes"])
-    pidfd = os.pidfd_open(pid)
     os.set_blocking(read_fd, False)
     poller = select.poll()
     poller.register(read_fd, select.POLLIN)
-    poller.register(pidfd, select.POLLIN)
+    poller.register(_CHILD_EXITS.read_fd, select.POLLIN)
     if watch is not None:
         poller.register(watch.fd, select.POLLIN)
     buffer = bytearray()
-    killed_for, overshoot_ms, exited = None, 0.0, False
+    killed_for, overshoot_ms = None, 0.0
+    exited = _CHILD_EXITS.exited(pid)  # it may have died before we started looking
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             killed_for, overshoot_ms = "timeout", (time.monotonic() - deadline) * 1000
             break
-        for fd, _ in poller.poll(max(1, math.ceil(remaining * 1000))):
+        # A look at the child's exit at least every half second, SIGCHLD or not.
+        ready = poller.poll(max(1, math.ceil(min(remaining, 0.5) * 1000)))
+        if not ready:
+            exited = _CHILD_EXITS.exited(pid)
+        for fd, _ in ready:
             if watch is not None and fd == watch.fd:
                 if watch.cancels():
                     killed_for = "cancelled"
-            elif fd == pidfd:
-                exited = True
+            elif fd == _CHILD_EXITS.read_fd:
+                exited = _CHILD_EXITS.exited(pid)
             elif not (chunk := _read_some(read_fd)):
                 poller.unregister(read_fd)
             else:
@@ -430,7 +453,6 @@ def _supervise(
             break
         if expected is not None and len(buffer) >= _RESULT.size + expected:
             # Complete: answer now; the child's exit (address-space teardown) is reaped later.
-            os.close(pidfd)
             os.close(read_fd)
             wall_ms = (time.monotonic() - started) * 1000
             measured, unreaped = _measure_answered(pid)
@@ -442,7 +464,6 @@ def _supervise(
         _kill_group(pid)
     _, status, usage = os.wait4(pid, 0)
     ended = time.monotonic()
-    os.close(pidfd)
     os.close(read_fd)
     measured = {
         "wall_ms": (ended - started) * 1000,
@@ -471,6 +492,41 @@ def _measure_answered(pid: int) -> tuple[dict[str, Any], bool]:
         return {"cpu_ms": 0.0, "peak_rss_kb": 0}, True
     cpu_ms = (usage.ru_utime + usage.ru_stime) * 1000
     return {"cpu_ms": cpu_ms, "peak_rss_kb": usage.ru_maxrss}, False
+
+
+class _ChildExits:
+    """Wakes the runner when a child exits: SIGCHLD writes to a pipe it polls (`read_fd`).
+
+    Not a pidfd: `pidfd_open` is denied in the sandbox (with it, tool code could take the
+    runner's descriptors by `pidfd_getfd`). A call's child resets all of this at fork."""
+
+    def __init__(self) -> None:
+        self.read_fd, self.write_fd = -1, -1
+
+    def install(self) -> None:
+        self.read_fd, self.write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+        signal.set_wakeup_fd(self.write_fd, warn_on_full_buffer=False)
+
+    def uninstall_in_child(self) -> None:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in (self.read_fd, self.write_fd):
+            if fd >= 0:
+                os.close(fd)
+
+    def exited(self, pid: int) -> bool:
+        """Whether `pid` has exited (left unreaped); drains the wake-ups seen so far."""
+        while _read_some(self.read_fd):
+            pass
+        try:
+            found = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return found is not None
+
+
+_CHILD_EXITS = _ChildExits()
 
 
 def _read_some(fd: int) -> bytes:
@@ -636,8 +692,8 @@ def start_egress_forwarder(workspace: str) -> tuple[int, int] | None:
     pid = os.fork()
     if pid == 0:  # the forwarder never returns
         try:
-            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            target = os.path.join(workspace, EGRESS_SOCKET_NAME)
+            _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            target = os.path.join(workspace, wire.EGRESS_SOCKET_NAME)
             while True:
                 connection, _ = listener.accept()
                 threading.Thread(target=_relay, args=(connection, target), daemon=True).start()
@@ -649,7 +705,9 @@ def start_egress_forwarder(workspace: str) -> tuple[int, int] | None:
 
 def _relay(connection: socket.socket, target: str) -> None:
     """Copy bytes both ways between a tool's connection and the egress socket until both
-    sides are done; each side's end of stream is passed on as a half-close."""
+    sides are done; each side's end of stream is passed on as a half-close. A side that can
+    no longer be written to (the proxy refused and closed) stops the copy towards it only:
+    what the other side already said (the proxy's refusal) still reaches its reader."""
     upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         upstream.connect(target)
@@ -658,10 +716,16 @@ def _relay(connection: socket.socket, target: str) -> None:
         while open_sides:
             readable, _, _ = select.select(open_sides, [], [])
             for side in readable:
-                data = side.recv(1 << 16)
+                try:
+                    data = side.recv(1 << 16)
+                except OSError:
+                    data = b""
+                sent = False
                 if data:
-                    peers[side].sendall(data)
-                else:
+                    with contextlib.suppress(OSError):
+                        peers[side].sendall(data)
+                        sent = True
+                if not sent and side in open_sides:
                     open_sides.remove(side)
                     with contextlib.suppress(OSError):
                         peers[side].shutdown(socket.SHUT_WR)
@@ -920,7 +984,7 @@ def _rpc_error(source: str, error: Any) -> dict[str, Any]:
 
 
 def _reply(request: dict[str, Any], reason: str, **fields: Any) -> dict[str, Any]:
-    return {"type": "result", "id": request.get("id"), "exit_reason": reason, **fields}
+    return {"type": wire.RESULT, "id": request.get("id"), "exit_reason": reason, **fields}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -929,10 +993,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--module", action="append", default=[], help="a tool module to import")
     parser.add_argument("--workspace", default=os.getcwd())
     args = parser.parse_args(argv)
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    # Not dumpable: no process of the sandbox's user (the tool's) may read or write the
+    # runner's memory (/proc/<pid>/mem), ptrace it or take its descriptors (pidfd_getfd).
+    if _LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        print("runner: cannot make itself non-dumpable; refusing to run", file=sys.stderr)
+        return 1
+    _LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     forwarder = start_egress_forwarder(args.workspace)
     runner = Runner(args.module, args.workspace)
+    _CHILD_EXITS.install()  # before the first call's child is forked
     if forwarder is not None:
         runner.forwarder_pid, runner.egress_port = forwarder
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -942,7 +1011,7 @@ def main(argv: list[str] | None = None) -> int:
         send_frame(sock, runner.hello())
         runner.prepare()
         while (request := recv_frame(sock)) is not None:
-            if request.get("type") == "cancel":
+            if request.get("type") == wire.CANCEL:
                 continue  # its call was answered before the cancel arrived
             send_frame(sock, runner.handle(request))
             runner.finish()

@@ -6,7 +6,10 @@ alone, then while a noisy tenant, on the same gateway, Redis and sandbox backend
 - floods tool calls (16 agents calling `echo` as fast as they are answered);
 - holds slow sandboxes (more `sleep` calls at once than the global sandbox cap);
 - floods commits with huge read sets (80,000 entries each);
-- forges results (tool code that writes its own result frame: a timeout of 1e9 ms).
+- forges results (tool code that writes its own result frame: a timeout of 1e9 ms);
+- fills its workspace (`run_python` writing 320 MiB, past the 256 MiB quota, call after call);
+- floods the egress proxy (a tool with network rights opening 64 silent connections per
+  call: past its sandbox's caps, the gateway's descriptors are what it would exhaust).
 
 The noisy tenant runs in its own process, as a real tenant's client would. Every call, the
 victim's and the noisy tenant's, is made once: no retries, so a refusal the victim gets is
@@ -24,6 +27,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import anyio
@@ -34,7 +38,12 @@ from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
 from conclave.stack import EmbeddedStack
 from protocol import ADMIN_KEY_HEADER, AgentRegistration, Budget, CommitRequest, SerfError, Write
 
-TOOL_MODULES = ("tools.builtin", "tools.harness.misbehaving", "tools.harness.hostile")
+TOOL_MODULES = (
+    "tools.builtin",
+    "tools.harness.misbehaving",
+    "tools.harness.hostile",
+    "tools.harness.egress",
+)
 VICTIM_BUDGET_MS = 5_000
 GOAL_P99_RATIO = 2.0
 Noise = Callable[["Target", float], Coroutine[Any, Any, None]]
@@ -131,12 +140,47 @@ async def _forge_results(target: Target, until: float) -> None:
         await client.aclose()
 
 
+# Past the default 256 MiB workspace quota; what an earlier call left is removed first.
+_FILL_WORKSPACE = """
+import os
+if os.path.exists("fill.bin"):
+    os.remove("fill.bin")
+chunk = b"x" * (1 << 20)
+with open("fill.bin", "wb") as out:
+    for _ in range(320):
+        out.write(chunk)
+"""
+
+
+async def _fill_workspaces(target: Target, until: float) -> None:
+    clients = [await _client(target, "noisy", ["run_python"]) for _ in range(2)]
+    async with anyio.create_task_group() as group:
+        for client in clients:
+            fill = partial(client.call_tool, "run_python", {"code": _FILL_WORKSPACE})
+            group.start_soon(_loop, fill, until)
+    for client in clients:
+        await client.aclose()
+
+
+async def _flood_egress(target: Target, until: float) -> None:
+    clients = [await _client(target, "noisy", ["egress_hold_connections"]) for _ in range(4)]
+    arguments = {"count": 64, "send_head": False, "hold_s": 1.0}
+    async with anyio.create_task_group() as group:
+        for client in clients:
+            flood = partial(client.call_tool, "egress_hold_connections", arguments)
+            group.start_soon(_loop, flood, until)
+    for client in clients:
+        await client.aclose()
+
+
 SCENARIOS: dict[str, Noise | None] = {
     "alone": None,
     "noisy floods tool calls": _flood_tool_calls,
     "noisy holds slow sandboxes": _hold_slow_sandboxes,
     "noisy commits huge read sets": _huge_read_sets,
     "noisy forges results": _forge_results,
+    "noisy fills its workspace": _fill_workspaces,
+    "noisy floods egress connections": _flood_egress,
 }
 
 # Run by the noisy tenant's `run_python`: every place a tool could find a gateway secret.

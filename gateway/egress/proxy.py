@@ -9,6 +9,13 @@ the sandbox at that moment (`Sandbox.current_call`) by `destination_rule`, and t
 connects to the addresses checked there. Every request, allowed or not, is audited with the
 caller's identity (transport "egress", operation "CONNECT host:port"). A refusal is a 403
 whose body is the SERF envelope saying why; a destination that does not answer, a 502.
+
+Bounded: only sandboxes whose tools have network rights are attached (the pool keeps them
+apart), and each holds at most `EgressLimits.per_sandbox` open connections, of which at most
+`pending_heads` may still be sending their head (within `head_timeout_s`); all sandboxes
+together hold at most `total`, a share of the gateway's descriptors. A connection over a cap
+is answered at once with a 429 and closed, so one sandbox never spends the descriptors every
+other tenant's requests need.
 """
 
 from __future__ import annotations
@@ -16,7 +23,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import resource
 import time
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from gateway.audit import AuditRecord, AuditWriter
@@ -24,7 +33,6 @@ from gateway.egress.destination_rule import EgressRefused, IPAddress, checked_ad
 from protocol import ErrorCode, SerfError
 from sandbox import Invocation, Sandbox
 
-HEAD_TIMEOUT_S = 10.0  # to send the request's head
 CONNECT_TIMEOUT_S = 10.0  # per address tried
 _HOP_BY_HOP = (b"proxy-connection", b"proxy-authorization", b"connection", b"keep-alive")
 
@@ -33,11 +41,40 @@ class _BadRequest(Exception):
     pass
 
 
+def _descriptor_share() -> int:
+    """A quarter of the gateway's descriptors, in connections (each holds two: the sandbox's
+    side and the destination's)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(16, soft // 8) if soft != resource.RLIM_INFINITY else 4096
+
+
+@dataclass(frozen=True)
+class EgressLimits:
+    per_sandbox: int = 16  # open connections (tunnels and pending heads) of one sandbox
+    pending_heads: int = 4  # of those, still sending their request head
+    head_timeout_s: float = 2.0  # to send the request's head
+    total: int = 0  # over all sandboxes; 0: a quarter of the gateway's descriptors
+
+    def total_connections(self) -> int:
+        return self.total or _descriptor_share()
+
+
+@dataclass
+class _Held:
+    """What one sandbox holds of the proxy now."""
+
+    open: int = 0
+    pending: int = 0
+
+
 class EgressProxy:
     """Serves each attached sandbox's egress socket; implements `sandbox.instance.EgressGate`."""
 
-    def __init__(self, audit: AuditWriter) -> None:
+    def __init__(self, audit: AuditWriter, limits: EgressLimits | None = None) -> None:
         self.audit = audit
+        self.limits = limits or EgressLimits()
+        self._total_cap = self.limits.total_connections()
+        self._open_total = 0
         self._servers: dict[Sandbox, asyncio.Server] = {}
         self._connections: dict[Sandbox, set[asyncio.Task[None]]] = {}
 
@@ -45,15 +82,26 @@ class EgressProxy:
         path = sandbox.egress_socket
         path.unlink(missing_ok=True)
         connections: set[asyncio.Task[None]] = set()
+        held = _Held()
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            refusal = self._over_cap(held)
+            if refusal is not None:
+                writer.write(_response(429, "Too Many Requests", ErrorCode.RATE_LIMITED, refusal))
+                writer.close()
+                return
             task = asyncio.current_task()
             assert task is not None
             connections.add(task)
+            held.open += 1
+            held.pending += 1
+            self._open_total += 1
             try:
-                await self._serve(sandbox, reader, writer)
+                await self._serve(sandbox, reader, writer, held)
             finally:
                 connections.discard(task)
+                held.open -= 1
+                self._open_total -= 1
                 writer.close()
 
         server = await asyncio.start_unix_server(serve, path=str(path))
@@ -78,19 +126,42 @@ class EgressProxy:
         for sandbox in list(self._servers):
             await self.detach(sandbox)
 
+    def _over_cap(self, held: _Held) -> str | None:
+        """Why a new connection of this sandbox is refused; None when it may open."""
+        limits = self.limits
+        if held.open >= limits.per_sandbox:
+            return (
+                f"this sandbox already has {held.open} egress connections open, its cap: "
+                "close one before opening another"
+            )
+        if held.pending >= limits.pending_heads:
+            return (
+                f"this sandbox already has {held.pending} egress connections that have not "
+                f"sent their request head, its cap: send a head within {limits.head_timeout_s} s"
+            )
+        if self._open_total >= self._total_cap:
+            return "the gateway's egress proxy is at its connection cap; retry shortly"
+        return None
+
     async def _serve(
-        self, sandbox: Sandbox, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        sandbox: Sandbox,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        held: _Held,
     ) -> None:
         call = sandbox.current_call  # whose connection this is: the call running now
         started = time.monotonic()
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_S)
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.limits.head_timeout_s)
             destination, forward_head = _parse_head(head)
         except (_BadRequest, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
             writer.write(_response(400, "Bad Request", ErrorCode.INVALID_REQUEST, str(exc)))
             return
         except (TimeoutError, OSError):
             return
+        finally:
+            held.pending -= 1
         try:
             if call is None:
                 raise EgressRefused("no call is running in this sandbox")

@@ -26,6 +26,7 @@ from anyio.abc import Process
 from sandbox.backend import (
     SANDBOX_CODE_DIR,
     SANDBOX_RUNNER,
+    SANDBOX_RUNNER_WIRE,
     SANDBOX_UID,
     SANDBOX_WORKSPACE,
     LaunchedSandbox,
@@ -34,8 +35,8 @@ from sandbox.backend import (
 )
 from sandbox.backends.cgroup import SandboxCgroup
 from sandbox.backends.seccomp import filter_program
-from sandbox.channel import SOCKET_NAME
-from sandbox.layout import RUNNER_PATH, code_packages, runner_argv
+from sandbox.layout import RUNNER_PATH, RUNNER_WIRE_PATH, code_packages, runner_argv
+from sandbox.runner_wire import SOCKET_NAME
 
 SYSTEM_BINDS = ("/usr", "/etc/ld.so.cache", "/etc/alternatives")
 NAMESPACES = ("--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts")
@@ -101,6 +102,7 @@ def bwrap_argv(spec: SandboxSpec, seccomp_fd: int) -> list[str]:
     for name, host_path in code_packages(spec.tool_modules).items():
         argv += _ro_bind(str(host_path), f"{SANDBOX_CODE_DIR}/{name}")
     argv += _ro_bind(str(RUNNER_PATH), SANDBOX_RUNNER)
+    argv += ["--ro-bind", str(RUNNER_WIRE_PATH), SANDBOX_RUNNER_WIRE]
     argv += ["--bind", str(spec.workspace), SANDBOX_WORKSPACE, "--chdir", SANDBOX_WORKSPACE]
     argv += ["--remount-ro", "/"]  # the root bwrap built is a tmpfs: make it read-only too
     argv += ["--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin"]

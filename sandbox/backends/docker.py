@@ -4,7 +4,8 @@ Every blocking docker SDK call goes through `DockerBackend._blocking`, the one
 `anyio.to_thread` seam, which also translates the SDK's exceptions. Containers run the runtime
 image (`conclave sandbox build-image`) with no network, a read-only root, a private /tmp,
 the workspace read-write, the tool code read-only, memory = memory+swap, a CPU quota, a pids
-limit, no capabilities, no-new-privileges and user 65534. A tiny init (docker's `--init`)
+limit, no capabilities, no-new-privileges, the sandbox's seccomp profile
+(`sandbox.backends.seccomp`) and user 65534. A tiny init (docker's `--init`)
 is pid 1, so the runner is an ordinary process that can be stopped or killed like anywhere
 else. Labels name the sandbox, its identity and the owning process, for `conclave sandbox gc`.
 """
@@ -25,6 +26,7 @@ from requests.exceptions import RequestException
 from sandbox.backend import (
     SANDBOX_CODE_DIR,
     SANDBOX_RUNNER,
+    SANDBOX_RUNNER_WIRE,
     SANDBOX_UID,
     SANDBOX_WORKSPACE,
     LaunchedSandbox,
@@ -34,9 +36,10 @@ from sandbox.backend import (
     SandboxStartError,
 )
 from sandbox.backends.cgroup import event_count
-from sandbox.channel import SOCKET_NAME
+from sandbox.backends.seccomp import docker_profile
 from sandbox.docker_client import docker_client
-from sandbox.layout import RUNNER_PATH, code_packages, runner_argv
+from sandbox.layout import RUNNER_PATH, RUNNER_WIRE_PATH, code_packages, runner_argv
+from sandbox.runner_wire import SOCKET_NAME
 
 T = TypeVar("T")
 LABEL = "conclave.sandbox"
@@ -44,6 +47,10 @@ OWNER_LABEL = "conclave.owner_pid"
 CGROUP_MEMORY = Path("/sys/fs/cgroup/memory/docker")
 CGROUP_PIDS = Path("/sys/fs/cgroup/pids/docker")
 STATUS_EVERY_S = 0.1  # how often a starting container's state is asked for
+# The sandbox's seccomp denials (the same list as bwrap's filter), where written for this
+# machine; Docker's default profile elsewhere.
+_SECCOMP = docker_profile()
+_SECURITY_OPTIONS = ["no-new-privileges", *([f"seccomp={_SECCOMP}"] if _SECCOMP else [])]
 
 
 class DockerSandbox:
@@ -117,6 +124,7 @@ class DockerBackend:
             for name, host_path in code_packages(spec.tool_modules).items()
         }
         volumes[str(RUNNER_PATH)] = {"bind": SANDBOX_RUNNER, "mode": "ro"}
+        volumes[str(RUNNER_WIRE_PATH)] = {"bind": SANDBOX_RUNNER_WIRE, "mode": "ro"}
         volumes[str(spec.workspace)] = {"bind": SANDBOX_WORKSPACE, "mode": "rw"}
         socket_path = f"{SANDBOX_WORKSPACE}/{SOCKET_NAME}"
         command = runner_argv(
@@ -146,7 +154,7 @@ class DockerBackend:
             nano_cpus=int(spec.profile.cpus * 1e9),
             pids_limit=spec.profile.pids,
             cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
+            security_opt=_SECURITY_OPTIONS,
             labels={
                 LABEL: "1",
                 "conclave.tenant": spec.tenant,

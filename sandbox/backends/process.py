@@ -23,8 +23,8 @@ import anyio
 from anyio.abc import Process
 
 from sandbox.backend import SANDBOX_UID, LaunchedSandbox, SandboxSpec, SandboxStartError
-from sandbox.channel import SOCKET_NAME
 from sandbox.layout import REPO_ROOT, RUNNER_PATH, code_packages, runner_argv
+from sandbox.runner_wire import SOCKET_NAME
 
 log = logging.getLogger("conclave.sandbox")
 

@@ -1,4 +1,6 @@
-"""The seccomp filter a bwrap sandbox runs under, as a classic-BPF program for `bwrap --seccomp`.
+"""The seccomp filter every isolating sandbox runs under: one list of denied system calls,
+compiled to a classic-BPF program for `bwrap --seccomp`, and written as a Docker seccomp
+profile (`docker_profile`) for the docker backend's containers.
 
 It denies, with EPERM, the system calls that reach past the sandbox's walls or into the
 kernel's least-reviewed code, which tool code never needs:
@@ -10,18 +12,24 @@ kernel's least-reviewed code, which tool code never needs:
 - mounts: `mount`, `umount2`, `pivot_root` and the new mount API (`open_tree`, `move_mount`,
   `fsopen`, `fsconfig`, `fsmount`, `fspick`, `mount_setattr`): the sandbox's view of the files
   is fixed by bwrap;
-- reading or steering other processes: `ptrace`, `process_vm_readv`, `process_vm_writev`;
-- kernel attack surface: `bpf`, `perf_event_open`, the keyring (`keyctl`, `add_key`,
-  `request_key`), `kexec_load`, `kexec_file_load` and the module calls.
+- reading or steering other processes: `ptrace`, `process_vm_readv`, `process_vm_writev`,
+  `pidfd_open` and `pidfd_getfd` (with which tool code took the runner's socket to the host
+  and wrote its own replies); the runner is not dumpable either, so /proc/<pid>/mem is shut;
+- kernel attack surface: `bpf`, `perf_event_open`, `io_uring_*`, `userfaultfd`, the keyring
+  (`keyctl`, `add_key`, `request_key`), `kexec_load`, `kexec_file_load`, handle-based opens
+  and the module calls.
 
-Everything else is allowed. The numbers are x86_64's; a system call made through another ABI
-(i386's `int 0x80`, x32) would dodge them, so those kill the process or answer EPERM, and
-`filter_program` refuses to build a filter for any other machine rather than run unfiltered.
+Everything else is allowed (the docker profile replaces Docker's default one, whose other
+denials need capabilities the containers do not have). The numbers are x86_64's; a system
+call made through another ABI (i386's `int 0x80`, x32) would dodge them, so those kill the
+process or answer EPERM, and `filter_program` refuses to build a filter for any other machine
+rather than run unfiltered.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import platform
 import struct
 
@@ -47,12 +55,19 @@ DENIED_SYSCALLS = {
     "finit_module": 313,
     "kexec_file_load": 320,
     "bpf": 321,
+    "userfaultfd": 323,
+    "open_by_handle_at": 304,
+    "io_uring_setup": 425,
+    "io_uring_enter": 426,
+    "io_uring_register": 427,
     "open_tree": 428,
     "move_mount": 429,
     "fsopen": 430,
     "fsconfig": 431,
     "fsmount": 432,
     "fspick": 433,
+    "pidfd_open": 434,
+    "pidfd_getfd": 438,
     "mount_setattr": 442,
 }
 _CLONE = 56
@@ -87,12 +102,7 @@ def _deny(errno_value: int) -> bytes:
 
 def filter_program() -> bytes:
     """The compiled filter, ready to be read by `bwrap --seccomp FD`."""
-    machine = platform.machine()
-    if machine != "x86_64":
-        raise SandboxStartError(
-            f"the bwrap backend's seccomp filter is written for x86_64, not {machine}: "
-            "use the docker backend on this machine"
-        )
+    _check_machine()
     program = [
         _insn(_LD_ABS, _ARCH),
         _insn(_JEQ, _AUDIT_ARCH_X86_64, jt=1),
@@ -113,3 +123,36 @@ def filter_program() -> bytes:
         program += [_insn(_JEQ, number, jf=1), _deny(errno.EPERM)]
     program.append(_insn(_RET, _ALLOW))
     return b"".join(program)
+
+
+def docker_profile() -> str | None:
+    """The same denials as a Docker seccomp profile (JSON, for `security_opt` "seccomp=").
+
+    None on a machine that is not x86_64: containers keep Docker's default profile there
+    (the runner, not dumpable, still cannot be ptraced, read or robbed of descriptors)."""
+    if platform.machine() != "x86_64":
+        return None
+    deny = {"action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM}
+    rules: list[dict[str, object]] = [{"names": sorted(DENIED_SYSCALLS), **deny}]
+    # clone with any CLONE_NEW* flag: one rule per flag (a rule matches when its bit is set).
+    for bit in range(32):
+        flag = 1 << bit
+        if NAMESPACE_FLAGS & flag:
+            masked = {"index": 0, "value": flag, "valueTwo": flag, "op": "SCMP_CMP_MASKED_EQ"}
+            rules.append({"names": ["clone"], **deny, "args": [masked]})
+    rules.append({"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.ENOSYS})
+    profile = {
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "architectures": ["SCMP_ARCH_X86_64"],
+        "syscalls": rules,
+    }
+    return json.dumps(profile, separators=(",", ":"))
+
+
+def _check_machine() -> None:
+    machine = platform.machine()
+    if machine != "x86_64":
+        raise SandboxStartError(
+            f"the sandbox's seccomp filter is written for x86_64, not {machine}: "
+            "isolating sandboxes cannot run on this machine"
+        )

@@ -297,6 +297,11 @@ PRODUCERS[ErrorCode.TOOL_TIMEOUT] = _via(
 PRODUCERS[ErrorCode.SANDBOX_OUTPUT_LIMIT] = _via(
     ["tool:*"], "run_python", arguments={"code": "'x' * 3_000_000"}
 )
+PRODUCERS[ErrorCode.SANDBOX_DISK_FULL] = _via(
+    ["tool:*"],
+    "run_python",
+    arguments={"code": "for n in range(20_000): open(f'f{n}', 'w').close()"},
+)
 PRODUCERS[ErrorCode.SANDBOX_OOM] = _via(
     ["tool:*"],
     "run_python",

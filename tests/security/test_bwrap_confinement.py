@@ -21,9 +21,9 @@ import pytest
 from sandbox.backend import SANDBOX_RUNNER, SANDBOX_UID
 from sandbox.backends.bwrap import BwrapBackend
 from sandbox.backends.cgroup import SandboxCgroup
-from sandbox.channel import SOCKET_NAME
 from sandbox.executor import Outcome
 from sandbox.pool import SandboxPool
+from sandbox.runner_wire import SOCKET_NAME
 from tests.sandbox.conftest import TOOL_MODULES, invocation
 
 pytestmark = pytest.mark.anyio

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from redis.asyncio import Redis
@@ -68,8 +69,8 @@ class EgressGateway:
         self.settings = settings
         self.audit = audit
 
-    async def call(self, tool: str, **arguments: object) -> Any:
-        token = issue_token(self.settings, tenant="evil", agent="mallory", scopes=["tool:*"])
+    async def call(self, tool: str, tenant: str = "evil", **arguments: object) -> Any:
+        token = issue_token(self.settings, tenant=tenant, agent="mallory", scopes=["tool:*"])
         answer = await self.client.post(
             f"/v1/tools/{tool}/call",
             json={"arguments": arguments},
@@ -189,3 +190,53 @@ async def test_a_tool_without_an_allow_list_gets_no_proxy(gateway: EgressGateway
     code = "import os\nsorted(k for k in os.environ if k.lower().endswith('_proxy'))"
     result = await gateway.call("run_python", code=code)
     assert result["return_value"] == [], result
+
+
+async def test_a_sandbox_without_network_rights_has_no_egress_socket(
+    gateway: EgressGateway,
+) -> None:
+    code = "import os\nos.path.exists('/workspace/.conclave-egress.sock')"
+    without = await gateway.call("run_python", code=code)
+    assert without["return_value"] is False, without
+    assert await gateway.call("egress_socket_present_with_rights") is True
+
+
+async def test_silent_connections_past_the_pending_cap_are_refused_at_once(
+    gateway: EgressGateway,
+) -> None:
+    seen = await gateway.call("egress_hold_connections", count=7, send_head=False)
+    refused = [line for line in seen if line.startswith("HTTP/1.1 429")]
+    assert len(refused) == 7 - 4, seen  # four may wait for their head, briefly
+    assert all(line in ("silent", "closed") for line in seen if line not in refused), seen
+
+
+async def test_connections_past_the_cap_are_refused_while_another_sandbox_reaches_out(
+    gateway: EgressGateway, redis: Redis
+) -> None:
+    cap = gateway.settings.egress_connections_per_sandbox
+    results: list[Any] = []
+    url = f"http://127.0.0.1:{PORT}/"
+    # The victim's sandbox is warm, as a running agent's is: its call during the attack
+    # measures the proxy, not a cold start.
+    warm = await gateway.call("egress_fetch", tenant="acme", url=url, tunnel=True)
+    assert warm == {"status": 200, "body": GREETING}
+
+    async def attack() -> None:
+        held = await gateway.call(
+            "egress_hold_connections", count=cap + 4, send_head=True, hold_s=12
+        )
+        results.append(held)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(attack)
+        with anyio.fail_after(30):  # the attacker's tunnels are open (each one audited)
+            # The audit stream has no event to wait on: look again until the records are in.
+            tool = "egress_hold_connections"
+            while len(await gateway.egress_records(redis, tool)) < cap:  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        victim = await gateway.call("egress_fetch", tenant="acme", url=url, tunnel=True)
+        assert victim == {"status": 200, "body": GREETING}
+        assert not results  # the attacker still held its connections meanwhile
+    [held] = results
+    assert held.count("HTTP/1.1 200 Connection established") == cap, held
+    assert sum(line.startswith("HTTP/1.1 429") for line in held) == 4, held

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -26,6 +27,7 @@ _INTENT = ResourceIntent(memory_mb=128, cpu_seconds=2, timeout_ms=15_000)
 _LOOPBACK_V4 = f"127.0.0.1:{EGRESS_TEST_PORT}"
 _LOOPBACK_V6 = f"[::1]:{EGRESS_TEST_PORT}"
 _BY_NAME = f"localhost:{EGRESS_TEST_PORT}"
+_EGRESS_SOCKET = ".conclave-egress.sock"  # sandbox.runner_wire.EGRESS_SOCKET_NAME
 
 
 def _fetch(url: str, tunnel: bool) -> dict[str, Any]:
@@ -92,3 +94,42 @@ def egress_direct_connect(host: str, port: int) -> str:
             return "connected"
     except OSError as exc:
         return errno.errorcode.get(exc.errno or 0, str(exc))
+
+
+@tool(intent=_INTENT, network=(_LOOPBACK_V4,))
+def egress_hold_connections(count: int, send_head: bool = True, hold_s: float = 0.0) -> list[str]:
+    """Open `count` connections to the egress proxy and keep them all open, then hold them
+    `hold_s` more seconds: the descriptor flood of issue 26. Each is a CONNECT tunnel to the
+    test server, opened once the one before it was answered, or silent (all opened at once,
+    never sending a head). Says what each got first: the proxy's status line, "silent"
+    (nothing yet) or "closed"."""
+    proxy = urlsplit(os.environ["HTTPS_PROXY"])
+    held, seen = [], []
+    for _ in range(count):
+        conn = socket.create_connection((proxy.hostname, proxy.port), timeout=10)
+        held.append(conn)
+        if send_head:
+            head = f"CONNECT {_LOOPBACK_V4} HTTP/1.1\r\nHost: {_LOOPBACK_V4}\r\n\r\n"
+            conn.sendall(head.encode())
+            seen.append(_first_line(conn, 5.0))
+    if not send_head:
+        seen = [_first_line(conn, 0.5) for conn in held]  # a silent one gets nothing yet
+    time.sleep(hold_s)
+    for conn in held:
+        conn.close()
+    return seen
+
+
+def _first_line(conn: socket.socket, wait_s: float) -> str:
+    conn.settimeout(wait_s)
+    try:
+        first = conn.recv(128)
+    except TimeoutError:
+        return "silent"
+    return first.split(b"\r\n", 1)[0].decode() if first else "closed"
+
+
+@tool(intent=_INTENT, network=(_LOOPBACK_V4,))
+def egress_socket_present_with_rights() -> bool:
+    """Whether this sandbox has the egress proxy's socket (this tool has network rights)."""
+    return os.path.exists(os.path.join(os.environ.get("CONCLAVE_WORKSPACE", "."), _EGRESS_SOCKET))

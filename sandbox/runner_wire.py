@@ -1,0 +1,36 @@
+"""The runner protocol's one wire definition, imported by both ends.
+
+Standard library only: the host imports it as `sandbox.runner_wire`, the runner (a script
+run inside the sandbox, with this file mounted beside it) as `runner_wire`. Frames are a
+4-byte big-endian length, then UTF-8 JSON.
+
+A reply answers one request and carries that request's `id`; the host refuses a reply for
+any other id. A reply's frame may be at most the call's output cap plus `FRAME_OVERHEAD`
+(the usage, exit reason and an error's message and hints around the result): the host
+reads no longer frame, and refuses a result over the cap whatever frame it came in. The
+hello, sent before any call, may be at most `HELLO_LIMIT`.
+"""
+
+from __future__ import annotations
+
+import struct
+
+HEADER = struct.Struct(">I")
+FRAME_OVERHEAD = 64 * 1024
+HELLO_LIMIT = 1024 * 1024
+
+# Message types (the "type" field).
+HELLO = "hello"
+RESULT = "result"
+MCP = "mcp"  # a request relaying one JSON-RPC message to an mcp_stdio server
+CANCEL = "cancel"  # the host stops the call of this id (its answer says cancelled)
+OUTPUT = "output"  # a reply's field holding a registered tool's result as MCP content
+
+# The host's Unix socket, and the egress proxy's, in the host directory the runner reaches.
+SOCKET_NAME = ".conclave.sock"
+EGRESS_SOCKET_NAME = ".conclave-egress.sock"
+
+
+def frame_limit(max_output_bytes: int) -> int:
+    """The longest reply frame a call capped at `max_output_bytes` may send."""
+    return max(0, int(max_output_bytes)) + FRAME_OVERHEAD
