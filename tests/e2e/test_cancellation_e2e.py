@@ -174,9 +174,7 @@ async def test_the_mcp_clients_own_cancel_stops_the_call(stack: EmbeddedStack) -
             # The session goes on: the next call, in the same sandbox (still warm).
             again = await mcp.call_tool("run_shell", {"command": "echo again"})
             assert not again.is_error, again
-            assert again.structured_content == {
-                "result": {"stdout": "again\n", "stderr": "", "exit_code": 0}
-            }
+            assert again.structured_content == {"stdout": "again\n", "stderr": "", "exit_code": 0}
             assert again.meta is not None and again.meta["conclave/usage"]["sandbox"] == label
         await _next_call_is_warm(http, headers, label)
     await _audited_cancelled(stack, agent)
