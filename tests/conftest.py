@@ -11,10 +11,11 @@ import pytest
 from redis.asyncio import Redis
 
 from conclave.embedded_redis import EmbeddedRedis
-from gateway.assembly import create_app
 from gateway.redis_client import connect_redis
 from gateway.settings import Settings
 from sandbox.detect import bwrap_status, docker_status
+from tests.helpers import in_process_gateway
+from tests.tiers import pytest_collection_modifyitems  # noqa: F401 (the tiers' hook)
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # A test that needs Docker or bubblewrap and finds it missing fails, unless skips were allowed
@@ -67,11 +68,8 @@ async def redis(redis_url: str) -> AsyncIterator[Redis]:
 @pytest.fixture
 async def client(settings: Settings, redis: Redis) -> AsyncIterator[httpx.AsyncClient]:
     """The gateway in-process over httpx's ASGI transport (lifespan included)."""
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as c:
-            yield c
+    async with in_process_gateway(settings) as c:
+        yield c
 
 
 def _need(what: str, missing: str | None) -> None:
