@@ -48,8 +48,6 @@ def _shared_setup(item: pytest.Item) -> str | None:
             group = group or module
         else:  # one instance per session: every test under its conftest's folder shares it
             return fixture.baseid
-    if group is None and item.get_closest_marker("system") is not None:
-        group = module  # marked by hand: it may take its module's services by getfixturevalue
     return group
 
 
@@ -69,9 +67,14 @@ def _is_system(item: pytest.Item, group: str | None) -> bool:
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks given here
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    system = set()
     for item in items:
         group = _shared_setup(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
         if _is_system(item, group):
             item.add_marker(pytest.mark.system)
+            system.add(item.nodeid)
+    # System tests first: xdist hands out work in this order (its biggest groups first), and
+    # the short fast tests then fill the workers' gaps instead of a long test ending the run.
+    items.sort(key=lambda item: item.nodeid not in system)

@@ -12,6 +12,8 @@ TEAM_FILE = """
 from agents import Agent, ScriptedCall, ScriptedModel
 from agents.teams import independent
 
+pytestmark = pytest.mark.system  # starts stacks or engines in its tests' bodies
+
 def echo_back(messages):
     return "heard " + messages[-1]["content"]
 

@@ -29,6 +29,8 @@ SECRETS = {"secret": "test-secret-" + "y" * 32, "admin_key": "test-admin-key"}
 SINGLE = '''
 from tools import tool
 
+pytestmark = pytest.mark.system  # starts stacks or engines in its tests' bodies
+
 @tool
 def shout(text: str) -> str:
     """Upper case."""
