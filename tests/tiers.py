@@ -24,10 +24,11 @@ SYSTEM_FOLDERS = frozenset({"e2e", "scale", "cluster", "console", "durability"})
 ENGINE_FIXTURES = frozenset({"docker_engine", "bwrap_available", "sandbox_backend"})
 # A test parametrized over one of these sandbox backends runs it (by getfixturevalue).
 ISOLATING_BACKENDS = frozenset({"docker", "bwrap"})
-# Wide-scoped fixtures that are cheap or already once per worker: they group nothing.
-PER_WORKER_FIXTURES = frozenset(
-    {"anyio_backend", "redis_url", "docker_engine", "bwrap_available", "chromium", "artifacts"}
-)
+# Wide-scoped fixtures that are cheap or already once per worker: they group nothing. So does
+# every session-scoped fixture of tests/conftest.py: grouping by it would put the whole suite
+# on one worker, and each worker has its own session anyway (its own embedded Redis).
+PER_WORKER_FIXTURES = frozenset({"chromium", "artifacts"})
+TESTS_ROOT = "tests"
 WIDE_SCOPES = ("module", "package", "session")
 
 
@@ -46,7 +47,7 @@ def _shared_setup(item: pytest.Item) -> str | None:
             continue
         if fixture.scope == "module":
             group = group or module
-        else:  # one instance per session: every test under its conftest's folder shares it
+        elif fixture.baseid != TESTS_ROOT:  # a folder's one instance: its tests share it
             return fixture.baseid
     return group
 
