@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from conclave.cli import app
 
+pytestmark = pytest.mark.system  # starts stacks in its tests' bodies
+
 TEAM_FILE = """
 from agents import Agent, ScriptedCall, ScriptedModel
 from agents.teams import independent
-
-pytestmark = pytest.mark.system  # starts stacks or engines in its tests' bodies
 
 def echo_back(messages):
     return "heard " + messages[-1]["content"]
