@@ -27,6 +27,12 @@ SANDBOX_BACKENDS = ("process", "docker", "bwrap")
 # Secrets a test does not configure are generated in this run's own data directory (here
 # and in every process a test starts), never in the user's.
 os.environ.setdefault("CONCLAVE_DATA_DIR", tempfile.mkdtemp(prefix="conclave-test-data-"))
+# An xdist worker's environment carries COLUMNS=80 and LINES=24, which a plain pytest's does
+# not: the commands tests start would lay their tables out for 80 columns and cut rows a test
+# reads (`conclave bench` output). Dropped, a worker's commands print as under plain pytest.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
 TEST_SECRETS = {"secret": "test-secret-" + "x" * 32, "admin_key": "test-admin-key"}
 
 
