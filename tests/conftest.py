@@ -12,10 +12,11 @@ from redis.asyncio import Redis
 
 from conclave.bench.conformance_cli import DEFAULT_SUITE, ConformanceUnavailable, node_tools
 from conclave.embedded_redis import EmbeddedRedis
-from gateway.assembly import create_app
 from gateway.redis_client import connect_redis
 from gateway.settings import Settings
 from sandbox.detect import bwrap_status, docker_status
+from tests.helpers import in_process_gateway
+from tests.tiers import pytest_collection_modifyitems  # noqa: F401 (the tiers' hook)
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # A test that needs Docker or bubblewrap and finds it missing fails, unless skips were allowed
@@ -27,6 +28,12 @@ SANDBOX_BACKENDS = ("process", "docker", "bwrap")
 # Secrets a test does not configure are generated in this run's own data directory (here
 # and in every process a test starts), never in the user's.
 os.environ.setdefault("CONCLAVE_DATA_DIR", tempfile.mkdtemp(prefix="conclave-test-data-"))
+# An xdist worker's environment carries COLUMNS=80 and LINES=24, which a plain pytest's does
+# not: the commands tests start would lay their tables out for 80 columns and cut rows a test
+# reads (`conclave bench` output). Dropped, a worker's commands print as under plain pytest.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
 TEST_SECRETS = {"secret": "test-secret-" + "x" * 32, "admin_key": "test-admin-key"}
 
 
@@ -68,11 +75,8 @@ async def redis(redis_url: str) -> AsyncIterator[Redis]:
 @pytest.fixture
 async def client(settings: Settings, redis: Redis) -> AsyncIterator[httpx.AsyncClient]:
     """The gateway in-process over httpx's ASGI transport (lifespan included)."""
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as c:
-            yield c
+    async with in_process_gateway(settings) as c:
+        yield c
 
 
 def _need(what: str, missing: str | None) -> None:

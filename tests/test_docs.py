@@ -61,6 +61,8 @@ PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 KINDS = {"expect", "skip", "foreground", "env", "ci", "tested-by", "output-of"}
 ADMIN_KEY = "readme-admin-key"
 BENCH_SUMMARY_COLUMNS = ["suite", "goal", "target", "measured", "met"]
+# The blocks take the module's stack by getfixturevalue: the tiers group them by this mark.
+pytestmark = pytest.mark.system
 
 
 @dataclass

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.system  # starts stacks or engines in its tests' bodies
+
 ROOT = Path(__file__).resolve().parent.parent
 
 NEEDS_ENGINES = """

@@ -36,7 +36,7 @@ from gateway.state.checker import check_history
 from protocol.agents import AgentRegistration
 from protocol.state import NamespaceConfig
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.system]  # starts stacks in its tests' bodies
 
 
 def keep_last(_old: int, new: int) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -13,11 +12,11 @@ import pytest
 from redis.asyncio import Redis
 
 from conclave.redis_cluster import LocalRedisCluster
-from gateway.assembly import create_app
 from gateway.settings import Settings
 from gateway.state import NamespaceKeys, check_namespace_history
 from protocol import ADMIN_KEY_HEADER
 from tests.conftest import TEST_SECRETS
+from tests.helpers import in_process_gateway, registered_token
 
 pytestmark = pytest.mark.anyio
 
@@ -38,33 +37,25 @@ def _settings(redis_url: str, **limits: Any) -> Settings:
     )
 
 
-@asynccontextmanager
-async def _gateway(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as c:
-            yield c
-
-
 @pytest.fixture
 async def client(redis_url: str, redis: Redis) -> AsyncIterator[httpx.AsyncClient]:
-    async with _gateway(_settings(redis_url)) as gateway:
+    async with in_process_gateway(_settings(redis_url)) as gateway:
         yield gateway
 
 
 @pytest.fixture
 async def limited_client(redis_url: str, redis: Redis) -> AsyncIterator[httpx.AsyncClient]:
     """A gateway whose agents may make 6 calls at once, then one every 2 s."""
-    async with _gateway(_settings(redis_url, rate_limit_per_s=0.5, rate_limit_burst=6)) as c:
+    async with in_process_gateway(
+        _settings(redis_url, rate_limit_per_s=0.5, rate_limit_burst=6)
+    ) as c:
         yield c
 
 
 async def _register(client: httpx.AsyncClient, tenant: str, agent: str) -> dict[str, str]:
-    body = {"tenant": tenant, "agent": agent, "tools": ["*"], "namespaces": {"*": "write"}}
-    registered = await client.post("/v1/agents", json=body, headers=ADMIN)
-    assert registered.status_code == 201, registered.text
-    return {"Authorization": f"Bearer {registered.json()['token']}"}
+    rights: dict[str, Any] = {"tools": ["*"], "namespaces": {"*": "write"}}
+    token = await registered_token(client, ADMIN, tenant, agent, **rights)
+    return {"Authorization": f"Bearer {token}"}
 
 
 async def _echo(client: httpx.AsyncClient, headers: dict[str, str]) -> httpx.Response:

@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 from conclave.bench import suite_registry
 from conclave.cli import app
 
+pytestmark = pytest.mark.system  # it starts stacks in its tests' bodies
+
 
 @pytest.fixture
 def suites(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from conclave.cli import app
+
+pytestmark = pytest.mark.system  # starts stacks in its tests' bodies
 
 TEAM_FILE = """
 from agents import Agent, ScriptedCall, ScriptedModel

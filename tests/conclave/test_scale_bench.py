@@ -7,11 +7,14 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from conclave.bench import run_bench
 from conclave.bench.scale_suite import CALLS, COMMITS, PROCESS_COUNTS
 from gateway import Settings
+
+pytestmark = pytest.mark.system  # starts stacks or engines in its tests' bodies
 
 
 def test_the_scale_suite_prints_a_row_per_process_count_and_workload(

@@ -18,6 +18,8 @@ import pytest
 
 from conclave.ports import free_port
 
+pytestmark = pytest.mark.system  # it starts stacks in its tests' bodies
+
 SECRETS = {"CONCLAVE_SECRET": "s" * 40, "CONCLAVE_ADMIN_KEY": "a" * 40}
 ADMIN = {"X-Conclave-Admin-Key": "a" * 40}
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 
 import httpx
+import pytest
 
 from conclave.stack import EmbeddedStack
 from gateway.settings import Settings
+
+pytestmark = pytest.mark.system  # starts stacks or engines in its tests' bodies
 
 
 def _alive(pid: int) -> bool:

@@ -20,7 +20,7 @@ from conclave.bench.humaneval_tasks import model_completion, run_humaneval, solu
 from conclave.bench.least_privilege import allowed_tools
 from conclave.bench.task_models import TaskOptions, build_model
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.system]  # starts stacks in its tests' bodies
 BANKING_TOOLS = [
     "get_iban", "send_money", "schedule_transaction", "update_scheduled_transaction",
     "get_balance", "get_most_recent_transactions", "get_scheduled_transactions", "read_file",

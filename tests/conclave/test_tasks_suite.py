@@ -12,7 +12,7 @@ from conclave.bench.humaneval_tasks import run_humaneval
 from conclave.bench.ledger_task import run_ledger
 from conclave.bench.tasks_suite import agentdojo_table
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.system]  # starts stacks in its tests' bodies
 
 
 async def test_the_agentdojo_oracle_reaches_ground_truth_utility(admin: GatewayClient) -> None:

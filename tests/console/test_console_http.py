@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 from gateway.audit import AuditLog, AuditRecord
 from gateway.settings import Settings
 from protocol import ADMIN_KEY_HEADER, DEADLINE_HEADER
+from tests.helpers import admin_headers, registered_token
 
 pytestmark = pytest.mark.anyio
 
@@ -28,15 +29,6 @@ def _form_token(page: str) -> str:
     found = re.search(r'name="form_token" value="([0-9a-f]+)"', page)
     assert found, page
     return found.group(1)
-
-
-async def _register(client: httpx.AsyncClient, settings: Settings, agent: str) -> str:
-    admin = {ADMIN_KEY_HEADER: settings.admin_key.get_secret_value()}
-    body = {"tenant": "acme", "agent": agent, "tools": ["echo"]}
-    answer = await client.post("/v1/agents", json=body, headers=admin)
-    assert answer.status_code == 201, answer.text
-    token: str = answer.json()["token"]
-    return token
 
 
 async def _echo(client: httpx.AsyncClient, token: str) -> httpx.Response:
@@ -78,7 +70,7 @@ async def test_login_sets_a_strict_httponly_session_and_every_page_renders(
 async def test_revoke_refuses_the_agents_next_call_and_needs_the_form_token(
     client: httpx.AsyncClient, settings: Settings
 ) -> None:
-    token = await _register(client, settings, "scout")
+    token = await registered_token(client, admin_headers(settings), "acme", "scout", tools=["echo"])
     assert (await _echo(client, token)).status_code == 200
     await _log_in(client, settings)
     agents = (await client.get("/console/agents")).text
@@ -152,7 +144,9 @@ async def test_feed_pages_through_10000_records_a_window_at_a_time(
 async def test_a_chain_shows_its_grants_and_the_time_left_to_its_deadline(
     client: httpx.AsyncClient, settings: Settings
 ) -> None:
-    token = await _register(client, settings, "chainer")
+    token = await registered_token(
+        client, admin_headers(settings), "acme", "chainer", tools=["echo"]
+    )
     deadline_ms = int(time.time() * 1000) + 60_000
     headers = {
         "Authorization": f"Bearer {token}",

@@ -20,7 +20,8 @@ import pytest
 from conclave import EmbeddedStack
 from conclave.balancer import write_haproxy
 from conclave.ports import free_port
-from tests.scale.test_replicas import INSTANCE, _settings, _wait_for
+from tests.helpers import wait_for
+from tests.scale.test_replicas import INSTANCE, _settings
 
 pytestmark = pytest.mark.anyio
 CLIENTS = 4
@@ -51,7 +52,7 @@ def balanced(redis_url: str, tmp_path: Path) -> Iterator[tuple[str, EmbeddedStac
                     return False
                 return len(seen) == 2
 
-            _wait_for(both_up, 10, "haproxy forwarding to both gateways")
+            wait_for(both_up, 10, "haproxy forwarding to both gateways")
             yield url, first
         finally:
             process.terminate()

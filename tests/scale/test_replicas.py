@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +23,11 @@ from conclave import EmbeddedStack
 from conclave.balancer import write_haproxy
 from conclave.ports import free_port
 from gateway import Settings
+from tests.helpers import wait_for
 
 INSTANCE = "x-conclave-instance"
 SECRETS = {"secret": "s" * 40, "admin_key": "a" * 40}
 ADMIN = {"X-Conclave-Admin-Key": "a" * 40}
-
-
-def _wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
-        time.sleep(0.05)
 
 
 def _settings(redis_url: str, tmp_path: Path, **extra: Any) -> Settings:
@@ -110,7 +104,7 @@ def behind_haproxy(redis_url: str, tmp_path: Path) -> Iterator[Replicas]:
                 except (httpx.TransportError, KeyError):
                     return False
 
-            _wait_for(answers, 10, "haproxy forwarding to the gateways")
+            wait_for(answers, 10, "haproxy forwarding to the gateways")
             yield replicas
         finally:
             process.terminate()
@@ -195,7 +189,7 @@ def test_the_audit_holds_every_replicas_calls_in_one_stream(replicas: Replicas) 
         audit = replicas.request("GET", "/v1/audit", params={"agent": name}, headers=ADMIN)
         return len(audit.json()) == 8
 
-    _wait_for(all_recorded, 10, "the 8 calls of two replicas in the one audit")
+    wait_for(all_recorded, 10, "the 8 calls of two replicas in the one audit")
 
 
 def _fresh_tenant() -> str:

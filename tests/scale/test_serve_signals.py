@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -20,18 +20,12 @@ import httpx
 import pytest
 
 from conclave.ports import free_port
+from tests.helpers import wait_for
 
 SECRETS = {"CONCLAVE_SECRET": "s" * 40, "CONCLAVE_ADMIN_KEY": "a" * 40}
 ADMIN = {"X-Conclave-Admin-Key": "a" * 40}
 LABEL = "conclave.sandbox"
 OWNER_LABEL = "conclave.owner_pid"
-
-
-def _wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
-        time.sleep(0.1)
 
 
 def _children(pid: int) -> list[int]:
@@ -80,7 +74,7 @@ class Serve:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, as a shell gives a job
             )
-        _wait_for(self._answers, 60, "conclave serve answering /readyz")
+        wait_for(self._answers, 60, "conclave serve answering /readyz")
         self.descendants = _children(self.process.pid)
         agent = {"tenant": "ops", "agent": "shell", "tools": ["run_shell"]}
         registered = httpx.post(f"{self.url}/v1/agents", json=agent, headers=ADMIN)
@@ -148,7 +142,7 @@ def _long_calls(
 
 def test_sigterm_cuts_long_calls_with_serf_answers_and_leaves_nothing(serve: Serve) -> None:
     threads, answers = _long_calls(serve, 4)
-    _wait_for(lambda: len(serve.containers()) >= 4, 60, "four sandboxes running the calls")
+    wait_for(lambda: len(serve.containers()) >= 4, 60, "four sandboxes running the calls")
     time.sleep(1.0)  # the calls are inside their sandboxes, sleeping
     asked = time.monotonic()
     serve.process.send_signal(signal.SIGTERM)
@@ -177,7 +171,7 @@ def test_ctrl_c_at_the_terminal_answers_calls_shutting_down_and_prints_no_traceb
         pids = [e.name for e in Path("/proc").iterdir() if e.name.isdigit()]
         return sum(_cmdline(int(pid)).strip() == command for pid in pids) >= 2
 
-    _wait_for(both_running, 60, "both calls running their command")
+    wait_for(both_running, 60, "both calls running their command")
     asked = time.monotonic()
     os.killpg(serve.process.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
     serve.process.wait(timeout=30)
@@ -209,7 +203,7 @@ def test_sigkill_leaves_nothing_serving(serve: Serve) -> None:
     assert len(serve.descendants) >= 3  # two gateway processes and redis-server
     serve.process.send_signal(signal.SIGKILL)
     serve.process.wait(timeout=5)
-    _wait_for(
+    wait_for(
         lambda: not [pid for pid in serve.descendants if _alive(pid)],
         10,
         "the gateway processes and redis-server gone",

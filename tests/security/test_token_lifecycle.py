@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,9 +22,9 @@ from redis.asyncio import Redis
 from typer.testing import CliRunner
 
 from conclave.cli import app
-from gateway.assembly import create_app
 from gateway.identity.tokens import issue_token
 from gateway.settings import Settings
+from tests.helpers import admin_headers, in_process_gateway, register
 from tests.identity_provider import AUDIENCE, ISSUER, KEY, serving_jwks
 
 pytestmark = pytest.mark.anyio
@@ -41,18 +40,8 @@ def settings(settings: Settings) -> Settings:
 
 @pytest.fixture
 async def client(settings: Settings, redis: Redis) -> AsyncIterator[httpx.AsyncClient]:
-    async with _gateway(settings) as http:
+    async with in_process_gateway(settings) as http:
         yield http
-
-
-@asynccontextmanager
-async def _gateway(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """The gateway in-process over httpx's ASGI transport (lifespan included)."""
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
-            yield http
 
 
 @dataclass(frozen=True)
@@ -76,17 +65,6 @@ async def _token_issue(settings: Settings, *args: str) -> Issued:
     return Issued(done.exit_code, done.stdout.strip(), done.stderr.strip())
 
 
-def _admin(settings: Settings) -> dict[str, str]:
-    return {"X-Conclave-Admin-Key": settings.admin_key.get_secret_value()}
-
-
-async def _register(
-    client: httpx.AsyncClient, settings: Settings, agent: str, **rights: Any
-) -> httpx.Response:
-    body = {"tenant": "acme", "agent": agent, **rights}
-    return await client.post("/v1/agents", json=body, headers=_admin(settings))
-
-
 async def _echo(client: httpx.AsyncClient, token: str) -> httpx.Response:
     headers = {"Authorization": f"Bearer {token}"}
     return await client.post("/v1/tools/echo/call", json=ECHO, headers=headers)
@@ -103,13 +81,13 @@ def _refused(response: httpx.Response, code: str, status: int = 401) -> None:
 async def test_a_cli_token_is_refused_once_its_agent_is_revoked(
     client: httpx.AsyncClient, settings: Settings
 ) -> None:
-    registered = await _register(client, settings, "bot", tools=["echo"])
+    registered = await register(client, admin_headers(settings), "acme", "bot", tools=["echo"])
     assert registered.status_code == 201, registered.text
     issued = await _token_issue(settings, "--tenant", "acme", "--agent", "bot")
     assert issued.code == 0, issued.error
     _answered(await _echo(client, issued.token))
 
-    revoked = await client.delete("/v1/agents/acme/bot", headers=_admin(settings))
+    revoked = await client.delete("/v1/agents/acme/bot", headers=admin_headers(settings))
     assert revoked.status_code == 200
 
     _refused(await _echo(client, issued.token), "AUTH_REVOKED")
@@ -120,14 +98,14 @@ async def test_a_cli_token_is_refused_once_its_agent_is_revoked(
 async def test_registering_again_with_fewer_rights_refuses_the_wider_tokens(
     client: httpx.AsyncClient, settings: Settings
 ) -> None:
-    first = await _register(client, settings, "wide", tools=["*"])
+    first = await register(client, admin_headers(settings), "acme", "wide", tools=["*"])
     wide_cli = await _token_issue(
         settings, "--tenant", "acme", "--agent", "wide", "--scope", "tool:*"
     )
     assert wide_cli.code == 0, wide_cli.error
     assert (await _echo(client, first.json()["token"])).status_code == 200
 
-    narrow = await _register(client, settings, "wide", tools=["echo"])
+    narrow = await register(client, admin_headers(settings), "acme", "wide", tools=["echo"])
     assert narrow.status_code == 201
 
     for old in (first.json()["token"], wide_cli.token):
@@ -148,7 +126,14 @@ async def test_token_issue_refuses_unregistered_agents_and_rights_beyond_the_reg
         "error: agent acme/stranger is not registered: register it first (POST /v1/agents)"
     )
 
-    await _register(client, settings, "reader", tools=["echo"], namespaces={"notes": "read"})
+    await register(
+        client,
+        admin_headers(settings),
+        "acme",
+        "reader",
+        tools=["echo"],
+        namespaces={"notes": "read"},
+    )
     for scope in ("state:notes:write", "admin"):
         beyond = await _token_issue(
             settings, "--tenant", "acme", "--agent", "reader", "--scope", scope
@@ -168,14 +153,14 @@ async def test_token_issue_refuses_unregistered_agents_and_rights_beyond_the_reg
 
 async def test_no_token_outlives_the_ttl_cap(client: httpx.AsyncClient, settings: Settings) -> None:
     day = settings.token_ttl_max_s
-    await _register(client, settings, "longlived", tools=["echo"])
+    await register(client, admin_headers(settings), "acme", "longlived", tools=["echo"])
     long_cli = await _token_issue(
         settings, "--tenant", "acme", "--agent", "longlived", "--ttl", str(day + 1)
     )
     assert long_cli.code == 1 and "at most" in long_cli.error and not long_cli.token
 
-    long_registration = await _register(
-        client, settings, "longlived", tools=["echo"], token_ttl_s=day + 1
+    long_registration = await register(
+        client, admin_headers(settings), "acme", "longlived", tools=["echo"], token_ttl_s=day + 1
     )
     assert long_registration.json()["code"] == "INVALID_REQUEST"
 
@@ -198,7 +183,7 @@ async def jwks_client(
     configured = settings.model_copy(
         update={"jwks_url": jwks_url, "jwks_issuer": ISSUER, "jwks_audience": AUDIENCE}
     )
-    async with _gateway(configured) as http:
+    async with in_process_gateway(configured) as http:
         yield http
 
 
@@ -235,7 +220,7 @@ async def test_the_gateway_refuses_to_start_with_jwks_but_no_issuer_or_audience(
         update = {"jwks_url": jwks_url, "jwks_issuer": ISSUER, "jwks_audience": AUDIENCE}
         unpinned = settings.model_copy(update={**update, missing: None})
         with pytest.raises(ValueError, match="CONCLAVE_JWKS_ISSUER and CONCLAVE_JWKS_AUDIENCE"):
-            async with _gateway(unpinned):
+            async with in_process_gateway(unpinned):
                 pass
 
 
@@ -245,7 +230,7 @@ async def test_a_provider_token_is_revocable_too(
     """The provider's agent is not registered here, yet revoking it refuses its tokens."""
     token = _idp_token()
     _answered(await _echo(jwks_client, token))
-    revoked = await jwks_client.delete("/v1/agents/acme/planner", headers=_admin(settings))
+    revoked = await jwks_client.delete("/v1/agents/acme/planner", headers=admin_headers(settings))
     assert revoked.status_code == 404 and "refused from now on" in revoked.json()["message"]
     _refused(await _echo(jwks_client, token), "AUTH_REVOKED")
     _refused(await _echo(jwks_client, _idp_token()), "AUTH_REVOKED")

@@ -24,6 +24,8 @@ from conclave.stack import EmbeddedStack
 from gateway import Settings, create_app, issue_token
 from tools.sources import ConfigError
 
+pytestmark = pytest.mark.system  # starts stacks and engines in its tests' bodies
+
 ROOT = Path(__file__).resolve().parents[2]
 SECRETS = {"secret": "test-secret-" + "y" * 32, "admin_key": "test-admin-key"}
 SINGLE = '''

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -14,6 +13,7 @@ from conclave.embedded_redis import EmbeddedRedis
 from gateway.assembly import create_app
 from gateway.identity.tokens import issue_token
 from gateway.settings import Settings
+from tests.helpers import until
 
 pytestmark = pytest.mark.anyio
 
@@ -28,14 +28,6 @@ async def test_commits_survive_a_redis_restart_whole_or_not_at_all(tmp_path: Pat
         await _run_through_restart(server, settings)
     finally:
         server.close()
-
-
-async def _until(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
-    with anyio.fail_after(timeout_s):
-        while True:
-            if condition():
-                return
-            await anyio.sleep(0.005)
 
 
 async def _run_through_restart(server: EmbeddedRedis, settings: Settings) -> None:
@@ -75,9 +67,9 @@ async def _run_through_restart(server: EmbeddedRedis, settings: Settings) -> Non
             async with anyio.create_task_group() as tasks:
                 for n in range(4):
                     tasks.start_soon(writer, n)
-                await _until(lambda: seen[200] >= 30)
+                await until(lambda: seen[200] >= 30, 20.0)
                 await anyio.to_thread.run_sync(server.stop)
-                await _until(lambda: seen[503] >= 4)
+                await until(lambda: seen[503] >= 4, 20.0)
                 down = await client.get("/v1/state/pairs/a", headers=headers)
                 assert down.status_code == 503 and down.json()["code"] == "STATE_UNAVAILABLE"
                 await anyio.to_thread.run_sync(server.start)

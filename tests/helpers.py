@@ -1,0 +1,72 @@
+"""What many test files need, written once: waiting on a condition within a time limit,
+registering an agent, and the gateway in-process (tests/README.md says when to use which).
+
+A wait here never sleeps for a fixed time: it polls its condition until it holds, and fails
+with what it waited for once its time limit passes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx
+
+from gateway.assembly import create_app
+from gateway.settings import Settings
+from protocol import ADMIN_KEY_HEADER
+
+
+def wait_for(
+    condition: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.05
+) -> None:
+    """Block until `condition()` holds; an assertion naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
+        time.sleep(poll_s)
+
+
+async def until(condition: Callable[[], bool], timeout_s: float, poll_s: float = 0.005) -> None:
+    """Await until `condition()` holds; TimeoutError after `timeout_s`."""
+    with anyio.fail_after(timeout_s):
+        while not condition():  # noqa: ASYNC110 (a condition to poll, not an event to await)
+            await anyio.sleep(poll_s)
+
+
+def admin_headers(settings: Settings) -> dict[str, str]:
+    """The headers that carry `settings`' admin key."""
+    return {ADMIN_KEY_HEADER: settings.admin_key.get_secret_value()}
+
+
+async def register(
+    client: httpx.AsyncClient, admin: dict[str, str], tenant: str, agent: str, **rights: Any
+) -> httpx.Response:
+    """POST /v1/agents as the admin; the gateway's answer, whatever it is."""
+    body = {"tenant": tenant, "agent": agent, **rights}
+    return await client.post("/v1/agents", json=body, headers=admin)
+
+
+async def registered_token(
+    client: httpx.AsyncClient, admin: dict[str, str], tenant: str, agent: str, **rights: Any
+) -> str:
+    """Register an agent that must be accepted (201); its bearer token."""
+    answer = await register(client, admin, tenant, agent, **rights)
+    assert answer.status_code == 201, answer.text
+    token: str = answer.json()["token"]
+    return token
+
+
+@asynccontextmanager
+async def in_process_gateway(
+    settings: Settings, base_url: str = "http://gateway"
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The gateway in-process over httpx's ASGI transport (lifespan included)."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
+            yield client
