@@ -1,5 +1,5 @@
 -- Read one key and log key -> version in the caller's read log, atomically.
--- KEYS: cfg, data key, read log, the tenant's quota usage, its expiring-record ledger and the
+-- KEYS: cfg, data key, read log, the tenant's quota usage, its expiring-record ledger, the
 --       ledger's sizes.
 -- ARGV: key, read log ttl (s), read log max keys, quota bytes, store reserve (bytes; 0: none).
 -- Returns {'OK', value, version, owner, lease expiry}, {'NSNF'}, or, when the key is new to
