@@ -83,6 +83,9 @@ class InflightCalls:
         while True:
             pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
             try:
+                # A cluster client maps its slots on its first command; its pubsub needs the
+                # map (it picks the channel's node from it) but does not make one itself.
+                await self.redis.ping()
                 await pubsub.subscribe(CHANNEL)
                 if not started:
                     started = True

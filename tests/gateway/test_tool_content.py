@@ -102,7 +102,8 @@ async def test_built_in_tools_declare_their_output_schema_and_intent(
         listed = {t.name: _dumped(t) for t in (await client.list_tools()).tools}
         echoed = _dumped(await client.call_tool("echo", {"message": "hi"}))
         shell = _dumped(await client.call_tool("run_shell", {"command": "echo out"}))
-    hints = {name: tool["annotations"] for name, tool in listed.items()}
+    builtins = ("echo", "read_file", "write_file", "run_shell", "run_python")
+    hints = {name: listed[name]["annotations"] for name in builtins}
     assert hints["echo"] == {
         "readOnlyHint": True,
         "destructiveHint": False,

@@ -46,6 +46,9 @@ class _Greeter(BaseHTTPRequestHandler):
 class _DualStackServer(ThreadingHTTPServer):
     address_family = socket.AF_INET6
     daemon_threads = True
+    # The tools' allow-lists name one fixed port, and pytest-xdist may run this module's tests
+    # on two workers at once: each binds its own server to it (they answer alike).
+    allow_reuse_port = True
 
     def server_bind(self) -> None:
         self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
