@@ -15,9 +15,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from click.testing import Result
+from typer.testing import CliRunner
 
 from conclave import EmbeddedStack
 from conclave.bench import SUITES
+from conclave.cli import app
 from conclave.ports import free_port
 from gateway import Settings
 
@@ -40,6 +43,11 @@ def conclave(
         timeout=timeout,
         check=False,
     )
+
+
+def in_process(*args: str) -> Result:
+    """The CLI in this process (its lines count in coverage), as `conclave ARGS` runs it."""
+    return CliRunner().invoke(app, list(args), env={"CONCLAVE_TOKEN": None})
 
 
 def test_version_is_the_installed_distributions() -> None:
@@ -111,14 +119,16 @@ def test_agents_register_list_revoke_and_the_revoked_token_is_refused(
 def test_tools_call_calls_through_the_gateway_as_the_tokens_agent(stack: EmbeddedStack) -> None:
     token = stack.token("acme", "caller", ["tool:echo"])
     common = ("--gateway", stack.url, "--token", token)
-    done = conclave("tools", "call", "echo", "--arg", "message=hi there", *common)
-    assert done.returncode == 0, done.stderr
+    done = in_process("tools", "call", "echo", "--arg", "message=hi there", *common)
+    assert done.exit_code == 0, done.stderr
     assert json.loads(done.stdout) == "hi there"
-    wrong = conclave("tools", "call", "echo", "--arg", "message=5", *common)  # JSON: a number
-    assert wrong.returncode == 1
+    wrong = in_process("tools", "call", "echo", "--arg", "message=5", *common)  # JSON: a number
+    assert wrong.exit_code == 1
     assert wrong.stderr.startswith("error: INVALID_ARGUMENTS: ")
-    refused = conclave("tools", "call", "run_shell", "--arg", "command=id", *common)
-    assert refused.returncode == 1 and "TOOL_NOT_ALLOWED" in refused.stderr
+    refused = in_process("tools", "call", "run_shell", "--arg", "command=id", *common)
+    assert refused.exit_code == 1 and "TOOL_NOT_ALLOWED" in refused.stderr
+    malformed = in_process("tools", "call", "echo", "--arg", "message", *common)
+    assert malformed.exit_code == 1 and "write KEY=VALUE" in malformed.stderr
 
 
 def test_state_get_and_history_read_through_the_gateway(stack: EmbeddedStack) -> None:
@@ -130,15 +140,17 @@ def test_state_get_and_history_read_through_the_gateway(stack: EmbeddedStack) ->
         done = httpx.post(f"{stack.url}/v1/state/cli-notes/commit", json=commit, headers=headers)
         assert done.status_code == 200, done.text
     common = ("--gateway", stack.url, "--token", token)
-    got = conclave("state", "get", "cli-notes", "plan", *common)
-    assert got.returncode == 0, got.stderr
+    got = in_process("state", "get", "cli-notes", "plan", *common)
+    assert got.exit_code == 0, got.stderr
     read = json.loads(got.stdout)
     assert (read["value"], read["version"]) == ({"step": 2}, 2)
-    history = conclave("state", "history", "cli-notes", "--limit", "1", *common)
-    assert history.returncode == 0, history.stderr
+    history = in_process("state", "history", "cli-notes", "--limit", "1", *common)
+    assert history.exit_code == 0, history.stderr
     assert len(history.stdout.splitlines()) == 2  # two commits, one page each
-    missing = conclave("state", "get", "no-such-ns", "plan", *common)
-    assert missing.returncode == 1 and "NAMESPACE_NOT_FOUND" in missing.stderr
+    missing = in_process("state", "get", "no-such-ns", "plan", *common)
+    assert missing.exit_code == 1 and "NAMESPACE_NOT_FOUND" in missing.stderr
+    tokenless = in_process("state", "get", "cli-notes", "plan", "--gateway", stack.url)
+    assert tokenless.exit_code == 1 and "pass --token" in tokenless.stderr
 
 
 def test_agents_register_prints_the_token_alone(stack: EmbeddedStack) -> None:

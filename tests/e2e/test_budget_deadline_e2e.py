@@ -19,7 +19,10 @@ from conclave.stack import EmbeddedStack
 from gateway.settings import Settings
 from tests.e2e.test_budgets_e2e import BUDGET_SETTINGS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.serial,
+]  # timing-bound: run alone, after the parallel tiers (.ci/test)
 
 # What the reply may add after the deadline: the client's side of one local HTTP exchange.
 REPLY_TOLERANCE_MS = 40

@@ -15,7 +15,10 @@ from redis.asyncio import Redis
 from conclave.stack import EmbeddedStack
 from gateway.settings import Settings
 
-pytestmark = pytest.mark.anyio
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.serial,
+]  # timing-bound: run alone, after the parallel tiers (.ci/test)
 
 BUDGET_SETTINGS: dict[str, Any] = {
     "tool_modules": ("tools.builtin", "tools.harness.faults"),

@@ -13,7 +13,10 @@ import pytest
 from conclave.stack import EmbeddedStack
 from gateway.identity.tokens import issue_token
 
-pytestmark = pytest.mark.anyio
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.serial,
+]  # timing-bound: run alone, after the parallel tiers (.ci/test)
 
 
 @pytest.fixture

@@ -25,6 +25,9 @@ from conclave.ports import free_port
 from gateway import Settings
 from tests.helpers import wait_for
 
+# serial: timing-bound, so .ci/test runs it alone after the parallel pass.
+pytestmark = pytest.mark.serial
+
 INSTANCE = "x-conclave-instance"
 SECRETS = {"secret": "s" * 40, "admin_key": "a" * 40}
 ADMIN = {"X-Conclave-Admin-Key": "a" * 40}

@@ -22,6 +22,9 @@ import pytest
 from conclave.ports import free_port
 from tests.helpers import wait_for
 
+# serial: timing-bound, so .ci/test runs it alone after the parallel pass.
+pytestmark = pytest.mark.serial
+
 SECRETS = {"CONCLAVE_SECRET": "s" * 40, "CONCLAVE_ADMIN_KEY": "a" * 40}
 ADMIN = {"X-Conclave-Admin-Key": "a" * 40}
 LABEL = "conclave.sandbox"
@@ -92,9 +95,11 @@ class Serve:
         """This serve's sandbox containers (their owner is one of its gateway processes)."""
         client = docker.DockerClient(base_url=os.environ.get("DOCKER_HOST"))
         try:
-            listed = client.containers.list(all=True, filters={"label": f"{LABEL}=1"})
+            # The summaries of one list call: a container removed meanwhile is not looked up
+            # again (`containers.list` inspects each one, and one gone raised NotFound).
+            listed = client.api.containers(all=True, filters={"label": f"{LABEL}=1"})
             owners = {str(pid) for pid in self.descendants}
-            return [c.name for c in listed if c.labels.get(OWNER_LABEL) in owners]
+            return [c["Names"][0] for c in listed if c["Labels"].get(OWNER_LABEL) in owners]
         finally:
             client.close()
 

@@ -18,7 +18,10 @@ import pytest
 from protocol import ADMIN_KEY_HEADER, DEADLINE_HEADER
 from tests.security.conftest import SandboxedGateway
 
-pytestmark = pytest.mark.anyio
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.serial,
+]  # timing-bound: run alone, after the parallel tiers (.ci/test)
 
 FORGERIES = ["forge_outcome", "forge_report"]
 
