@@ -28,7 +28,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from conclave.stack import EmbeddedStack
 
-pytestmark = pytest.mark.anyio
+# serial: timing-bound (a cancelled call's sandbox must settle before the next call), so
+# .ci/test runs it alone after the parallel pass.
+pytestmark = [pytest.mark.anyio, pytest.mark.serial]
 
 GONE_WITHIN_S = 5.0  # the bound of the waits; the bench measures the real latency (ms)
 WARM_WITHIN_S = 1.0  # a warm call answers in milliseconds; a cold docker start takes longer
