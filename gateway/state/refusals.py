@@ -122,43 +122,37 @@ def quota_exceeded(
     )
 
 
-def read_log_over_quota(tenant: str, used: int, added: int, quota: int) -> GatewayError:
+def _bytes_over_quota(
+    tenant: str, used: int, added: int, quota: int, what: str, adds: str, fix: str
+) -> GatewayError:
+    """The byte quota refused an operation that would add `added` bytes (`what` says which)."""
     return GatewayError.of(
         ErrorCode.STATE_QUOTA_EXCEEDED,
-        f"tenant {tenant!r} holds {used} bytes of state; logging this read would add {added} "
-        f"bytes, over the quota of {quota} bytes (state_quota_bytes): delete keys you no "
-        "longer need, or read in a session whose read log already holds the key. Nothing "
-        "was read or logged.",
-        details={"used": {"bytes": used}, "read_adds": {"bytes": added}, "quota": {"bytes": quota}},
+        f"tenant {tenant!r} holds {used} bytes of state; {what} {added} bytes, over the quota "
+        f"of {quota} bytes (state_quota_bytes): {fix}",
+        details={"used": {"bytes": used}, adds: {"bytes": added}, "quota": {"bytes": quota}},
     )
+
+
+def read_log_over_quota(tenant: str, used: int, added: int, quota: int) -> GatewayError:
+    fix = (
+        "delete keys you no longer need, or read in a session whose read log already holds "
+        "the key. Nothing was read or logged."
+    )
+    what = "logging this read would add"
+    return _bytes_over_quota(tenant, used, added, quota, what, "read_adds", fix)
 
 
 def leases_over_quota(tenant: str, used: int, added: int, quota: int) -> GatewayError:
-    return GatewayError.of(
-        ErrorCode.STATE_QUOTA_EXCEEDED,
-        f"tenant {tenant!r} holds {used} bytes of state; these leases would create keys of "
-        f"{added} bytes, over the quota of {quota} bytes (state_quota_bytes): delete keys you "
-        "no longer need. No lease was granted.",
-        details={
-            "used": {"bytes": used},
-            "leases_add": {"bytes": added},
-            "quota": {"bytes": quota},
-        },
-    )
+    fix = "delete keys you no longer need. No lease was granted."
+    what = "these leases would create keys of"
+    return _bytes_over_quota(tenant, used, added, quota, what, "leases_add", fix)
 
 
 def namespace_over_quota(tenant: str, used: int, added: int, quota: int) -> GatewayError:
-    return GatewayError.of(
-        ErrorCode.STATE_QUOTA_EXCEEDED,
-        f"tenant {tenant!r} holds {used} bytes of state; a new namespace takes {added} bytes, "
-        f"over the quota of {quota} bytes (state_quota_bytes): use a namespace you have, or "
-        "delete keys you no longer need. Nothing was created.",
-        details={
-            "used": {"bytes": used},
-            "namespace_adds": {"bytes": added},
-            "quota": {"bytes": quota},
-        },
-    )
+    fix = "use a namespace you have, or delete keys you no longer need. Nothing was created."
+    what = "a new namespace takes"
+    return _bytes_over_quota(tenant, used, added, quota, what, "namespace_adds", fix)
 
 
 def store_full(tenant: str, used_memory: int, maxmemory: int, reserve: int) -> GatewayError:
