@@ -42,6 +42,19 @@ DataDirOption = Annotated[
     ),
 ]
 
+TokenOption = Annotated[
+    str | None, typer.Option(envvar="CONCLAVE_TOKEN", help="the agent's token: whose rights apply")
+]
+
+
+def bearer(token: str | None, whose: str) -> dict[str, str]:
+    """The Authorization header of an agent's token; without one, one line saying `whose`
+    token is needed."""
+    if not token:
+        fail(f"pass --token (or set CONCLAVE_TOKEN): {whose}")
+    return {"Authorization": f"Bearer {token}"}
+
+
 agents_app = typer.Typer(
     no_args_is_help=True, help="Agents on a running gateway: register, list, revoke."
 )

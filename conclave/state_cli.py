@@ -9,7 +9,13 @@ from typing import Annotated
 import anyio
 import typer
 
-from conclave.agents_cli import DEFAULT_GATEWAY, GatewayOption, fail, gateway_request
+from conclave.agents_cli import (
+    DEFAULT_GATEWAY,
+    GatewayOption,
+    TokenOption,
+    bearer,
+    gateway_request,
+)
 from conclave.cli_console import cli_console
 from gateway import Settings, connect_redis
 from gateway.state import CheckReport, NamespaceKeys, check_namespace, check_namespace_history
@@ -17,9 +23,6 @@ from gateway.state import CheckReport, NamespaceKeys, check_namespace, check_nam
 state_app = typer.Typer(
     no_args_is_help=True, help="Shared state: read a key or a history; check a history."
 )
-TokenOption = Annotated[
-    str | None, typer.Option(envvar="CONCLAVE_TOKEN", help="the reading agent's token")
-]
 
 
 @state_app.command("get")
@@ -56,9 +59,7 @@ def history(
 
 
 def _bearer(token: str | None) -> dict[str, str]:
-    if not token:
-        fail("pass --token (or set CONCLAVE_TOKEN): the agent whose rights read the state")
-    return {"Authorization": f"Bearer {token}"}
+    return bearer(token, "the agent whose rights read the state")
 
 
 console = cli_console()

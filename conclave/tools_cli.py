@@ -21,6 +21,8 @@ from conclave.agents_cli import (
     AdminKeyOption,
     DataDirOption,
     GatewayOption,
+    TokenOption,
+    bearer,
     gateway_request,
     print_rows,
     resolve_admin_key,
@@ -89,17 +91,13 @@ def call(
         list[str] | None,
         typer.Option("--arg", help="an argument, KEY=VALUE; VALUE is read as JSON when it is JSON"),
     ] = None,
-    token: Annotated[
-        str | None, typer.Option(envvar="CONCLAVE_TOKEN", help="the calling agent's token")
-    ] = None,
+    token: TokenOption = None,
     gateway: GatewayOption = DEFAULT_GATEWAY,
 ) -> None:
     """Call a tool through a running gateway as the --token's agent, all six stages; print
     its result as JSON (a refusal or the tool's failure: one line, exit 1)."""
-    if not token:
-        _fail("pass --token (or set CONCLAVE_TOKEN): the agent whose identity calls the tool")
+    auth = bearer(token, "the agent whose identity calls the tool")
     arguments = dict(_argument(text) for text in arg or [])
-    auth = {"Authorization": f"Bearer {token}"}
     answer = gateway_request(
         gateway, "POST", f"/v1/tools/{name}/call", auth, {"arguments": arguments}
     )
