@@ -11,7 +11,9 @@ The transport's own checks come first: an `Origin` outside the gateway's Host al
 refused 403 (a browser page on another site must not reach a local gateway), and an
 `MCP-Protocol-Version` header naming a revision not served here 400 once the caller is known
 (a missing header means 2025-03-26, as the transport says). `initialize` asking a revision
-not served here is answered with the newest one served.
+not served here is answered with the newest one served. A tool outside the scopes of a token
+from the OAuth authorization server is 403 `insufficient_scope` (the client may step up);
+for every other token it is a tool error (`isError`).
 """
 
 from __future__ import annotations
@@ -215,6 +217,12 @@ async def mcp_post(request: Request) -> Response:
     request_id = message.id if message is not None else request_id_of(body)
     if ctx.error is not None:
         is_call = message is not None and message.method == "tools/call"
+        if ctx.oauth and ctx.error.code is ErrorCode.TOOL_NOT_ALLOWED:
+            # An OAuth client can ask its server for more: 403 insufficient_scope names the
+            # scope (MCP authorization's step-up). Other tokens see a tool error (isError).
+            return JSONResponse(
+                rpc_error(request_id, ctx.error), status_code=403, headers=challenge(ctx.error)
+            )
         if is_call and request_id is not None and is_tool_failure(ctx.error, ctx.failed_stage):
             return JSONResponse(rpc_result(request_id, tool_failure(ctx.error, ctx.usage)))
         notification = message is not None and message.id is None

@@ -8,6 +8,7 @@ from gateway.http.routes import (
     health_routes,
     latency_routes,
     metrics_routes,
+    oauth_routes,
     state_routes,
     tool_routes,
 )
@@ -24,6 +25,7 @@ ROUTERS = (
     catalog_routes.router,
     audit_routes.router,
     metrics_routes.router,
+    oauth_routes.router,
 )
 
 __all__ = ["ROUTERS"]
