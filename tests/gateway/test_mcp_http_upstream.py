@@ -236,9 +236,11 @@ async def test_the_official_mcp_client_at_our_mcp_calls_lists_and_reads_per_iden
             read = await client.read_resource("notes://readme")
             assert read.contents[0].text == "upstream notes"  # type: ignore[union-attr]
             prompts = (await client.list_prompts()).prompts
-            assert [p.name for p in prompts] == ["up.greet"]
-            prompt = await client.get_prompt("up.greet", {"name": "Ada"})
-            assert "Ada" in prompt.messages[0].content.text  # type: ignore[union-attr]
+            # Prompts are named as the source's tools are; the dotted name stays an alias.
+            assert [p.name for p in prompts] == ["up__greet"]
+            for name in ("up__greet", "up.greet"):
+                prompt = await client.get_prompt(name, {"name": "Ada"})
+                assert "Ada" in prompt.messages[0].content.text  # type: ignore[union-attr]
 
         async with mcp_as("tool:up.echo", "tool:echo", agent="narrow") as client:
             assert (await client.list_resources()).resources == []
@@ -247,7 +249,7 @@ async def test_the_official_mcp_client_at_our_mcp_calls_lists_and_reads_per_iden
                 await client.read_resource("notes://readme")
             assert hidden.value.error.data["code"] == "NOT_FOUND"
             with pytest.raises(MCPError):
-                await client.get_prompt("up.greet", {"name": "Ada"})
+                await client.get_prompt("up__greet", {"name": "Ada"})
 
 
 async def test_a_failing_upstream_tool_opens_its_breaker(
