@@ -217,14 +217,19 @@ async def mcp_post(request: Request) -> Response:
     request_id = message.id if message is not None else request_id_of(body)
     if ctx.error is not None:
         is_call = message is not None and message.method == "tools/call"
-        if ctx.oauth and ctx.error.code is ErrorCode.TOOL_NOT_ALLOWED:
-            # An OAuth client can ask its server for more: 403 insufficient_scope names the
-            # scope (MCP authorization's step-up). Other tokens see a tool error (isError).
+        if ctx.oauth and ctx.error.code in (ErrorCode.TOOL_NOT_ALLOWED, ErrorCode.AUTH_REVOKED):
+            # An OAuth client can go back to its server: for a new token (401 invalid_token),
+            # or for more scope (403 insufficient_scope, MCP authorization's step-up). Other
+            # tokens see a tool error (isError).
             return JSONResponse(
-                rpc_error(request_id, ctx.error), status_code=403, headers=challenge(ctx.error)
+                rpc_error(request_id, ctx.error),
+                status_code=ctx.error.http_status,
+                headers=challenge(ctx.error),
             )
         if is_call and request_id is not None and is_tool_failure(ctx.error, ctx.failed_stage):
-            return JSONResponse(rpc_result(request_id, tool_failure(ctx.error, ctx.usage)))
+            schema = ctx.tool is not None and ctx.tool.spec.output_schema is not None
+            failure = tool_failure(ctx.error, ctx.usage, output_schema=schema)
+            return JSONResponse(rpc_result(request_id, failure))
         notification = message is not None and message.id is None
         status = rpc_status(ctx.error, notification=notification)
         if bad_version is not None and ctx.failed_stage == "scope":
