@@ -2,12 +2,13 @@
 under uvicorn with the upstream test server federated as the `mcp_http` source `notes`), each
 asserting what its user sees: the tool names, the results, the error text a model reads.
 
-The official `mcp` client (1.x-style `ClientSession` and 2.x `Client`) is in
-test_mcp_clients.py. Here: langchain-mcp-adapters in a LangGraph agent and the OpenAI Agents
-SDK, each in its own venv (`.client-envs/<name>`, see tests/e2e/clients/) and driven by a
-scripted model; pydantic-ai's MCP toolset and the fastmcp client in this process; MCP
-Inspector's CLI on Node 22. The examples of docs/connect.md that need such a venv or Node
-(its blocks marked `<!-- example: NAME -->` and tested-by this file) run here too, as written.
+The official `mcp` client (2.x's `Client`, and its `ClientSession` used the 1.x way) is in
+test_mcp_clients.py. Here: the 1.x client itself, langchain-mcp-adapters in a LangGraph agent
+and the OpenAI Agents SDK, each in a venv of its own (`.client-envs/<name>`, see
+tests/e2e/clients/), the agents driven by scripted models; pydantic-ai's MCP toolset and the
+fastmcp client in this process; MCP Inspector's CLI on Node 22. The examples of
+docs/connect.md that need such a venv or Node (its blocks marked `<!-- example: NAME -->` and
+tested-by this file) run here too, as written.
 """
 
 from __future__ import annotations
@@ -101,6 +102,30 @@ def test_a_langgraph_agent_sees_a_raising_tool_and_a_revoked_token_as_tool_error
     assert "NOT_FOUND" in raised["text"] and "no-such-file.txt" in raised["text"]
     assert revoked["status"] == "error" and "AUTH_REVOKED" in revoked["text"], revoked
     assert report["messages"][-1] == {"type": "AIMessage", "status": None, "text": "done"}
+
+
+def test_the_mcp_1x_client_keeps_its_session_through_refusals(
+    federated_stack: EmbeddedStack,
+    client_env_python: Callable[[str], Path],
+    tmp_path: Path,
+) -> None:
+    """The official client's 1.x line itself (test_mcp_clients.py drives 2.x's `ClientSession`
+    the 1.x way): each refusal is a tool error with the SERF text, and the session goes on."""
+    python = client_env_python("langchain")
+    script = CLIENTS / "mcp1_session_run.py"
+    done = _run([str(python), str(script)], _reader_env(federated_stack, tmp_path), tmp_path)
+    report = _report(done)
+    assert report["mcp"].startswith("1."), report
+    assert report["outcome"] == "ended", report
+    assert report["tools"] == BUILT_INS
+    refused, after_refused, unknown, after_unknown, wrong, after_wrong = report["calls"]
+    assert refused["is_error"] and refused["text"].startswith("TOOL_NOT_ALLOWED")
+    assert unknown["is_error"] and unknown["text"].startswith("TOOL_NOT_FOUND")
+    assert wrong["is_error"] and "- message: Field required" in wrong["text"]
+    assert [after_refused, after_unknown, after_wrong] == [
+        {"is_error": False, "text": f"after {what}"}
+        for what in ("a refused tool", "an unknown tool", "bad arguments")
+    ]
 
 
 def test_the_openai_agents_sdk_lists_and_calls_through_conclave(
