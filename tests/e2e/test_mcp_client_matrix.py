@@ -54,7 +54,9 @@ FEDERATED_ECHO = f"{UPSTREAM_SOURCE}__echo"
 def _register(stack: EmbeddedStack, *tools: str) -> str:
     """A fresh agent of tenant acme allowed `tools`; its bearer token."""
     body = {"tenant": "acme", "agent": f"m{uuid.uuid4().hex[:8]}", "tools": list(tools)}
-    answer = httpx.post(f"{stack.url}/v1/agents", json=body, headers=stack.admin_headers)
+    answer = httpx.post(
+        f"{stack.url}/v1/agents", json=body, headers=stack.admin_headers, timeout=30
+    )
     assert answer.status_code == 201, answer.text
     token: str = answer.json()["token"]
     return token
