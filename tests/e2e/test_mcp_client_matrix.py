@@ -71,9 +71,12 @@ def _reader_env(stack: EmbeddedStack, home: Path, **extra: str) -> dict[str, str
     return env | reader | {"HOME": str(home)} | extra
 
 
-def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def _run(
+    argv: list[str], env: dict[str, str], cwd: Path, exit_code: int = 0
+) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"{argv}: exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    said = f"{argv}: exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == exit_code, said
     return done
 
 
@@ -239,7 +242,8 @@ def test_mcp_inspector_cli_shows_a_failing_call_s_error(
         *("--header", f"Authorization: Bearer {token}", "--method", "tools/call"),
         *("--tool-name", "echo", "--tool-arg", "text=hi"),
     ]
-    answer = json.loads(_run(argv, env, tmp_path).stdout)
+    # 5 is the Inspector's TOOL_ERROR exit: the tool answered isError (a schema error is 1).
+    answer = json.loads(_run(argv, env, tmp_path, exit_code=5).stdout)
     assert answer["isError"] is True, answer
     (text,) = [block["text"] for block in answer["content"]]
     assert text.startswith("INVALID_ARGUMENTS") and "- message: Field required" in text, text
