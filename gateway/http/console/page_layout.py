@@ -1,7 +1,7 @@
 """The console's HTML: one page frame, tables and forms, every value through `html.escape`.
 
 Server-rendered strings, no template engine and no JavaScript build: the only script is the
-live feed's few lines of EventSource.
+live feed's few lines of EventSource; charts are inline SVG (`chart_svg`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ NAV = (
     ("namespaces", "/console/namespaces", "Namespaces"),
     ("chains", "/console/chains", "Chains"),
     ("sandboxes", "/console/sandboxes", "Sandboxes"),
+    ("charts", "/console/charts", "Charts"),
+    ("try", "/console/try", "Try a tool"),
 )
 
 _STYLE = """

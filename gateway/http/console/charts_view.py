@@ -1,0 +1,77 @@
+"""The console's charts: each tool's latency (p50 and p95 per minute) and each tenant's
+requests and refusals per minute, over the last `SERIES_MINUTES` minutes.
+
+Read from the per-minute series the audit keeps (`gateway.call_series`): one pipelined round
+trip of `SERIES_MINUTES` hashes per tenant and for the tools, for at most `MAX_TENANTS`
+tenants. Drawn as inline SVG (`chart_svg`). A minute with no requests has no point.
+"""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+
+from gateway.call_series import SERIES_MINUTES, CallSeries
+from gateway.http.console.chart_svg import Series, line_chart
+from gateway.http.console.page_layout import esc, page
+from gateway.identity import AgentDirectory
+
+MAX_TENANTS = 20  # a page, not a dump: the first tenants by name
+
+
+async def charts_page(request: Request) -> HTMLResponse:
+    await request.app.state.audit.flush()  # this replica's own records, up to now
+    directory: AgentDirectory = request.app.state.agents
+    series = CallSeries(request.app.state.redis)
+    minutes = series.window(int(time.time() * 1000))
+    tenants = sorted({r.tenant for r in await directory.list()})[:MAX_TENANTS]
+    parts = [f"<h2>Tool latency (ms per call, each minute's p50 and p95, last {SERIES_MINUTES}"
+             " minutes)</h2>"]  # fmt: skip
+    tools = await series.tools(minutes)
+    for tool, points in tools.items():
+        parts.append(f'<h3>{esc(tool)}</h3><p class="note">{sum(p.calls for p in points)} calls'
+                     "</p>")  # fmt: skip
+        parts.append(
+            line_chart(
+                f"latency {tool}",
+                "ms",
+                minutes,
+                [
+                    Series("p50", "#36c", [(p.minute, round(p.p50_ms, 2)) for p in points]),
+                    Series("p95", "#c63", [(p.minute, round(p.p95_ms, 2)) for p in points]),
+                ],
+            )
+        )
+    if not tools:
+        parts.append('<p class="note">No tool calls in this window.</p>')
+    parts.append(f"<h2>Requests and refusals per tenant (per minute, last {SERIES_MINUTES}"
+                 " minutes)</h2>")  # fmt: skip
+    shown = 0
+    for tenant, points in (await series.tenants(tenants, minutes)).items():
+        if not points:
+            continue
+        shown += 1
+        requests, refused = sum(p.requests for p in points), sum(p.refused for p in points)
+        parts.append(f'<h3>{esc(tenant)}</h3><p class="note">{requests} requests, {refused}'
+                     " refused</p>")  # fmt: skip
+        parts.append(
+            line_chart(
+                f"requests {tenant}",
+                "requests",
+                minutes,
+                [
+                    Series("requests", "#36c", [(p.minute, p.requests) for p in points]),
+                    Series("refused", "#c33", [(p.minute, p.refused) for p in points]),
+                ],
+            )
+        )
+    if not shown:
+        parts.append('<p class="note">No requests from registered tenants in this window.</p>')
+    parts.append(
+        f'<p class="note">The first {MAX_TENANTS} tenants with registered agents. Latency is'
+        " read from a histogram of buckets 25 % apart (within about 12 %); reload for newer"
+        " minutes.</p>"
+    )
+    return page("charts", "Charts: latency and load over time", "".join(parts))
