@@ -34,7 +34,8 @@ def _figure(value: float) -> str:
 
 
 def line_chart(label: str, unit: str, minutes: Sequence[int], series: Sequence[Series]) -> str:
-    """An `<svg>` plotting `series` over `minutes` (the x axis, oldest first), y from 0."""
+    """An `<svg>` plotting `series` over `minutes` (the x axis, oldest first), y from 0 to the
+    highest point; `unit` names the y axis (in the legend and each point's title)."""
     first, last = minutes[0], minutes[-1]
     top = max((v for s in series for _, v in s.points), default=0.0) or 1.0
     plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
@@ -53,7 +54,7 @@ def line_chart(label: str, unit: str, minutes: Sequence[int], series: Sequence[S
         f'<rect x="{_LEFT}" y="{_TOP}" width="{plot_w}" height="{plot_h}" fill="#fafafa"'
         ' stroke="#ccc"/>',
         f'<text x="{_LEFT - 4}" y="{_TOP + 10}" text-anchor="end" font-size="11">'
-        f"{esc(_figure(top))} {esc(unit)}</text>",
+        f"{esc(_figure(top))}</text>",
         f'<text x="{_LEFT - 4}" y="{_TOP + plot_h}" text-anchor="end" font-size="11">0</text>',
         f'<text x="{_LEFT}" y="{HEIGHT - 6}" font-size="11">{_clock(first)}</text>',
         f'<text x="{WIDTH - _RIGHT}" y="{HEIGHT - 6}" text-anchor="end" font-size="11">'
@@ -77,4 +78,4 @@ def line_chart(label: str, unit: str, minutes: Sequence[int], series: Sequence[S
         f'<span class="legend" style="color:{s.colour}">&#9632; {esc(s.name)}</span> '
         for s in series
     )
-    return "".join(parts) + f"</svg><div>{legend}</div>"
+    return "".join(parts) + f'</svg><div>{legend}<span class="note">({esc(unit)})</span></div>'

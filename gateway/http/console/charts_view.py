@@ -13,7 +13,7 @@ import time
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
-from gateway.call_series import SERIES_MINUTES, CallSeries
+from gateway.call_series import SERIES_MINUTES, CallSeries, TenantMinute, ToolMinute
 from gateway.http.console.chart_svg import Series, line_chart
 from gateway.http.console.page_layout import esc, page
 from gateway.identity import AgentDirectory
@@ -21,41 +21,33 @@ from gateway.identity import AgentDirectory
 MAX_TENANTS = 20  # a page, not a dump: the first tenants by name
 
 
-async def charts_page(request: Request) -> HTMLResponse:
-    await request.app.state.audit.flush()  # this replica's own records, up to now
-    directory: AgentDirectory = request.app.state.agents
-    series = CallSeries(request.app.state.redis)
-    minutes = series.window(int(time.time() * 1000))
-    tenants = sorted({r.tenant for r in await directory.list()})[:MAX_TENANTS]
-    parts = [f"<h2>Tool latency (ms per call, each minute's p50 and p95, last {SERIES_MINUTES}"
-             " minutes)</h2>"]  # fmt: skip
-    tools = await series.tools(minutes)
+def _tool_charts(minutes: list[int], tools: dict[str, list[ToolMinute]]) -> str:
+    parts = []
     for tool, points in tools.items():
-        parts.append(f'<h3>{esc(tool)}</h3><p class="note">{sum(p.calls for p in points)} calls'
-                     "</p>")  # fmt: skip
+        calls = sum(p.calls for p in points)
+        parts.append(f'<h3>{esc(tool)}</h3><p class="note">{calls} calls</p>')
+        p50 = [(p.minute, round(p.p50_ms, 2)) for p in points]
+        p95 = [(p.minute, round(p.p95_ms, 2)) for p in points]
         parts.append(
             line_chart(
                 f"latency {tool}",
                 "ms",
                 minutes,
-                [
-                    Series("p50", "#36c", [(p.minute, round(p.p50_ms, 2)) for p in points]),
-                    Series("p95", "#c63", [(p.minute, round(p.p95_ms, 2)) for p in points]),
-                ],
+                [Series("p50", "#36c", p50), Series("p95", "#c63", p95)],
             )
         )
-    if not tools:
-        parts.append('<p class="note">No tool calls in this window.</p>')
-    parts.append(f"<h2>Requests and refusals per tenant (per minute, last {SERIES_MINUTES}"
-                 " minutes)</h2>")  # fmt: skip
-    shown = 0
-    for tenant, points in (await series.tenants(tenants, minutes)).items():
+    return "".join(parts) or '<p class="note">No tool calls in this window.</p>'
+
+
+def _tenant_charts(minutes: list[int], tenants: dict[str, list[TenantMinute]]) -> str:
+    parts = []
+    for tenant, points in tenants.items():
         if not points:
             continue
-        shown += 1
         requests, refused = sum(p.requests for p in points), sum(p.refused for p in points)
-        parts.append(f'<h3>{esc(tenant)}</h3><p class="note">{requests} requests, {refused}'
-                     " refused</p>")  # fmt: skip
+        parts.append(
+            f'<h3>{esc(tenant)}</h3><p class="note">{requests} requests, {refused} refused</p>'
+        )
         parts.append(
             line_chart(
                 f"requests {tenant}",
@@ -67,11 +59,23 @@ async def charts_page(request: Request) -> HTMLResponse:
                 ],
             )
         )
-    if not shown:
-        parts.append('<p class="note">No requests from registered tenants in this window.</p>')
-    parts.append(
-        f'<p class="note">The first {MAX_TENANTS} tenants with registered agents. Latency is'
+    return "".join(parts) or '<p class="note">No requests from these tenants in this window.</p>'
+
+
+async def charts_page(request: Request) -> HTMLResponse:
+    await request.app.state.audit.flush()  # this replica's own records, up to now
+    directory: AgentDirectory = request.app.state.agents
+    series = CallSeries(request.app.state.redis)
+    minutes = series.window(int(time.time() * 1000))
+    tenants = sorted({r.tenant for r in await directory.list()})[:MAX_TENANTS]
+    body = (
+        f"<h2>Tool latency (ms per call, each minute's p50 and p95, last {SERIES_MINUTES}"
+        " minutes)</h2>"
+        + _tool_charts(minutes, await series.tools(minutes))
+        + f"<h2>Requests and refusals per tenant (per minute, last {SERIES_MINUTES} minutes)</h2>"
+        + _tenant_charts(minutes, await series.tenants(tenants, minutes))
+        + f'<p class="note">The first {MAX_TENANTS} tenants with registered agents. Latency is'
         " read from a histogram of buckets 25 % apart (within about 12 %); reload for newer"
         " minutes.</p>"
     )
-    return page("charts", "Charts: latency and load over time", "".join(parts))
+    return page("charts", "Charts: latency and load over time", body)
