@@ -100,6 +100,8 @@ async def test_try_form_calls_as_the_agent_and_the_audit_says_an_admin_did(
         ("run_shell", "refused", "console", "admin (console)"),
         ("echo", "ok", "console", "admin (console)"),
     ]
+    feed = (await client.get("/console/feed")).text
+    assert "<td>tester (by admin (console))</td>" in feed
 
 
 async def test_namespace_page_shows_values_and_the_admin_key_reads_any_tenants_key(
