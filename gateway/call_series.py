@@ -8,9 +8,13 @@ pipelined round trip, summed over the batch), so the request's path pays nothing
 - ``conclave:series:{t:<tenant>}:<minute>``  hash: outcome (ok, refused, failed, cancelled)
   -> requests; in the tenant's hash slot. Requests refused before a tenant was known count
   under ``conclave:series:anonymous:<minute>``. Tenants come from verified tokens only.
-- ``conclave:series:tools:<minute>``  hash: ``<tool>|<bucket>`` -> calls whose wall time fell
-  in that bucket. Only calls that reached a served tool (outcome ok or failed) count, so the
-  fields are bounded by the served tools times `BUCKETS`, whatever names callers send.
+- ``conclave:series:tools:<minute>``  hash: ``<tool>|<bucket>`` -> calls whose duration (the
+  audit's `duration_ms`: through the whole pipeline, as the caller waited) fell in the bucket.
+  Only calls that reached a served tool (outcome ok or failed) count, so the fields are
+  bounded by the served tools times `BUCKETS`, whatever names callers send.
+
+Like the audit streams they count, the series are bounded by count, not charged to a tenant's
+byte quota: a tenant holds at most `SERIES_MINUTES` + 1 hashes of four fields.
 
 A bucket spans a factor of `GROWTH` (bucket i holds durations up to `FLOOR_MS * GROWTH**i`),
 so a percentile read back is the geometric middle of its bucket: within about 12 % of the

@@ -69,8 +69,8 @@ async def charts_page(request: Request) -> HTMLResponse:
     minutes = series.window(int(time.time() * 1000))
     tenants = sorted({r.tenant for r in await directory.list()})[:MAX_TENANTS]
     body = (
-        f"<h2>Tool latency (ms per call, each minute's p50 and p95, last {SERIES_MINUTES}"
-        " minutes)</h2>"
+        "<h2>Tool latency (ms per call through the gateway, each minute's p50 and p95, last"
+        f" {SERIES_MINUTES} minutes)</h2>"
         + _tool_charts(minutes, await series.tools(minutes))
         + f"<h2>Requests and refusals per tenant (per minute, last {SERIES_MINUTES} minutes)</h2>"
         + _tenant_charts(minutes, await series.tenants(tenants, minutes))
