@@ -54,6 +54,8 @@ async def test_charts_plot_each_tenants_requests_refusals_and_each_tools_latency
     for _ in range(3):  # outside the agent's allow-list: refused
         assert await _call(client, token, "run_shell", command="true") == 403
     assert await _call(client, other, "echo", message="hi") == 200
+    assert await _call(client, "", "echo", message="hi") == 401
+    assert await _call(client, "not-a-token", "echo", message="hi") == 401
     await _log_in(client, settings)
     page = (await client.get("/console/charts")).text
 
@@ -61,11 +63,26 @@ async def test_charts_plot_each_tenants_requests_refusals_and_each_tools_latency
     assert sum(_points(page, "requests acme", "refused")) == 3
     assert sum(_points(page, "requests globex", "requests")) == 1
     assert sum(_points(page, "requests globex", "refused")) == 0
+    assert sum(_points(page, "requests (no tenant)", "refused")) == 2  # no token, a bad one
     p50, p95 = _points(page, "latency echo", "p50"), _points(page, "latency echo", "p95")
     assert p50 and len(p50) == len(p95)
     assert all(0 < a <= b for a, b in zip(p50, p95, strict=True))
     assert "5 calls" in page  # echo's calls in the window, acme's and globex's
     assert 'data-chart="latency run_shell"' not in page  # refused calls ran nothing
+
+
+async def test_charts_and_the_try_form_need_a_login(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    admin = admin_headers(settings)
+    await registered_token(client, admin, "acme", "tester", tools=["echo"])
+    for path in ("/console/charts", "/console/try?tool=echo"):
+        answer = await client.get(path)
+        assert (answer.status_code, answer.headers["location"]) == (303, "/console/login")
+    fields = {"tool": "echo", "agent": "acme/tester", "arg:message": "hi", "form_token": "0"}
+    assert (await client.post("/console/try", data=fields)).status_code == 303
+    calls = await client.get("/v1/audit", params={"tenant": "acme"}, headers=admin)
+    assert calls.json() == []  # nothing was called
 
 
 async def test_try_form_calls_as_the_agent_and_the_audit_says_an_admin_did(

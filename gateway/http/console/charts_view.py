@@ -3,7 +3,8 @@ requests and refusals per minute, over the last `SERIES_MINUTES` minutes.
 
 Read from the per-minute series the audit keeps (`gateway.call_series`): one pipelined round
 trip of `SERIES_MINUTES` hashes per tenant and for the tools, for at most `MAX_TENANTS`
-tenants. Drawn as inline SVG (`chart_svg`). A minute with no requests has no point.
+tenants, and the requests refused before a token named a tenant. Drawn as inline SVG
+(`chart_svg`). A minute with no requests has no point.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from gateway.http.console.page_layout import esc, page
 from gateway.identity import AgentDirectory
 
 MAX_TENANTS = 20  # a page, not a dump: the first tenants by name
+UNAUTHENTICATED = "(no tenant)"  # requests refused before a token named one
 
 
 def _tool_charts(minutes: list[int], tools: dict[str, list[ToolMinute]]) -> str:
@@ -45,12 +47,13 @@ def _tenant_charts(minutes: list[int], tenants: dict[str, list[TenantMinute]]) -
         if not points:
             continue
         requests, refused = sum(p.requests for p in points), sum(p.refused for p in points)
+        name = tenant or UNAUTHENTICATED
         parts.append(
-            f'<h3>{esc(tenant)}</h3><p class="note">{requests} requests, {refused} refused</p>'
+            f'<h3>{esc(name)}</h3><p class="note">{requests} requests, {refused} refused</p>'
         )
         parts.append(
             line_chart(
-                f"requests {tenant}",
+                f"requests {name}",
                 "requests",
                 minutes,
                 [
@@ -73,8 +76,9 @@ async def charts_page(request: Request) -> HTMLResponse:
         f" {SERIES_MINUTES} minutes)</h2>"
         + _tool_charts(minutes, await series.tools(minutes))
         + f"<h2>Requests and refusals per tenant (per minute, last {SERIES_MINUTES} minutes)</h2>"
-        + _tenant_charts(minutes, await series.tenants(tenants, minutes))
-        + f'<p class="note">The first {MAX_TENANTS} tenants with registered agents. Latency is'
+        + _tenant_charts(minutes, await series.tenants([*tenants, ""], minutes))
+        + f'<p class="note">The first {MAX_TENANTS} tenants with registered agents, then'
+        f" {UNAUTHENTICATED}: requests refused before a token named a tenant. Latency is"
         " read from a histogram of buckets 25 % apart (within about 12 %); reload for newer"
         " minutes.</p>"
     )
