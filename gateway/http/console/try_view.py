@@ -66,7 +66,7 @@ def _shown(value: Any) -> str:
 
 def _outcome_html(ctx: RequestContext) -> str:
     if ctx.error is not None:
-        return _error_html(ctx.error)
+        return _error_html(ctx.error, "Failed" if ctx.executed else "Refused")
     output: ToolResult = ctx.result
     answer = {
         "result": output.value,
@@ -78,9 +78,9 @@ def _outcome_html(ctx: RequestContext) -> str:
     return f'<h2 class="ok">Result</h2><pre id="result">{_shown(answer)}</pre>'
 
 
-def _error_html(error: SerfError) -> str:
+def _error_html(error: SerfError, how: str = "Refused") -> str:
     return (
-        f'<h2 class="refused">Refused: <code id="error-code">{esc(error.code.value)}</code></h2>'
+        f'<h2 class="refused">{how}: <code id="error-code">{esc(error.code.value)}</code></h2>'
         f"<p>{esc(error.message)}</p>"
         f'<pre id="error">{_shown(error.model_dump(mode="json"))}</pre>'
     )
