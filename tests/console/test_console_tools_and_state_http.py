@@ -69,6 +69,7 @@ async def test_charts_plot_each_tenants_requests_refusals_and_each_tools_latency
     assert all(0 < a <= b for a, b in zip(p50, p95, strict=True))
     assert "5 calls" in page  # echo's calls in the window, acme's and globex's
     assert 'data-chart="latency run_shell"' not in page  # refused calls ran nothing
+    assert "<meta http-equiv='refresh' content='30'>" in page  # new minutes without a script
 
 
 async def test_charts_and_the_try_form_need_a_login(

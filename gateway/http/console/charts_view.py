@@ -20,6 +20,7 @@ from gateway.http.console.page_layout import esc, page
 from gateway.identity import AgentDirectory
 
 MAX_TENANTS = 20  # a page, not a dump: the first tenants by name
+REFRESH_S = 30  # a minute's point fills in as its calls come
 UNAUTHENTICATED = "(no tenant)"  # requests refused before a token named one
 
 
@@ -79,7 +80,7 @@ async def charts_page(request: Request) -> HTMLResponse:
         + _tenant_charts(minutes, await series.tenants([*tenants, ""], minutes))
         + f'<p class="note">The first {MAX_TENANTS} tenants with registered agents, then'
         f" {UNAUTHENTICATED}: requests refused before a token named a tenant. Latency is"
-        " read from a histogram of buckets 25 % apart (within about 12 %); reload for newer"
-        " minutes.</p>"
+        " read from a histogram of buckets 25 % apart (within about 12 %). The page reloads"
+        f" every {REFRESH_S} s.</p>"
     )
-    return page("charts", "Charts: latency and load over time", body)
+    return page("charts", "Charts: latency and load over time", body, refresh_s=REFRESH_S)
