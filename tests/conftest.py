@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 from redis.asyncio import Redis
 
-from conclave.bench.conformance_cli import DEFAULT_SUITE, ConformanceUnavailable, node_tools
+from conclave.bench.conformance_cli import (
+    DEFAULT_SUITE,
+    NODE_TOOLS,
+    REPO_ROOT,
+    ConformanceUnavailable,
+    node_tools,
+)
 from conclave.embedded_redis import EmbeddedRedis
 from gateway.redis_client import connect_redis
 from gateway.settings import Settings
@@ -108,6 +115,38 @@ def conformance_installed() -> None:
         node_tools(DEFAULT_SUITE)
     except ConformanceUnavailable as exc:
         _need("the MCP conformance suite", str(exc))
+
+
+@pytest.fixture(scope="session")
+def client_env_python() -> Callable[[str], Path]:
+    """The interpreter of an MCP client's own venv (`.client-envs/<name>`, from
+    `tests/e2e/clients/<name>.txt` by `.ci/lib.sh`'s install_client_envs); a missing one fails
+    in CI and skips elsewhere."""
+
+    def python(name: str) -> Path:
+        interpreter = REPO_ROOT / ".client-envs" / name / "bin" / "python"
+        missing = None
+        if not interpreter.exists():
+            hint = "bash -c 'source .ci/lib.sh && install_client_envs'"
+            missing = f"the {name} client venv is not installed at {interpreter}: run {hint}"
+        _need(f"the {name} MCP client", missing)
+        return interpreter
+
+    return python
+
+
+@pytest.fixture(scope="session")
+def inspector_bin() -> Path:
+    """The folder holding MCP Inspector's `mcp-inspector` and the Node 22 it runs on (from
+    `.ci/lib.sh`'s install_node_tools); put it first on PATH. Fails in CI, skips elsewhere
+    when missing."""
+    folder = NODE_TOOLS / "inspector" / "node_modules" / ".bin"
+    missing = None
+    if not (folder / "mcp-inspector").exists() or not (folder / "node").exists():
+        hint = "bash -c 'source .ci/lib.sh && install_node_tools'"
+        missing = f"MCP Inspector is not installed under {folder}: run {hint}"
+    _need("MCP Inspector", missing)
+    return folder
 
 
 @pytest.fixture(scope="module", params=SANDBOX_BACKENDS)

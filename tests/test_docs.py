@@ -10,7 +10,7 @@ docker sandbox backend). A block runs the way a reader runs it:
 - `bash`/`sh`: run by `bash -euo pipefail` in a fresh directory with the same environment;
 - `toml`: loaded with `tools.sources.load_config`, as `conclave serve --config` loads it;
 - `haproxy`: a load balancer's configuration, checked by `haproxy -c` as HAProxy reads it;
-- `json`: an MCP host's configuration: it parses, and every `url` in it is a gateway's `/mcp`.
+- `json`: an MCP host's configuration: it parses, and every URL in it is a gateway's `/mcp`.
 
 HTML comments on the lines just before a fence change that (`<!-- readme: KIND ... -->`, one
 per line, in any order; `<!-- example: NAME -->` lines of other tests may sit among them). A
@@ -237,9 +237,10 @@ def check_haproxy(block: Block, tmp_path: Path) -> None:
 
 
 def check_json(block: Block) -> None:
-    """An MCP host's configuration: valid JSON whose every `url` is a gateway's `/mcp`."""
+    """An MCP host's configuration: valid JSON whose every URL (a `url`, or an argument of a
+    bridge command such as `mcp-remote`) is a gateway's `/mcp`."""
     config = json.loads(block.text)
-    urls = re.findall(r'"url": "([^"]+)"', json.dumps(config))
+    urls = re.findall(r'"(https?://[^"]+)"', json.dumps(config))
     assert urls and all(url.endswith("/mcp") for url in urls), f"{block.where}: {urls}"
 
 

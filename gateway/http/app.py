@@ -23,7 +23,7 @@ from gateway.http.console import router as console_router
 from gateway.http.fast_path import FastPath, serve_hot
 from gateway.http.host_check import HostCheck
 from gateway.http.openapi_document import complete_document
-from gateway.http.responses import install_error_handlers
+from gateway.http.responses import install_error_handlers, with_resource_metadata
 from gateway.http.routes import ROUTERS
 from gateway.tracing import TRACING, serve_traced
 
@@ -56,6 +56,8 @@ class GatewayApp(FastAPI):
         if check is not None and scope["type"] == "http" and not check.allows(scope):
             await check.refuse(scope, receive, send)
             return
+        if scope["type"] == "http":  # every Bearer challenge names our OAuth metadata
+            send = with_resource_metadata(scope, send)
         # Built once, on the first call, as Starlette builds its middleware stack: every route
         # is declared by then, wherever it was declared from.
         if self._fast_path is None:

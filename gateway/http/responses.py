@@ -15,11 +15,15 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import iter_route_contexts
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from starlette.datastructures import URL
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import Match
+from starlette.types import Message, Send
+from starlette.types import Scope as AsgiScope
 
 from gateway.gateway_error import GatewayError, translate
+from gateway.identity.resource_metadata import bearer_challenge, metadata_url
 from protocol import ErrorCode, SerfError
 
 
@@ -43,8 +47,35 @@ def refusal(error: SerfError) -> Response:
 
 
 def challenge(error: SerfError) -> dict[str, str] | None:
-    """`WWW-Authenticate` for a 401, as RFC 6750 asks of a bearer-token API."""
-    return {"WWW-Authenticate": "Bearer"} if error.http_status == 401 else None
+    """`WWW-Authenticate` for a 401 or a scope refusal, as RFC 6750 asks of a bearer-token API
+    (`resource_metadata` is added on the way out, by `with_resource_metadata`)."""
+    value = bearer_challenge(error)
+    return {"WWW-Authenticate": value} if value is not None else None
+
+
+def with_resource_metadata(scope: AsgiScope, send: Send) -> Send:
+    """`send`, adding `resource_metadata` (RFC 9728: where this gateway's metadata is, at the
+    origin the client reached) to a Bearer challenge: every route's, the fast path's and the
+    error handlers' alike."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] in (401, 403):
+            message["headers"] = [
+                (k, _with_metadata(v, scope)) if k.lower() == b"www-authenticate" else (k, v)
+                for k, v in message.get("headers") or ()
+            ]
+        await send(message)
+
+    return sending
+
+
+def _with_metadata(value: bytes, scope: AsgiScope) -> bytes:
+    if not value.startswith(b"Bearer") or b"resource_metadata=" in value:
+        return value
+    url = URL(scope=scope)
+    parameter = f'resource_metadata="{metadata_url(f"{url.scheme}://{url.netloc}")}"'
+    separator = " " if value == b"Bearer" else ", "
+    return value + (separator + parameter).encode("latin-1")
 
 
 def method_not_allowed(

@@ -8,9 +8,18 @@ generation (`gen`, absent: 0) is checked at admission like our own tokens': an a
 gateway has registered or revoked is on a later generation, so a provider token for it is
 refused until the provider issues the current `gen`. Keys are fetched (a blocking call, so in
 a worker thread) and cached by pyjwt's `PyJWKClient`.
+
+An OAuth authorization server's tokens rarely use Conclave's claim names: `jwks_claims` maps
+them (`{"tenant": "org_id"}`), scopes may come as OAuth's space-separated `scope`, and of those
+of those only the ones Conclave understands are kept (a provider adds `openid`,
+`offline_access`); Conclave's own `scopes` list stays strict. A token without a `jti` is known
+by its hash.
 """
 
 from __future__ import annotations
+
+import hashlib
+from typing import Any
 
 import anyio
 import jwt
@@ -18,9 +27,10 @@ import jwt
 from gateway.gateway_error import GatewayError
 from gateway.identity.tokens import decode_claims
 from gateway.settings import Settings
-from protocol import ErrorCode, TokenClaims
+from protocol import ErrorCode, TokenClaims, validate_scope
 
 ASYMMETRIC = ("RS256", "RS384", "RS512")
+_MAPPED = ("sub", "tenant", "scopes", "obo")  # the claims `jwks_claims` may rename
 
 
 class JwksVerifier:
@@ -35,6 +45,7 @@ class JwksVerifier:
         self.issuer = settings.jwks_issuer
         self.audience = settings.jwks_audience
         self.max_ttl_s = settings.token_ttl_max_s
+        self.claim_names = {str(ours): theirs for ours, theirs in settings.jwks_claims.items()}
         self.client = jwt.PyJWKClient(self.url, cache_keys=True, lifespan=300, timeout=5)
 
     def handles(self, token: str) -> bool:
@@ -65,4 +76,30 @@ class JwksVerifier:
             issuer=self.issuer,
             audience=self.audience,
             renew_hint="get a new one from your provider",
+            mapped=self._conclave_claims,
         )
+
+    def _conclave_claims(self, payload: dict[str, Any], token: str) -> dict[str, Any]:
+        """The provider's payload under Conclave's claim names."""
+        claims = dict(payload)
+        for ours in _MAPPED:
+            theirs = self.claim_names.get(ours, ours)
+            claims.pop(ours, None)
+            if theirs in payload:
+                claims[ours] = payload[theirs]
+        if "scopes" in self.claim_names or ("scopes" not in claims and "scope" in payload):
+            # An OAuth server's scopes: keep those Conclave understands. Conclave's own
+            # `scopes` list stays strict: a malformed one there makes the token invalid.
+            granted = payload.get(self.claim_names.get("scopes", "scope"), ())
+            listed = granted.split() if isinstance(granted, str) else granted
+            claims["scopes"] = [s for s in listed if isinstance(s, str) and _understood(s)]
+        claims.setdefault("jti", hashlib.sha256(token.encode()).hexdigest()[:32])
+        return claims
+
+
+def _understood(scope: str) -> bool:
+    try:
+        validate_scope(scope)
+    except ValueError:
+        return False
+    return True

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import jwt
@@ -88,15 +88,17 @@ def decode_claims(
     renew_hint: str,
     issuer: str | None = None,
     audience: str | None = None,
+    mapped: Callable[[dict[str, Any], str], dict[str, Any]] | None = None,
 ) -> TokenClaims:
     """Verify a JWT with `key` and read its claims; every failure becomes its SERF code.
 
     Shared by our own HS256 tokens and an identity provider's RS256 ones, so both refuse
     alike. A token whose lifetime (exp - iat) exceeds `max_ttl_s` is invalid. `audience`, when
     given, must be in the token's `aud`. `renew_hint` tells the agent where a new token comes
-    from.
+    from. `mapped` turns a provider's payload (and the token) into Conclave's claims.
     """
-    required = ["exp", "iat", "sub", "jti"] + (["aud"] if audience is not None else [])
+    required = ["exp", "iat"] + (["aud"] if audience is not None else [])
+    required += ["sub", "jti"] if mapped is None else []
     try:
         payload = jwt.decode(
             token,
@@ -106,7 +108,7 @@ def decode_claims(
             audience=audience,
             options={"require": required},
         )
-        claims = TokenClaims.model_validate(payload)
+        claims = TokenClaims.model_validate(payload if mapped is None else mapped(payload, token))
     except jwt.ExpiredSignatureError as exc:
         raise GatewayError.of(
             ErrorCode.AUTH_EXPIRED, f"the token has expired: {renew_hint}"

@@ -56,6 +56,7 @@ class AuthenticateStage:
             if len(self._verified) > _CACHE_SIZE:
                 self._verified.popitem(last=False)
         ctx.principal = principal
+        ctx.oauth = self.jwks is not None and claims.iss == self.jwks.issuer
 
     async def _verify(self, token: str) -> TokenClaims:
         if self.jwks is not None and self.jwks.handles(token):

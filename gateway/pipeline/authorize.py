@@ -88,6 +88,7 @@ def find_tool(
             ErrorCode.TOOL_NOT_ALLOWED,
             f"agent {principal.tenant}/{principal.agent} may not call {name!r}; GET /v1/tools"
             f" lists what it may call, or ask for scope tool:{name}",
+            details={"scope": f"tool:{name}"},  # the OAuth challenge's insufficient_scope
         )
     return tool
 

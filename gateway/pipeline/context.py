@@ -65,6 +65,7 @@ class RequestContext:
 
     # Filled in by the stages.
     principal: Principal | None = None
+    oauth: bool = False  # the token came from the OAuth authorization server (can step up)
     tool_context: ToolContext | None = None
     trace_id: str = ""
     traceparent: str = ""  # what our span hands on to the tool: the caller's trace, our span id

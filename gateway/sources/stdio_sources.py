@@ -49,7 +49,7 @@ from sandbox import (
     source_layer,
 )
 from tools import RegisteredTool, ToolRegistry, ToolResult
-from tools.sources import McpStdioSource, ToolSource, prepare_stdio_source
+from tools.sources import McpStdioSource, ToolSource, prepare_stdio_source, served_tool_name
 
 log = logging.getLogger("conclave.sources")
 
@@ -263,9 +263,9 @@ class StdioSources:
 
     def prompts_for(self, principal: Principal) -> list[dict[str, Any]]:
         return [
-            {**p, "name": f"{s.name}.{p['name']}"}
+            {**p, "name": served_tool_name(s.name, own, s.source.separator)}
             for s in self._visible(principal)
-            for p in s.prompts.values()
+            for own, p in s.prompts.items()
         ]
 
     def resource_owner(self, principal: Principal, uri: str) -> StdioServer | None:
@@ -289,11 +289,14 @@ class StdioSources:
         self, principal: Principal, name: str, arguments: dict[str, str] | None
     ) -> dict[str, Any] | None:
         """The prompt got in the caller's sandbox; None when no visible source has it."""
-        source, _, own = name.partition(".")
-        server = self.servers.get(source)
-        if server is None or server not in self._visible(principal) or own not in server.prompts:
-            return None
-        if self.executor is None:
+        named = (
+            (server, own)
+            for server in self._visible(principal)
+            for own in server.prompts
+            if server.source.answers_to(name, own)
+        )
+        server, own = next(named, (None, ""))
+        if server is None or self.executor is None:
             return None
         params: dict[str, Any] = {"name": own, **({"arguments": arguments} if arguments else {})}
         context = _context(principal)

@@ -13,7 +13,8 @@
   `tool:` scopes cover every tool of the source (`tool:<source>.*`, `tool:<source>__*` or
   `tool:*`) sees and may
   read its resources and get its prompts; to anyone else they do not exist (NOT_FOUND).
-  Prompts are named `<source>.<prompt>`; resources keep their upstream URIs.
+  Prompts are named as tools are (`<source>__<prompt>`, the dotted name an alias);
+  resources keep their upstream URIs.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from gateway.sources.http_upstream import HttpUpstream
 from protocol import ErrorCode, Principal
 from sandbox import Invocation, Outcome, ToolExecutor
 from tools import DuplicateToolError, RegisteredTool, ToolRegistry
-from tools.sources import McpHttpSource, ToolNameError, ToolSource
+from tools.sources import McpHttpSource, ToolNameError, ToolSource, served_tool_name
 
 log = logging.getLogger("conclave.upstreams")
 
@@ -114,7 +115,8 @@ class UpstreamSet:
         listed = []
         for upstream in self._visible(principal):
             for name, prompt in upstream.prompts.items():
-                listed.append({**prompt, "name": f"{upstream.name}.{name}"})
+                served = served_tool_name(upstream.name, name, upstream.source.separator)
+                listed.append({**prompt, "name": served})
         return listed
 
     async def read_resource(self, principal: Principal, uri: str) -> dict[str, Any]:
@@ -128,17 +130,13 @@ class UpstreamSet:
     async def get_prompt(
         self, principal: Principal, name: str, arguments: dict[str, str] | None
     ) -> dict[str, Any]:
-        source, _, own = name.partition(".")
-        upstream = self.upstreams.get(source)
-        if (
-            upstream is None
-            or upstream not in self._visible(principal)
-            or own not in upstream.prompts
-        ):
-            raise GatewayError.of(
-                ErrorCode.NOT_FOUND, f"no prompt {name[:100]!r} here; prompts/list names them"
-            )
-        return await upstream.get_prompt(own, arguments)
+        for upstream in self._visible(principal):
+            for own in upstream.prompts:
+                if upstream.source.answers_to(name, own):
+                    return await upstream.get_prompt(own, arguments)
+        raise GatewayError.of(
+            ErrorCode.NOT_FOUND, f"no prompt {name[:100]!r} here; prompts/list names them"
+        )
 
 
 class UpstreamRouter:

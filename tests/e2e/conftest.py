@@ -1,11 +1,15 @@
-"""The real stack for end-to-end tests: the gateway under uvicorn in its own process."""
+"""The real stacks for end-to-end tests: the gateway under uvicorn in its own process, alone
+(`stack`, once per sandbox backend) or with an MCP upstream federated behind it
+(`federated_stack`, for the client matrix)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from conclave.bench.mcp_upstream import running_upstream
 from conclave.stack import EmbeddedStack
 from gateway.settings import Settings
 
@@ -19,6 +23,11 @@ E2E_LIMITS = {
     "rate_limit_burst": 10,
     "sandbox_agent_max": 12,
 }
+# The federated stack's `mcp_http` source: the upstream test server (conclave.bench.mcp_upstream)
+# under this name, so its tools are served as `notes__echo`, ... and its resource
+# `notes://readme` reaches the agents whose scopes cover `tool:notes.*`.
+UPSTREAM_SOURCE = "notes"
+FEDERATED_ADMIN_KEY = "federated-admin-key"
 
 
 @pytest.fixture(scope="module")
@@ -33,3 +42,28 @@ def stack(redis_url: str, sandbox_backend: str) -> Iterator[EmbeddedStack]:
     )
     with EmbeddedStack(settings) as running:
         yield running
+
+
+@pytest.fixture(scope="module")
+def federated_stack(
+    redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[EmbeddedStack]:
+    """The built-in tools and the upstream test server as the `mcp_http` source `notes`.
+
+    The clients in front are what the matrix tests, not the sandbox: tools run on the
+    process backend (tests/e2e's other modules run each backend)."""
+    with running_upstream() as upstream_url:
+        config = Path(tmp_path_factory.mktemp("federated")) / "conclave.toml"
+        config.write_text(
+            f'[[source]]\nname = "{UPSTREAM_SOURCE}"\nkind = "mcp_http"\nurl = "{upstream_url}"\n'
+        )
+        settings = Settings(
+            redis_url=redis_url,
+            port=0,
+            sandbox_backend="process",
+            config=config,
+            secret="federated-secret-" + "f" * 32,
+            admin_key=FEDERATED_ADMIN_KEY,
+        )
+        with EmbeddedStack(settings) as running:
+            yield running

@@ -62,7 +62,10 @@ async def test_no_token_tampered_and_expired(http: httpx.AsyncClient, stack: Emb
     tampered = f"{header}.{forged.split('.')[1]}.{signature}"
     response = await _call(http, "echo", tampered, **args)
     await _refused(http, stack, response, "AUTH_INVALID", 401)
-    assert response.headers["www-authenticate"] == "Bearer"
+    assert response.headers["www-authenticate"] == (  # a bad token: invalid_token (RFC 6750)
+        f'Bearer error="invalid_token", resource_metadata="{stack.url}'
+        '/.well-known/oauth-protected-resource/mcp"'
+    )
     old = issue_token(stack.settings, tenant="acme", agent="w", ttl_s=1, now=time.time() - 60)
     await _refused(http, stack, await _call(http, "echo", old, **args), "AUTH_EXPIRED", 401)
 

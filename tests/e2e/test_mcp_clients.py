@@ -36,9 +36,11 @@ async def test_the_mcp_client_lists_and_calls_with_a_bearer_token(stack: Embedde
         assert answer.meta is not None and len(answer.meta["conclave/trace_id"]) == 32
 
         wrong = await mcp.call_tool("echo", {"message": 5})  # a tool failure: isError
-        assert wrong.is_error and wrong.structured_content is not None
-        assert wrong.structured_content["code"] == "INVALID_ARGUMENTS"
-        assert wrong.structured_content["action"] == "fix_args"
+        # echo declares an outputSchema, which an error need not fit: the envelope is in
+        # `_meta` (clients built on the TypeScript SDK check structuredContent against it).
+        assert wrong.is_error and wrong.structured_content is None and wrong.meta is not None
+        assert wrong.meta["conclave/error"]["code"] == "INVALID_ARGUMENTS"
+        assert wrong.meta["conclave/error"]["action"] == "fix_args"
         # A client that shows only text sees what to fix, too.
         text = wrong.content[0].text  # type: ignore[union-attr]
         assert "- message: Input should be a valid string" in text

@@ -39,7 +39,10 @@ async def test_a_tool_call_on_the_hot_path_answers_and_refuses_as_before(
     unauthenticated = await client.post("/v1/tools/echo/call", json={"arguments": {}})
     assert unauthenticated.status_code == 401
     assert unauthenticated.json()["code"] == "AUTH_REQUIRED"
-    assert unauthenticated.headers["WWW-Authenticate"] == "Bearer"
+    # RFC 6750's challenge, naming where the OAuth metadata is (RFC 9728).
+    assert unauthenticated.headers["WWW-Authenticate"] == (
+        'Bearer resource_metadata="http://gateway/.well-known/oauth-protected-resource/mcp"'
+    )
 
 
 async def test_other_methods_and_paths_still_take_the_full_stack(

@@ -228,17 +228,20 @@ async def test_the_official_mcp_client_at_our_mcp_calls_lists_and_reads_per_iden
             answer = await client.call_tool("up__echo", {"message": "via mcp"})
             assert not answer.is_error and answer.structured_content == {"result": "via mcp"}
             failed = await client.call_tool("up.fail", {})
-            assert failed.is_error and failed.structured_content is not None
-            assert failed.structured_content["code"] == "TOOL_FAILED"
+            # The envelope is in `_meta` (the tool has an outputSchema its error need not fit).
+            assert failed.is_error and failed.meta is not None
+            assert failed.meta["conclave/error"]["code"] == "TOOL_FAILED"
 
             resources = (await client.list_resources()).resources
             assert [str(r.uri) for r in resources] == ["notes://readme"]
             read = await client.read_resource("notes://readme")
             assert read.contents[0].text == "upstream notes"  # type: ignore[union-attr]
             prompts = (await client.list_prompts()).prompts
-            assert [p.name for p in prompts] == ["up.greet"]
-            prompt = await client.get_prompt("up.greet", {"name": "Ada"})
-            assert "Ada" in prompt.messages[0].content.text  # type: ignore[union-attr]
+            # Prompts are named as the source's tools are; the dotted name stays an alias.
+            assert [p.name for p in prompts] == ["up__greet"]
+            for name in ("up__greet", "up.greet"):
+                prompt = await client.get_prompt(name, {"name": "Ada"})
+                assert "Ada" in prompt.messages[0].content.text  # type: ignore[union-attr]
 
         async with mcp_as("tool:up.echo", "tool:echo", agent="narrow") as client:
             assert (await client.list_resources()).resources == []
@@ -247,7 +250,7 @@ async def test_the_official_mcp_client_at_our_mcp_calls_lists_and_reads_per_iden
                 await client.read_resource("notes://readme")
             assert hidden.value.error.data["code"] == "NOT_FOUND"
             with pytest.raises(MCPError):
-                await client.get_prompt("up.greet", {"name": "Ada"})
+                await client.get_prompt("up__greet", {"name": "Ada"})
 
 
 async def test_a_failing_upstream_tool_opens_its_breaker(
@@ -428,7 +431,7 @@ async def test_a_call_cancelled_at_the_gateway_is_cancelled_on_the_upstream(
                 await _until(running)
                 assert (await client.post("/mcp", json=notice, headers=headers)).status_code == 202
             result = answers[0].json()["result"]
-            assert result["isError"] and result["structuredContent"]["code"] == "CANCELLED"
+            assert result["isError"] and result["_meta"]["conclave/error"]["code"] == "CANCELLED"
 
             async def seen_by_the_upstream() -> bool:
                 seen = await _call(client, headers, "up.cancellations")

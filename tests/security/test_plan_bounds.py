@@ -140,7 +140,6 @@ async def test_a_huge_plan_in_mcp_meta_is_refused(
     assert answer.status_code == 200, answer.text
     result = answer.json()["result"]
     assert result["isError"] is True
-    assert result["structuredContent"]["code"] == "INVALID_REQUEST"
-    assert result["structuredContent"]["param_hints"] == {
-        "_meta.conclave/plan": "at most 64 names, got 60000"
-    }
+    envelope = result["_meta"]["conclave/error"]  # echo declares an outputSchema
+    assert envelope["code"] == "INVALID_REQUEST"
+    assert envelope["param_hints"] == {"_meta.conclave/plan": "at most 64 names, got 60000"}

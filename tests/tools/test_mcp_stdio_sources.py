@@ -79,7 +79,8 @@ async def _mcp(app: Any, headers: dict[str, str]) -> AsyncIterator[Client]:
 
 
 def _running(marker: str) -> list[int]:
-    """Processes on this machine (sandboxes' included) whose command line holds `marker`."""
+    """Processes this test process started (its bwrap sandboxes' included: they descend from
+    it) whose command line holds `marker`. Other pytest workers run the same server."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -87,9 +88,22 @@ def _running(marker: str) -> list[int]:
                 cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
             except OSError:
                 continue
-            if marker.encode() in cmdline and int(entry) != os.getpid():
-                found.append(int(entry))
+            pid = int(entry)
+            if marker.encode() in cmdline and pid != os.getpid() and _descends_from_us(pid):
+                found.append(pid)
     return found
+
+
+def _descends_from_us(pid: int) -> bool:
+    while pid > 1:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rpartition(")")[2].split()[1])  # the parent: the field after the state
+        if pid == os.getpid():
+            return True
+    return False
 
 
 async def _call(
@@ -302,8 +316,8 @@ async def test_server_everything_from_npm_on_docker_serves_tools_resources_and_p
             read = await mcp.read_resource(str(resources[0].uri))
             assert read.contents
             prompts = (await mcp.list_prompts()).prompts
-            assert any(p.name == "everything.simple-prompt" for p in prompts), prompts
-            got = await mcp.get_prompt("everything.simple-prompt", {})
+            assert any(p.name == "everything__simple-prompt" for p in prompts), prompts
+            got = await mcp.get_prompt("everything__simple-prompt", {})
             assert got.messages
         async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
             transport = streamable_http_client(f"{stack.url}/mcp", http_client=http)

@@ -11,7 +11,9 @@ The transport's own checks come first: an `Origin` outside the gateway's Host al
 refused 403 (a browser page on another site must not reach a local gateway), and an
 `MCP-Protocol-Version` header naming a revision not served here 400 once the caller is known
 (a missing header means 2025-03-26, as the transport says). `initialize` asking a revision
-not served here is answered with the newest one served.
+not served here is answered with the newest one served. A tool outside the scopes of a token
+from the OAuth authorization server is 403 `insufficient_scope` (the client may step up);
+for every other token it is a tool error (`isError`).
 """
 
 from __future__ import annotations
@@ -215,8 +217,19 @@ async def mcp_post(request: Request) -> Response:
     request_id = message.id if message is not None else request_id_of(body)
     if ctx.error is not None:
         is_call = message is not None and message.method == "tools/call"
+        if ctx.oauth and ctx.error.code in (ErrorCode.TOOL_NOT_ALLOWED, ErrorCode.AUTH_REVOKED):
+            # An OAuth client can go back to its server: for a new token (401 invalid_token),
+            # or for more scope (403 insufficient_scope, MCP authorization's step-up). Other
+            # tokens see a tool error (isError).
+            return JSONResponse(
+                rpc_error(request_id, ctx.error),
+                status_code=ctx.error.http_status,
+                headers=challenge(ctx.error),
+            )
         if is_call and request_id is not None and is_tool_failure(ctx.error, ctx.failed_stage):
-            return JSONResponse(rpc_result(request_id, tool_failure(ctx.error, ctx.usage)))
+            schema = ctx.tool is not None and ctx.tool.spec.output_schema is not None
+            failure = tool_failure(ctx.error, ctx.usage, output_schema=schema)
+            return JSONResponse(rpc_result(request_id, failure))
         notification = message is not None and message.id is None
         status = rpc_status(ctx.error, notification=notification)
         if bad_version is not None and ctx.failed_stage == "scope":

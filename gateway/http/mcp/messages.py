@@ -49,12 +49,20 @@ _RPC_CODES = {
     ErrorCode.INTERNAL: jsonrpc.INTERNAL_ERROR,
 }
 TOOL_FAILURE_STAGES = ("budget", "dispatch")
+ERROR_META = "conclave/error"  # where a tool error's SERF envelope always is, in `_meta`
 # The tool named is not one the caller may call: the model picked a wrong tool, a tool error.
 _REFUSED_TOOL = (ErrorCode.TOOL_NOT_FOUND, ErrorCode.TOOL_NOT_ALLOWED)
 
 
 def is_tool_failure(error: SerfError, stage: str | None) -> bool:
-    """A failure the model should see as the tool's (isError), not the protocol's."""
+    """A failure the model should see as the tool's (isError), not the protocol's.
+
+    A revoked token's call is one too: its signature is good, so it is no bad credential
+    but a refusal of this agent's calls from now on, and a client that ends its session on a
+    401 (the `mcp` 1.x client, which LangGraph's adapters use) would take the agent's whole
+    run down with it; as a tool error the run sees it and stops or replans."""
+    if error.code is ErrorCode.AUTH_REVOKED:
+        return True
     if error.category is ErrorCategory.AUTH:
         return False
     return stage in TOOL_FAILURE_STAGES or error.code in _REFUSED_TOOL
@@ -150,15 +158,21 @@ def tool_result(result: ToolResult, trace_id: str, usage: CallUsage | None) -> d
     return answer
 
 
-def tool_failure(error: SerfError, usage: CallUsage | None) -> dict[str, Any]:
+def tool_failure(
+    error: SerfError, usage: CallUsage | None, *, output_schema: bool = False
+) -> dict[str, Any]:
+    """A tool's failure as MCP's tool-execution error: the SERF envelope in `_meta` under
+    `conclave/error`, and in `structuredContent` too unless the tool declares an
+    `outputSchema` (the spec has every `structuredContent` of such a tool conform to it, and
+    the TypeScript SDK and the clients built on it check that even for an error)."""
     envelope = error.model_dump(mode="json")
     kept = envelope["details"].pop(FAILED_CONTENT, None)
     content: list[dict[str, Any]] = [{"type": "text", "text": _described(error)}]
     if isinstance(kept, list):
         content += [block for block in kept if isinstance(block, dict)]
-    return {
-        "content": content,
-        "structuredContent": envelope,
-        "isError": True,
-        "_meta": _meta(error.trace_id or "", usage),
-    }
+    answer: dict[str, Any] = {"content": content}
+    if not output_schema:
+        answer["structuredContent"] = envelope
+    answer["isError"] = True
+    answer["_meta"] = {**_meta(error.trace_id or "", usage), ERROR_META: envelope}
+    return answer

@@ -9,6 +9,7 @@ from gateway.http.routes import (
     health_routes,
     latency_routes,
     metrics_routes,
+    oauth_routes,
     state_routes,
     tenant_state_routes,
     tool_routes,
@@ -27,6 +28,7 @@ ROUTERS = (
     audit_routes.router,
     tenant_state_routes.router,
     metrics_routes.router,
+    oauth_routes.router,
     front_routes.router,
 )
 
