@@ -1,8 +1,9 @@
 """The audit log: one record per request, in Redis streams every replica appends to.
 
-Who (tenant, agent, on behalf of whom), what (transport, operation, tool), the outcome
-(ok, refused before anything ran, failed while running, or cancelled: its caller cancelled
-it or went away, and its work was stopped), the SERF code, the duration and the call's usage.
+Who (tenant, agent, on behalf of whom, and an admin who acted as the agent: `acted_by`),
+what (transport, operation, tool), the outcome (ok, refused before anything ran, failed while
+running, or cancelled: its caller cancelled it or went away, and its work was stopped), the
+SERF code, the duration and the call's usage.
 
 One stream per tenant, so no party can push another's records out: each tenant's stream
 (`audit_stream(tenant)`, in the tenant's hash slot) keeps about its newest `max_records`
@@ -22,6 +23,7 @@ namespace, a session id), and each stream is capped.
 `AuditWriter` takes records off the request's path: the account stage hands a record over
 and returns; a background task appends whatever has gathered in one pipelined round trip.
 A record is in the streams a few milliseconds after its answer left; `flush` waits for that.
+The same round trip counts the records in the per-minute series of `gateway.call_series`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, field_validator
 from redis.asyncio import Redis
+
+from gateway.call_series import count_records
 
 log = logging.getLogger("conclave.gateway.audit")
 
@@ -68,6 +72,7 @@ class AuditRecord(BaseModel):
     usage: dict[str, Any] | None = None
     deadline_ms: int | None = None  # the run's deadline (epoch ms), when it had one
     granted_ms: int | None = None  # the time budget the call was granted
+    acted_by: str = ""  # an admin who made the call as the agent (the console's try form)
 
     # The fields a caller's text reaches (the rest are the gateway's own, or a verified token's).
     @field_validator("obo", "session", "operation", "tool", "namespace", mode="before")
@@ -108,6 +113,7 @@ class AuditLog:
                 pipe.xadd(
                     FEED_STREAM, {"record": record_json}, maxlen=self.feed_records, approximate=True
                 )
+            count_records(pipe, records)  # the console's per-minute charts, same round trip
             await pipe.execute()
 
     async def query(

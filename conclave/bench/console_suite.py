@@ -31,7 +31,7 @@ from conclave.stack import EmbeddedStack
 from protocol import ADMIN_KEY_HEADER
 
 AUDIT_RECORDS = 10_000
-PAGES = ("agents", "tools", "feed", "namespaces", "chains", "sandboxes")
+PAGES = ("agents", "tools", "feed", "namespaces", "chains", "sandboxes", "charts", "try")
 GOAL_PAGE_MS, GOAL_FEED_MS, GOAL_DROP = 300.0, 1000.0, 0.05
 WORKERS = 8
 

@@ -46,6 +46,7 @@ def audit_record(ctx: RequestContext, duration_s: float) -> AuditRecord:
         usage=ctx.usage.model_dump(mode="json") if ctx.usage else None,
         deadline_ms=ctx.tool_context.deadline_ms if ctx.tool_context else None,
         granted_ms=ctx.granted_ms,
+        acted_by=ctx.acted_by,
     )
 
 

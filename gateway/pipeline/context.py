@@ -33,7 +33,8 @@ from tools import RegisteredTool
 
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
-Transport = Literal["http", "mcp"]
+# "console": an admin's call through the console's "try this tool" form, as an agent.
+Transport = Literal["http", "mcp", "console"]
 Operation = Callable[["RequestContext"], Awaitable[Any]]
 
 
@@ -58,6 +59,9 @@ class RequestContext:
     # an MCP call's JSON-RPC id, by which `notifications/cancelled` names it.
     cancel: CallCancel | None = None
     request_id: str | int | None = None
+    # Who made the call on the principal's behalf, when it was not the principal itself: the
+    # console sets "admin (console)" for its "try this tool" form. The audit records it.
+    acted_by: str = ""
 
     # Filled in by the stages.
     principal: Principal | None = None

@@ -8,13 +8,20 @@ read of one more key (or a commit whose writes would log more) is refused 400
 `INVALID_REQUEST`, and nothing is read, logged or written. A read log's bytes count in its
 tenant's byte quota: a read that would log a new key over the quota (or into the reserve Redis
 keeps below its maxmemory) is refused 507 `STATE_QUOTA_EXCEEDED`, nothing read or logged.
+
+`peek_key` is an operator's read (the admin key's): the same answer, logged nowhere, so it
+changes no agent's read log and costs no tenant any quota.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from typing import cast
 
-from gateway.state.keys import Actor, NamespaceKeys
+from redis.asyncio import Redis
+
+from gateway.state.keys import Actor, NamespaceKeys, check_key
 from gateway.state.limits import StateLimits
 from gateway.state.refusals import (
     namespace_not_found,
@@ -61,4 +68,27 @@ async def read_key(
         version=int(version),
         owner=owner or None,
         lease_expires_at_ms=int(lease_expiry) or None,
+    )
+
+
+async def peek_key(redis: Redis, keys: NamespaceKeys, key: str) -> ReadResult:
+    """`key` as an agent would read it, without logging the read anywhere."""
+    check_key(key)
+    # One slot (the tenant's hash tag), so one transaction: the namespace and its key at once.
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.exists(keys.config)
+        pipe.hmget(keys.data(key), "val", "ver", "owner", "lexp")
+        exists, fields = await pipe.execute()
+    if not exists:
+        raise namespace_not_found(keys.namespace)
+    raw, version, owner, lease_expiry = cast(list[str | None], fields)
+    expiry = int(lease_expiry or 0)
+    leased = bool(owner) and expiry > time.time() * 1000
+    return ReadResult(
+        namespace=keys.namespace,
+        key=key,
+        value=json.loads(raw) if raw else None,
+        version=int(version or 0),
+        owner=owner if leased else None,
+        lease_expires_at_ms=expiry if leased else None,
     )

@@ -18,7 +18,7 @@ from gateway.state.keys import Actor, NamespaceKeys, check_key, check_namespace
 from gateway.state.leases import acquire_leases, release_lease
 from gateway.state.limits import StateLimits
 from gateway.state.namespaces import create_namespace, load_namespace
-from gateway.state.reads import read_key
+from gateway.state.reads import peek_key, read_key
 from gateway.state.scripts import StateScripts
 from protocol import (
     CommitRequest,
@@ -62,6 +62,10 @@ class StateStore:
             check_key(key),
             self.limits,
         )
+
+    async def peek(self, tenant: str, namespace: str, key: str) -> ReadResult:
+        """An operator's read: the key's value, version and lease, logged nowhere."""
+        return await peek_key(self.redis, self.keys(tenant, namespace), key)
 
     async def acquire(
         self, actor: Actor, namespace: str, names: list[str], ttl_ms: int

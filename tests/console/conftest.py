@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Page, sync_playwright
 
 from conclave.stack import EmbeddedStack
 from gateway.settings import Settings
@@ -28,6 +29,18 @@ def chromium() -> str:
             pytest.fail(f"the console's browser tests need Chromium in CI: {missing}")
         pytest.skip(missing)
     return found
+
+
+@pytest.fixture
+def page(chromium: str) -> Iterator[Page]:
+    """A page of a fresh headless Chromium."""
+    with sync_playwright() as playwright:
+        # --no-sandbox: Chromium's own sandbox cannot start as root in a container.
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            yield browser.new_page(viewport={"width": 1280, "height": 900})
+        finally:
+            browser.close()
 
 
 @pytest.fixture(scope="session")

@@ -6,27 +6,14 @@ Screenshots of each step are kept (see conftest's `artifacts`)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from conclave.stack import EmbeddedStack
 
 LIVE_WITHIN_MS = 5000
-
-
-@pytest.fixture
-def page(chromium: str) -> Iterator[Page]:
-    with sync_playwright() as playwright:
-        # --no-sandbox: Chromium's own sandbox cannot start as root in a container.
-        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        try:
-            yield browser.new_page(viewport={"width": 1280, "height": 900})
-        finally:
-            browser.close()
 
 
 def _echo(http: httpx.Client, token: str) -> httpx.Response:

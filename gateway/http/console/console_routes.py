@@ -6,6 +6,8 @@ Wrong keys at the login are throttled per client address (`login_throttle`). Log
 a POST that ends the session on the server; it needs no form token: another site's forged
 post carries no cookie (SameSite=Strict), and all it could do is log the admin out.
 Each page reads bounded windows of Redis and the audit stream (see each view's module).
+The "try this tool" form posts like the other actions (session and form token) and calls
+the tool through the pipeline as the agent it names (`try_view`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body
 from gateway.http.console.agents_view import agents_page
 from gateway.http.console.chains_view import chains_page
+from gateway.http.console.charts_view import charts_page
 from gateway.http.console.console_session import (
     SESSION_COOKIE,
     SESSION_TTL_S,
@@ -41,6 +44,7 @@ from gateway.http.console.namespaces_view import check_namespace_of, namespace_p
 from gateway.http.console.page_layout import esc, page
 from gateway.http.console.sandboxes_view import sandboxes_page
 from gateway.http.console.tools_view import tools_page
+from gateway.http.console.try_view import call_as_agent, try_page
 from gateway.identity import AgentDirectory
 from gateway.settings import Settings
 from protocol import ADMIN_KEY_HEADER, ErrorCode
@@ -62,17 +66,21 @@ def _to_login() -> Response:
     return RedirectResponse("/console/login", status_code=303)
 
 
-async def _form(request: Request) -> dict[str, str]:
-    body = await read_body(request, MAX_FORM_BYTES)
-    return {k: v[0] for k, v in parse_qs(body.decode(errors="replace")).items()}
+async def _form(request: Request, limit: int = MAX_FORM_BYTES) -> dict[str, str]:
+    body = await read_body(request, limit)
+    # Blank fields kept: an argument left empty is the empty string, not a missing one.
+    parsed = parse_qs(body.decode(errors="replace"), keep_blank_values=True)
+    return {k: v[0] for k, v in parsed.items()}
 
 
-async def _acting(request: Request) -> tuple[ConsoleSession, dict[str, str]] | Response:
+async def _acting(
+    request: Request, limit: int = MAX_FORM_BYTES
+) -> tuple[ConsoleSession, dict[str, str]] | Response:
     """A POST action's session and form, or the answer refusing it."""
     session = await session_of(request)
     if session is None:
         return _to_login()
-    form = await _form(request)
+    form = await _form(request, limit)
     if not form_token_matches(request, session, form.get("form_token", "")):
         body = "<p>This form is stale or came from elsewhere: reload the page and try again.</p>"
         return page("", "Refused", body, status_code=403)
@@ -150,6 +158,23 @@ router.add_api_route(
 router.add_api_route("/namespaces", _viewed(lambda r, s: namespaces_page(r)), methods=["GET"])
 router.add_api_route("/chains", _viewed(lambda r, s: chains_page(r)), methods=["GET"])
 router.add_api_route("/sandboxes", _viewed(lambda r, s: sandboxes_page(r)), methods=["GET"])
+router.add_api_route("/charts", _viewed(lambda r, s: charts_page(r)), methods=["GET"])
+router.add_api_route(
+    "/try",
+    _viewed(lambda r, s: try_page(r, _token(r, s), r.query_params.get("tool", ""))),
+    methods=["GET"],
+)
+
+
+@router.post("/try")
+async def try_tool(request: Request) -> Response:
+    settings: Settings = request.app.state.settings
+    acting = await _acting(request, settings.max_body_bytes)  # arguments may be long
+    if isinstance(acting, Response):
+        return acting
+    session, form = acting
+    outcome = await call_as_agent(request, form)
+    return await try_page(request, _token(request, session), form.get("tool", ""), form, outcome)
 
 
 @router.get("/namespaces/{tenant}/{namespace}")

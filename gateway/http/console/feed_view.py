@@ -59,7 +59,7 @@ def feed_cells(record: AuditRecord) -> list[str | float]:
     return [
         f"{clock}.{record.at_ms % 1000:03d}",
         record.tenant,
-        record.agent,
+        f"{record.agent} (by {record.acted_by})" if record.acted_by else record.agent,
         record.operation,
         record.tool,
         record.outcome,

@@ -1,5 +1,7 @@
 """The console's namespaces: every tenant's state namespaces, and one namespace's keys,
-versions, leases and newest history, with a "check" action running the history checker.
+values (JSON, cut at `VALUE_CHARS`), versions, leases and newest history, with a "check"
+action running the history checker. Reading here logs nothing: an admin's look is not an
+agent's read, so no session's read log (nor any later commit's validation) sees it.
 
 Everything is read in bounded windows (`MAX_NAMESPACES`, `MAX_KEYS`, `HISTORY_ROWS`): a
 SCAN that stops early (by count and by time), never a KEYS.
@@ -23,6 +25,7 @@ MAX_KEYS = 200
 HISTORY_ROWS = 50
 SCAN_BATCH = 1000
 SCAN_SECONDS = 0.15  # a page renders within the console's 300 ms either way
+VALUE_CHARS = 200
 
 
 async def _scan(redis: Redis, match: str, limit: int) -> list[str]:
@@ -70,11 +73,13 @@ async def namespace_page(
     data_keys = await _scan(redis, keys.data("*"), MAX_KEYS)
     async with redis.pipeline(transaction=False) as pipe:
         for data_key in data_keys:
-            pipe.hmget(data_key, "ver", "owner", "lexp", "fence")
+            pipe.hmget(data_key, "ver", "owner", "lexp", "fence", "val")
         fields = cast(list[list[str | None]], await pipe.execute())
     now_ms = int(time.time() * 1000)
     key_rows = []
-    for data_key, (version, owner, lease_expiry, fence) in zip(data_keys, fields, strict=True):
+    for data_key, (version, owner, lease_expiry, fence, value) in zip(
+        data_keys, fields, strict=True
+    ):
         leased = bool(owner) and int(lease_expiry or 0) > now_ms
         key_rows.append(
             [
@@ -83,6 +88,7 @@ async def namespace_page(
                 owner if leased else "",
                 f"{(int(lease_expiry or 0) - now_ms) / 1000:.1f}" if leased else "",
                 fence,
+                _cut(value or ""),
             ]
         )
     history = cast(
@@ -99,12 +105,19 @@ async def namespace_page(
         + post_button(action, "Check the history", form_token)
         + (_report(report) if report is not None else "")
         + f"<h2>Keys ({len(data_keys)} shown, at most {MAX_KEYS})</h2>"
-        + table(["key", "version", "lease holder", "lease left (s)", "fence"], key_rows)
+        + table(["key", "version", "lease holder", "lease left (s)", "fence", "value"], key_rows)
         + f"<h2>History (newest {HISTORY_ROWS} commits)</h2>"
         + table(["commit", "agent", "session", "keys (previous, new version)", "time"],
                 history_rows)
     )  # fmt: skip
     return page("namespaces", f"Namespace {tenant}/{namespace}", body)
+
+
+def _cut(value: str) -> str:
+    """A value's JSON text, its first `VALUE_CHARS` characters and how long it is when cut."""
+    if len(value) <= VALUE_CHARS:
+        return value
+    return f"{value[:VALUE_CHARS]}... ({len(value)} characters)"
 
 
 def _clock(time_ms: str) -> str:

@@ -1,7 +1,7 @@
 """The console's HTML: one page frame, tables and forms, every value through `html.escape`.
 
 Server-rendered strings, no template engine and no JavaScript build: the only script is the
-live feed's few lines of EventSource.
+live feed's few lines of EventSource; charts are inline SVG (`chart_svg`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ NAV = (
     ("namespaces", "/console/namespaces", "Namespaces"),
     ("chains", "/console/chains", "Chains"),
     ("sandboxes", "/console/sandboxes", "Sandboxes"),
+    ("charts", "/console/charts", "Charts"),
+    ("try", "/console/try", "Try a tool"),
 )
 
 _STYLE = """
@@ -79,8 +81,11 @@ def post_button(action: str, label: str, form_token: str, **fields: str) -> str:
     )
 
 
-def page(here: str, title: str, body: str, *, status_code: int = 200) -> HTMLResponse:
-    """`body` (markup) in the console's frame, with `here` marked in the navigation."""
+def page(
+    here: str, title: str, body: str, *, status_code: int = 200, refresh_s: int | None = None
+) -> HTMLResponse:
+    """`body` (markup) in the console's frame, with `here` marked in the navigation;
+    `refresh_s`: the browser reloads it that often (a page that changes, with no script)."""
     links = "".join(
         f'<a href="{url}"{" class=here" if name == here else ""}>{esc(label)}</a>'
         for name, url, label in NAV
@@ -88,7 +93,8 @@ def page(here: str, title: str, body: str, *, status_code: int = 200) -> HTMLRes
     links += _LOGOUT if here != "login" else ""
     document = (
         "<!doctype html><html><head><meta charset='utf-8'>"
-        f"<title>Conclave console: {esc(title)}</title><style>{_STYLE}</style></head>"
+        + (f"<meta http-equiv='refresh' content='{refresh_s}'>" if refresh_s else "")
+        + f"<title>Conclave console: {esc(title)}</title><style>{_STYLE}</style></head>"
         f"<body><nav>{links}</nav><main><h1>{esc(title)}</h1>{body}</main></body></html>"
     )
     headers = {"Cache-Control": "no-store"}  # the security headers: console_headers

@@ -5,11 +5,13 @@ from gateway.http.routes import (
     agent_routes,
     audit_routes,
     catalog_routes,
+    front_routes,
     health_routes,
     latency_routes,
     metrics_routes,
     oauth_routes,
     state_routes,
+    tenant_state_routes,
     tool_routes,
 )
 
@@ -24,8 +26,10 @@ ROUTERS = (
     agent_routes.router,
     catalog_routes.router,
     audit_routes.router,
+    tenant_state_routes.router,
     metrics_routes.router,
     oauth_routes.router,
+    front_routes.router,
 )
 
 __all__ = ["ROUTERS"]
