@@ -23,7 +23,7 @@ from starlette.types import Message, Send
 from starlette.types import Scope as AsgiScope
 
 from gateway.gateway_error import GatewayError, translate
-from gateway.identity.resource_metadata import bearer_challenge, metadata_url
+from gateway.identity import bearer_challenge, metadata_url
 from protocol import ErrorCode, SerfError
 
 

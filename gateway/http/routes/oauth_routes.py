@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from gateway.identity.resource_metadata import MCP_PATH, METADATA_PATH, resource_metadata
+from gateway.identity import MCP_PATH, METADATA_PATH, resource_metadata
 
 router = APIRouter(tags=["oauth"])
 
