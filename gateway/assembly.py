@@ -82,17 +82,14 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         install_json_logging(level=settings.log_level.upper())
-        for module in settings.tool_modules:  # their @tool functions land in the registry
-            importlib.import_module(module)
         state = app.state
-        state.registry = default_registry
         state.redis = connect_redis(redis_url)
         state.audit = AuditWriter(AuditLog(state.redis, settings.audit_stream_max))
         state.audit.start()
         state.inflight = InflightCalls(state.redis)  # notifications/cancelled finds calls here
         state.egress = EgressProxy(state.audit, _egress_limits(settings))
         python = await open_python_sources(sources, config_dir, settings)  # in a sandbox
-        served = register_sources(state.registry, python.reports)
+        register_sources(state.registry, python.reports)
         state.stdio = StdioSources(sources, state.registry)  # mcp_stdio sources
         sandbox_settings = await state.stdio.open(python.sandbox_settings)
         state.executor = _tool_executor(sandbox_settings, state.registry, state.egress)
@@ -111,8 +108,6 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
                 yield
                 background.cancel_scope.cancel()
         finally:
-            for name in served:  # the registry may outlive this gateway (tests build many)
-                state.registry.remove(name)
             state.stdio.close()
             await state.executor.aclose()
             await state.egress.aclose()
@@ -122,8 +117,23 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
     app = build_http_app(traced_lifespan(lifespan))  # traces while it runs if OTEL_* ask
     app.state.settings = settings
     app.state.sandbox_name = settings.sandbox_backend
-    app.state.metrics = GatewayMetrics()
+    app.state.registry = served_tools(settings.tool_modules)
+    app.state.metrics = GatewayMetrics(app.state.registry)
     return app
+
+
+def served_tools(modules: Sequence[str]) -> ToolRegistry:
+    """A registry of this gateway's own holding the tools of `modules` (the sources' join it
+    at start-up). Importing a module files its @tool functions in the process's default
+    registry, which holds whatever else the process imported too: a gateway serves only what
+    it is configured with, however many gateways or tool modules a process has."""
+    for module in modules:
+        importlib.import_module(module)
+    registry = ToolRegistry()
+    for tool in default_registry:
+        if tool.entrypoint.partition(":")[0] in modules:
+            registry.add(tool)
+    return registry
 
 
 def _tool_executor(settings: Settings, registry: ToolRegistry, egress: EgressProxy) -> ToolExecutor:

@@ -129,18 +129,15 @@ async def open_python_sources(
     return PythonSources(tuple(sorted(reports, key=lambda r: r.name)), sandbox_settings)
 
 
-def register_sources(registry: ToolRegistry, reports: tuple[SourceReport, ...]) -> list[str]:
-    """Add each served source's tools (their names returned, for removal when the gateway
-    stops). A name (or alias) another tool already has is a configuration error that stops
-    the start-up: `DuplicateToolError`, one line naming both tools."""
-    added: list[str] = []
+def register_sources(registry: ToolRegistry, reports: tuple[SourceReport, ...]) -> None:
+    """Add each served source's tools to the gateway's registry. A name (or alias) another
+    tool already has is a configuration error that stops the start-up: `DuplicateToolError`,
+    one line naming both tools."""
     for report in reports:
         if report.error is not None:
             log.error("tool source %r not served: %s", report.name, report.error)
         for tool in report.tools:
             registry.add(tool)
-            added.append(tool.name)
-    return added
 
 
 def cache_root(backend: str) -> Path:

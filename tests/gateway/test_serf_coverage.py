@@ -338,7 +338,7 @@ async def _cancelled(settings: Settings, redis: Redis, client: httpx.AsyncClient
             while not answers:
                 assert (await client.post("/mcp", json=notice, headers=headers)).status_code == 202
                 await anyio.sleep(0.02)
-    return SerfError.model_validate(answers[0].json()["result"]["structuredContent"])
+    return SerfError.model_validate(answers[0].json()["result"]["_meta"]["conclave/error"])
 
 
 @produces(ErrorCode.AUTH_REVOKED)
