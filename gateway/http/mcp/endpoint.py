@@ -6,7 +6,7 @@ operations, `tools/call` as the tool call itself, so the same authentication, po
 limits and audit apply; every message, a notification or a `ping` too, takes a token from
 the caller's rate limit. GET opens the caller's server-to-client stream (`listen_stream`;
 `initialize` answers an `Mcp-Session-Id` only as the transport's cue to open it: the gateway
-keeps no session), DELETE answers 405, as the transport allows.
+keeps no session); DELETE, with no session to end, answers 405 as the transport allows.
 
 The transport's own checks come first: an `Origin` outside the gateway's Host allow-list is
 refused 403 (a browser page on another site must not reach a local gateway), and an
@@ -243,11 +243,11 @@ async def mcp_get(request: Request) -> Response:
     return await listen(request)
 
 
-async def mcp_no_stream(request: Request) -> Response:
+async def mcp_no_session(request: Request) -> Response:
     """`DELETE /mcp`: 405, the gateway keeps no session to end."""
     # The transport's answer (with a SERF body, as every refusal has).
     return method_not_allowed(request.method, "/mcp", "GET, POST")
 
 
 router.add_route("/mcp", mcp_get, methods=["GET"])
-router.add_route("/mcp", mcp_no_stream, methods=["DELETE"])
+router.add_route("/mcp", mcp_no_session, methods=["DELETE"])
