@@ -11,7 +11,9 @@ holds of that identity (or, for a list change, of every identity that sees the s
 key is the authenticated identity (tenant, agent), never a value the client sent.
 
 Each stream buffers at most `BUFFER` messages: a client that does not read loses the newest
-notifications, never the gateway's memory. A stream ends when its token expires. News
+notifications, never the gateway's memory; an identity holds at most `MAX_PER_IDENTITY`
+streams on a replica (a new one ends its oldest: a client reconnecting over a half-dead
+connection is served). A stream ends when its token expires or is revoked. News
 published while no stream of the identity is open is lost, as MCP allows (a client re-reads
 or re-lists when it reconnects).
 """
@@ -37,6 +39,7 @@ log = logging.getLogger("conclave.gateway.mcp")
 
 CHANNEL = "conclave:mcp:notify"  # pub/sub: [tenant | null, agent | null, source, message]
 BUFFER = 64  # messages a stream holds for a client that has not read them yet
+MAX_PER_IDENTITY = 4  # streams an identity holds open on one replica
 RELISTEN_S = 1.0  # after the channel's connection is lost, listen again this soon
 
 Identity = tuple[str, str]
@@ -66,15 +69,19 @@ class CallerStreams:
         send, receive = anyio.create_memory_object_stream[dict[str, Any]](BUFFER)
         stream = _Stream(principal, send)
         identity = (principal.tenant, principal.agent)
-        self._streams.setdefault(identity, []).append(stream)
+        held = self._streams.setdefault(identity, [])
+        if len(held) >= MAX_PER_IDENTITY:
+            held.pop(0).send.close()  # its reader sees the end of its stream
+        held.append(stream)
         try:
             async with receive:
                 yield receive
         finally:
-            streams = self._streams[identity]
-            streams.remove(stream)
+            streams = self._streams.get(identity, [])
+            if stream in streams:
+                streams.remove(stream)
             if not streams:
-                del self._streams[identity]
+                self._streams.pop(identity, None)
             send.close()
 
     async def to_identity(self, identity: Identity, source: str, message: dict[str, Any]) -> None:
@@ -137,4 +144,4 @@ class CallerStreams:
         self.deliver_here(identity, source, message)
 
 
-__all__ = ["BUFFER", "CHANNEL", "CallerStreams", "Identity", "Sees"]
+__all__ = ["BUFFER", "CHANNEL", "MAX_PER_IDENTITY", "CallerStreams", "Identity", "Sees"]

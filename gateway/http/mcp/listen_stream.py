@@ -4,8 +4,10 @@ standalone SSE stream), one per authenticated caller.
 Opening it passes the pipeline like any message (authenticated, rate limited, audited as
 `mcp:listen`); then the caller's `CallerStreams` stream is written out as SSE `message`
 events, with a comment every `KEEPALIVE_S` so proxies keep the connection. The stream ends
-when the caller's token expires (the client opens a new one with its new token) or the
-client goes. A client that does not accept `text/event-stream` is refused (400).
+when the caller's token expires (the client opens a new one with its new token), when its
+agent is revoked (checked at each keep-alive, as admission checks it: the token's generation
+against the agent's), or when the client goes. A client that does not accept
+`text/event-stream` is refused (400).
 
 `initialize` answers carry an `Mcp-Session-Id` (`new_session_id`): the transport's clients
 open this stream only within a session. The id is only that cue: the gateway keeps nothing
@@ -23,10 +25,12 @@ from typing import Any
 import anyio
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
+from redis.asyncio import Redis
 
 from gateway.gateway_error import GatewayError
 from gateway.http.mcp.caller_streams import CallerStreams
 from gateway.http.responses import challenge, serf_response
+from gateway.identity import generation_key
 from gateway.pipeline import Pipeline, RequestContext
 from protocol import ErrorCode, Principal
 
@@ -59,9 +63,8 @@ async def listen(request: Request) -> Response:
         return serf_response(ctx.error, challenge(ctx.error))
     streams: CallerStreams = request.app.state.caller_streams
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    return StreamingResponse(
-        _events(streams, ctx.require_principal()), media_type="text/event-stream", headers=headers
-    )
+    events = _events(streams, ctx.require_principal())
+    return StreamingResponse(events, media_type="text/event-stream", headers=headers)
 
 
 async def _events(streams: CallerStreams, principal: Principal) -> AsyncIterator[bytes]:
@@ -71,12 +74,24 @@ async def _events(streams: CallerStreams, principal: Principal) -> AsyncIterator
             while True:
                 message: dict[str, Any] | None = None
                 with anyio.move_on_after(KEEPALIVE_S):
-                    message = await messages.receive()
+                    try:
+                        message = await messages.receive()
+                    except anyio.EndOfStream:
+                        return  # a newer stream of the identity took its place
                 if message is None:
+                    if await _revoked(streams.redis, principal):
+                        return
                     yield b": keep-alive\n\n"
                     continue
                 data = json.dumps(message, separators=(",", ":"))
                 yield f"event: message\ndata: {data}\n\n".encode()
+
+
+async def _revoked(redis: Redis, principal: Principal) -> bool:
+    """Whether the principal's token no longer admits (admission.lua's rule: its generation
+    is not its agent's current one, absent counting as 0)."""
+    current = await redis.get(generation_key(principal.tenant, principal.agent))
+    return int(current or 0) != principal.generation
 
 
 __all__ = ["KEEPALIVE_S", "OPERATION", "SESSION_HEADER", "listen", "new_session_id"]
