@@ -15,7 +15,8 @@ Subscriptions are the gateway's, made on this session (`subscribe`); each time t
 (re)opened it subscribes again to every URI some identity holds (`SourceEvents.subscribed`),
 since a restarted upstream forgot them. A stateless upstream has no session and so no news:
 its listener stops, said once in the log. A lost stream is opened again after `RECONNECT_S`
-(the upstream restarting), a failed open after the source's `retry_s`.
+(the upstream restarting) if it had been open `STEADY_S`, else after the source's
+`retry_s`. An upstream that serves no GET stream (405) has no news either.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from gateway.sources.mcp_session import McpSession
 log = logging.getLogger("conclave.upstreams")
 
 RECONNECT_S = 0.5  # after a stream that was open ends: the upstream may be restarting
+STEADY_S = 5.0  # a stream open this long had been working: reopen it soon when it ends
 LIST_KINDS = ("tools", "resources", "prompts")
 _UPDATED = "notifications/resources/updated"
 
@@ -87,7 +89,7 @@ class UpstreamListener:
         """Listen for good (until the upstream turns out to be stateless)."""
         opened_before = False
         while True:
-            opened = False
+            opened, began = False, anyio.current_time()
             try:
                 async with self._session() as session:
                     if session.session_id is None:
@@ -98,18 +100,26 @@ class UpstreamListener:
                         await self._rediscover(session)
                     for uri in await self.events.subscribed(self.name):
                         await session.request("resources/subscribe", {"uri": uri})
-                    self.session, opened = session, True
+                    self.session = session
                     try:
-                        await self._read(session)
+                        opened = await self._read(session)
+                    except _Streamed as lost:  # the stream was open: worth a line
+                        opened = True
+                        why = _reason(lost.__cause__ or lost)
+                        log.info("mcp_http source %r: news stream lost (%s)", self.name, why)
                     finally:
                         self.session = None
-            except Exception as exc:
-                # An upstream that cannot be reached is said by its own pool (HttpUpstream);
-                # a stream lost once open is worth a line.
-                say = log.info if opened else log.debug
-                say("mcp_http source %r: news stream down (%s)", self.name, _reason(exc))
+                    if not opened:  # the upstream serves no GET stream: no news
+                        self.stateless = True
+                        log.info("mcp_http source %r serves no event stream: no news", self.name)
+                        return
+            except Exception as exc:  # an unreachable upstream is said by its own pool
+                log.debug("mcp_http source %r: no news stream (%s)", self.name, _reason(exc))
             opened_before = opened_before or opened
-            await anyio.sleep(RECONNECT_S if opened else self.upstream.retry_s)
+            # Soon after a stream that lasted (the upstream restarting); a stream that ends as
+            # soon as it opens would otherwise cost the upstream a session every RECONNECT_S.
+            lasted = anyio.current_time() - began >= STEADY_S
+            await anyio.sleep(RECONNECT_S if opened and lasted else self.upstream.retry_s)
 
     @property
     def name(self) -> str:
@@ -133,8 +143,9 @@ class UpstreamListener:
         finally:
             await http.aclose()
 
-    async def _read(self, session: McpSession) -> None:
-        """Read the session's GET stream until it ends, acting on each message."""
+    async def _read(self, session: McpSession) -> bool:
+        """Read the session's GET stream until it ends, acting on each message; False when
+        the upstream serves none (405). A failure once it is open is raised as `_Streamed`."""
         source = self.upstream.source
         headers = {**credential_headers(source), **session.headers}
         headers["accept"] = "text/event-stream"
@@ -144,15 +155,21 @@ class UpstreamListener:
             httpx.AsyncClient(timeout=timeout) as client,
             client.stream("GET", str(source.url), headers=headers) as answer,
         ):
+            if answer.status_code == 405:
+                return False
             if answer.status_code != 200:
                 raise ConnectionError(f"GET stream answered HTTP {answer.status_code}")
             data: list[str] = []
-            async for line in answer.aiter_lines():
-                if line.startswith("data:"):
-                    data.append(line[5:].removeprefix(" "))
-                elif not line and data:
-                    await self._act(session, "\n".join(data))
-                    data = []
+            try:
+                async for line in answer.aiter_lines():
+                    if line.startswith("data:"):
+                        data.append(line[5:].removeprefix(" "))
+                    elif not line and data:
+                        await self._act(session, "\n".join(data))
+                        data = []
+            except Exception as exc:
+                raise _Streamed from exc
+        return True
 
     async def _act(self, session: McpSession, data: str) -> None:
         try:
@@ -182,6 +199,10 @@ class UpstreamListener:
         with anyio.fail_after(self.upstream.timeout_s):
             await self.upstream.discover(session)
         self.on_rediscovered(self.upstream)
+
+
+class _Streamed(Exception):
+    """The stream was open when its cause (`__cause__`) ended it."""
 
 
 def _reason(exc: BaseException) -> str:

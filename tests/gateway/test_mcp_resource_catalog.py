@@ -154,6 +154,12 @@ async def test_completion_is_answered_by_the_source_owning_the_prompt_or_templat
         prompt = types.PromptReference(type="ref/prompt", name="a.ask")
         done = await client.complete(prompt, {"name": "topic", "value": "al"})
         assert done.completion.values == ["alpha"]
+        # The spelling of the source's tool names names its prompts too.
+        prompt = types.PromptReference(type="ref/prompt", name="b__ask")
+        done = await client.complete(prompt, {"name": "topic", "value": "b"})
+        assert done.completion.values == ["beta"]
+        got = await client.get_prompt("b__ask", {"topic": "owls"})
+        assert "owls" in str(got.messages[0].content.text)  # type: ignore[union-attr]
         with pytest.raises(MCPError) as unknown:
             await client.complete(
                 types.PromptReference(type="ref/prompt", name="c.ask"),

@@ -19,7 +19,7 @@ from typing import Any
 
 from gateway.gateway_error import GatewayError
 from gateway.http.mcp.completion import complete
-from gateway.http.mcp.mcp_sources import McpSource, source_named, sources_for
+from gateway.http.mcp.mcp_sources import McpSource, prompt_owner, sources_for
 from gateway.http.mcp.resource_uris import listed_resources, listed_templates, resolve
 from gateway.http.mcp.subscriptions import ResourceSubscriptions
 from gateway.pipeline import RequestContext
@@ -90,12 +90,12 @@ async def _get_prompt(sources: list[McpSource], params: dict[str, Any]) -> dict[
     name, arguments = params.get("name"), params.get("arguments")
     if not isinstance(name, str) or not isinstance(arguments, dict | None):
         raise _invalid("prompts/get needs params.name (a string) and optional arguments")
-    source_name, _, own = name.partition(".")
-    source = source_named(sources, source_name)
-    if source is None or own not in source.prompts:
+    owner = prompt_owner(sources, name)
+    if owner is None:
         raise GatewayError.of(
             ErrorCode.NOT_FOUND, f"no prompt {name[:100]!r} here; prompts/list names them"
         )
+    source, own = owner
     asked: dict[str, Any] = {"name": own}
     if arguments:
         asked["arguments"] = {str(k): str(v) for k, v in arguments.items()}

@@ -1,7 +1,8 @@
 """`completion/complete` at `/mcp`: argument suggestions, forwarded to the source that owns
 the prompt or resource template they are for.
 
-A prompt is named as `prompts/list` serves it (`<source>.<prompt>`), a resource template as
+A prompt is named as `prompts/list` serves it (`<source>.<prompt>`, or with the source's
+tool separator: `<source>__<prompt>`), a resource template as
 `resources/templates/list` serves it (`gateway.http.mcp.resource_uris`); the source is asked
 with its own name or template, and its answer goes back unchanged. A source that does not
 complete (it did not advertise `completions`) is answered for: no suggestions.
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway.gateway_error import GatewayError
-from gateway.http.mcp.mcp_sources import McpSource, source_named
+from gateway.http.mcp.mcp_sources import McpSource, prompt_owner
 from gateway.http.mcp.resource_uris import resolve_template
 from protocol import ErrorCode
 
@@ -31,12 +32,12 @@ async def complete(sources: Sequence[McpSource], params: dict[str, Any]) -> dict
         name = ref.get("name")
         if not isinstance(name, str):
             raise _invalid("a ref/prompt needs its name (a string)")
-        source_name, _, own = name.partition(".")
-        source = source_named(sources, source_name)
-        if source is None or own not in source.prompts:
+        owner = prompt_owner(sources, name)
+        if owner is None:
             raise GatewayError.of(
                 ErrorCode.NOT_FOUND, f"no prompt {name[:100]!r} here; prompts/list names them"
             )
+        source, own = owner
         forwarded = {**ref, "name": own}
     elif ref.get("type") == "ref/resource":
         uri = ref.get("uri")

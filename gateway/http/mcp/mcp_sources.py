@@ -27,6 +27,7 @@ Send = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 class McpSource:
     name: str
     kind: str  # "mcp_stdio" or "mcp_http"
+    separator: str  # between the source's name and a tool's (or prompt's) own name
     resources: Mapping[str, dict[str, Any]]  # by the source's own URI
     templates: Sequence[dict[str, Any]]  # as listed: `uriTemplate` is the source's own
     prompts: Mapping[str, dict[str, Any]]  # by the source's own name
@@ -42,7 +43,13 @@ def sources_for(
         send: Send = partial(stdio.request, principal, server)  # type: ignore[union-attr]
         found.append(
             McpSource(
-                server.name, "mcp_stdio", server.resources, server.templates, server.prompts, send
+                server.name,
+                "mcp_stdio",
+                server.source.separator,
+                server.resources,
+                server.templates,
+                server.prompts,
+                send,
             )
         )
     for upstream in upstreams.visible(principal):
@@ -50,6 +57,7 @@ def sources_for(
             McpSource(
                 upstream.name,
                 "mcp_http",
+                upstream.source.separator,
                 upstream.resources,
                 upstream.templates,
                 upstream.prompts,
@@ -63,4 +71,16 @@ def source_named(sources: Sequence[McpSource], name: str) -> McpSource | None:
     return next((s for s in sources if s.name == name), None)
 
 
-__all__ = ["McpSource", "Send", "source_named", "sources_for"]
+def prompt_owner(sources: Sequence[McpSource], name: str) -> tuple[McpSource, str] | None:
+    """The source of the prompt served as `name`, and the prompt's own name. A prompt is
+    listed as `<source>.<prompt>`; `<source><separator><prompt>` (the spelling of the
+    source's tool names, `docs__summarize`) names it too."""
+    for source in sources:
+        for spelling in (f"{source.name}.", f"{source.name}{source.separator}"):
+            own = name.removeprefix(spelling)
+            if own != name and own in source.prompts:
+                return source, own
+    return None
+
+
+__all__ = ["McpSource", "Send", "prompt_owner", "source_named", "sources_for"]
