@@ -13,7 +13,8 @@ key is the authenticated identity (tenant, agent), never a value the client sent
 Each stream buffers at most `BUFFER` messages: a client that does not read loses the newest
 notifications, never the gateway's memory; an identity holds at most `MAX_PER_IDENTITY`
 streams on a replica (a new one ends its oldest: a client reconnecting over a half-dead
-connection is served). A stream ends when its token expires or is revoked. News
+connection is served). A stream ends when its token expires or is revoked, and when its
+replica shuts down (`close_all`). News
 published while no stream of the identity is open is lost, as MCP allows (a client re-reads
 or re-lists when it reconnects).
 """
@@ -83,6 +84,13 @@ class CallerStreams:
             if not streams:
                 self._streams.pop(identity, None)
             send.close()
+
+    def close_all(self) -> None:
+        """End every stream this replica holds (it is shutting down: a stream open for good
+        must not hold the shutdown for its grace). Each client reconnects elsewhere."""
+        for held in self._streams.values():
+            for stream in held:
+                stream.send.close()
 
     async def to_identity(self, identity: Identity, source: str, message: dict[str, Any]) -> None:
         """Send `message` (about `source`) to the identity's streams, on any replica."""

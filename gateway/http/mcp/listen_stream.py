@@ -77,7 +77,7 @@ async def _events(streams: CallerStreams, principal: Principal) -> AsyncIterator
                     try:
                         message = await messages.receive()
                     except anyio.EndOfStream:
-                        return  # a newer stream of the identity took its place
+                        return  # a newer stream of the identity took its place, or shutdown
                 if message is None:
                     if await _revoked(streams.redis, principal):
                         return
