@@ -43,27 +43,52 @@ README = "notes://readme"
 STATUS = "a://status"
 
 
+class Upstream:
+    """The resource upstream in its own process, on one port across restarts."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        argv = [sys.executable, str(SERVER), "--port", str(self.port), "--label", "a"]
+        self.process = subprocess.Popen(argv)
+        wait_listening(self.port, self.process, 30, "the resource upstream")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            with suppress(subprocess.TimeoutExpired):
+                self.process.wait(10)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+@dataclass
+class Replicas:
+    urls: list[str]
+    upstream: Upstream
+
+
 @pytest.fixture(scope="module")
-def replicas(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
-    """The upstream, and two gateway processes serving it on one Redis: their URLs."""
-    port = free_port()
-    argv = [sys.executable, str(SERVER), "--port", str(port), "--label", "a"]
-    upstream = subprocess.Popen(argv)
+def replicas(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
+    """The upstream, and two gateway processes serving it on one Redis."""
+    upstream = Upstream()
     config = tmp_path_factory.mktemp("notify") / "conclave.toml"
     config.write_text(
-        f'[[source]]\nname = "a"\nkind = "mcp_http"\nurl = "http://127.0.0.1:{port}/mcp"\n'
+        f'[[source]]\nname = "a"\nkind = "mcp_http"\nurl = "http://127.0.0.1:{upstream.port}/mcp"\n'
     )
     try:
-        wait_listening(port, upstream, 30, "the resource upstream")
+        upstream.start()
         settings = Settings(
             redis_url=redis_url, port=0, sandbox_backend="process", config=config, **SECRETS
         )
         with EmbeddedStack(settings) as first, EmbeddedStack(settings) as second:
-            yield [first.url, second.url]
+            yield Replicas([first.url, second.url], upstream)
     finally:
-        upstream.terminate()
-        with suppress(subprocess.TimeoutExpired):
-            upstream.wait(10)
+        upstream.stop()
 
 
 def _token(agent: str) -> str:
@@ -124,11 +149,11 @@ async def _caller(url: str, agent: str) -> AsyncIterator[Caller]:
 
 
 async def test_a_subscriber_hears_updates_on_its_stream_and_no_one_else_does(
-    replicas: list[str],
+    replicas: Replicas,
 ) -> None:
     async with AsyncExitStack() as stack:
-        ada = await stack.enter_async_context(_caller(replicas[0], "ada"))
-        bob = await stack.enter_async_context(_caller(replicas[0], "bob"))
+        ada = await stack.enter_async_context(_caller(replicas.urls[0], "ada"))
+        bob = await stack.enter_async_context(_caller(replicas.urls[0], "bob"))
         caps = ada.client.server_capabilities.resources
         assert caps is not None and caps.subscribe and caps.list_changed
         await ada.subscribe(README)
@@ -147,9 +172,9 @@ async def test_a_subscriber_hears_updates_on_its_stream_and_no_one_else_does(
 
 
 async def test_an_update_heard_by_one_gateway_reaches_a_stream_held_by_the_other(
-    replicas: list[str],
+    replicas: Replicas,
 ) -> None:
-    first, second = replicas
+    first, second = replicas.urls
     async with _caller(second, "cyd") as cyd:  # cyd's stream is held by the second gateway
         subscribe = {
             "jsonrpc": "2.0",
@@ -176,9 +201,9 @@ async def test_an_update_heard_by_one_gateway_reaches_a_stream_held_by_the_other
 
 
 async def test_a_tool_the_upstream_drops_is_announced_withdrawn_and_refused(
-    replicas: list[str],
+    replicas: Replicas,
 ) -> None:
-    async with _caller(replicas[1], "dee") as dee:
+    async with _caller(replicas.urls[1], "dee") as dee:
         await dee.subscribe(STATUS)
         await dee.until_heard(STATUS)  # dee's stream is open
         names = {t.name for t in (await dee.client.list_tools()).tools}
@@ -188,7 +213,7 @@ async def test_a_tool_the_upstream_drops_is_announced_withdrawn_and_refused(
         await until(
             lambda: any(isinstance(m, types.ToolListChangedNotification) for m in dee.heard), 20
         )
-        for url in replicas:  # each gateway withdrew it (each heard the upstream itself)
+        for url in replicas.urls:  # each gateway withdrew it (each heard the upstream itself)
             async with _caller(url, "eve") as eve:
                 with anyio.fail_after(20):
                     while "a__victim" in (names := await _names(eve.client)):  # noqa: ASYNC110
@@ -197,3 +222,14 @@ async def test_a_tool_the_upstream_drops_is_announced_withdrawn_and_refused(
                 refused = await eve.client.call_tool("a__victim", {})
                 assert refused.is_error and refused.structured_content is not None
                 assert refused.structured_content["code"] == "TOOL_NOT_FOUND"
+
+
+async def test_a_subscription_outlives_an_upstream_restart(replicas: Replicas) -> None:
+    """The restarted upstream forgot every session: the next call through the gateway
+    succeeds at once (a new session, inline), and the gateway's listener subscribes again."""
+    async with _caller(replicas.urls[0], "fay") as fay:
+        await fay.subscribe("a://items/3")
+        await fay.until_heard("a://items/3")
+        replicas.upstream.restart()
+        await fay.touch("a://items/3")  # not UPSTREAM_UNAVAILABLE: touch checks is_error
+        await fay.until_heard("a://items/3", 2)
