@@ -29,6 +29,7 @@ from fastapi import FastAPI
 from conclave.settings_pipe import read_settings
 from gateway import create_app
 from gateway.http import BoundedHttpToolsProtocol, ConnectionLimits
+from gateway.http.mcp import CallerStreams
 from sandbox import SandboxPool
 
 INSTANCE_HEADER = "X-Conclave-Instance"
@@ -52,6 +53,9 @@ class _GatewayServer(uvicorn.Server):
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         grace_s = self.app.state.settings.shutdown_grace_s
+        streams = getattr(self.app.state, "caller_streams", None)
+        if isinstance(streams, CallerStreams):  # /mcp's event streams never end by themselves
+            streams.close_all()
         loop = asyncio.get_running_loop()
         interrupt = loop.call_later(grace_s, lambda: loop.create_task(self._interrupt_calls()))
         try:

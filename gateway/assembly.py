@@ -34,6 +34,7 @@ from gateway.budgets import (
 from gateway.cancellation import InflightCalls
 from gateway.egress import EgressLimits, EgressProxy
 from gateway.http import build_http_app
+from gateway.http.mcp import CallerStreams, McpCatalog, ResourceSubscriptions
 from gateway.identity import AgentDirectory, JwksVerifier
 from gateway.json_logs import install_json_logging
 from gateway.metrics import GatewayMetrics
@@ -98,6 +99,12 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
         state.latency_window = _latency_window(settings, state.redis)
         state.breaker = _circuit_breaker(settings, state.redis)
         state.upstreams = UpstreamSet(sources, state.registry)  # mcp_http sources
+        # /mcp's GET streams, fed from any replica, and the subscriptions the upstreams'
+        # news goes to
+        state.caller_streams = CallerStreams(state.redis, state.upstreams.sees)
+        subscriptions = ResourceSubscriptions(state.redis, state.caller_streams, state.upstreams)
+        state.upstreams.events = subscriptions
+        state.mcp_catalog = McpCatalog(state.upstreams, state.stdio, subscriptions)
         state.pipeline = _pipeline(settings, state.redis, state.registry, app)
         try:
             async with anyio.create_task_group() as background:
@@ -105,6 +112,7 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
                     background.start_soon(state.executor.run_reaper)  # reaps idle sandboxes
                 await background.start(state.upstreams.run)  # each upstream tried once
                 await background.start(state.inflight.listen)  # cancels from any replica
+                await background.start(state.caller_streams.listen)  # news from any replica
                 yield
                 background.cancel_scope.cancel()
         finally:

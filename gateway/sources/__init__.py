@@ -3,7 +3,8 @@ servers, run in sandboxes, and remote `mcp_http` upstreams, all served as `<sour
 
 `python_sources` and `stdio_sources` prepare and discover their tools at start-up (the
 gateway never imports user code); `http_upstream` and its session, connection pool and
-failure mapping speak to a remote MCP server; `upstream_set` routes calls to it.
+failure mapping speak to a remote MCP server; `upstream_set` routes calls to it, and
+`upstream_events` hears what it says unasked (resource updates, list changes).
 """
 
 from gateway.sources.http1_pool import Http1Answer, UpstreamClosed, read_answer
@@ -21,6 +22,7 @@ from gateway.sources.python_sources import (
     register_sources,
 )
 from gateway.sources.stdio_sources import StdioRouter, StdioSources
+from gateway.sources.upstream_events import SourceEvents, UpstreamListener
 from gateway.sources.upstream_set import UpstreamRouter, UpstreamSet
 
 __all__ = [
@@ -29,10 +31,12 @@ __all__ = [
     "Http1Answer",
     "HttpUpstream",
     "PythonSources",
+    "SourceEvents",
     "StdioRouter",
     "StdioSources",
     "UpstreamCheck",
     "UpstreamClosed",
+    "UpstreamListener",
     "UpstreamRouter",
     "UpstreamSet",
     "check_upstream",

@@ -94,6 +94,7 @@ class HttpUpstream:
         self.retry_s = retry_s
         self.tools: dict[str, UpstreamTool] = {}  # by the upstream's own name
         self.resources: dict[str, dict[str, Any]] = {}  # by URI
+        self.templates: list[dict[str, Any]] = []  # resource templates, as listed
         self.prompts: dict[str, dict[str, Any]] = {}  # by the upstream's own name
         self._sessions: list[McpSession] = []
         self._turn = 0
@@ -165,15 +166,17 @@ class HttpUpstream:
         with anyio.fail_after(self.timeout_s):
             for session in sessions:
                 await session.open()
-            await self._discover(sessions[0])
+            await self.discover(sessions[0])
         return sessions
 
-    async def _discover(self, session: McpSession) -> None:
+    async def discover(self, session: McpSession) -> None:
+        """List what the upstream serves (on `session`) and keep it."""
         tools = [UpstreamTool.model_validate(t) for t in await _listed(session, "tools")]
         self.tools = {t.name: t for t in tools if self.source.serves(t.name)}
         if "resources" in session.capabilities:
             found = [_Named.model_validate(r) for r in await _listed(session, "resources")]
             self.resources = {r.uri: _shown(r) for r in found if r.uri}
+            self.templates = await _templates(session)
         if "prompts" in session.capabilities:
             found = [_Named.model_validate(p) for p in await _listed(session, "prompts")]
             self.prompts = {p.name: _shown(p) for p in found if p.name}
@@ -217,14 +220,9 @@ class HttpUpstream:
         output = ToolResult.of_mcp(result, value=_value(result))
         return Outcome(usage=self._usage(began), result=output.value, output=output)
 
-    async def read_resource(self, uri: str) -> dict[str, Any]:
-        return await self._operation("resources/read", {"uri": uri})
-
-    async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> dict[str, Any]:
-        params: dict[str, Any] = {"name": name}
-        if arguments is not None:
-            params["arguments"] = arguments
-        return await self._operation("prompts/get", params)
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One request to the upstream (a catalog method: read, complete, subscribe...)."""
+        return await self._operation(method, params)
 
     async def _operation(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         session = self._next_session()
@@ -269,12 +267,23 @@ async def _closing(http: Http1Pool) -> AsyncIterator[Http1Pool]:
         await http.aclose()
 
 
-async def _listed(session: McpSession, kind: str) -> list[Any]:
-    """Every item of `<kind>/list`, following the upstream's pages."""
+async def _templates(session: McpSession) -> list[dict[str, Any]]:
+    """The upstream's resource templates; none when it does not serve the method."""
+    try:
+        listed = await _listed(session, "resourceTemplates", "resources/templates/list")
+    except RpcError as exc:
+        if exc.code == PARSE_ERROR:
+            raise
+        return []
+    return [t for t in listed if isinstance(t, dict) and isinstance(t.get("uriTemplate"), str)]
+
+
+async def _listed(session: McpSession, kind: str, method: str | None = None) -> list[Any]:
+    """Every item of `<kind>/list` (or `method`), following the upstream's pages."""
     items: list[Any] = []
     params: dict[str, Any] = {}
     while True:
-        page = await session.request(f"{kind}/list", params)
+        page = await session.request(method or f"{kind}/list", params)
         found = page.get(kind)
         if not isinstance(found, list):
             raise RpcError(PARSE_ERROR, f"{kind}/list answered without a list of {kind}")

@@ -11,6 +11,12 @@ its caller (its grant ran out, or the agent cancelled the call or went away: the
 connection is closed) is followed by `notifications/cancelled`, sent in
 `background`, since an upstream must not read a dropped connection as a cancel. While
 tracing is on, each request is a client span and carries its W3C `traceparent`.
+
+A session the upstream no longer knows (it expired, or the server restarted: HTTP 404 for
+the session id, as the transport says) is initialized again at once, by the first request
+that meets the 404 (the others wait for it), and that request is sent once more. This is
+safe for every method, a `tools/call` too: a 404 for the session means the upstream did not
+process the request. A connection the upstream closed is retried by `Http1Pool` itself.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ PROTOCOL_VERSION = "2025-06-18"
 CLIENT_INFO = {"name": "conclave-gateway", "version": "0.1.0"}
 PARSE_ERROR = -32700
 _SESSION_HEADER = "mcp-session-id"
+_VERSION_HEADER = "mcp-protocol-version"
+_SESSION_HEADERS = (_SESSION_HEADER, _VERSION_HEADER)  # what a session's own headers are
 
 
 class RpcError(Exception):
@@ -59,29 +67,33 @@ class McpSession:
         }
         self.capabilities: dict[str, Any] = {}
         self._ids = itertools.count(1)
+        self._reopening = anyio.Lock()
 
     @property
     def session_id(self) -> str | None:
         return self.headers.get(_SESSION_HEADER)
 
     async def open(self) -> None:
-        """`initialize`, then `notifications/initialized`: the session's id and version."""
+        """`initialize`, then `notifications/initialized`: the session's id and version.
+        The headers are swapped in whole once the session is ready, so a request sent
+        meanwhile carries the old session (and is sent again if that one is gone)."""
+        headers = {k: v for k, v in self.headers.items() if k not in _SESSION_HEADERS}
         params = {
             "protocolVersion": PROTOCOL_VERSION,
             "capabilities": {},
             "clientInfo": CLIENT_INFO,
         }
         request_id = next(self._ids)
-        answer = await self.http.request(
-            "POST", self.headers, _request(request_id, "initialize", params)
-        )
+        initialize = _request(request_id, "initialize", params)
+        answer = await self.http.request("POST", headers, initialize)
         result = _result(answer, request_id)
         session_id = answer.headers.get(_SESSION_HEADER)
         if session_id:
-            self.headers[_SESSION_HEADER] = session_id
-        self.headers["mcp-protocol-version"] = str(result.get("protocolVersion", PROTOCOL_VERSION))
+            headers[_SESSION_HEADER] = session_id
+        headers[_VERSION_HEADER] = str(result.get("protocolVersion", PROTOCOL_VERSION))
         self.capabilities = result.get("capabilities") or {}
-        await self.notify("notifications/initialized", None)
+        await self.notify("notifications/initialized", None, headers)
+        self.headers = headers
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """The result of `method`; RpcError, UpstreamHttpError or OSError if none."""
@@ -109,19 +121,41 @@ class McpSession:
     async def _request(
         self, method: str, params: dict[str, Any], headers: dict[str, str]
     ) -> dict[str, Any]:
+        sent_session = headers.get(_SESSION_HEADER)
+        request_id, answer = await self._post(method, params, headers)
+        if answer.status == 404 and sent_session is not None:
+            # The upstream forgot the session (it expired or the server restarted): it did
+            # not process the request, so a new session may send it again.
+            await self._reopen(sent_session)
+            kept = {k: v for k, v in headers.items() if k not in _SESSION_HEADERS}
+            request_id, answer = await self._post(method, params, {**kept, **self.headers})
+        return _result(answer, request_id)
+
+    async def _post(
+        self, method: str, params: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[int, Http1Answer]:
         request_id = next(self._ids)
         try:
             answer = await self.http.request("POST", headers, _request(request_id, method, params))
         except anyio.get_cancelled_exc_class():
             self.background.start_soon(self._cancelled, request_id)
             raise
-        return _result(answer, request_id)
+        return request_id, answer
 
-    async def notify(self, method: str, params: dict[str, Any] | None) -> None:
+    async def _reopen(self, forgotten: str) -> None:
+        """Initialize a new session in place of `forgotten`, unless another request has."""
+        async with self._reopening:
+            if self.session_id == forgotten:
+                await self.open()
+
+    async def notify(
+        self, method: str, params: dict[str, Any] | None, headers: dict[str, str] | None = None
+    ) -> None:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = params
-        answer = await self.http.request("POST", self.headers, json.dumps(message).encode())
+        body = json.dumps(message).encode()
+        answer = await self.http.request("POST", headers or self.headers, body)
         if answer.status >= 400:
             raise UpstreamHttpError(answer.status, _shown(answer.body))
 

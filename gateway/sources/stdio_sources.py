@@ -49,7 +49,7 @@ from sandbox import (
     source_layer,
 )
 from tools import RegisteredTool, ToolRegistry, ToolResult
-from tools.sources import McpStdioSource, ToolSource, prepare_stdio_source, served_tool_name
+from tools.sources import McpStdioSource, ToolSource, prepare_stdio_source
 
 log = logging.getLogger("conclave.sources")
 
@@ -62,6 +62,7 @@ class StdioServer:
     package: str  # the prepared package the runner imports (its runtime's paths)
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)
     resources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    templates: list[dict[str, Any]] = field(default_factory=list)  # resource templates
     prompts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
@@ -185,6 +186,12 @@ class StdioSources:
         if "resources" in capabilities:
             listed = await _listed(executor, server, context, limits, "resources/list", "resources")
             server.resources = {str(r.get("uri")): r for r in listed}
+            method, key = "resources/templates/list", "resourceTemplates"
+            try:
+                templates = await _listed(executor, server, context, limits, method, key)
+            except GatewayError:  # a server without templates may refuse the method
+                templates = []
+            server.templates = [t for t in templates if isinstance(t.get("uriTemplate"), str)]
         if "prompts" in capabilities:
             listed = await _listed(executor, server, context, limits, "prompts/list", "prompts")
             server.prompts = {str(p.get("name")): p for p in listed}
@@ -255,52 +262,20 @@ class StdioSources:
 
     # /mcp's resources and prompts (gateway.http.mcp.catalog)
 
-    def _visible(self, principal: Principal) -> list[StdioServer]:
+    def visible_servers(self, principal: Principal) -> list[StdioServer]:
+        """The servers whose resources and prompts `principal` may see (and ask them)."""
+        if self.executor is None:
+            return []
         return [s for s in self.servers.values() if s.source.visible_to(principal)]
 
-    def resources_for(self, principal: Principal) -> list[dict[str, Any]]:
-        return [r for s in self._visible(principal) for r in s.resources.values()]
-
-    def prompts_for(self, principal: Principal) -> list[dict[str, Any]]:
-        return [
-            {**p, "name": served_tool_name(s.name, own, s.source.separator)}
-            for s in self._visible(principal)
-            for own, p in s.prompts.items()
-        ]
-
-    def resource_owner(self, principal: Principal, uri: str) -> StdioServer | None:
-        return next((s for s in self._visible(principal) if uri in s.resources), None)
-
-    async def read_resource(self, principal: Principal, uri: str) -> dict[str, Any] | None:
-        """The resource read in the caller's sandbox; None when no visible source has it."""
-        server = self.resource_owner(principal, uri)
-        if server is None or self.executor is None:
-            return None
-        return await _relay(
-            self.executor,
-            server,
-            _context(principal),
-            server.limits,
-            "resources/read",
-            {"uri": uri},
-        )
-
-    async def get_prompt(
-        self, principal: Principal, name: str, arguments: dict[str, str] | None
-    ) -> dict[str, Any] | None:
-        """The prompt got in the caller's sandbox; None when no visible source has it."""
-        named = (
-            (server, own)
-            for server in self._visible(principal)
-            for own in server.prompts
-            if server.source.answers_to(name, own)
-        )
-        server, own = next(named, (None, ""))
-        if server is None or self.executor is None:
-            return None
-        params: dict[str, Any] = {"name": own, **({"arguments": arguments} if arguments else {})}
+    async def request(
+        self, principal: Principal, server: StdioServer, method: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """One request to `server`, run in `principal`'s own sandbox."""
+        if self.executor is None:
+            raise GatewayError.of(ErrorCode.NOT_FOUND, f"source {server.name!r} is not served")
         context = _context(principal)
-        return await _relay(self.executor, server, context, server.limits, "prompts/get", params)
+        return await _relay(self.executor, server, context, server.limits, method, params)
 
 
 class StdioRouter:

@@ -13,8 +13,10 @@
   `tool:` scopes cover every tool of the source (`tool:<source>.*`, `tool:<source>__*` or
   `tool:*`) sees and may
   read its resources and get its prompts; to anyone else they do not exist (NOT_FOUND).
-  Prompts are named as tools are (`<source>__<prompt>`, the dotted name an alias);
-  resources keep their upstream URIs.
+  Prompts are named `<source>.<prompt>`; resources keep their upstream URIs unless two
+  sources serve one (`gateway.http.mcp.resource_uris`).
+- With `events` set, each upstream also has an `UpstreamListener` (its news: resource
+  updates for subscriptions, list changes, after which its tools are served as listed anew).
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ from pydantic import BaseModel, ConfigDict
 
 from gateway.gateway_error import GatewayError
 from gateway.sources.http_upstream import HttpUpstream
+from gateway.sources.upstream_events import SourceEvents, UpstreamListener
 from protocol import ErrorCode, Principal
 from sandbox import Invocation, Outcome, ToolExecutor
 from tools import DuplicateToolError, RegisteredTool, ToolRegistry
-from tools.sources import McpHttpSource, ToolNameError, ToolSource, served_tool_name
+from tools.sources import McpHttpSource, ToolNameError, ToolSource
 
 log = logging.getLogger("conclave.upstreams")
 
@@ -47,6 +50,7 @@ class UpstreamSet:
         *,
         timeout_s: float = 10.0,
         retry_s: float = 10.0,
+        events: SourceEvents | None = None,
     ) -> None:
         self.registry = registry
         self.upstreams = {
@@ -54,7 +58,9 @@ class UpstreamSet:
             for s in sources
             if isinstance(s, McpHttpSource)
         }
-        self._registered: list[str] = []
+        self.events = events  # where the upstreams' news goes; None: nobody listens
+        self.listeners: dict[str, UpstreamListener] = {}
+        self._registered: dict[str, str] = {}  # served tool name -> its upstream's name
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Keep every upstream connected; started once each has been tried once."""
@@ -63,21 +69,34 @@ class UpstreamSet:
                 async with anyio.create_task_group() as first_tries:
                     for upstream in self.upstreams.values():
                         first_tries.start_soon(held.start, upstream.run, self._register)
+                if self.events is not None:
+                    for upstream in self.upstreams.values():
+                        listener = UpstreamListener(upstream, self.events, self._register)
+                        self.listeners[upstream.name] = listener
+                        held.start_soon(listener.run)
                 task_status.started()
         finally:  # the registry may outlive this gateway (tests build many)
             for name in self._registered:
                 self.registry.remove(name)
 
     def _register(self, upstream: HttpUpstream) -> None:
+        """Serve the tools `upstream` lists now: new ones added, changed ones replaced, and
+        the ones it no longer lists withdrawn (a call of one is refused: TOOL_NOT_FOUND)."""
+        listed: set[str] = set()
         for name, found in upstream.tools.items():
             try:
                 qualified = upstream.source.qualified(name)
             except ToolNameError as exc:
                 log.error("mcp_http source %r: %s", upstream.name, exc)
                 continue
-            if qualified in self._registered:
-                continue  # registered at an earlier discovery
             spec = found.spec(qualified, upstream.source.intent)
+            if qualified in self._registered:
+                listed.add(qualified)
+                served = self.registry.get(qualified)
+                if served is None or served.spec == spec:
+                    continue  # registered at an earlier discovery, unchanged
+                self.registry.remove(qualified)  # changed: served as it is now
+                del self._registered[qualified]
             tool = RegisteredTool(
                 spec=spec,
                 function=_runs_upstream,
@@ -91,7 +110,12 @@ class UpstreamSet:
             except DuplicateToolError as exc:
                 log.error("mcp_http source %r: %s", upstream.name, exc)
                 continue
-            self._registered.append(qualified)
+            self._registered[qualified] = upstream.name
+            listed.add(qualified)
+        for dropped in [n for n, o in self._registered.items() if o == upstream.name]:
+            if dropped not in listed:
+                self.registry.remove(dropped)
+                del self._registered[dropped]
         log.info(
             "mcp_http source %r serves %d tools, %d resources, %d prompts",
             upstream.name,
@@ -105,38 +129,25 @@ class UpstreamSet:
             return None
         return self.upstreams.get(tool.entrypoint[len(ENTRYPOINT_PREFIX) :].split("/", 1)[0])
 
-    def _visible(self, principal: Principal) -> list[HttpUpstream]:
+    def visible(self, principal: Principal) -> list[HttpUpstream]:
+        """The upstreams whose resources and prompts `principal` may see (and ask them)."""
         return [u for u in self.upstreams.values() if u.source.visible_to(principal)]
 
-    def resources_for(self, principal: Principal) -> list[dict[str, Any]]:
-        return [r for upstream in self._visible(principal) for r in upstream.resources.values()]
+    def sees(self, principal: Principal, source: str) -> bool:
+        upstream = self.upstreams.get(source)
+        return upstream is not None and upstream.source.visible_to(principal)
 
-    def prompts_for(self, principal: Principal) -> list[dict[str, Any]]:
-        listed = []
-        for upstream in self._visible(principal):
-            for name, prompt in upstream.prompts.items():
-                served = served_tool_name(upstream.name, name, upstream.source.separator)
-                listed.append({**prompt, "name": served})
-        return listed
-
-    async def read_resource(self, principal: Principal, uri: str) -> dict[str, Any]:
-        for upstream in self._visible(principal):
-            if uri in upstream.resources:
-                return await upstream.read_resource(uri)
-        raise GatewayError.of(
-            ErrorCode.NOT_FOUND, f"no resource {uri[:200]!r} here; resources/list names them"
-        )
-
-    async def get_prompt(
-        self, principal: Principal, name: str, arguments: dict[str, str] | None
-    ) -> dict[str, Any]:
-        for upstream in self._visible(principal):
-            for own in upstream.prompts:
-                if upstream.source.answers_to(name, own):
-                    return await upstream.get_prompt(own, arguments)
-        raise GatewayError.of(
-            ErrorCode.NOT_FOUND, f"no prompt {name[:100]!r} here; prompts/list names them"
-        )
+    def listener_of(self, source: str) -> UpstreamListener:
+        """The listener that subscribes on `source`; refused when the upstream cannot tell
+        the gateway of updates (it issues no session, or does not take subscriptions)."""
+        listener = self.listeners.get(source)
+        if listener is None or not listener.offers_subscriptions:
+            raise GatewayError.of(
+                ErrorCode.INVALID_REQUEST,
+                f"source {source!r} does not offer resource subscriptions",
+                details={"source": source},
+            )
+        return listener
 
 
 class UpstreamRouter:

@@ -165,7 +165,8 @@ async def test_malformed_json_rpc(http: httpx.AsyncClient, stack: EmbeddedStack)
         (b'{"jsonrpc": "1.0", "id": 1, "method": "tools/list"}', "INVALID_REQUEST", -32600, 200),
         (b'[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]', "INVALID_REQUEST", -32600, 200),
         (
-            b'{"jsonrpc": "2.0", "id": 7, "method": "completion/complete"}',
+            # a client's method (the server asks it), never one served here
+            b'{"jsonrpc": "2.0", "id": 7, "method": "sampling/createMessage"}',
             "METHOD_NOT_FOUND",
             -32601,
             200,
@@ -181,7 +182,9 @@ async def test_malformed_json_rpc(http: httpx.AsyncClient, stack: EmbeddedStack)
     failed = await http.post("/mcp", json=call, headers=headers)  # missing argument: isError
     result = failed.json()["result"]
     assert result["isError"] is True and result["structuredContent"]["code"] == "INVALID_ARGUMENTS"
-    assert (await http.get("/mcp", headers=headers)).status_code == 405
+    assert (await http.delete("/mcp", headers=headers)).status_code == 405
+    not_a_stream = await http.get("/mcp", headers=headers)  # GET /mcp needs Accept for SSE
+    await _refused(http, stack, not_a_stream, "INVALID_REQUEST", 400)
     no_token = await http.post("/mcp", json=call)
     await _refused(http, stack, no_token, "AUTH_REQUIRED", 401)
 

@@ -48,9 +48,12 @@ async def test_a_tool_call_on_the_hot_path_answers_and_refuses_as_before(
 async def test_other_methods_and_paths_still_take_the_full_stack(
     client: httpx.AsyncClient, settings: Settings
 ) -> None:
-    no_stream = await client.get("/mcp", headers=_auth(settings))
-    assert no_stream.status_code == 405  # the /mcp GET route, not the hot POST handler
-    assert no_stream.headers["Allow"] == "POST"
+    no_session = await client.delete("/mcp", headers=_auth(settings))
+    assert no_session.status_code == 405  # the /mcp DELETE route, not the hot POST handler
+    assert set(no_session.headers["Allow"].split(", ")) - {"HEAD"} == {"GET", "POST"}
+    not_a_stream = await client.get("/mcp", headers=_auth(settings))  # no Accept for SSE
+    assert not_a_stream.status_code == 400
+    assert not_a_stream.json()["code"] == "INVALID_REQUEST"
     nested = await client.post("/v1/tools/a/b/call", json={}, headers=_auth(settings))
     assert nested.status_code == 404
     assert nested.json()["code"] == "NOT_FOUND"

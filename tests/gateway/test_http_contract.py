@@ -104,8 +104,7 @@ async def test_a_body_that_is_not_json_is_a_serf_refusal(
         ("GET", "/v1/tools/echo/call", {"POST"}),  # hot routes (the fast path)
         ("PUT", "/v1/state/notes/commit", {"GET", "POST"}),  # GET: reads key "commit"
         ("POST", "/v1/state/notes/some-key", {"GET"}),
-        ("GET", "/mcp", {"POST"}),
-        ("DELETE", "/mcp", {"POST"}),
+        ("DELETE", "/mcp", {"GET", "POST"}),  # no session to end
     ],
 )
 async def test_a_wrong_method_is_405_with_allow_and_a_serf_body(

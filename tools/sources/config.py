@@ -86,11 +86,6 @@ class SourceBase(BaseModel):
         dotted = dotted_tool_name(self.name, tool)
         return () if dotted == served_tool_name(self.name, tool, self.separator) else (dotted,)
 
-    def answers_to(self, name: str, own: str) -> bool:
-        """Whether `name` is how a caller names the source's own `own` (a tool or a prompt):
-        its served name or the dotted alias."""
-        return name in (served_tool_name(self.name, own, self.separator), *self.aliases(own))
-
     def visible_to(self, principal: Principal) -> bool:
         """Whether `principal`'s scopes cover the source as a whole (its resources and
         prompts go with its tools): `tool:<name>.*`, or the served spelling's glob."""

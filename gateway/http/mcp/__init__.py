@@ -1,5 +1,7 @@
 """The MCP endpoint: streamable HTTP at `/mcp`, JSON-RPC 2.0, through the pipeline."""
 
+from gateway.http.mcp.caller_streams import CallerStreams
+from gateway.http.mcp.catalog import McpCatalog
 from gateway.http.mcp.endpoint import SUPPORTED_VERSIONS, router
 from gateway.http.mcp.messages import (
     McpMessage,
@@ -8,10 +10,14 @@ from gateway.http.mcp.messages import (
     tool_failure,
     tool_result,
 )
+from gateway.http.mcp.subscriptions import ResourceSubscriptions
 
 __all__ = [
     "SUPPORTED_VERSIONS",
+    "CallerStreams",
+    "McpCatalog",
     "McpMessage",
+    "ResourceSubscriptions",
     "parse_message",
     "router",
     "rpc_error",

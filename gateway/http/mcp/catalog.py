@@ -1,60 +1,114 @@
-"""`/mcp`'s resources and prompts: those of the MCP sources, filtered per identity.
+"""`/mcp`'s resources, resource templates, prompts, completions and subscriptions: those of
+the MCP sources, filtered per identity.
 
-`resources/list`, `resources/read`, `prompts/list` and `prompts/get` run as operations of
-the pipeline (authenticated, rate limited, audited). Both kinds of MCP source answer them
-with one rule (a source's resources and prompts go with `tool:<source>.*`): the `mcp_stdio`
-servers (`StdioSources`, read in the caller's own sandbox) first, then the `mcp_http`
-upstreams (`UpstreamSet`), which answer NOT_FOUND for what neither serves.
+Each method runs as an operation of the pipeline (authenticated, rate limited, audited).
+Both kinds of MCP source answer with one rule (`mcp_sources`: a source's resources and
+prompts go with `tool:<source>.*`; to anyone else they do not exist, NOT_FOUND): the
+`mcp_stdio` servers (asked in the caller's own sandbox) and the `mcp_http` upstreams.
+Resource URIs are kept apart per source (`resource_uris`), a concrete URI matching a
+source's template is read from that source (`resource_templates`), completions go to the
+source that owns the prompt or template (`completion`), subscriptions are the identity's,
+in Redis (`subscriptions`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from gateway.gateway_error import GatewayError
+from gateway.http.mcp.completion import complete
+from gateway.http.mcp.mcp_sources import McpSource, prompt_owner, sources_for
+from gateway.http.mcp.resource_uris import listed_resources, listed_templates, resolve
+from gateway.http.mcp.subscriptions import ResourceSubscriptions
 from gateway.pipeline import RequestContext
 from gateway.sources import StdioSources, UpstreamSet
 from protocol import ErrorCode
+from tools.sources import served_tool_name
 
-UPSTREAM_OPERATIONS = ("resources/list", "resources/read", "prompts/list", "prompts/get")
+UPSTREAM_OPERATIONS = (
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+)
 CAPABILITIES: dict[str, Any] = {
-    "tools": {"listChanged": False},
-    "resources": {"listChanged": False, "subscribe": False},
-    "prompts": {"listChanged": False},
+    "tools": {"listChanged": True},
+    "resources": {"listChanged": True, "subscribe": True},
+    "prompts": {"listChanged": True},
+    "completions": {},
 }
 
 Action = Callable[[RequestContext], Awaitable[dict[str, Any]]]
 
 
-def upstream_operation(
-    upstreams: UpstreamSet, stdio: StdioSources | None, method: str, params: dict[str, Any]
-) -> Action:
-    """The pipeline action that answers `method` for the caller."""
+@dataclass(frozen=True)
+class McpCatalog:
+    """What `/mcp` serves of the MCP sources (built once, in `gateway.assembly`)."""
 
-    async def answer(ctx: RequestContext) -> dict[str, Any]:
-        principal = ctx.require_principal()
-        if method == "resources/list":
-            local = stdio.resources_for(principal) if stdio else []
-            return {"resources": local + upstreams.resources_for(principal)}
-        if method == "prompts/list":
-            local = stdio.prompts_for(principal) if stdio else []
-            return {"prompts": local + upstreams.prompts_for(principal)}
-        if method == "resources/read":
-            uri = params.get("uri")
-            if not isinstance(uri, str) or not uri:
-                raise _invalid("resources/read needs params.uri (a string)")
-            read = await stdio.read_resource(principal, uri) if stdio else None
-            return read if read is not None else await upstreams.read_resource(principal, uri)
-        name, arguments = params.get("name"), params.get("arguments")
-        if not isinstance(name, str) or not isinstance(arguments, dict | None):
-            raise _invalid("prompts/get needs params.name (a string) and optional arguments")
-        shown = {str(k): str(v) for k, v in (arguments or {}).items()} or None
-        got = await stdio.get_prompt(principal, name, shown) if stdio else None
-        return got if got is not None else await upstreams.get_prompt(principal, name, shown)
+    upstreams: UpstreamSet
+    stdio: StdioSources | None
+    subscriptions: ResourceSubscriptions
 
-    return answer
+    def operation(self, method: str, params: dict[str, Any]) -> Action:
+        """The pipeline action that answers `method` for the caller."""
+
+        async def answer(ctx: RequestContext) -> dict[str, Any]:
+            principal = ctx.require_principal()
+            sources = sources_for(principal, self.upstreams, self.stdio)
+            if method == "resources/list":
+                return {"resources": listed_resources(sources)}
+            if method == "resources/templates/list":
+                return {"resourceTemplates": listed_templates(sources)}
+            if method == "prompts/list":
+                return {"prompts": _prompts(sources)}
+            if method == "completion/complete":
+                return await complete(sources, params)
+            if method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
+                uri = params.get("uri")
+                if not isinstance(uri, str) or not uri:
+                    raise _invalid(f"{method} needs params.uri (a string)")
+                if method == "resources/read":
+                    source, own = resolve(sources, uri)
+                    return await source.send(method, {"uri": own})
+                on = method == "resources/subscribe"
+                return await self.subscriptions.subscribe(principal, sources, uri, on=on)
+            return await _get_prompt(sources, params)
+
+        return answer
+
+
+def _prompts(sources: list[McpSource]) -> list[dict[str, Any]]:
+    return [
+        {**p, "name": served_tool_name(s.name, n, s.separator)}
+        for s in sources
+        for n, p in s.prompts.items()
+    ]
+
+
+async def _get_prompt(sources: list[McpSource], params: dict[str, Any]) -> dict[str, Any]:
+    name, arguments = params.get("name"), params.get("arguments")
+    if not isinstance(name, str) or not isinstance(arguments, dict | None):
+        raise _invalid("prompts/get needs params.name (a string) and optional arguments")
+    owner = prompt_owner(sources, name)
+    if owner is None:
+        raise GatewayError.of(
+            ErrorCode.NOT_FOUND, f"no prompt {name[:100]!r} here; prompts/list names them"
+        )
+    source, own = owner
+    asked: dict[str, Any] = {"name": own}
+    if arguments:
+        asked["arguments"] = {str(k): str(v) for k, v in arguments.items()}
+    return await source.send("prompts/get", asked)
 
 
 def _invalid(message: str) -> GatewayError:
     return GatewayError.of(ErrorCode.INVALID_REQUEST, message)
+
+
+__all__ = ["CAPABILITIES", "UPSTREAM_OPERATIONS", "McpCatalog"]

@@ -4,8 +4,9 @@ Every POST carries one JSON-RPC message and runs through the pipeline like an HT
 `initialize`, `ping`, `tools/list` and the upstreams' resources and prompts (`catalog`) as
 operations, `tools/call` as the tool call itself, so the same authentication, policy, rate
 limits and audit apply; every message, a notification or a `ping` too, takes a token from
-the caller's rate limit. The server issues no session id and offers no server-to-client
-stream: GET and DELETE answer 405, as the transport allows.
+the caller's rate limit. GET opens the caller's server-to-client stream (`listen_stream`;
+`initialize` answers an `Mcp-Session-Id` only as the transport's cue to open it: the gateway
+keeps no session); DELETE, with no session to end, answers 405 as the transport allows.
 
 The transport's own checks come first: an `Origin` outside the gateway's Host allow-list is
 refused 403 (a browser page on another site must not reach a local gateway), and an
@@ -28,7 +29,8 @@ from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body
 from gateway.http.hot_routes import hot_route
 from gateway.http.mcp.cancel_notice import CANCELLED_METHOD, cancel_notice
-from gateway.http.mcp.catalog import CAPABILITIES, UPSTREAM_OPERATIONS, upstream_operation
+from gateway.http.mcp.catalog import CAPABILITIES, UPSTREAM_OPERATIONS
+from gateway.http.mcp.listen_stream import SESSION_HEADER, listen, new_session_id
 from gateway.http.mcp.messages import (
     McpMessage,
     is_tool_failure,
@@ -156,9 +158,7 @@ def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> R
     elif method == "tools/list":
         ctx.action = _listing(registry)
     elif method in UPSTREAM_OPERATIONS:
-        state = request.app.state
-        stdio = getattr(state, "stdio", None)  # mcp_stdio sources, when the app has them
-        ctx.action = upstream_operation(state.upstreams, stdio, method, message.params)
+        ctx.action = request.app.state.mcp_catalog.operation(method, message.params)
     elif method == "initialize":
         params = message.params
 
@@ -243,13 +243,24 @@ async def mcp_post(request: Request) -> Response:
         return JSONResponse(
             rpc_result(message.id, tool_result(ctx.result, ctx.trace_id, ctx.usage))
         )
+    if message.method == "initialize":  # the transport's cue to open the GET stream
+        headers = {SESSION_HEADER: new_session_id()}
+        return JSONResponse(rpc_result(message.id, ctx.result), headers=headers)
     return JSONResponse(rpc_result(message.id, ctx.result))
 
 
-async def mcp_no_stream(request: Request) -> Response:
-    """`GET`/`DELETE /mcp`: 405, no server-to-client stream and no session to end."""
-    # The transport's answer for both (with a SERF body, as every refusal has).
-    return method_not_allowed(request.method, "/mcp", "POST")
+async def mcp_get(request: Request) -> Response:
+    """`GET /mcp`: the caller's server-to-client event stream (`listen_stream`)."""
+    if (refused := _origin_refused(request)) is not None:
+        return refused
+    return await listen(request)
 
 
-router.add_route("/mcp", mcp_no_stream, methods=["GET", "DELETE"])
+async def mcp_no_session(request: Request) -> Response:
+    """`DELETE /mcp`: 405, the gateway keeps no session to end."""
+    # The transport's answer (with a SERF body, as every refusal has).
+    return method_not_allowed(request.method, "/mcp", "GET, POST")
+
+
+router.add_route("/mcp", mcp_get, methods=["GET"])
+router.add_route("/mcp", mcp_no_session, methods=["DELETE"])

@@ -1,0 +1,97 @@
+"""`GET /mcp`: the server-to-client event stream of the handshake era (streamable HTTP's
+standalone SSE stream), one per authenticated caller.
+
+Opening it passes the pipeline like any message (authenticated, rate limited, audited as
+`mcp:listen`); then the caller's `CallerStreams` stream is written out as SSE `message`
+events, with a comment every `KEEPALIVE_S` so proxies keep the connection. The stream ends
+when the caller's token expires (the client opens a new one with its new token), when its
+agent is revoked (checked at each keep-alive, as admission checks it: the token's generation
+against the agent's), or when the client goes. A client that does not accept
+`text/event-stream` is refused (400).
+
+`initialize` answers carry an `Mcp-Session-Id` (`new_session_id`): the transport's clients
+open this stream only within a session. The id is only that cue: the gateway keeps nothing
+per session (any replica serves any message), so an id it did not issue is as good.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from fastapi import Request, Response
+from fastapi.responses import StreamingResponse
+from redis.asyncio import Redis
+
+from gateway.gateway_error import GatewayError
+from gateway.http.mcp.caller_streams import CallerStreams
+from gateway.http.responses import challenge, serf_response
+from gateway.identity import generation_key
+from gateway.pipeline import Pipeline, RequestContext
+from protocol import ErrorCode, Principal
+
+OPERATION = "mcp:listen"
+KEEPALIVE_S = 15.0
+SESSION_HEADER = "Mcp-Session-Id"
+
+
+def new_session_id() -> str:
+    return secrets.token_hex(16)
+
+
+async def listen(request: Request) -> Response:
+    """The caller's event stream, once the pipeline admitted the caller."""
+    ctx = RequestContext("mcp", OPERATION, request.headers)
+    if "text/event-stream" not in request.headers.get("accept", ""):
+        ctx.input_error = GatewayError.of(
+            ErrorCode.INVALID_REQUEST,
+            "GET /mcp opens the server's event stream: send Accept: text/event-stream"
+            " (requests go by POST)",
+        )
+
+    async def admitted(_: RequestContext) -> dict[str, Any]:
+        return {}
+
+    ctx.action = admitted
+    pipeline: Pipeline = request.app.state.pipeline
+    await pipeline.run(ctx)
+    if ctx.error is not None:
+        return serf_response(ctx.error, challenge(ctx.error))
+    streams: CallerStreams = request.app.state.caller_streams
+    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    events = _events(streams, ctx.require_principal())
+    return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+
+
+async def _events(streams: CallerStreams, principal: Principal) -> AsyncIterator[bytes]:
+    async with streams.opened(principal) as messages:
+        yield b": open\n\n"  # the answer's head goes out now: the client knows it listens
+        with anyio.move_on_after(max(0.0, principal.expires_at - time.time())):
+            while True:
+                message: dict[str, Any] | None = None
+                with anyio.move_on_after(KEEPALIVE_S):
+                    try:
+                        message = await messages.receive()
+                    except anyio.EndOfStream:
+                        return  # a newer stream of the identity took its place, or shutdown
+                if message is None:
+                    if await _revoked(streams.redis, principal):
+                        return
+                    yield b": keep-alive\n\n"
+                    continue
+                data = json.dumps(message, separators=(",", ":"))
+                yield f"event: message\ndata: {data}\n\n".encode()
+
+
+async def _revoked(redis: Redis, principal: Principal) -> bool:
+    """Whether the principal's token no longer admits (admission.lua's rule: its generation
+    is not its agent's current one, absent counting as 0)."""
+    current = await redis.get(generation_key(principal.tenant, principal.agent))
+    return int(current or 0) != principal.generation
+
+
+__all__ = ["KEEPALIVE_S", "OPERATION", "SESSION_HEADER", "listen", "new_session_id"]
