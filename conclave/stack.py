@@ -20,7 +20,6 @@ loopback needs explicitly configured secrets; the sandbox backend is the stronge
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import select
@@ -36,6 +35,7 @@ import httpx
 
 from conclave.child_lifetime import die_with_this_process
 from conclave.embedded_redis import EmbeddedRedis, EmbeddedRedisError
+from conclave.loopback import is_loopback
 from conclave.settings_pipe import settings_pipe
 from gateway import Settings, issue_token
 from protocol import ADMIN_KEY_HEADER
@@ -56,16 +56,6 @@ INPROCESS_WARNING = (
 
 class StackError(RuntimeError):
     pass
-
-
-def is_loopback(host: str) -> bool:
-    """127.0.0.0/8, ::1 or localhost: reachable from this machine only."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a name: it may resolve to anything
 
 
 class EmbeddedStack:
