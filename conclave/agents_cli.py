@@ -19,7 +19,14 @@ import typer
 from pydantic import ValidationError
 
 from conclave.loopback import is_loopback
-from protocol import ADMIN_KEY_HEADER, AgentRecord, AgentRegistration, AgentToken, SerfError
+from protocol import (
+    ADMIN_KEY_HEADER,
+    TRACEBACK_DETAIL,
+    AgentRecord,
+    AgentRegistration,
+    AgentToken,
+    SerfError,
+)
 
 DEFAULT_GATEWAY = "http://127.0.0.1:8321"
 
@@ -179,6 +186,9 @@ def gateway_request(
             serf = SerfError.model_validate(response.json())
         except ValueError:
             fail(f"{gateway} answered {response.status_code}: is it a Conclave gateway?")
+        told = serf.details.get(TRACEBACK_DETAIL)
+        if isinstance(told, str):  # asked for (`tools call --debug`) by the tools' author
+            typer.echo(told.rstrip(), err=True)
         fail(f"{serf.code}: {serf.message}")
     return response.json()
 

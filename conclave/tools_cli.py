@@ -25,7 +25,7 @@ from conclave.agents_cli import (
     print_rows,
     resolve_admin_key,
 )
-from protocol import ADMIN_KEY_HEADER, ResourceIntent, ToolSpec
+from protocol import ADMIN_KEY_HEADER, DEBUG_HEADER, ResourceIntent, ToolSpec
 
 if TYPE_CHECKING:  # what reads conclave.toml and starts sources; `call` and `list
     # --gateway` only speak HTTP and import none of it
@@ -88,10 +88,23 @@ def call(
     ] = None,
     token: TokenOption = None,
     gateway: GatewayOption = DEFAULT_GATEWAY,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            help="a failing tool's own traceback too: for the tools' author, so it sends the"
+            " admin key (--admin-key, or a local gateway's from --data-dir)"
+        ),
+    ] = False,
+    admin_key: AdminKeyOption = None,
+    data_dir: DataDirOption = None,
 ) -> None:
     """Call a tool through a running gateway as the --token's agent, all six stages; print
-    its result as JSON (a refusal or the tool's failure: one line, exit 1)."""
+    its result as JSON (a refusal or the tool's failure: one line, exit 1; with --debug, the
+    tool's traceback before it)."""
     auth = bearer(token, "the agent whose identity calls the tool")
+    if debug:
+        key = resolve_admin_key(gateway, admin_key, data_dir)
+        auth = {**auth, DEBUG_HEADER: "1", ADMIN_KEY_HEADER: key}
     arguments = dict(_argument(text) for text in arg or [])
     answer = gateway_request(
         gateway, "POST", f"/v1/tools/{name}/call", auth, {"arguments": arguments}

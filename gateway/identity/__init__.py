@@ -1,6 +1,6 @@
 """Who is asking: tokens (HS256 and JWKS/RS256), the admin key, the agent directory."""
 
-from gateway.identity.admin_key import require_admin
+from gateway.identity.admin_key import require_admin, shows_traceback
 from gateway.identity.agent_directory import AgentDirectory, generation_key, token_revoked
 from gateway.identity.jwks import JwksVerifier
 from gateway.identity.tokens import (
@@ -21,6 +21,7 @@ __all__ = [
     "generation_key",
     "issue_token",
     "require_admin",
+    "shows_traceback",
     "token_revoked",
     "verify_claims",
     "verify_token",

@@ -58,6 +58,9 @@ class RequestContext:
     # an MCP call's JSON-RPC id, by which `notifications/cancelled` names it.
     cancel: CallCancel | None = None
     request_id: str | int | None = None
+    # The caller asked for a failing tool's traceback and holds the admin key (the tools'
+    # code is the operator's): set by the transport; dispatch drops the traceback otherwise.
+    show_traceback: bool = False
 
     # Filled in by the stages.
     principal: Principal | None = None
