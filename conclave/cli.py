@@ -142,7 +142,7 @@ def serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopped.set())
     try:
-        stack = EmbeddedStack(settings, host=settings.host).start()
+        stack = EmbeddedStack(settings, host=settings.host, say=_progress).start()
     except (StackError, SandboxStartError) as exc:
         _refuse_to_serve(str(exc))
     try:
@@ -159,6 +159,10 @@ def serve(
     finally:
         stack.stop()
     console.print("stopped.")
+
+
+def _progress(line: str) -> None:
+    console.print(f"start    {line}", highlight=False, markup=False)
 
 
 def _secrets_origin(settings: Settings) -> str:
