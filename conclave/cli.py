@@ -112,6 +112,7 @@ def serve(
     import threading
 
     from conclave.config_file import settings_from
+    from conclave.private_engine import EngineStartError, find_engine
     from conclave.stack import EmbeddedStack, StackError
     from sandbox import SandboxStartError
     from tools.sources import ConfigError
@@ -138,6 +139,10 @@ def serve(
         _refuse_to_serve(
             "the process backend does not isolate tools: add --unisolated-process-backend"
         )
+    try:  # the set-up's private Docker engine, started when none answers
+        settings = find_engine(settings, _progress)
+    except EngineStartError as exc:
+        _refuse_to_serve(str(exc))
     stopped = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopped.set())
