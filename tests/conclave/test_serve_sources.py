@@ -79,6 +79,16 @@ def _lines_until(server: subprocess.Popen[str], last: str, timeout_s: float) -> 
     raise AssertionError(f"no line starting {last!r} within {timeout_s} s: {lines}")
 
 
+def _ended(server: subprocess.Popen[str], timeout_s: float) -> str:
+    """Its stderr once it has exited by itself; killed (and the test failed) past the limit."""
+    try:
+        return server.communicate(timeout=timeout_s)[1]
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.communicate()
+        raise
+
+
 def _left_behind(engine: str, before: set[str]) -> list[str]:
     """Sandbox containers made since `before` whose gateway is gone."""
     client = docker.DockerClient(base_url=engine)
@@ -121,7 +131,7 @@ def test_a_preparation_limit_names_the_step_and_the_command(
 ) -> None:
     config = _config(tmp_path)
     server = _serve(config, docker_engine, CONCLAVE_SOURCE_PREPARE_TIMEOUT_S="0.001")
-    _, stderr = server.communicate(timeout=300)
+    stderr = _ended(server, 300)
     assert server.returncode == 1, stderr
     assert "preparing the tool sources took longer than 0.001 s" in stderr
     assert "source sizes: preparing its code and requirements" in stderr
@@ -136,7 +146,7 @@ def test_a_readiness_limit_names_the_step_and_leaves_no_container(
     before = _containers(docker_engine)
     config = _config(tmp_path, before="import time\n\ntime.sleep(300)  # a slow import")
     server = _serve(config, docker_engine, CONCLAVE_READY_TIMEOUT_S="20")
-    _, stderr = server.communicate(timeout=600)
+    stderr = _ended(server, 600)
     assert server.returncode == 1, stderr
     assert "the gateway was not ready within 20 s (CONCLAVE_READY_TIMEOUT_S)" in stderr
     assert f"conclave tools check {config}" in stderr
