@@ -18,9 +18,15 @@ import httpx
 import typer
 from pydantic import ValidationError
 
-from conclave.stack import is_loopback
-from gateway import ADMIN_KEY_FILE, default_data_dir
-from protocol import ADMIN_KEY_HEADER, AgentRecord, AgentRegistration, AgentToken, SerfError
+from conclave.loopback import is_loopback
+from protocol import (
+    ADMIN_KEY_HEADER,
+    TRACEBACK_DETAIL,
+    AgentRecord,
+    AgentRegistration,
+    AgentToken,
+    SerfError,
+)
 
 DEFAULT_GATEWAY = "http://127.0.0.1:8321"
 
@@ -152,6 +158,8 @@ def resolve_admin_key(gateway: str, admin_key: str | None, data_dir: Path | None
     """The key given, else a local gateway's generated one from its data dir."""
     if admin_key:
         return admin_key
+    from gateway import ADMIN_KEY_FILE, default_data_dir  # the secrets store alone
+
     path = (data_dir or default_data_dir()) / ADMIN_KEY_FILE
     if is_loopback(httpx.URL(gateway).host) and path.is_file():
         return path.read_text().strip()
@@ -178,6 +186,9 @@ def gateway_request(
             serf = SerfError.model_validate(response.json())
         except ValueError:
             fail(f"{gateway} answered {response.status_code}: is it a Conclave gateway?")
+        told = serf.details.get(TRACEBACK_DETAIL)
+        if isinstance(told, str):  # asked for (`tools call --debug`) by the tools' author
+            typer.echo(told.rstrip(), err=True)
         fail(f"{serf.code}: {serf.message}")
     return response.json()
 

@@ -2,31 +2,29 @@
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
-from importlib.metadata import version as distribution_version
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
-import anyio
 import typer
-from pydantic import ValidationError
+from typer.core import TyperCommand
 
 from conclave.agents_cli import agents_app
-from conclave.balancer import write_haproxy
-from conclave.bench import SUITES, suite_summary
 from conclave.cli_console import cli_console
-from conclave.config_file import settings_from
+from conclave.run_cli import run_file
 from conclave.sandbox_cli import sandbox_app
-from conclave.stack import EmbeddedStack, StackError
 from conclave.state_cli import state_app
 from conclave.tools_cli import tools_app
-from gateway import AgentDirectory, Settings, connect_redis, translate
-from protocol import AgentToken
-from sandbox import SandboxStartError
-from tools.sources import ConfigError
 
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from gateway import Settings
+    from protocol import AgentToken
+
+# What a command needs is imported in its body: a command that only speaks HTTP (`state get`,
+# `tools call`, `agents list`, `--version`) then starts without the gateway, Redis, Docker or
+# LangGraph (tests/conclave/test_cli_imports.py holds the line).
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__, rich_markup_mode=None)
 token_app = typer.Typer(no_args_is_help=True, help="Agent tokens.")
 app.add_typer(token_app, name="token")
@@ -39,6 +37,8 @@ console = cli_console()
 
 def _print_version(asked: bool) -> None:
     if asked:
+        from importlib.metadata import version as distribution_version
+
         typer.echo(f"conclave {distribution_version('conclave')}")
         raise typer.Exit()
 
@@ -108,6 +108,15 @@ def serve(
     with SIGKILL, its gateways and Redis die with it; the next start removes the sandboxes
     they left.
     """
+    import signal
+    import threading
+
+    from conclave.config_file import settings_from
+    from conclave.private_engine import EngineStartError, find_engine
+    from conclave.stack import EmbeddedStack, StackError
+    from sandbox import SandboxStartError
+    from tools.sources import ConfigError
+
     if unisolated_process_backend and backend is None:
         backend = "process"
     given = {
@@ -130,11 +139,15 @@ def serve(
         _refuse_to_serve(
             "the process backend does not isolate tools: add --unisolated-process-backend"
         )
+    try:  # the set-up's private Docker engine, started when none answers
+        settings = find_engine(settings, _progress)
+    except EngineStartError as exc:
+        _refuse_to_serve(str(exc))
     stopped = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopped.set())
     try:
-        stack = EmbeddedStack(settings, host=settings.host).start()
+        stack = EmbeddedStack(settings, host=settings.host, say=_progress).start()
     except (StackError, SandboxStartError) as exc:
         _refuse_to_serve(str(exc))
     try:
@@ -151,6 +164,10 @@ def serve(
     finally:
         stack.stop()
     console.print("stopped.")
+
+
+def _progress(line: str) -> None:
+    console.print(f"start    {line}", highlight=False, markup=False)
 
 
 def _secrets_origin(settings: Settings) -> str:
@@ -191,6 +208,10 @@ def token_issue(
     holds the signing secret (CONCLAVE_SECRET) is as trusted as the gateway already, so going
     through the admin API would add a second credential and a running gateway, not safety.
     """
+    import anyio
+
+    from gateway import Settings, translate
+
     settings = Settings()
     if not settings.redis_url:
         _fail("set CONCLAVE_REDIS_URL to the gateway's Redis (conclave serve prints it)")
@@ -210,6 +231,8 @@ async def _issue_registered(
     obo: str | None,
     ttl: int | None,
 ) -> AgentToken:
+    from gateway import AgentDirectory, connect_redis
+
     assert settings.redis_url is not None
     redis = connect_redis(settings.redis_url)
     try:
@@ -231,6 +254,8 @@ def balancer(
 ) -> None:
     """Write an HAProxy configuration for gateway replicas (round robin, health checks, and
     HAProxy's own errors as SERF bodies); run it with `haproxy -f <out>/haproxy.cfg`."""
+    from conclave.balancer import write_haproxy
+
     typer.echo(write_haproxy(out, port, backend))
 
 
@@ -239,12 +264,30 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(1)
 
 
+_BENCH_SUMMARY = "Run benchmark suites on the embedded stack and print their figures."
+
+
 def _bench_help() -> str:
+    from conclave.bench import SUITES, suite_summary
+
     lines = "\n".join(f"{name:<12} {suite_summary(name)}" for name in SUITES)
-    return f"Run benchmark suites on the embedded stack and print their figures.\n\n\b\n{lines}"
+    return f"{_BENCH_SUMMARY}\n\n\b\n{lines}"
 
 
-@app.command(help=_bench_help())
+class _BenchCommand(TyperCommand):
+    """`conclave bench`, whose help lists the suites: read from their modules only when the
+    help is shown, not at every start of the CLI."""
+
+    @property
+    def help(self) -> str:
+        return _bench_help()
+
+    @help.setter
+    def help(self, _given: str | None) -> None:
+        pass  # click sets the declared help; the property above stands for it
+
+
+@app.command(cls=_BenchCommand, short_help=_BENCH_SUMMARY)
 def bench(
     suites: Annotated[list[str] | None, typer.Argument(help="suites to run; none: all")] = None,
     quick: Annotated[
@@ -313,22 +356,36 @@ def bench(
         raise typer.Exit(1)
 
 
-from conclave.run_cli import run_file  # noqa: E402  (its own module; registered here)
-
 app.command(name="run")(run_file)
 
 
 def main() -> None:
     """Run the CLI; a known failure anywhere (a bad CONCLAVE_* setting, a stack that cannot
     start) ends in one line that says what to do, not a traceback."""
+    from pydantic import ValidationError
+
     try:
         app()
     except ValidationError as exc:
-        if exc.title != Settings.__name__:
+        if exc.title != "Settings":  # gateway.Settings, not imported by every command
             raise
         _exit_with(f"bad setting: {_bad_settings(exc)}: fix it or unset it")
-    except (StackError, SandboxStartError) as exc:
+    except Exception as exc:
+        if not isinstance(exc, _start_failures()):
+            raise
         _exit_with(str(exc))
+
+
+def _start_failures() -> tuple[type[Exception], ...]:
+    """A stack or a sandbox that could not start: their modules are loaded only by the
+    commands that start one, and an exception of theirs can come only from such a command."""
+    found: list[type[Exception]] = []
+    for module, name in (("conclave.stack", "StackError"), ("sandbox", "SandboxStartError")):
+        loaded = sys.modules.get(module)
+        kind = getattr(loaded, name, None) if loaded is not None else None
+        if isinstance(kind, type) and issubclass(kind, Exception):
+            found.append(kind)
+    return tuple(found)
 
 
 def _bad_settings(exc: ValidationError) -> str:

@@ -11,16 +11,14 @@ from __future__ import annotations
 import runpy
 import traceback
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
-import anyio
 import typer
-from rich.table import Table
 
-from agents import Agent, GatewayCallError, GatewayClient, Team, single
 from conclave.cli_console import cli_console
-from conclave.stack import EmbeddedStack
-from gateway import Settings
+
+if TYPE_CHECKING:  # the SDK (and LangGraph under it) is imported when a file runs
+    from agents import Team
 
 console = cli_console()
 
@@ -32,6 +30,8 @@ class TeamFileError(ValueError):
 def load_team(path: Path) -> tuple[Team, str | None]:
     """The `team` (or a single `agent`) and the `task` the file defines; TeamFileError says
     what is wrong with the file in one line."""
+    from agents import Agent, Team, single
+
     if not path.is_file():
         raise TeamFileError(f"{path} is not a file: pass the Python file that defines `team`")
     try:
@@ -58,6 +58,8 @@ def load_team(path: Path) -> tuple[Team, str | None]:
 
 
 async def run_team(team: Team, task: str, url: str, admin_key: str) -> dict[str, Any]:
+    from agents import GatewayClient
+
     async with GatewayClient(url, admin_key=admin_key) as admin:
         await team.register(admin)
         try:
@@ -67,6 +69,8 @@ async def run_team(team: Team, task: str, url: str, admin_key: str) -> dict[str,
 
 
 def show(result: dict[str, Any]) -> None:
+    from rich.table import Table
+
     table = Table(title="Answers", title_justify="left")
     for column in ("agent", "stopped", "tool calls", "answer"):
         table.add_column(column)
@@ -88,6 +92,12 @@ def run_file(
     ] = None,
 ) -> None:
     """Run a team defined in FILE.py against the embedded stack (or --gateway URL)."""
+    import anyio
+
+    from agents import GatewayCallError
+    from conclave.stack import EmbeddedStack
+    from gateway import Settings
+
     try:
         team, file_task = load_team(file)
     except TeamFileError as exc:

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import anyio
 import typer
 
 from conclave.cli_console import cli_console
-from conclave.config_file import settings_from
-from gateway import Settings, StdioSources, open_python_sources
-from tools import ToolRegistry
-from tools.sources import ConfigError, load_config
+
+if TYPE_CHECKING:
+    from gateway import Settings
 
 sandbox_app = typer.Typer(no_args_is_help=True, help="Sandboxes: runtime image, cleanup.")
 console = cli_console(stderr=True)
@@ -35,7 +33,9 @@ def build_image(
 ) -> None:
     """Build the docker backend's runtime image (Python 3.11 + pydantic), no registry needed;
     with --config, then a layer per python source with its requirements."""
+    from conclave.config_file import settings_from
     from sandbox import ImageBuildError, RuntimeImageBuilder
+    from tools.sources import ConfigError
 
     try:
         settings = settings_from(config)
@@ -66,6 +66,12 @@ def build_image(
 
 def _prepare_sources(settings: Settings, cache_dir: Path | None) -> bool:
     """Build every python source's layer (and check it imports); False if one cannot."""
+    import anyio
+
+    from gateway import StdioSources, open_python_sources
+    from tools import ToolRegistry
+    from tools.sources import load_config
+
     assert settings.config is not None
     on_docker = settings.model_copy(update={"sandbox_backend": "docker"})
     sources = load_config(settings.config).source
@@ -92,6 +98,7 @@ def gc(
     ] = False,
 ) -> None:
     """Remove sandbox containers, cgroups and workspaces whose gateway is gone."""
+    from gateway import Settings
     from sandbox import collect_orphans
 
     settings = Settings()

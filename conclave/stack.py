@@ -20,7 +20,6 @@ loopback needs explicitly configured secrets; the sandbox backend is the stronge
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import select
@@ -28,7 +27,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
@@ -36,7 +35,9 @@ import httpx
 
 from conclave.child_lifetime import die_with_this_process
 from conclave.embedded_redis import EmbeddedRedis, EmbeddedRedisError
+from conclave.loopback import is_loopback
 from conclave.settings_pipe import settings_pipe
+from conclave.source_images import SourcePreparationTimeout, prepare_source_images
 from gateway import Settings, issue_token
 from protocol import ADMIN_KEY_HEADER
 from sandbox import (
@@ -58,16 +59,6 @@ class StackError(RuntimeError):
     pass
 
 
-def is_loopback(host: str) -> bool:
-    """127.0.0.0/8, ::1 or localhost: reachable from this machine only."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a name: it may resolve to anything
-
-
 class EmbeddedStack:
     def __init__(
         self,
@@ -75,8 +66,10 @@ class EmbeddedStack:
         *,
         host: str = "127.0.0.1",
         log_path: Path | None = None,
+        say: Callable[[str], None] | None = None,
     ) -> None:
-        """`log_path`: where the gateway's output goes (appended); by default, ours."""
+        """`log_path`: where the gateway's output goes (appended); by default, ours. `say`:
+        where start-up progress goes (preparing sources); by default, the log."""
         self.base_settings = settings or Settings()
         self.host = host
         self.log_path = log_path
@@ -88,10 +81,13 @@ class EmbeddedStack:
         self._sockets: list[socket.socket] = []  # one listener per gateway process
         self.settings = self.base_settings
         self.url = ""
+        self.say = say or (lambda line: log.info("%s", line))  # start-up progress
 
-    def start(self, timeout_s: float = 30.0) -> EmbeddedStack:
+    def start(self, timeout_s: float | None = None) -> EmbeddedStack:
+        """Start it all; `timeout_s` (default `ready_timeout_s`) is the gateways' readiness
+        limit, counted from after the config's sources are prepared (`source_images`)."""
         try:
-            self._start(timeout_s)
+            self._start(timeout_s or self.base_settings.ready_timeout_s)
         except BaseException:
             self.stop()
             raise
@@ -113,6 +109,12 @@ class EmbeddedStack:
         else:
             self._check_backend_runs(base)
             self.backend = BackendChoice(base.sandbox_backend, "chosen by configuration")
+        try:  # image builds can take minutes: before the readiness clock, with progress
+            prepare_source_images(
+                base.model_copy(update={"sandbox_backend": self.backend.name}), self.say
+            )
+        except SourcePreparationTimeout as exc:
+            raise StackError(str(exc)) from exc
         redis_url = base.redis_url
         if not redis_url:
             self.redis = EmbeddedRedis(
@@ -205,7 +207,7 @@ class EmbeddedStack:
                         raise StackError(f"a gateway process exited with {gateway.returncode}")
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise StackError(f"the gateway was not ready within {timeout_s} s")
+                    raise StackError(self._not_ready(timeout_s))
                 readable, _, _ = select.select(list(waiting), [], [], min(left, 0.2))
                 for fd in readable:
                     chunk = os.read(fd, 256)
@@ -221,9 +223,24 @@ class EmbeddedStack:
         if response.status_code != 200:
             raise StackError(f"the gateway is not ready: {response.text}")
 
+    def _not_ready(self, timeout_s: float) -> str:
+        """The readiness limit reached: the step the gateway was on, and how to do it by hand."""
+        text = f"the gateway was not ready within {timeout_s:g} s (CONCLAVE_READY_TIMEOUT_S)"
+        config = self.base_settings.config
+        if config is None:
+            return f"{text}: it was starting; see its log, or raise the limit"
+        return (
+            f"{text}: it was starting the tool sources of {config} in sandboxes; start each"
+            f" once by hand with `conclave tools check {config}` to see what takes long or"
+            " fails, or raise the limit"
+        )
+
     def stop(self) -> None:
         """SIGTERM to every gateway (each gives its calls their grace, then removes its
-        sandboxes), then the socket and Redis; a gateway that outlives its grace is killed."""
+        sandboxes), then the socket and Redis; a gateway that outlives its grace is killed,
+        and the sandboxes of a gateway stopped before it served (mid start-up, past the
+        readiness limit) are removed here: nothing is left behind."""
+        stopped_gateways = bool(self._gateways)
         for gateway in self._gateways:
             if gateway.poll() is None:
                 gateway.terminate()
@@ -236,6 +253,10 @@ class EmbeddedStack:
                 gateway.kill()
                 gateway.wait()
         self._gateways = []
+        if stopped_gateways and self.backend is not None and self.backend.name == "docker":
+            for engine in self.base_settings.engine_hosts:  # their owners are gone now
+                for line in collect_orphans(engine):
+                    log.info("removed a sandbox its gateway left: %s", line)
         for listener in self._sockets:
             listener.close()
         self._sockets = []

@@ -1,12 +1,12 @@
-"""`conclave state`: read shared state through a running gateway as an agent (`get`,
+"""`conclave state`: read shared state through a running gateway as an agent (`get`, `ls`,
 `history`), and prove a namespace's history serializable from Redis (`check`)."""
 
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
+from urllib.parse import quote
 
-import anyio
 import typer
 
 from conclave.agents_cli import (
@@ -15,13 +15,16 @@ from conclave.agents_cli import (
     TokenOption,
     bearer,
     gateway_request,
+    print_rows,
 )
 from conclave.cli_console import cli_console
-from gateway import Settings, connect_redis
-from gateway.state import CheckReport, NamespaceKeys, check_namespace, check_namespace_history
+
+if TYPE_CHECKING:  # `check` reads Redis itself; the HTTP commands need neither
+    from gateway.state import CheckReport, NamespaceKeys
 
 state_app = typer.Typer(
-    no_args_is_help=True, help="Shared state: read a key or a history; check a history."
+    no_args_is_help=True,
+    help="Shared state: read a key, list keys, read a history; check a history.",
 )
 
 
@@ -36,6 +39,34 @@ def get(
     written yet). The read is logged for the agent's session, as any read through the gateway."""
     answer = gateway_request(gateway, "GET", f"/v1/state/{namespace}/{key}", _bearer(token))
     typer.echo(json.dumps(answer))
+
+
+@state_app.command("ls")
+def ls(
+    namespace: Annotated[str, typer.Argument(help="the namespace")],
+    token: TokenOption = None,
+    gateway: GatewayOption = DEFAULT_GATEWAY,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="one JSON object a key: key, version")
+    ] = False,
+) -> None:
+    """The namespace's keys (those written at least once) and their versions, in name order,
+    as the --token's agent: it needs the read right on the namespace. Nothing is logged as
+    read: `state get` a key before a commit that depends on it."""
+    rows = [("KEY", "VERSION")]
+    after = None
+    while True:
+        query = "?limit=1000" + (f"&after={quote(after)}" if after else "")
+        page = gateway_request(gateway, "GET", f"/v1/state/{namespace}/keys{query}", _bearer(token))
+        for entry in page["keys"]:
+            if as_json:
+                typer.echo(json.dumps(entry))
+            rows.append((entry["key"], str(entry["version"])))
+        after = page["next_after"]
+        if after is None:
+            break
+    if not as_json:
+        print_rows(rows)
 
 
 @state_app.command("history")
@@ -68,6 +99,9 @@ console = cli_console()
 async def _check(redis_url: str, keys: NamespaceKeys) -> CheckReport | None:
     """The namespace's report; None when this Redis holds neither its configuration nor a
     history (a misspelt name or tenant: an empty history would look serializable)."""
+    from gateway import connect_redis
+    from gateway.state import check_namespace_history
+
     redis = connect_redis(redis_url)
     try:
         if not await redis.exists(keys.config, keys.history):
@@ -83,6 +117,11 @@ def check(
     tenant: Annotated[str, typer.Option(help="the tenant that owns the namespace")] = "default",
 ) -> None:
     """Prove from the history stream that the namespace's commits were serializable."""
+    import anyio
+
+    from gateway import Settings
+    from gateway.state import NamespaceKeys, check_namespace
+
     redis_url = Settings().redis_url
     if not redis_url:
         raise typer.BadParameter("set CONCLAVE_REDIS_URL to the Redis that holds the state")

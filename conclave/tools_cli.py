@@ -8,12 +8,10 @@ instead, with an agent's token or the admin key.
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
-import anyio
 import typer
 
 from conclave.agents_cli import (
@@ -27,20 +25,12 @@ from conclave.agents_cli import (
     print_rows,
     resolve_admin_key,
 )
-from conclave.config_file import settings_from
-from gateway import PythonSources, Settings, StdioSources, effective_backend, open_python_sources
-from gateway.sources import check_upstream
-from protocol import ADMIN_KEY_HEADER, ResourceIntent, ToolSpec
-from tools import ToolRegistry, default_registry
-from tools.sources import (
-    DEFAULT_SEPARATOR,
-    ConfigError,
-    McpHttpSource,
-    McpStdioSource,
-    PythonSource,
-    ToolNameError,
-    load_config,
-)
+from protocol import ADMIN_KEY_HEADER, DEBUG_HEADER, ResourceIntent, ToolSpec
+
+if TYPE_CHECKING:  # what reads conclave.toml and starts sources; `call` and `list
+    # --gateway` only speak HTTP and import none of it
+    from gateway import PythonSources, Settings, StdioSources
+    from tools.sources import McpHttpSource
 
 tools_app = typer.Typer(no_args_is_help=True, help="Tools: list them, check tool sources.")
 
@@ -68,6 +58,11 @@ def list_tools(
     if gateway is not None:
         _list_served(gateway, token, admin_key, data_dir)
         return
+    import importlib
+
+    from gateway import effective_backend
+    from tools import default_registry
+
     settings = effective_backend(_settings(config))
     for module in settings.tool_modules:  # the configured (trusted) tool modules
         importlib.import_module(module)
@@ -93,10 +88,23 @@ def call(
     ] = None,
     token: TokenOption = None,
     gateway: GatewayOption = DEFAULT_GATEWAY,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            help="a failing tool's own traceback too: for the tools' author, so it sends the"
+            " admin key (--admin-key, or a local gateway's from --data-dir)"
+        ),
+    ] = False,
+    admin_key: AdminKeyOption = None,
+    data_dir: DataDirOption = None,
 ) -> None:
     """Call a tool through a running gateway as the --token's agent, all six stages; print
-    its result as JSON (a refusal or the tool's failure: one line, exit 1)."""
+    its result as JSON (a refusal or the tool's failure: one line, exit 1; with --debug, the
+    tool's traceback before it)."""
     auth = bearer(token, "the agent whose identity calls the tool")
+    if debug:
+        key = resolve_admin_key(gateway, admin_key, data_dir)
+        auth = {**auth, DEBUG_HEADER: "1", ADMIN_KEY_HEADER: key}
     arguments = dict(_argument(text) for text in arg or [])
     answer = gateway_request(
         gateway, "POST", f"/v1/tools/{name}/call", auth, {"arguments": arguments}
@@ -119,6 +127,11 @@ def check(
     config: Annotated[Path, typer.Argument(help="conclave.toml")],
 ) -> None:
     """Start each tool source once; print what it serves, or one line saying why it cannot."""
+    import anyio
+
+    from gateway.sources import check_upstream
+    from tools.sources import McpHttpSource, McpStdioSource, PythonSource, load_config
+
     settings = _settings(config)
     found = _open_sources(settings)
     failed = False
@@ -182,6 +195,8 @@ def _specs(payload: object) -> list[ToolSpec]:
 def _source_of(tool: str) -> str:
     """A source's tools are named `<source>__<tool>` (or with the source's own separator,
     `tools.sources.tool_names`); the gateway's own have no `__`."""
+    from tools.sources import DEFAULT_SEPARATOR
+
     for separator in (DEFAULT_SEPARATOR, "."):
         source, found, _ = tool.partition(separator)
         if found:
@@ -190,6 +205,8 @@ def _source_of(tool: str) -> str:
 
 
 def _served_or_why(source: McpHttpSource, tool: str) -> str:
+    from tools.sources import ToolNameError
+
     try:
         return source.qualified(tool)
     except ToolNameError as exc:
@@ -197,6 +214,9 @@ def _served_or_why(source: McpHttpSource, tool: str) -> str:
 
 
 def _settings(config: Path | None) -> Settings:
+    from conclave.config_file import settings_from
+    from tools.sources import ConfigError
+
     try:
         return settings_from(config)
     except ConfigError as exc:
@@ -204,6 +224,11 @@ def _settings(config: Path | None) -> Settings:
 
 
 def _open_sources(settings: Settings) -> PythonSources:
+    import anyio
+
+    from gateway import PythonSources, open_python_sources
+    from tools.sources import load_config
+
     if settings.config is None:
         return PythonSources((), settings)
     config = load_config(settings.config)
@@ -212,6 +237,12 @@ def _open_sources(settings: Settings) -> PythonSources:
 
 def _open_stdio(settings: Settings) -> StdioSources:
     """The config's mcp_stdio sources, each started once in a discovery sandbox."""
+    import anyio
+
+    from gateway import StdioSources
+    from tools import ToolRegistry
+    from tools.sources import load_config
+
     sources = load_config(settings.config).source if settings.config is not None else ()
     stdio = StdioSources(sources, ToolRegistry())
     anyio.run(stdio.open, settings)

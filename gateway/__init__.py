@@ -1,13 +1,50 @@
-"""The broker gateway: the one door every agent request goes through."""
+"""The broker gateway: the one door every agent request goes through.
 
-from gateway.assembly import ConfigurationError, create_app
-from gateway.gateway_error import GatewayError, translate
-from gateway.identity import AgentDirectory, authenticated, issue_token, verify_token
-from gateway.redis_client import connect_redis
-from gateway.secrets_store import ADMIN_KEY_FILE, default_data_dir
-from gateway.settings import Settings
-from gateway.sources import PythonSources, StdioSources, effective_backend, open_python_sources
-from gateway.tracing import start_tracing, stop_tracing
+Its public names are loaded on first use (PEP 562): `from gateway import default_data_dir`
+imports the secrets store alone, not the app, Redis and the sandbox, so a `conclave` command
+that only speaks HTTP starts in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from gateway.assembly import ConfigurationError, create_app
+    from gateway.gateway_error import GatewayError, translate
+    from gateway.identity import AgentDirectory, authenticated, issue_token, verify_token
+    from gateway.redis_client import connect_redis
+    from gateway.secrets_store import ADMIN_KEY_FILE, default_data_dir
+    from gateway.settings import Settings
+    from gateway.sources import (
+        PythonSources,
+        StdioSources,
+        effective_backend,
+        open_python_sources,
+    )
+    from gateway.tracing import start_tracing, stop_tracing
+
+_HOMES = {
+    "ConfigurationError": "gateway.assembly",
+    "create_app": "gateway.assembly",
+    "GatewayError": "gateway.gateway_error",
+    "translate": "gateway.gateway_error",
+    "AgentDirectory": "gateway.identity",
+    "authenticated": "gateway.identity",
+    "issue_token": "gateway.identity",
+    "verify_token": "gateway.identity",
+    "connect_redis": "gateway.redis_client",
+    "ADMIN_KEY_FILE": "gateway.secrets_store",
+    "default_data_dir": "gateway.secrets_store",
+    "Settings": "gateway.settings",
+    "PythonSources": "gateway.sources",
+    "StdioSources": "gateway.sources",
+    "effective_backend": "gateway.sources",
+    "open_python_sources": "gateway.sources",
+    "start_tracing": "gateway.tracing",
+    "stop_tracing": "gateway.tracing",
+}
 
 __all__ = [
     "ADMIN_KEY_FILE",
@@ -29,3 +66,16 @@ __all__ = [
     "translate",
     "verify_token",
 ]
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'gateway' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(home), name)
+    globals()[name] = value  # looked up once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

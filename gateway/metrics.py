@@ -27,6 +27,7 @@ GATEWAY_OPERATIONS = frozenset(
         "state:create",
         "state:namespace",
         "state:history",
+        "state:keys",
         "state:read",
         "state:lease",
         "state:release",

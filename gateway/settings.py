@@ -202,6 +202,11 @@ class Settings(BaseSettings):
     # they are answered SHUTTING_DOWN (503, retryable), every sandbox is removed, and the
     # process exits.
     shutdown_grace_s: float = Field(default=3.0, ge=0)
+    # `conclave serve` (the embedded stack) prepares the config's sources on the host first
+    # (their docker image layers, or their installed requirements) within this limit, then
+    # gives the gateway `ready_timeout_s` to serve (it only imports and lists them then).
+    source_prepare_timeout_s: float = Field(default=900.0, gt=0)
+    ready_timeout_s: float = Field(default=30.0, gt=0)
 
     _secrets_configured: bool = PrivateAttr(default=False)
 

@@ -64,6 +64,8 @@ from protocol.time_budget import (
     ToolLatency,
 )
 from protocol.tools import (
+    DEBUG_HEADER,
+    TRACEBACK_DETAIL,
     CallUsage,
     ExitReason,
     ResourceIntent,
@@ -78,12 +80,14 @@ __all__ = [
     "ADMIN_KEY_HEADER",
     "CODE_TABLE",
     "DEADLINE_HEADER",
+    "DEBUG_HEADER",
     "KEY_PATTERN",
     "NAME_PATTERN",
     "PLAN_HEADER",
     "PROTOCOL_VERSION",
     "RESERVE_HEADER",
     "SESSION_HEADER",
+    "TRACEBACK_DETAIL",
     "Access",
     "AgentRecord",
     "AgentRegistration",

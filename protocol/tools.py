@@ -11,6 +11,11 @@ from protocol.content import ToolAnnotations
 from protocol.identity import NAME_PATTERN, Principal
 from protocol.time_budget import Budget, BudgetGrant
 
+# Asks for a failing tool's own traceback in the SERF `details.traceback`: honoured only with
+# the gateway's admin key beside the caller's token (the tools' code is the operator's).
+DEBUG_HEADER = "X-Conclave-Debug"
+TRACEBACK_DETAIL = "traceback"
+
 
 class ResourceIntent(BaseModel):
     """What a tool declares it may need; a call may ask for less, never more."""

@@ -29,6 +29,7 @@ from docker.errors import BuildError, DockerException, ImageNotFound
 
 from sandbox.backend import SandboxError
 from sandbox.docker_client import docker_client
+from tools.sources import pip_error
 
 RECIPE_VERSION = "1"
 SUITE = "bookworm"
@@ -242,6 +243,10 @@ def download_argv(target: Path, requirements: list[str], *, with_dependencies: b
 
 def _run(argv: list[str]) -> None:
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0 and argv[1:3] == ["-m", "pip"]:  # pip's error, not its warnings
+        wanted = " ".join(a for a in argv[argv.index("-d") + 2 :])
+        said = pip_error(f"{done.stdout}\n{done.stderr}")
+        raise ImageBuildError(f"pip could not download {wanted}: {said}")
     if done.returncode != 0:
         raise ImageBuildError(
             f"{argv[0]} {argv[1] if len(argv) > 1 else ''} failed ({done.returncode}): "

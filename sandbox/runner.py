@@ -18,7 +18,8 @@ The child runs tool code, and tool code can write to the child's result pipe its
 comes through it is a claim. So the runner alone measures usage (its own clock, the child's
 /proc entries or `wait4`) and decides the exit reason and the code; from the child's payload
 it takes only a result, or a tool's exception (type names, message, a `ToolArgumentsError`'s
-hints). Any code, usage or other field the payload carries is ignored.
+hints, the traceback from the tool's side, which the gateway shows to the tools' author
+alone). Any code, usage or other field the payload carries is ignored.
 
 Egress: the sandbox has no network but loopback. At start the runner listens on 127.0.0.1
 and forks one forwarder process that relays each connection made there to the gateway's
@@ -68,6 +69,7 @@ import struct
 import sys
 import threading
 import time
+import traceback
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -600,6 +602,9 @@ def _classify_result(
     # The host maps the exception to a SERF code by these names (tools.tool_exceptions).
     name = mro[0] if mro else "Exception"
     details = {"type": name, "message": message, "mro": mro}
+    told = raised.get("traceback")
+    if isinstance(told, str):  # the gateway shows it to the tool's author alone
+        details["traceback"] = told[-MAX_TRACEBACK - 3 :]
     error = _err("TOOL_FAILED", f"{name}: {message}", details)
     return {"reason": "error", "usage": usage, "error": error}
 
@@ -634,15 +639,28 @@ def _err(code: str, message: Any, details: dict[str, Any] | None = None) -> dict
 
 
 def _exception_of(exc: BaseException) -> dict[str, Any]:
-    """What the child says of the tool's exception: its type's names, message and hints."""
+    """What the child says of the tool's exception: its type's names, message, hints, and its
+    traceback from the tool's side (the runner's own frames left out)."""
     report: dict[str, Any] = {
         "mro": [cls.__name__ for cls in type(exc).__mro__],
         "message": str(exc)[:2000],
+        "traceback": _tool_traceback(exc),
     }
     hints = getattr(exc, "hints", None)
     if isinstance(exc, ValueError) and isinstance(hints, dict):  # tools.ToolArgumentsError
         report["hints"] = hints
     return report
+
+
+MAX_TRACEBACK = 8000  # characters, its end kept: the innermost frames say where it failed
+
+
+def _tool_traceback(exc: BaseException) -> str:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next  # the runner's frames (the child, the invoke): not the tool's
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
+    return text if len(text) <= MAX_TRACEBACK else "..." + text[-MAX_TRACEBACK:]
 
 
 def _kill_group(pid: int) -> None:

@@ -18,6 +18,8 @@ import httpx
 
 from conclave.bench.plots import plot_series
 from conclave.bench.suite import SuiteResult, Table
+from conclave.bench.suite_registry import SUITES
+from conclave.bench.task_models import TaskOptions
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; max-width: 1100px; }
@@ -68,6 +70,24 @@ def durations_table(results: list[SuiteResult]) -> Table:
     return durations
 
 
+def run_description(
+    names: list[str], *, quick: bool, task_options: TaskOptions | None = None
+) -> str:
+    """What ran, in words: "quick pass" or "full pass" only when every suite ran (a full one
+    with every task); else the suites by name, their parameters and the tasks' sample."""
+    mode = "quick" if quick else "full"
+    sampled = task_options is not None and task_options.tasks is not None and "tasks" in names
+    if sorted(names) == sorted(SUITES) and not sampled:
+        return f"{mode} pass of every suite"
+    words = f"{mode} parameters" if len(names) > 1 else f"{mode} run"
+    text = f"{', '.join(names)} only ({len(names)} of {len(SUITES)} suites), {words}"
+    if sampled:
+        assert task_options is not None and task_options.tasks is not None
+        count = task_options.tasks
+        text += f"; tasks: a sample of {count} task{'s' if count != 1 else ''} a part"
+    return text
+
+
 def console_link(gateway_url: str | None) -> str:
     """A link to `<gateway_url>/console` while a gateway answers there; else nothing."""
     if not gateway_url:
@@ -89,9 +109,12 @@ def write_report(
     quick: bool,
     seed: int,
     gateway_url: str | None = None,
+    ran: str | None = None,
 ) -> Path:
     """Write `index.html` (and its PNGs) into the run's folder; return its path.
-    `gateway_url`: the gateway the run used; linked (its console) if it still answers."""
+    `gateway_url`: the gateway the run used; linked (its console) if it still answers.
+    `ran`: what ran, in words (default: `run_description` of the results' suites)."""
+    ran = ran or run_description([r.suite for r in results], quick=quick)
     sections = [
         console_link(gateway_url)
         + _table(summary_table(results))
@@ -107,12 +130,11 @@ def write_report(
         parts += [f"<p>{html.escape(note)}</p>" for note in result.notes]
         parts.append(f'<p><a href="{html.escape(result.suite)}.json">raw JSON</a></p>')
         sections.append("\n".join(parts))
-    mode = "quick" if quick else "full"
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     page = (
         f"<!doctype html><html><head><meta charset='utf-8'><title>Conclave bench {stamp}</title>"
         f"<style>{_STYLE}</style></head><body><h1>Conclave bench</h1>"
-        f"<p>{stamp}, {mode} pass, seed {seed}</p>" + "\n".join(sections) + "</body></html>"
+        f"<p>{stamp}, {html.escape(ran)}, seed {seed}</p>" + "\n".join(sections) + "</body></html>"
     )
     path = out_dir / "index.html"
     path.write_text(page)

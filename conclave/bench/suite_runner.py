@@ -13,10 +13,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table as RichTable
 
 from conclave.agents_cli import DEFAULT_GATEWAY
-from conclave.bench.report import durations_table, open_report, summary_table, write_report
+from conclave.bench.report import (
+    durations_table,
+    open_report,
+    run_description,
+    summary_table,
+    write_report,
+)
 from conclave.bench.suite import BenchContext, SuiteResult, Table
 from conclave.bench.suite_registry import SUITES, load_suite
 from conclave.bench.task_models import TaskOptions
+from conclave.bench.transient_retry import SUITE_ATTEMPTS, suite_backoff, transient_refusal
 from conclave.stack import EmbeddedStack
 from gateway import Settings
 
@@ -40,15 +47,32 @@ def _cell(value: object) -> str:
 
 def _run_suite(name: str, ctx: BenchContext, console: Console) -> SuiteResult:
     """One suite, timed; one that fails is reported with its error and the run goes on, so a
-    long run always ends in its summary and report (the CLI's exit code says it failed)."""
+    long run always ends in its summary and report (the CLI's exit code says it failed). One
+    stopped by a transient refusal runs again first (`transient_retry`)."""
     started = time.monotonic()
-    try:
-        result = load_suite(name)(ctx)
-    except Exception as exc:  # any failure of one suite: recorded, the others still run
-        error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-        console.print(f"[bold red]{name} failed[/]: {error}")
-        (ctx.out_dir / f"{name}-error.txt").write_text(traceback.format_exc())
-        result = SuiteResult(name, error=error)
+    policy = suite_backoff(ctx.seed)
+    retries: list[str] = []
+    for attempt in range(1, SUITE_ATTEMPTS + 1):
+        try:
+            result = load_suite(name)(ctx)
+            break
+        except Exception as exc:  # any failure of one suite: recorded, the others still run
+            refusal = transient_refusal(exc)
+            if refusal is not None and attempt < SUITE_ATTEMPTS:
+                wait_s = policy.backoff_ms(attempt - 1, refusal.retry_after_ms) / 1000
+                retries.append(
+                    f"attempt {attempt} stopped on {refusal.code} (transient): ran again"
+                    f" after {wait_s:.1f} s"
+                )
+                console.print(f"[yellow]{name}[/]: {retries[-1]}")
+                time.sleep(wait_s)
+                continue
+            error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            console.print(f"[bold red]{name} failed[/]: {error}")
+            (ctx.out_dir / f"{name}-error.txt").write_text(traceback.format_exc())
+            result = SuiteResult(name, error=error)
+            break
+    result.notes.extend(retries)
     result.seconds = time.monotonic() - started
     console.print(f"{name}: {result.seconds:.1f} s")
     return result
@@ -71,6 +95,8 @@ def run_bench(
     out_dir.mkdir(parents=True, exist_ok=True)
     results: list[SuiteResult] = []
     log_path = out_dir / "gateway.log"
+    ran = run_description(names, quick=quick, task_options=task_options)
+    console.print(f"[bold]conclave bench[/]: {ran}, seed {seed}")
     with EmbeddedStack(settings or Settings(port=0), log_path=log_path) as stack:
         assert stack.backend is not None
         console.print(
@@ -96,13 +122,16 @@ def run_bench(
     render_table(console, summary_table(results))
     render_table(console, durations_table(results))
     (out_dir / "summary.json").write_text(
-        json.dumps({"suites": [r.suite for r in results], "quick": quick, "seed": seed}, indent=2)
+        json.dumps(
+            {"suites": [r.suite for r in results], "quick": quick, "ran": ran, "seed": seed},
+            indent=2,
+        )
     )
     console.print(f"results: {out_dir}")
     # The bench's own gateway has stopped; a gateway the user runs (`conclave serve`, at
     # CONCLAVE_URL) is linked from the report, its console one click away.
     serving = os.environ.get("CONCLAVE_URL") or DEFAULT_GATEWAY
-    report = write_report(out_dir, results, quick=quick, seed=seed, gateway_url=serving)
+    report = write_report(out_dir, results, quick=quick, seed=seed, gateway_url=serving, ran=ran)
     console.print(f"report:  {report}")
     open_report(report)
     return results

@@ -1,7 +1,7 @@
 """Who is asking: tokens (HS256 and JWKS/RS256), the admin key, the agent directory, and the
 OAuth resource metadata that tells a client where tokens come from."""
 
-from gateway.identity.admin_key import require_admin
+from gateway.identity.admin_key import require_admin, shows_traceback
 from gateway.identity.agent_directory import AgentDirectory, generation_key, token_revoked
 from gateway.identity.jwks import JwksVerifier
 from gateway.identity.resource_metadata import (
@@ -34,6 +34,7 @@ __all__ = [
     "metadata_url",
     "require_admin",
     "resource_metadata",
+    "shows_traceback",
     "token_revoked",
     "verify_claims",
     "verify_token",

@@ -62,6 +62,9 @@ class RequestContext:
     # Who made the call on the principal's behalf, when it was not the principal itself: the
     # console sets "admin (console)" for its "try this tool" form. The audit records it.
     acted_by: str = ""
+    # The caller asked for a failing tool's traceback and holds the admin key (the tools'
+    # code is the operator's): set by the transport; dispatch drops the traceback otherwise.
+    show_traceback: bool = False
 
     # Filled in by the stages.
     principal: Principal | None = None

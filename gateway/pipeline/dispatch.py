@@ -28,6 +28,7 @@ from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
 from gateway.tracing import TRACING, current_trace, mark_failed, recording_span
 from protocol import (
+    TRACEBACK_DETAIL,
     BudgetGrant,
     CallUsage,
     ErrorCode,
@@ -132,6 +133,7 @@ class DispatchStage:
         remaining = None if deadline is None else deadline - int(time.time() * 1000)
         ctx.grant = BudgetGrant(granted_ms=limits.timeout_ms, remaining_ms=remaining)
         if error is not None:
+            error = _for_caller(error, ctx.show_traceback)
             raise GatewayError(_with_grant(error, limits.timeout_ms, remaining))
         # An executor outside this tree may answer a bare value: it is the tool's return value.
         ctx.result = outcome.output or ctx.tool.result_of(outcome.result)
@@ -189,6 +191,16 @@ class DispatchStage:
         )
         usage = CallUsage(wall_ms=wall_ms, exit_reason=ExitReason.TIMEOUT)
         return Outcome(usage=usage, error=error)
+
+
+def _for_caller(error: SerfError, show_traceback: bool) -> SerfError:
+    """The failure as the caller may see it: the tool's own traceback (from the runner) only
+    for the tools' author who asked for it; it names the tool's files and lines, which are
+    the operator's, not the caller's."""
+    if show_traceback or TRACEBACK_DETAIL not in error.details:
+        return error
+    details = {k: v for k, v in error.details.items() if k != TRACEBACK_DETAIL}
+    return error.model_copy(update={"details": details})
 
 
 def _with_grant(error: SerfError, granted_ms: int, remaining_ms: int | None) -> SerfError:

@@ -21,7 +21,7 @@ import stat
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -86,8 +86,13 @@ async def open_python_sources(
     base_dir: Path,
     settings: Settings,
     cache_dir: Path | None = None,
+    *,
+    discover: bool = True,
+    say: Callable[[str, str], None] | None = None,
 ) -> PythonSources:
-    """Prepare and discover every `python` source (paths relative to base_dir)."""
+    """Prepare and discover every `python` source (paths relative to base_dir). Without
+    `discover`, only prepare them (the reports list the sources that failed): what
+    `conclave serve` does before the gateway starts. `say(source, line)`: progress."""
     settings = effective_backend(settings)
     sources = [s for s in config_sources if isinstance(s, PythonSource)]
     if not sources:
@@ -105,7 +110,8 @@ async def open_python_sources(
             prepare = partial(
                 prepare_python_source, source, base_dir, cache, install_requirements=not on_docker
             )
-            ready = await anyio.to_thread.run_sync(prepare)
+            (say or _say)(source.name, "preparing its code and requirements")
+            ready = await anyio.to_thread.run_sync(prepare, abandon_on_cancel=True)
             _refuse_module_clash(ready, prepared)
             if on_docker and ready.requirements:
                 build = partial(
@@ -116,15 +122,17 @@ async def open_python_sources(
                     ready.digest,
                     ready.requirements,
                     cache_dir=cache,
-                    say=partial(_say, source.name),
+                    say=partial(say or _say, source.name),
                 )
-                image = await anyio.to_thread.run_sync(build)
+                image = await anyio.to_thread.run_sync(build, abandon_on_cancel=True)
         except Exception as exc:  # one line per source; the others go on
             failed.append(_failed(source, str(exc)))
             continue
         prepared.append(ready)
     modules = (*settings.tool_modules, *(str(p.package_dir) for p in prepared))
     sandbox_settings = settings.model_copy(update={"tool_modules": modules, "sandbox_image": image})
+    if not discover:
+        return PythonSources(tuple(failed), sandbox_settings)
     reports = failed + await _discover(prepared, sandbox_settings)
     return PythonSources(tuple(sorted(reports, key=lambda r: r.name)), sandbox_settings)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -102,9 +102,18 @@ class StdioSources:
         self.refused[source.name] = first
         log.error("tool source %r not served: %s", source.name, first)
 
-    async def open(self, settings: Settings, cache_dir: Path | None = None) -> Settings:
+    async def open(
+        self,
+        settings: Settings,
+        cache_dir: Path | None = None,
+        *,
+        discover: bool = True,
+        say: Callable[[str, str], None] | None = None,
+    ) -> Settings:
         """Prepare, discover and register every source; the sandbox settings that carry their
-        runtimes (tool modules, and on docker the image)."""
+        runtimes (tool modules, and on docker the image). Without `discover`, only prepare
+        them (`refused` names those that failed): what `conclave serve` does before the
+        gateway starts. `say(source, line)`: progress."""
         settings = effective_backend(settings)
         if not self.sources:
             return settings
@@ -118,7 +127,8 @@ class StdioSources:
         for source in self.sources:
             try:
                 prepare = partial(prepare_stdio_source, source, cache, install_pypi=not on_docker)
-                prepared = await anyio.to_thread.run_sync(prepare)
+                (say or _say)(source.name, "preparing its server and packages")
+                prepared = await anyio.to_thread.run_sync(prepare, abandon_on_cancel=True)
                 if on_docker and source.pypi:
                     build = partial(
                         source_layer,
@@ -128,9 +138,9 @@ class StdioSources:
                         prepared.digest,
                         source.pypi,
                         cache_dir=cache,
-                        say=partial(_say, source.name),
+                        say=partial(say or _say, source.name),
                     )
-                    image = await anyio.to_thread.run_sync(build)
+                    image = await anyio.to_thread.run_sync(build, abandon_on_cancel=True)
             except Exception as exc:  # one line per source; the others go on
                 self._refuse(source, str(exc))
                 continue
@@ -138,9 +148,9 @@ class StdioSources:
             ready.append(StdioServer(source, prepared.module))
         if on_docker and any(s.source.npm for s in ready):
             try:
-                say = partial(_say, "node")
-                build_node = partial(node_layer, settings.docker_host, image, say=say)
-                image = await anyio.to_thread.run_sync(build_node)
+                node_say = partial(say or _say, "node")
+                build_node = partial(node_layer, settings.docker_host, image, say=node_say)
+                image = await anyio.to_thread.run_sync(build_node, abandon_on_cancel=True)
             except Exception as exc:
                 for server in [s for s in ready if s.source.npm]:
                     self._refuse(server.source, str(exc))
@@ -148,6 +158,8 @@ class StdioSources:
         sandbox_settings = settings.model_copy(
             update={"tool_modules": tuple(modules), "sandbox_image": image}
         )
+        if not discover:
+            return sandbox_settings
         await self._discover(ready, sandbox_settings)
         return sandbox_settings
 

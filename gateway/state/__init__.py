@@ -2,6 +2,7 @@
 
 from gateway.state.checker import Anomaly, CheckReport, check_history, check_namespace_history
 from gateway.state.history import read_all_history, read_history
+from gateway.state.key_list import KeyListing
 from gateway.state.keys import Actor, NamespaceKeys, check_key, check_namespace, check_session
 from gateway.state.refusals import namespace_not_found
 from gateway.state.store import StateStore
@@ -10,6 +11,7 @@ __all__ = [
     "Actor",
     "Anomaly",
     "CheckReport",
+    "KeyListing",
     "NamespaceKeys",
     "StateStore",
     "check_history",

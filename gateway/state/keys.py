@@ -20,7 +20,8 @@ Layout of one namespace, under the prefix ``cc:{t:<tenant>}:ns:<ns>:``
 - ``idem:<agent>:<key>``   string: the first successful outcome of an idempotent commit
 - ``hist``                 stream: one entry per applied commit, the last ~N kept
 
-The key name ``history`` is reserved: ``GET /v1/state/{ns}/history`` is the history.
+The key names ``history`` and ``keys`` are reserved: ``GET /v1/state/{ns}/history`` is the
+history, ``GET /v1/state/{ns}/keys`` the list of keys.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from gateway.gateway_error import GatewayError
 from protocol import KEY_PATTERN, NAME_PATTERN, ErrorCode
 
-RESERVED_KEYS = frozenset({"history"})
+RESERVED_KEYS = frozenset({"history", "keys"})  # the namespace's routes of those names
 SESSION_PATTERN = r"^[A-Za-z0-9_.:\-]{1,128}$"
 _KEY = re.compile(KEY_PATTERN)
 _NAME = re.compile(NAME_PATTERN)
@@ -108,7 +109,7 @@ def check_key(key: str) -> str:
     if not _KEY.fullmatch(key):
         raise _invalid("key", key, "1-256 of A-Z a-z 0-9 _ . : / -")
     if key in RESERVED_KEYS:
-        raise _invalid("key", key, "'history' is reserved for the namespace's history")
+        raise _invalid("key", key, "'history' and 'keys' are reserved (the namespace's routes)")
     return key
 
 

@@ -14,6 +14,7 @@ from redis.asyncio import Redis
 from gateway.settings import Settings
 from gateway.state.commit import commit
 from gateway.state.history import read_history
+from gateway.state.key_list import KeyListing, list_keys
 from gateway.state.keys import Actor, NamespaceKeys, check_key, check_namespace
 from gateway.state.leases import acquire_leases, release_lease
 from gateway.state.limits import StateLimits
@@ -89,3 +90,10 @@ class StateStore:
         keys = self.keys(tenant, namespace)
         await load_namespace(self.redis, keys)  # an unknown namespace is a 404, not []
         return await read_history(self.redis, keys, after=after, limit=limit)
+
+    async def list_keys(
+        self, tenant: str, namespace: str, *, after: str | None = None, limit: int = 100
+    ) -> KeyListing:
+        keys = self.keys(tenant, namespace)
+        await load_namespace(self.redis, keys)  # an unknown namespace is a 404, not []
+        return await list_keys(self.redis, keys, after=after, limit=limit)

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.system  # it starts stacks in its tests' bodies
 def suites(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(suite_registry.SUITES, "broken", "tests.conclave.broken_suite")
     monkeypatch.setitem(suite_registry.SUITES, "fine", "tests.conclave.readiness_suite")
+    monkeypatch.setitem(suite_registry.SUITES, "flaky", "tests.conclave.flaky_suite")
 
 
 def test_a_failing_suite_is_reported_and_the_others_still_run(
@@ -61,3 +62,36 @@ def test_the_summary_marks_the_failed_suite(suites: None, tmp_path: Path) -> Non
     assert [r.error is not None for r in results] == [True]
     text = console.export_text()
     assert "ran to its end" in text and "NO" in text
+
+
+def test_a_suite_stopped_by_a_transient_refusal_runs_again(
+    suites: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SANDBOX_UNAVAILABLE (retryable, retry_backoff) is retried after the SDK's backoff; the
+    run ends with the suite's figures, and its notes say what happened."""
+    monkeypatch.setenv("CONCLAVE_SANDBOX_BACKEND", "process")
+    monkeypatch.setenv("COLUMNS", "200")
+    done = CliRunner().invoke(app, ["bench", "flaky", "--out", str(tmp_path)])
+    assert done.exit_code == 0, done.output
+    assert "attempt 1 stopped on SANDBOX_UNAVAILABLE (transient): ran again after" in done.output
+    [run] = [p for p in tmp_path.iterdir() if p.is_dir()]
+    flaky = json.loads((run / "flaky.json").read_text())
+    assert flaky["error"] is None and flaky["goals"][0]["measured"] == "2"
+    assert "SANDBOX_UNAVAILABLE" in (run / "index.html").read_text()  # the note, in the report
+
+
+def test_the_report_says_what_ran_not_a_full_pass(
+    suites: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A named suite runs with full parameters; that is not a full pass of the bench."""
+    monkeypatch.setenv("CONCLAVE_SANDBOX_BACKEND", "process")
+    monkeypatch.setenv("COLUMNS", "200")
+    done = CliRunner().invoke(app, ["bench", "fine", "--out", str(tmp_path)])
+    assert done.exit_code == 0, done.output
+    count = len(suite_registry.SUITES)
+    assert f"fine only (1 of {count} suites), full run" in done.output
+    [run] = [p for p in tmp_path.iterdir() if p.is_dir()]
+    page = (run / "index.html").read_text()
+    assert f"fine only (1 of {count} suites), full run" in page and "full pass" not in page
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["ran"] == f"fine only (1 of {count} suites), full run"

@@ -153,6 +153,51 @@ def test_state_get_and_history_read_through_the_gateway(stack: EmbeddedStack) ->
     assert tokenless.exit_code == 1 and "pass --token" in tokenless.stderr
 
 
+def test_state_ls_lists_the_keys_the_agent_may_read(stack: EmbeddedStack) -> None:
+    writer = stack.token("acme", "lister", ["state:cli-keys:write"])
+    headers = {"Authorization": f"Bearer {writer}"}
+    assert httpx.put(f"{stack.url}/v1/state/cli-keys", json={}, headers=headers).is_success
+    writes = [{"key": k, "value": 1} for k in ("plan", "notes/b", "a:1")]
+    for _ in range(2):  # each at version 2
+        done = httpx.post(
+            f"{stack.url}/v1/state/cli-keys/commit", json={"writes": writes}, headers=headers
+        )
+        assert done.status_code == 200, done.text
+    writes = [{"key": "zeta", "value": 0}]
+    assert httpx.post(
+        f"{stack.url}/v1/state/cli-keys/commit", json={"writes": writes}, headers=headers
+    ).is_success
+    reader = stack.token("acme", "peeker", ["state:cli-keys:read"])
+    listed = in_process("state", "ls", "cli-keys", "--gateway", stack.url, "--token", reader)
+    assert listed.exit_code == 0, listed.stderr
+    rows = [line.split() for line in listed.stdout.splitlines()]
+    assert rows == [
+        ["KEY", "VERSION"],
+        ["a:1", "2"],
+        ["notes/b", "2"],
+        ["plan", "2"],
+        ["zeta", "1"],
+    ]
+    as_json = in_process(
+        "state", "ls", "cli-keys", "--json", "--gateway", stack.url, "--token", reader
+    )
+    assert json.loads(as_json.stdout.splitlines()[0]) == {"key": "a:1", "version": 2}
+
+    page = httpx.get(
+        f"{stack.url}/v1/state/cli-keys/keys", params={"limit": 2, "after": "a:1"}, headers=headers
+    ).json()
+    assert page == {
+        "keys": [{"key": "notes/b", "version": 2}, {"key": "plan", "version": 2}],
+        "next_after": "plan",
+    }
+    others = stack.token("acme", "stranger", ["state:elsewhere:write"])  # no right on cli-keys
+    refused = in_process("state", "ls", "cli-keys", "--gateway", stack.url, "--token", others)
+    assert refused.exit_code == 1 and "NAMESPACE_NOT_FOUND" in refused.stderr
+    tenant = stack.token("other", "lister", ["state:cli-keys:write"])  # same name, other tenant
+    unseen = in_process("state", "ls", "cli-keys", "--gateway", stack.url, "--token", tenant)
+    assert unseen.exit_code == 1 and "NAMESPACE_NOT_FOUND" in unseen.stderr
+
+
 def test_agents_register_prints_the_token_alone(stack: EmbeddedStack) -> None:
     done = conclave(
         "agents", "register", "--tenant", "acme", "--agent", "solo", "--gateway", stack.url,

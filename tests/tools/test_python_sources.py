@@ -223,6 +223,30 @@ def test_tools_check_names_each_source_that_cannot_be_served(
     assert "FAIL  broken (python): broken failed to import: RuntimeError: no database here" in lines
 
 
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_a_misspelt_requirement_shows_pips_own_error(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """pip's ERROR line, not the first WARNING it printed before it (a configured index
+    location that does not exist, on this machine)."""
+    request.getfixturevalue("docker_engine" if backend == "docker" else "bwrap_available")
+    config = _write(
+        tmp_path,
+        {
+            "mine.py": SINGLE,
+            "conclave.toml": (
+                f'[gateway]\nsandbox_backend = "{backend}"\n\n[[source]]\nname = "mine"\n'
+                'kind = "python"\npath = "mine.py"\nrequirements = ["humanzie-nope>=4"]\n'
+            ),
+        },
+    )
+    done = _conclave("tools", "check", str(config), cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    line = next(line for line in done.stdout.splitlines() if line.startswith("FAIL  mine"))
+    assert "ERROR: No matching distribution found for humanzie-nope>=4" in line, done.stdout
+    assert "WARNING" not in line
+
+
 def test_config_errors_are_one_line_each_and_the_environment_wins(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

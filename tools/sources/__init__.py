@@ -11,6 +11,7 @@ from tools.sources.config import (
     load_config,
 )
 from tools.sources.mcp_stdio_source import PreparedStdioSource, prepare_stdio_source
+from tools.sources.pip_output import pip_error
 from tools.sources.python_source import (
     PreparedSource,
     SourceUnavailable,
@@ -42,6 +43,7 @@ __all__ = [
     "ToolSource",
     "dotted_tool_name",
     "load_config",
+    "pip_error",
     "prepare_python_source",
     "prepare_stdio_source",
     "served_tool_name",

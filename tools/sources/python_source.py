@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.sources.config import PythonSource
+from tools.sources.pip_output import pip_error
 from tools.sources.source_loader import CODE_DIR, DEPS_DIR, MANIFEST
 
 RECIPE_VERSION = "2"  # 2: the manifest names the separator
@@ -126,8 +127,8 @@ def pip_install(requirements: tuple[str, ...], target: Path) -> None:
     argv += ["--no-warn-script-location", "--target", str(target), *requirements]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise SourceUnavailable(f"pip could not install {' '.join(requirements)}: {last[0]}")
+        said = pip_error(f"{done.stdout}\n{done.stderr}")
+        raise SourceUnavailable(f"pip could not install {' '.join(requirements)}: {said}")
 
 
 def _digest(

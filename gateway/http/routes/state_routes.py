@@ -182,6 +182,37 @@ async def get_history(
     return await _through_pipeline(request, "history", namespace, "read", history)
 
 
+class KeyVersion(BaseModel):
+    key: str
+    version: int
+
+
+class KeyPage(BaseModel):
+    keys: list[KeyVersion]
+    next_after: str | None
+
+
+@router.get("/{namespace}/keys")
+async def get_keys(
+    namespace: str,
+    request: Request,
+    after: str | None = Query(default=None, max_length=256),
+    limit: int = Query(default=100, ge=1, le=1000),
+) -> Response:
+    """The namespace's written keys with their versions, in name order (the read right on the
+    namespace; no value is read, so nothing is logged as read)."""
+
+    async def listing(actor: Actor) -> Response:
+        found = await _store(request).list_keys(actor.tenant, namespace, after=after, limit=limit)
+        page = KeyPage(
+            keys=[KeyVersion(key=key, version=version) for key, version in found.keys],
+            next_after=found.next_after,
+        )
+        return _json(page)
+
+    return await _through_pipeline(request, "keys", namespace, "read", listing)
+
+
 @hot_route(router, "/v1/state/{namespace}/{key:path}", "GET", answer=ReadResult)
 async def get_key(request: Request) -> Response:
     """Read a key: its value and version (0: the key does not exist yet)."""

@@ -10,6 +10,7 @@ from gateway.cancellation import CallCancel, cancel_when_client_goes
 from gateway.http.body import read_body
 from gateway.http.hot_routes import hot_route
 from gateway.http.responses import refusal
+from gateway.identity import shows_traceback
 from gateway.pipeline import Pipeline, RequestContext, allowed_specs
 from protocol import ToolCallRequest, ToolCallResult, ToolSpec
 from tools import ToolRegistry, ToolResult
@@ -36,6 +37,7 @@ async def call_tool(request: Request) -> Response:
     """`POST /v1/tools/{name}/call`: ToolCallRequest in, ToolCallResult or a SERF envelope out."""
     name: str = request.path_params["name"]
     ctx = RequestContext("http", name, request.headers, tool_name=name)
+    ctx.show_traceback = shows_traceback(request.headers, request.app.state.settings)
     try:
         body = await read_body(request, request.app.state.settings.max_body_bytes)
         call = ToolCallRequest.model_validate_json(body or b"{}")
