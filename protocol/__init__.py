@@ -2,6 +2,15 @@
 
 from protocol import jsonrpc
 from protocol.agents import ADMIN_KEY_HEADER, AgentRecord, AgentRegistration, AgentToken
+from protocol.call_events import (
+    CALL_EVENT,
+    CallEvent,
+    LogEvent,
+    LogLevel,
+    ProgressEvent,
+    log_notification,
+    progress_notification,
+)
 from protocol.content import (
     AudioContent,
     ContentBlock,
@@ -76,6 +85,7 @@ from protocol.tools import (
 
 __all__ = [
     "ADMIN_KEY_HEADER",
+    "CALL_EVENT",
     "CODE_TABLE",
     "DEADLINE_HEADER",
     "KEY_PATTERN",
@@ -92,6 +102,7 @@ __all__ = [
     "AudioContent",
     "Budget",
     "BudgetGrant",
+    "CallEvent",
     "CallToolParams",
     "CallToolResult",
     "CallUsage",
@@ -116,10 +127,13 @@ __all__ = [
     "LeaseGrants",
     "LeaseRequest",
     "ListToolsResult",
+    "LogEvent",
+    "LogLevel",
     "McpTool",
     "NamespaceConfig",
     "NamespaceMode",
     "Principal",
+    "ProgressEvent",
     "ReadResult",
     "RecoveryAction",
     "RequestId",
@@ -140,5 +154,7 @@ __all__ = [
     "Write",
     "content_json",
     "jsonrpc",
+    "log_notification",
+    "progress_notification",
     "validate_scope",
 ]

@@ -28,7 +28,7 @@ from protocol import (
     SerfError,
     ToolContext,
 )
-from sandbox import Invocation
+from sandbox import CallEvents, Invocation
 from tools import RegisteredTool
 
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
@@ -58,6 +58,9 @@ class RequestContext:
     # an MCP call's JSON-RPC id, by which `notifications/cancelled` names it.
     cancel: CallCancel | None = None
     request_id: str | int | None = None
+    # Where the call's progress and log messages go while it runs (`/mcp` streaming them);
+    # None: nobody listens, and executors report nothing.
+    events: CallEvents | None = None
 
     # Filled in by the stages.
     principal: Principal | None = None

@@ -1,6 +1,8 @@
 """The MCP endpoint: streamable HTTP at `/mcp`, JSON-RPC 2.0, through the pipeline."""
 
+from gateway.http.mcp.call_stream import CallStream
 from gateway.http.mcp.endpoint import SUPPORTED_VERSIONS, router
+from gateway.http.mcp.log_levels import LogLevels
 from gateway.http.mcp.messages import (
     McpMessage,
     parse_message,
@@ -11,6 +13,8 @@ from gateway.http.mcp.messages import (
 
 __all__ = [
     "SUPPORTED_VERSIONS",
+    "CallStream",
+    "LogLevels",
     "McpMessage",
     "parse_message",
     "router",

@@ -22,6 +22,7 @@ CAPABILITIES: dict[str, Any] = {
     "tools": {"listChanged": False},
     "resources": {"listChanged": False, "subscribe": False},
     "prompts": {"listChanged": False},
+    "logging": {},  # logging/setLevel (gateway.http.mcp.log_levels)
 }
 
 Action = Callable[[RequestContext], Awaitable[dict[str, Any]]]
