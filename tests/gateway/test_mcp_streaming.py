@@ -54,13 +54,12 @@ MODULES = ("tools.builtin", "tools.harness.reporting")
 HUGE_BYTES = 300 * 1024 * 1024
 
 
-def _settings(settings: Settings) -> Settings:
-    return settings.model_copy(update={"tool_modules": MODULES})
-
-
 @asynccontextmanager
-async def _gateway(settings: Settings, *sources: ToolSource) -> AsyncIterator[Any]:
-    app = create_app(_settings(settings), sources=sources)
+async def _gateway(
+    settings: Settings, *sources: ToolSource, backend: str = "process"
+) -> AsyncIterator[Any]:
+    update = {"tool_modules": MODULES, "sandbox_backend": backend}
+    app = create_app(settings.model_copy(update=update), sources=sources)
     async with app.router.lifespan_context(app):
         yield app
 
@@ -104,11 +103,13 @@ async def _set_level(client: Client, level: types.LoggingLevel) -> None:
     await client.set_logging_level(level)
 
 
+@pytest.mark.parametrize("backend", ["process", "inprocess"])
 async def test_a_tools_progress_and_logs_reach_the_client_before_its_result(
-    settings: Settings, redis: Redis
+    settings: Settings, redis: Redis, backend: str
 ) -> None:
+    """In a sandbox (through the runner) and in the gateway's process alike."""
     heard = _Heard()
-    async with _gateway(settings) as app, _client(app, settings, heard) as client:
+    async with _gateway(settings, backend=backend) as app, _client(app, settings, heard) as client:
         answer = await client.call_tool("countdown", {"steps": 3}, progress_callback=heard.progress)
         heard.said.append(("result", answer.content[0].text))  # type: ignore[union-attr]
     assert heard.of("progress") == [(float(n), 3.0, f"step {n} of 3") for n in (1, 2, 3)]

@@ -6,7 +6,7 @@ the sandbox like any tool; what they report crosses the runner's wire as the cal
 
 from __future__ import annotations
 
-import time
+import subprocess
 
 from protocol import ResourceIntent, ToolContext
 from tools.registry import tool
@@ -27,10 +27,11 @@ def countdown(steps: int, ctx: ToolContext) -> str:
 
 
 @tool(read_only=True, idempotent=True, intent=_SMALL)
-def progress_then_sleep(seconds: float, ctx: ToolContext) -> str:
-    """Report progress once, then sleep `seconds` (for a client that leaves mid-stream)."""
+def progress_then_sleep(seconds: str, ctx: ToolContext) -> str:
+    """Report progress once, then run `sleep <seconds>` (a process a test can find by its
+    argument), for a client that leaves mid-stream."""
     ctx.report_progress(0, 1, "started")
-    time.sleep(seconds)
+    subprocess.run(["sleep", seconds], check=True)
     return "slept"
 
 
