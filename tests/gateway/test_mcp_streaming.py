@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -38,7 +39,7 @@ from gateway.settings import Settings
 from sandbox import MAX_EVENT_BYTES
 from sandbox.runner_wire import MAX_EVENTS
 from tests.helpers import wait_for
-from tools.sources import McpHttpSource, McpStdioSource, ToolSource
+from tools.sources import McpHttpSource, McpStdioSource, PythonSource, ToolSource
 
 # The 2026-07-28 revision deprecates MCP's logging capability (SEP-2577): the `mcp` client
 # and FastMCP warn when it is used. The handshake-era clients this serves still use it.
@@ -352,3 +353,27 @@ async def test_a_hostile_upstreams_huge_answer_is_cut_at_the_output_cap(
     # What the gateway took: its cap (1 MiB) and what the sockets' buffers held, not 300 MB.
     assert hostile.sent < 64 * 1024 * 1024, hostile.sent
     assert grown_mb < 100, grown_mb
+
+
+def _docs_example(name: str) -> str:
+    """docs/connect.md's block marked `<!-- example: NAME -->`."""
+    text = (ROOT / "docs/connect.md").read_text()
+    found = re.search(rf"<!-- example: {re.escape(name)} -->\n```\w*\n(.*?)```", text, re.S)
+    assert found is not None, name
+    return found.group(1)
+
+
+async def test_the_documented_reporting_tool_streams_as_the_docs_say(
+    settings: Settings, redis: Redis, tmp_path: Path
+) -> None:
+    module = tmp_path / "reporting_tool.py"
+    module.write_text(_docs_example("reporting_tool.py"))
+    source = PythonSource(kind="python", name="docs", path=module)
+    heard = _Heard()
+    async with _gateway(settings, source) as app, _client(app, settings, heard) as client:
+        answer = await client.call_tool(
+            "docs__resize", {"count": 2}, progress_callback=heard.progress
+        )
+    assert heard.of("progress") == [(1.0, 2.0, "1 of 2"), (2.0, 2.0, "2 of 2")]
+    assert heard.of("log") == [("info", "resizing 2 pictures")]  # debug: below the default
+    assert answer.content[0].text == "resized 2"  # type: ignore[union-attr]
