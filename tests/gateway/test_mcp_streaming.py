@@ -253,10 +253,12 @@ async def test_an_http_upstreams_progress_and_logs_reach_the_client(
 
 
 class _HostileUpstream:
-    """An MCP upstream whose `huge` tool answers `HUGE_BYTES` of event stream, made up as it
-    is sent (chunked, no length): `sent` counts what the gateway took of it."""
+    """An MCP upstream whose `huge` tool answers `HUGE_BYTES`, made up as it is sent: as an
+    event stream (chunked, no length) or, `framing` "length", as JSON with its length said
+    first. `sent` counts what the gateway took of it."""
 
-    def __init__(self) -> None:
+    def __init__(self, framing: str) -> None:
+        self.framing = framing
         self.sent = 0
         self.finished = False
 
@@ -295,11 +297,17 @@ class _HostileUpstream:
             writer.close()
 
     async def _huge(self, writer: asyncio.StreamWriter) -> None:
-        head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-        writer.write(f"{head}transfer-encoding: chunked\r\n\r\n".encode())
         chunk = b"x" * (1 << 20)
-        framed = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
-        writer.write(b"6\r\ndata: \r\n")
+        if self.framing == "length":
+            head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            writer.write(f"{head}content-length: {HUGE_BYTES + 8}\r\n\r\n".encode())
+            framed = chunk
+            writer.write(b'{"a": "')
+        else:
+            head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            writer.write(f"{head}transfer-encoding: chunked\r\n\r\n".encode())
+            framed = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
+            writer.write(b"6\r\ndata: \r\n")
         while self.sent < HUGE_BYTES:
             writer.write(framed)
             await writer.drain()
@@ -330,10 +338,11 @@ def _peak_rss_kb(*, reset: bool = False) -> int:
     return 0
 
 
+@pytest.mark.parametrize("framing", ["stream", "length"])
 async def test_a_hostile_upstreams_huge_answer_is_cut_at_the_output_cap(
-    settings: Settings, redis: Redis
+    settings: Settings, redis: Redis, framing: str
 ) -> None:
-    hostile = _HostileUpstream()
+    hostile = _HostileUpstream(framing)
     server = await asyncio.start_server(hostile.serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     source = McpHttpSource(
