@@ -9,9 +9,11 @@ none (or a client that accepts only JSON) is answered plain JSON, as before. A p
 event is taken only when the caller sent a `progressToken`; a log message only at or above
 the caller's level (`logging/setLevel`, read once per call, at its first log message).
 
-Events wait in a buffer of `BUFFERED_EVENTS` between the call and the client: a client that
-reads slowly loses events, never slows the call (the runner's channel is read in the call's
-own task). A client that goes away stops the call, streaming or not.
+The call runs in the request's own task; a forwarder task starts at its first event only, so
+a call that reports nothing costs what a plain JSON answer costs. Events wait in a buffer of
+`BUFFERED_EVENTS` between the call and the forwarder: a client that reads slowly loses
+events, never slows the call (the runner's channel is read in the call's own task). A client
+that goes away stops the call, streaming or not.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from contextlib import suppress
+from functools import partial
 from typing import Any
 
 import anyio
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -68,6 +71,7 @@ class CallStream(Response):
         self.levels = levels
         self.token = progress_token(ctx)
         self._level: LogLevel | None = None
+        self._streaming = False  # the answer is an event stream: its head was sent
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         ctx = self.ctx
@@ -75,34 +79,36 @@ class CallStream(Response):
         sender, events = anyio.create_memory_object_stream[ProgressEvent | LogEvent](
             BUFFERED_EVENTS
         )
-        ctx.events = CallEvents(_offer_to(sender))
-        streaming = False
-
-        async def run() -> None:
-            with sender:
-                await self.pipeline.run(ctx)
-
         async with (
             cancel_when_client_goes(scope, receive, ctx.cancel),
-            anyio.create_task_group() as call,
-            events,
+            events,  # closed after the forwarder is done with it
+            anyio.create_task_group() as forwarding,
         ):
-            call.start_soon(run)
-            async for event in events:
-                note = await self._notification(event)
-                if note is None:
-                    continue
-                if not streaming:
-                    streaming = True
-                    await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
-                await send({"type": "http.response.body", "body": _sse(note), "more_body": True})
+            ctx.events = CallEvents(
+                _offer_to(sender, partial(forwarding.start_soon, self._forward, events, send))
+            )
+            with sender:
+                await self.pipeline.run(ctx)
         answer = self.answer()
-        if not streaming:
+        if not self._streaming:
             await answer(scope, receive, send)
             return
         await send(
             {"type": "http.response.body", "body": _sse_raw(answer.body), "more_body": False}
         )
+
+    async def _forward(
+        self, events: MemoryObjectReceiveStream[ProgressEvent | LogEvent], send: Send
+    ) -> None:
+        """Send the client each event it takes, starting the event stream at the first."""
+        async for event in events:
+            note = await self._notification(event)
+            if note is None:
+                continue
+            if not self._streaming:
+                self._streaming = True
+                await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
+            await send({"type": "http.response.body", "body": _sse(note), "more_body": True})
 
     async def _notification(self, event: ProgressEvent | LogEvent) -> dict[str, Any] | None:
         """The MCP notification of `event` for this caller; None when it does not take it."""
@@ -113,8 +119,16 @@ class CallStream(Response):
         return log_notification(event) if event.level.rank >= self._level.rank else None
 
 
-def _offer_to(sender: MemoryObjectSendStream[ProgressEvent | LogEvent]) -> Callable[[Any], None]:
+def _offer_to(
+    sender: MemoryObjectSendStream[ProgressEvent | LogEvent], start_forwarding: Callable[[], Any]
+) -> Callable[[ProgressEvent | LogEvent], None]:
+    started = False
+
     def offer(event: ProgressEvent | LogEvent) -> None:
+        nonlocal started
+        if not started:
+            started = True
+            start_forwarding()
         # Dropped when the client reads slower than the call reports, or the call is over.
         with suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
             sender.send_nowait(event)
