@@ -1,6 +1,7 @@
 """A streamed call stops when its client goes away, over real HTTP (the gateway under
-uvicorn): a `tools/call` answered as an event stream (its tool reported progress) whose
-client closes the connection mid-stream has its processes killed, as a plain call has.
+uvicorn), on each sandbox backend: a `tools/call` answered as an event stream (its tool
+reported progress) whose client closes the connection mid-stream has its processes killed,
+as a plain call has.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def reporting_stack(redis_url: str) -> Iterator[EmbeddedStack]:
+def reporting_stack(redis_url: str, sandbox_backend: str) -> Iterator[EmbeddedStack]:
     settings = Settings(
         redis_url=redis_url,
         port=0,
-        sandbox_backend="process",
+        sandbox_backend=sandbox_backend,
         secret="e2e-secret-" + "x" * 32,
         admin_key="e2e-admin-key",
         tool_modules=("tools.builtin", "tools.harness.reporting"),

@@ -93,6 +93,16 @@ def forge_report() -> str:
     return "the runner's report says otherwise"
 
 
+@tool(intent=ResourceIntent(memory_mb=64, cpu_seconds=1, timeout_ms=2_000))
+def flood_events() -> str:
+    """The runner this module patched at import sends this call more events than a call may
+    send (`sandbox.runner_wire.MAX_EVENTS`) before its reply."""
+    return "quiet"
+
+
+_EVENT_FLOOD = 1001  # one more than runner_wire.MAX_EVENTS
+
+
 def _patch_the_runner() -> None:
     """Tool modules are imported by the runner itself, in the sandbox: replace its answer to
     `forge_report` with a TOOL_TIMEOUT that ran, and was killed, a billion ms late, used a
@@ -115,6 +125,10 @@ def _patch_the_runner() -> None:
 
     def handle(self: Any, request: dict[str, Any]) -> dict[str, Any]:
         reply: dict[str, Any] = honest(self, request)
+        if request.get("tool") == "flood_events":
+            event = {"kind": "log", "level": "warning", "data": "flood"}
+            for _ in range(_EVENT_FLOOD):
+                honest_send(self.host, {"type": "event", "id": request["id"], "event": event})
         if request.get("tool") == "oversized_reply":
             return {**reply, "_oversized": True}
         if request.get("tool") == "barely_oversized_reply":
