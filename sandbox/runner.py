@@ -408,6 +408,9 @@ def _event_writer(fd: int) -> Any:
     return report
 
 
+_DRAIN_CHUNKS = 16  # 1 MiB of events read per look at the pipe
+
+
 class _EventRelay:
     """The call's events pipe: its frames forwarded to the host as they come. Tool code can
     write there itself: a frame over `EVENT_LIMIT` or not JSON ends the relay for the call
@@ -421,8 +424,11 @@ class _EventRelay:
         os.set_blocking(fd, False)
 
     def drain(self) -> None:
-        """Read what the pipe holds now and forward its complete events."""
-        while chunk := _read_some(self.fd):
+        """Read what the pipe holds now (at most `_DRAIN_CHUNKS` reads, so a tool writing
+        without end cannot keep the runner from its deadline) and forward its events."""
+        for _ in range(_DRAIN_CHUNKS):
+            if not (chunk := _read_some(self.fd)):
+                return
             if self._broken:
                 continue
             self._buffer += chunk
