@@ -34,7 +34,7 @@ from gateway.budgets import (
 from gateway.cancellation import InflightCalls
 from gateway.egress import EgressLimits, EgressProxy
 from gateway.http import build_http_app
-from gateway.http.mcp import CallerStreams, McpCatalog, ResourceSubscriptions
+from gateway.http.mcp import CallerStreams, LogLevels, McpCatalog, ResourceSubscriptions
 from gateway.identity import AgentDirectory, JwksVerifier
 from gateway.json_logs import install_json_logging
 from gateway.metrics import GatewayMetrics
@@ -88,6 +88,7 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
         state.audit = AuditWriter(AuditLog(state.redis, settings.audit_stream_max))
         state.audit.start()
         state.inflight = InflightCalls(state.redis)  # notifications/cancelled finds calls here
+        state.log_levels = LogLevels(state.redis)  # each caller's logging/setLevel
         state.egress = EgressProxy(state.audit, _egress_limits(settings))
         python = await open_python_sources(sources, config_dir, settings)  # in a sandbox
         register_sources(state.registry, python.reports)

@@ -2,6 +2,15 @@
 
 from protocol import jsonrpc
 from protocol.agents import ADMIN_KEY_HEADER, AgentRecord, AgentRegistration, AgentToken
+from protocol.call_events import (
+    CALL_EVENT,
+    CallEvent,
+    LogEvent,
+    LogLevel,
+    ProgressEvent,
+    log_notification,
+    progress_notification,
+)
 from protocol.content import (
     AudioContent,
     ContentBlock,
@@ -78,6 +87,7 @@ from protocol.tools import (
 
 __all__ = [
     "ADMIN_KEY_HEADER",
+    "CALL_EVENT",
     "CODE_TABLE",
     "DEADLINE_HEADER",
     "DEBUG_HEADER",
@@ -96,6 +106,7 @@ __all__ = [
     "AudioContent",
     "Budget",
     "BudgetGrant",
+    "CallEvent",
     "CallToolParams",
     "CallToolResult",
     "CallUsage",
@@ -120,10 +131,13 @@ __all__ = [
     "LeaseGrants",
     "LeaseRequest",
     "ListToolsResult",
+    "LogEvent",
+    "LogLevel",
     "McpTool",
     "NamespaceConfig",
     "NamespaceMode",
     "Principal",
+    "ProgressEvent",
     "ReadResult",
     "RecoveryAction",
     "RequestId",
@@ -144,5 +158,7 @@ __all__ = [
     "Write",
     "content_json",
     "jsonrpc",
+    "log_notification",
+    "progress_notification",
     "validate_scope",
 ]

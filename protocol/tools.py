@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr
 
+from protocol.call_events import LogEvent, LogLevel, ProgressEvent
 from protocol.content import ToolAnnotations
 from protocol.identity import NAME_PATTERN, Principal
 from protocol.time_budget import Budget, BudgetGrant
@@ -67,6 +69,29 @@ class ToolContext(BaseModel):
     trace_id: str
     traceparent: str
     deadline_ms: int | None = None
+    # Where the call's events go (set where the tool runs: the runner, the in-process
+    # executor); never on the wire. Without it, reporting is a no-op.
+    _report: Callable[[ProgressEvent | LogEvent], None] | None = PrivateAttr(default=None)
+
+    def reporting_to(self, report: Callable[[ProgressEvent | LogEvent], None]) -> ToolContext:
+        """This context, its `report_progress` and `log` going to `report`."""
+        context = self.model_copy()
+        context._report = report
+        return context
+
+    def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Tell the caller how far the call is (MCP `notifications/progress`)."""
+        if self._report is not None:
+            self._report(ProgressEvent(progress=progress, total=total, message=message))
+
+    def log(self, level: str, data: JsonValue, logger: str | None = None) -> None:
+        """Send the caller a log message (MCP `notifications/message`) at `level` (debug,
+        info, notice, warning, error, critical, alert, emergency); the caller's
+        `logging/setLevel` decides whether it is sent."""
+        if self._report is not None:
+            self._report(LogEvent(level=LogLevel(level), data=data, logger=logger))
 
 
 class ExitReason(StrEnum):

@@ -10,6 +10,7 @@ from sandbox.backend import (
     SandboxStartError,
     WorkspaceQuota,
 )
+from sandbox.call_events import MAX_EVENT_BYTES, CallEvents
 from sandbox.detect import BackendChoice, bwrap_status, docker_status, strongest_available
 from sandbox.docker_client import docker_client
 from sandbox.executor import NOT_RUN, CallLimits, Invocation, Outcome, ToolExecutor
@@ -19,6 +20,7 @@ from sandbox.image import ImageBuildError, RuntimeImageBuilder
 from sandbox.inprocess import InProcessExecutor
 from sandbox.instance import MCP_STDIO_ENTRYPOINT, Sandbox
 from sandbox.pool import PoolFullError, SandboxPool, profile_for
+from sandbox.runner_wire import frame_limit
 from sandbox.source_layer import node_layer, source_layer
 from sandbox.time_limit import (
     TimeLimit,
@@ -30,9 +32,11 @@ from sandbox.time_limit import (
 from sandbox.unavailable import unavailable_error
 
 __all__ = [
+    "MAX_EVENT_BYTES",
     "MCP_STDIO_ENTRYPOINT",
     "NOT_RUN",
     "BackendChoice",
+    "CallEvents",
     "CallLimits",
     "ImageBuildError",
     "InProcessExecutor",
@@ -60,6 +64,7 @@ __all__ = [
     "docker_client",
     "docker_status",
     "fit_timeout",
+    "frame_limit",
     "gateway_wait_s",
     "kill_margin_ms",
     "node_layer",

@@ -3,6 +3,10 @@
 The gateway hands an `Invocation` (the arguments as sent, the caller's context, the limits the
 call may use) to a `ToolExecutor` and gets an `Outcome` back: a result or a SERF error, with
 the call's usage either way. Executors never raise for a tool's own failure.
+
+A call is a stream: before its outcome, what the tool reports (progress, log messages) goes
+to the invocation's `events` (`CallEvents`, bounded there), when someone listens; a cancel
+goes the other way as the cancellation of the awaiting task.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from protocol import CallUsage, ErrorCode, SerfError, ToolContext
+from sandbox.call_events import CallEvents
 from tools import ToolResult
 
 
@@ -32,6 +37,7 @@ class Invocation:
     context: ToolContext
     limits: CallLimits
     network: tuple[str, ...] = ()  # the tool's egress allow-list ("host:port"); empty: none
+    events: CallEvents | None = None  # where the call's progress and logs go; None: nobody
 
 
 # Failures decided before the tool did any work: they say nothing about its latency or health.

@@ -10,6 +10,9 @@ instead: the hop to a worker thread and back (a capacity limiter, a queue, a wak
 loop from the thread) cost more than the call itself, ~13% of the gateway's CPU per echo
 (py-spy under load, issue 13). It finishes before any deadline could be checked, so it has
 no timeout to enforce.
+
+What a tool reports through its context (progress, logs) goes to the invocation's `events`:
+directly from the event loop, through `anyio.from_thread` from a worker thread.
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import anyio
 
-from protocol import CallUsage, ErrorCode, ExitReason, SerfError
+from protocol import CallUsage, ErrorCode, ExitReason, LogEvent, ProgressEvent, SerfError
 from sandbox.executor import Invocation, Outcome
 from tools import RegisteredTool, ToolArgumentsError, ToolRegistry, tool_exception_code
 
@@ -40,6 +44,8 @@ class InProcessExecutor:
         if registered is None:
             return self._fail(began, ErrorCode.TOOL_NOT_FOUND, f"no tool {invocation.tool!r}")
         cpu: list[float] = [0.0]
+        threaded = not registered.cheap and not inspect.iscoroutinefunction(registered.function)
+        invocation = _reporting(invocation, threaded)
         try:
             if registered.cheap and not inspect.iscoroutinefunction(registered.function):
                 result = _call(registered, invocation, cpu, time.perf_counter)
@@ -95,6 +101,21 @@ class InProcessExecutor:
 
     async def aclose(self) -> None:
         return None
+
+
+def _reporting(invocation: Invocation, threaded: bool) -> Invocation:
+    """The invocation whose context reports to its `events` (from a worker thread if
+    `threaded`); unchanged when nobody listens."""
+    events = invocation.events
+    if events is None:
+        return invocation
+    if not threaded:
+        return replace(invocation, context=invocation.context.reporting_to(events.emit))
+
+    def from_thread(event: ProgressEvent | LogEvent) -> None:
+        anyio.from_thread.run_sync(events.emit, event)
+
+    return replace(invocation, context=invocation.context.reporting_to(from_thread))
 
 
 def _call(

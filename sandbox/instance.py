@@ -26,6 +26,10 @@ answers; `settle_cancelled` waits for that answer, off the caller's path, and on
 the sandbox serve another call. A runner that does not answer the cancel within
 `CANCEL_ANSWER_S` is torn down with its sandbox.
 
+Events: before its reply the runner may send the call's events (its tool's progress and log
+messages, its MCP server's notifications); they go to the invocation's `events`, which bounds
+and checks them. They are the tool's word: nothing in them is recorded as usage.
+
 MCP servers: an invocation whose entrypoint starts with `MCP_STDIO_ENTRYPOINT` is sent as a
 request of type "mcp": its arguments are the server's spec and one JSON-RPC message, which
 the runner relays to the server it keeps in this sandbox (started on first use).
@@ -57,7 +61,17 @@ from sandbox.backend import (
 )
 from sandbox.channel import ChannelClosed, OversizedFrame, RunnerChannel, accept, listen
 from sandbox.executor import CallLimits, Invocation, Outcome
-from sandbox.runner_wire import CANCEL, EGRESS_SOCKET_NAME, MCP, OUTPUT, frame_limit
+from sandbox.runner_wire import (
+    CANCEL,
+    EGRESS_SOCKET_NAME,
+    EVENT,
+    EVENT_FIELD,
+    MAX_EVENTS,
+    MCP,
+    NOTIFICATION_FIELD,
+    OUTPUT,
+    frame_limit,
+)
 from sandbox.time_limit import TimeLimit
 from sandbox.unavailable import unavailable_error
 from sandbox.workspace import disk_full_error, workspace_is_full
@@ -224,7 +238,7 @@ class Sandbox:
         try:
             with anyio.move_on_after(TimeLimit.runner_wait_s(invocation.limits.timeout_ms)):
                 try:
-                    reply = await self._receive_reply(self.channel, invocation.limits)
+                    reply = await self._reply_after_events(self.channel, invocation, call_id)
                     if reply is not None:
                         _check_reply(reply, call_id, invocation.limits, self.channel)
                 except ChannelClosed as exc:
@@ -250,6 +264,33 @@ class Sandbox:
             return self._runner_lost(invocation, wall_ms, gone)
         return await self._outcome(reply, invocation.limits, wall_ms)
 
+    async def _reply_after_events(
+        self, channel: RunnerChannel, invocation: Invocation, call_id: int
+    ) -> dict[str, Any] | None:
+        """The call's reply; the events the runner sends before it go to the invocation's
+        `events` (checked there). A runner sending more than `MAX_EVENTS`, or an event of
+        another call, breaks the protocol: its sandbox is torn down."""
+        events = 0
+        while True:
+            frame = await self._receive_reply(channel, invocation.limits)
+            if frame is None or frame.get("type") != EVENT:
+                return frame
+            events += 1
+            if events > MAX_EVENTS or frame.get("id") != call_id:
+                message = (
+                    f"the sandbox's runner sent call {call_id} more than {MAX_EVENTS} events or"
+                    " an event of another call: a protocol violation; the sandbox was torn down"
+                )
+                details = {"sandbox_killed": True, "protocol_violation": "events"}
+                error = SerfError.of(ErrorCode.SANDBOX_KILLED, message, details=details)
+                raise _ProtocolViolation(error)
+            if invocation.events is None:
+                continue
+            if NOTIFICATION_FIELD in frame:
+                invocation.events.emit_notification(frame[NOTIFICATION_FIELD])
+            else:
+                invocation.events.emit_untrusted(frame.get(EVENT_FIELD))
+
     async def _send_cancel(self, call_id: int, limits: CallLimits) -> None:
         """Tell the runner to stop call `call_id` (its answer is read by `settle_cancelled`)."""
         assert self.channel is not None
@@ -274,7 +315,7 @@ class Sandbox:
                     reply = await self._receive_reply(self.channel, limits)
                     if reply is None:  # the engine stopped answering
                         break
-                    if reply.get("id") == call_id:
+                    if reply.get("type") != EVENT and reply.get("id") == call_id:
                         self.last_used = time.monotonic()
                         return True
             except (ChannelClosed, OversizedFrame):

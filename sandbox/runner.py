@@ -157,7 +157,8 @@ class Runner:
         # The child's address-space limit sits on top of what the runner already maps.
         self.baseline_vm = _vm_size_bytes()
         self._resolved: dict[str, Any] = {}
-        self._spare: tuple[int, int, int] | None = None  # (pid, request fd, result fd)
+        # (pid, request fd, result fd, events fd) of the child forked for the next call
+        self._spare: tuple[int, int, int, int] | None = None
         self.host_fd: int | None = None
         self.host: socket.socket | None = None  # watched for a cancel while a call runs
         self.egress_port: int | None = None  # the forwarder's port on 127.0.0.1
@@ -205,18 +206,38 @@ class Runner:
         if self._spare is None:
             self._spare = self._fork_spare()
 
-    def _fork_spare(self) -> tuple[int, int, int]:
+    def _fork_spare(self) -> tuple[int, int, int, int]:
         request_read, request_write = os.pipe()
         result_read, result_write = os.pipe()
+        events_read, events_write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child never returns
             os.close(request_write)
             os.close(result_read)
-            self._child(request_read, result_write)
+            os.close(events_read)
+            self._child(request_read, result_write, events_write)
         os.close(request_read)
         os.close(result_write)
+        os.close(events_write)
         os.setpgid(pid, pid)  # also done by the child: whichever runs first
-        return pid, request_write, result_read
+        return pid, request_write, result_read, events_read
+
+    def _forward(self, request: dict[str, Any]) -> Any:
+        """What sends the host an event of `request`'s call (nothing without a host)."""
+        host, call_id, sent = self.host, request.get("id"), [0]
+
+        def forward(event: dict[str, Any], field: str = wire.EVENT_FIELD) -> None:
+            if host is None or sent[0] >= wire.MAX_EVENTS:
+                return
+            try:
+                size = len(json.dumps(event, separators=(",", ":")))
+            except (TypeError, ValueError):
+                return
+            if size <= wire.EVENT_LIMIT:
+                sent[0] += 1
+                send_frame(host, {"type": wire.EVENT, "id": call_id, field: event})
+
+        return forward
 
     def _watch(self, request: dict[str, Any]) -> _HostWatch | None:
         return None if self.host is None else _HostWatch(self.host, request.get("id"))
@@ -229,7 +250,7 @@ class Runner:
             self._resolve(request["tool"], request["entrypoint"])
         except Exception as exc:
             return _reply(request, "error", error=_err("TOOL_NOT_FOUND", exc))
-        pid, request_write, result_read = self._spare or self._fork_spare()
+        pid, request_write, result_read, events_read = self._spare or self._fork_spare()
         self._spare = None
         started = time.monotonic()
         try:
@@ -239,7 +260,11 @@ class Runner:
         finally:
             os.close(request_write)
         watch = self._watch(request)
-        outcome, self._unreaped = _supervise(pid, result_read, started, limits, watch)
+        events = _EventRelay(events_read, self._forward(request))
+        try:
+            outcome, self._unreaped = _supervise(pid, result_read, started, limits, watch, events)
+        finally:
+            events.close()
         self._child_pid = pid
         return _reply(request, outcome.pop("reason"), **outcome)
 
@@ -277,7 +302,13 @@ class Runner:
                 answer: dict[str, Any] = {"result": server.initialized}
             else:
                 cap = int(limits["max_output_bytes"])
-                answer = server.request(message, deadline, cap, watch=self._watch(request))
+                answer = server.request(
+                    message,
+                    deadline,
+                    cap,
+                    watch=self._watch(request),
+                    on_event=self._forward(request),
+                )
         except _CallCancelled:
             usage = {"wall_ms": (time.monotonic() - started) * 1000, "cpu_ms": 0.0}
             error = _err("CANCELLED", f"mcp_stdio source {name!r}: the call was cancelled")
@@ -297,7 +328,7 @@ class Runner:
             return _reply(request, "error", usage=usage, error=_rpc_error(name, answer["error"]))
         return _reply(request, "ok", usage=usage, result=answer.get("result"))
 
-    def _child(self, request_read: int, result_write: int) -> None:
+    def _child(self, request_read: int, result_write: int, events_write: int) -> None:
         me = os.getpid()
         body: dict[str, Any]
         try:
@@ -325,7 +356,7 @@ class Runner:
                     os.environ.pop(name, None)
             _apply_limits(request["limits"], self.baseline_vm)
             target = self._resolve(request["tool"], request["entrypoint"])
-            value = self._invoke(target, request)
+            value = self._invoke(target, request, events_write)
             output_of = getattr(target, "output_of", None)
             body = (
                 {"ok": True, OUTPUT: output_of(value)}
@@ -351,18 +382,80 @@ class Runner:
         finally:
             os._exit(0)
 
-    def _invoke(self, target: Any, request: dict[str, Any]) -> Any:
+    def _invoke(self, target: Any, request: dict[str, Any], events_write: int) -> Any:
         arguments = request.get("arguments") or {}
         if hasattr(target, "invoke"):
             context = request.get("context")
             if context is not None and self._context_model is not None:
                 context = self._context_model.model_validate(context)
+                if hasattr(context, "reporting_to"):  # progress and logs, to the runner
+                    context = context.reporting_to(_event_writer(events_write))
             result = target.invoke(arguments, context)
         else:
             result = target(**arguments)
         if asyncio.iscoroutine(result):
             result = asyncio.run(result)
         return result
+
+
+def _event_writer(fd: int) -> Any:
+    """What the tool's context reports to: each event framed on the call's events pipe (an
+    event longer than the wire allows is not sent)."""
+
+    def report(event: Any) -> None:
+        data = json.dumps(event.model_dump(mode="json"), separators=(",", ":")).encode()
+        if len(data) <= wire.EVENT_LIMIT:
+            _write_all(fd, _HEADER.pack(len(data)) + data)
+
+    return report
+
+
+_DRAIN_CHUNKS = 16  # 1 MiB of events read per look at the pipe
+
+
+class _EventRelay:
+    """The call's events pipe: its frames forwarded to the host as they come. Tool code can
+    write there itself: a frame over `EVENT_LIMIT` or not JSON ends the relay for the call
+    (what follows is read and dropped, so the tool never blocks on a full pipe)."""
+
+    def __init__(self, fd: int, forward: Any) -> None:
+        self.fd = fd
+        self._forward = forward
+        self._buffer = bytearray()
+        self._broken = False
+        os.set_blocking(fd, False)
+
+    def drain(self) -> None:
+        """Read what the pipe holds now (at most `_DRAIN_CHUNKS` reads, so a tool writing
+        without end cannot keep the runner from its deadline) and forward its events."""
+        for _ in range(_DRAIN_CHUNKS):
+            if not (chunk := _read_some(self.fd)):
+                return
+            if self._broken:
+                continue
+            self._buffer += chunk
+            while len(self._buffer) >= _HEADER.size:
+                (size,) = _HEADER.unpack_from(self._buffer)
+                if size > wire.EVENT_LIMIT:
+                    self._broken = True
+                    self._buffer.clear()
+                    break
+                if len(self._buffer) < _HEADER.size + size:
+                    break
+                body = bytes(self._buffer[_HEADER.size : _HEADER.size + size])
+                del self._buffer[: _HEADER.size + size]
+                try:
+                    event = json.loads(body)
+                except ValueError:
+                    self._broken = True
+                    self._buffer.clear()
+                    break
+                if isinstance(event, dict):
+                    self._forward(event)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
 
 
 def _apply_limits(limits: dict[str, Any], baseline_vm: int) -> None:
@@ -409,11 +502,16 @@ class _HostWatch:
 
 
 def _supervise(
-    pid: int, read_fd: int, started: float, limits: dict[str, Any], watch: _HostWatch | None = None
+    pid: int,
+    read_fd: int,
+    started: float,
+    limits: dict[str, Any],
+    watch: _HostWatch | None = None,
+    events: _EventRelay | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """Collect the child's result until it is complete, the child dies, the deadline passes,
-    the output overflows or the host cancels the call. True with the outcome when the child
-    still has to be reaped."""
+    the output overflows or the host cancels the call, forwarding its events meanwhile. True
+    with the outcome when the child still has to be reaped."""
     deadline = started + int(limits["timeout_ms"]) / 1000
     cap = int(limits["max_output_bytes"])
     os.set_blocking(read_fd, False)
@@ -422,6 +520,8 @@ def _supervise(
     poller.register(_CHILD_EXITS.read_fd, select.POLLIN)
     if watch is not None:
         poller.register(watch.fd, select.POLLIN)
+    if events is not None:
+        poller.register(events.fd, select.POLLIN)
     buffer = bytearray()
     killed_for, overshoot_ms = None, 0.0
     exited = _CHILD_EXITS.exited(pid)  # it may have died before we started looking
@@ -434,12 +534,16 @@ def _supervise(
         ready = poller.poll(max(1, math.ceil(min(remaining, 0.5) * 1000)))
         if not ready:
             exited = _CHILD_EXITS.exited(pid)
-        for fd, _ in ready:
+        for fd, event_mask in ready:
             if watch is not None and fd == watch.fd:
                 if watch.cancels():
                     killed_for = "cancelled"
             elif fd == _CHILD_EXITS.read_fd:
                 exited = _CHILD_EXITS.exited(pid)
+            elif events is not None and fd == events.fd:
+                events.drain()
+                if not (event_mask & select.POLLIN):  # the pipe's writers are all gone
+                    poller.unregister(events.fd)
             elif not (chunk := _read_some(read_fd)):
                 poller.unregister(read_fd)
             else:
@@ -456,6 +560,8 @@ def _supervise(
         if expected is not None and len(buffer) >= _RESULT.size + expected:
             # Complete: answer now; the child's exit (address-space teardown) is reaped later.
             os.close(read_fd)
+            if events is not None:  # what it reported before its result goes first
+                events.drain()
             wall_ms = (time.monotonic() - started) * 1000
             measured, unreaped = _measure_answered(pid)
             payload = bytes(buffer[_RESULT.size : _RESULT.size + expected])
@@ -843,9 +949,11 @@ class _McpServer:
         cap: int,
         phase: str = "call",
         watch: _HostWatch | None = None,
+        on_event: Any = None,
     ) -> dict[str, Any]:
         """The server's response to `message` (a JSON-RPC request without its id); a cancel
-        from the host (`watch`) is passed on to the server as `notifications/cancelled`."""
+        from the host (`watch`) is passed on to the server as `notifications/cancelled`; its
+        progress and log notifications meanwhile go to `on_event`."""
         self._ids += 1
         sent_id = self._ids
         self._send({"jsonrpc": "2.0", "id": sent_id, **message}, phase)
@@ -867,6 +975,8 @@ class _McpServer:
             if not isinstance(received, dict):
                 raise self._fault("error", "TOOL_FAILED", "wrote a JSON line that is not a message")
             if "method" in received:  # its own request or notification: no client features
+                if on_event is not None and received.get("method") in wire.NOTIFICATIONS:
+                    on_event(received, wire.NOTIFICATION_FIELD)  # the host reads it
                 if "id" in received:
                     refusal = {"code": -32601, "message": "the gateway offers no client features"}
                     self._send({"jsonrpc": "2.0", "id": received["id"], "error": refusal}, phase)

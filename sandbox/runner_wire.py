@@ -9,6 +9,16 @@ any other id. A reply's frame may be at most the call's output cap plus `FRAME_O
 (the usage, exit reason and an error's message and hints around the result): the host
 reads no longer frame, and refuses a result over the cap whatever frame it came in. The
 hello, sent before any call, may be at most `HELLO_LIMIT`.
+
+Events: while a call runs, the runner may send frames `{"type": "event", "id": <the call's
+id>, "event": {...}}` before its reply: what the tool reported through its context
+(`protocol.call_events`: `{"kind": "progress", "progress", "total", "message"}` or
+`{"kind": "log", "level", "data", "logger"}`); or, with the field "notification" instead of
+"event", one of `NOTIFICATIONS` its MCP server sent, as it came (the host reads it). The
+runner forwards at most `MAX_EVENTS` of a call, each at most `EVENT_LIMIT` bytes long; the
+host checks both again.
+Inside the sandbox, a call's child writes its events to the runner on a pipe of their own,
+each a 4-byte big-endian length, then UTF-8 JSON.
 """
 
 from __future__ import annotations
@@ -18,12 +28,18 @@ import struct
 HEADER = struct.Struct(">I")
 FRAME_OVERHEAD = 64 * 1024
 HELLO_LIMIT = 1024 * 1024
+EVENT_LIMIT = 16 * 1024  # one event's JSON
+MAX_EVENTS = 1000  # a call's events; more are dropped
 
 # Message types (the "type" field).
 HELLO = "hello"
 RESULT = "result"
 MCP = "mcp"  # a request relaying one JSON-RPC message to an mcp_stdio server
 CANCEL = "cancel"  # the host stops the call of this id (its answer says cancelled)
+EVENT = "event"  # an event of a running call, before its reply
+EVENT_FIELD = "event"  # an event frame's field holding what the tool reported
+NOTIFICATION_FIELD = "notification"  # ... or what its MCP server notified
+NOTIFICATIONS = ("notifications/progress", "notifications/message")
 OUTPUT = "output"  # a reply's field holding a registered tool's result as MCP content
 
 # The host's Unix socket, and the egress proxy's, in the host directory the runner reaches.

@@ -28,7 +28,7 @@ from protocol import (
     SerfError,
     ToolContext,
 )
-from sandbox import Invocation
+from sandbox import CallEvents, Invocation
 from tools import RegisteredTool
 
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
@@ -65,6 +65,9 @@ class RequestContext:
     # The caller asked for a failing tool's traceback and holds the admin key (the tools'
     # code is the operator's): set by the transport; dispatch drops the traceback otherwise.
     show_traceback: bool = False
+    # Where the call's progress and log messages go while it runs (`/mcp` streaming them);
+    # None: nobody listens, and executors report nothing.
+    events: CallEvents | None = None
 
     # Filled in by the stages.
     principal: Principal | None = None

@@ -106,6 +106,7 @@ class DispatchStage:
             context=context,
             limits=limits,
             network=ctx.tool.network,
+            events=ctx.events,
         )
         ctx.executed = True
         began = time.monotonic()

@@ -8,7 +8,11 @@ passed through),
 discovers the tools, resources and prompts, and keeps the pool open; an upstream that cannot
 be reached or discovered is logged in one line and tried again every `retry_s`. Calls take
 the pool's sessions in turn. A call is cancelled at its grant (TOOL_TIMEOUT) and carries the
-time it has left to the upstream in `_meta`.
+time it has left to the upstream in `_meta`. Its answer is read as it arrives and cut at the
+call's output cap (SANDBOX_OUTPUT_LIMIT: a hostile upstream's endless answer is never held
+whole); while someone listens to the call's events, the call carries a `progressToken` and
+the upstream's progress and log notifications on its answer's event stream become the
+call's events.
 """
 
 from __future__ import annotations
@@ -26,12 +30,12 @@ from anyio.abc import TaskGroup, TaskStatus
 from pydantic import BaseModel, ConfigDict
 
 from gateway.gateway_error import GatewayError
-from gateway.sources.http1_pool import Http1Pool
+from gateway.sources.http1_pool import ANSWER_LIMIT, Http1Pool
 from gateway.sources.mcp_session import PARSE_ERROR, McpSession, RpcError, UpstreamHttpError
 from gateway.sources.upstream_failure import tool_error, unavailable, upstream_failure
 from gateway.sources.upstream_tool import UpstreamTool
 from protocol import CallUsage, ErrorCode, ExitReason, SerfError
-from sandbox import Invocation, Outcome
+from sandbox import Invocation, Outcome, frame_limit
 from tools import ToolResult
 from tools.sources import McpHttpSource
 
@@ -200,11 +204,16 @@ class HttpUpstream:
         session = self._next_session()
         if session is None:
             return self._failed(began, unavailable(self.name, "no open session; reconnecting"))
+        events = invocation.events
+        if events is not None:  # the upstream reports progress only when asked
+            meta["progressToken"] = invocation.context.trace_id
         params = {"name": tool, "arguments": invocation.arguments, "_meta": meta}
         result: dict[str, Any] | None = None
+        limit = frame_limit(invocation.limits.max_output_bytes)
+        notified = None if events is None else events.emit_notification
         try:
             with anyio.move_on_after(timeout_ms / 1000):
-                result = await self._request(session, "tools/call", params)
+                result = await self._request(session, "tools/call", params, limit, notified)
         except Exception as exc:
             return self._failed(began, upstream_failure(self.name, exc))
         if result is None:
@@ -235,10 +244,17 @@ class HttpUpstream:
             raise GatewayError(upstream_failure(self.name, exc)) from exc
 
     async def _request(
-        self, session: McpSession, method: str, params: dict[str, Any]
+        self,
+        session: McpSession,
+        method: str,
+        params: dict[str, Any],
+        limit: int = ANSWER_LIMIT,
+        on_notification: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         try:
-            return await session.request(method, params)
+            return await session.request(
+                method, params, limit=limit, on_notification=on_notification
+            )
         except UpstreamHttpError as exc:
             if exc.status == 404 and session.session_id is not None:
                 self._reopen.set()  # the upstream forgot the session: open a new pool

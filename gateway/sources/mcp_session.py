@@ -3,8 +3,10 @@
 A lean client, where the official SDK's session machinery (memory streams, task groups and
 an SSE parser per call) cost the gateway several milliseconds a call. Each request is one
 POST on the upstream's `Http1Pool` (shared by the source's sessions); the answer is read as
-JSON, or, when the upstream answers `text/event-stream`, from its events (the upstream ends
-the stream after the response to the request, which is picked by its id). `open` runs
+JSON, or, when the upstream answers `text/event-stream`, from its events as they arrive (the
+upstream ends the stream after the response to the request, which is picked by its id; the
+notifications before it go to the request's `on_notification`, e.g. a call's progress). An
+answer is read no further than the request's `limit` (`Http1Pool`). `open` runs
 `initialize` and keeps the `Mcp-Session-Id` the upstream issues (stateless upstreams issue
 none) and the negotiated protocol version for every later request. A request cancelled by
 its caller (its grant ran out, or the agent cancelled the call or went away: the request's
@@ -23,13 +25,14 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
-from gateway.sources.http1_pool import Http1Answer, Http1Pool
+from gateway.sources.http1_pool import ANSWER_LIMIT, Http1Answer, Http1Pool
 from gateway.tracing import TRACING, SpanKind, inject, mark_raised
 
 PROTOCOL_VERSION = "2025-06-18"
@@ -84,9 +87,10 @@ class McpSession:
             "clientInfo": CLIENT_INFO,
         }
         request_id = next(self._ids)
+        events = _EventStream(request_id, None)
         initialize = _request(request_id, "initialize", params)
-        answer = await self.http.request("POST", headers, initialize)
-        result = _result(answer, request_id)
+        answer = await self.http.request("POST", headers, initialize, body_sink=events.sink_for)
+        result = _result(answer, request_id, events)
         session_id = answer.headers.get(_SESSION_HEADER)
         if session_id:
             headers[_SESSION_HEADER] = session_id
@@ -95,13 +99,28 @@ class McpSession:
         await self.notify("notifications/initialized", None, headers)
         self.headers = headers
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """The result of `method`; RpcError, UpstreamHttpError or OSError if none."""
+    async def request(
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        limit: int = ANSWER_LIMIT,
+        on_notification: Notified | None = None,
+    ) -> dict[str, Any]:
+        """The result of `method`, its answer read to at most `limit` bytes; RpcError,
+        UpstreamHttpError or OSError (`AnswerTooLarge`) if none. The upstream's
+        notifications while it answers go to `on_notification`."""
         if TRACING.on:
-            return await self._traced(method, params)
-        return await self._request(method, params, self.headers)
+            return await self._traced(method, params, limit, on_notification)
+        return await self._request(method, params, self.headers, limit, on_notification)
 
-    async def _traced(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def _traced(
+        self,
+        method: str,
+        params: dict[str, Any],
+        limit: int = ANSWER_LIMIT,
+        on_notification: Notified | None = None,
+    ) -> dict[str, Any]:
         """The request in a client span, whose W3C `traceparent` the upstream receives."""
         attributes: dict[str, str | int] = {
             "rpc.system": "jsonrpc",
@@ -113,34 +132,55 @@ class McpSession:
             headers = dict(self.headers)
             inject(headers)
             try:
-                return await self._request(method, params, headers)
+                return await self._request(method, params, headers, limit, on_notification)
             except Exception as exc:
                 mark_raised(span, exc)
                 raise
 
     async def _request(
-        self, method: str, params: dict[str, Any], headers: dict[str, str]
+        self,
+        method: str,
+        params: dict[str, Any],
+        headers: dict[str, str],
+        limit: int = ANSWER_LIMIT,
+        on_notification: Notified | None = None,
     ) -> dict[str, Any]:
         sent_session = headers.get(_SESSION_HEADER)
-        request_id, answer = await self._post(method, params, headers)
+        request_id, answer, events = await self._post(
+            method, params, headers, limit, on_notification
+        )
         if answer.status == 404 and sent_session is not None:
             # The upstream forgot the session (it expired or the server restarted): it did
             # not process the request, so a new session may send it again.
             await self._reopen(sent_session)
             kept = {k: v for k, v in headers.items() if k not in _SESSION_HEADERS}
-            request_id, answer = await self._post(method, params, {**kept, **self.headers})
-        return _result(answer, request_id)
+            request_id, answer, events = await self._post(
+                method, params, {**kept, **self.headers}, limit, on_notification
+            )
+        return _result(answer, request_id, events)
 
     async def _post(
-        self, method: str, params: dict[str, Any], headers: dict[str, str]
-    ) -> tuple[int, Http1Answer]:
+        self,
+        method: str,
+        params: dict[str, Any],
+        headers: dict[str, str],
+        limit: int,
+        on_notification: Notified | None,
+    ) -> tuple[int, Http1Answer, _EventStream]:
         request_id = next(self._ids)
+        events = _EventStream(request_id, on_notification)
         try:
-            answer = await self.http.request("POST", headers, _request(request_id, method, params))
+            answer = await self.http.request(
+                "POST",
+                headers,
+                _request(request_id, method, params),
+                limit=limit,
+                body_sink=events.sink_for,
+            )
         except anyio.get_cancelled_exc_class():
             self.background.start_soon(self._cancelled, request_id)
             raise
-        return request_id, answer
+        return request_id, answer, events
 
     async def _reopen(self, forgotten: str) -> None:
         """Initialize a new session in place of `forgotten`, unless another request has."""
@@ -177,11 +217,66 @@ def _request(request_id: int, method: str, params: dict[str, Any]) -> bytes:
     return json.dumps(message).encode()
 
 
-def _result(answer: Http1Answer, request_id: int) -> dict[str, Any]:
+Notified = Callable[[dict[str, Any]], None]
+
+
+class _EventStream:
+    """An event-stream answer read as it arrives: the response to `request_id` kept, the
+    upstream's notifications before it passed to `on_notification`, its own requests passed
+    over (the gateway offers it no client features)."""
+
+    def __init__(self, request_id: int, on_notification: Notified | None) -> None:
+        self.request_id = request_id
+        self.on_notification = on_notification
+        self.response: dict[str, Any] | None = None
+        self._buffer = bytearray()
+
+    def sink_for(self, status: int, headers: dict[str, str]) -> Callable[[bytes], None] | None:
+        streams = headers.get("content-type", "").startswith("text/event-stream")
+        return self.feed if status < 400 and streams else None
+
+    def feed(self, chunk: bytes) -> None:
+        start = max(0, len(self._buffer) - 3)  # a boundary may straddle the chunks
+        self._buffer += chunk
+        while True:
+            ends = [
+                (i, len(sep))
+                for sep in (b"\n\n", b"\r\n\r\n")
+                if (i := self._buffer.find(sep, start)) >= 0
+            ]
+            if not ends:
+                return
+            end, size = min(ends)
+            event = bytes(self._buffer[:end]).replace(b"\r\n", b"\n")
+            del self._buffer[: end + size]
+            start = 0
+            self._event(event.decode("utf-8", "replace"))
+
+    def _event(self, event: str) -> None:
+        data = [
+            line[5:].removeprefix(" ") for line in event.split("\n") if line.startswith("data:")
+        ]
+        if not data or self.response is not None:
+            return
+        message = _message("\n".join(data))
+        if message.get("id") == self.request_id and ("result" in message or "error" in message):
+            self.response = message
+        elif "id" not in message and self.on_notification is not None:
+            self.on_notification(message)
+
+    def finish(self) -> dict[str, Any]:
+        if self._buffer.strip():
+            self.feed(b"\n\n")  # a last event without its blank line
+        if self.response is None:
+            raise RpcError(PARSE_ERROR, "the event stream ended without the response")
+        return self.response
+
+
+def _result(answer: Http1Answer, request_id: int, events: _EventStream) -> dict[str, Any]:
     if answer.status >= 400:
         raise UpstreamHttpError(answer.status, _shown(answer.body))
-    if answer.headers.get("content-type", "").startswith("text/event-stream"):
-        message = _from_event_stream(answer.body, request_id)
+    if events.sink_for(answer.status, answer.headers) is not None:
+        message = events.finish()
     else:
         message = _message(answer.body)
     if "error" in message:
@@ -192,21 +287,6 @@ def _result(answer: Http1Answer, request_id: int) -> dict[str, Any]:
     if message.get("id") != request_id or not isinstance(result, dict):
         raise RpcError(PARSE_ERROR, "the answer is not the JSON-RPC response to the request")
     return result
-
-
-def _from_event_stream(body: bytes, request_id: int) -> dict[str, Any]:
-    """The response to `request_id` among the stream's events (the upstream's own
-    notifications and requests before it are passed over)."""
-    for event in body.decode("utf-8", "replace").replace("\r\n", "\n").split("\n\n"):
-        data = [
-            line[5:].removeprefix(" ") for line in event.split("\n") if line.startswith("data:")
-        ]
-        if not data:
-            continue
-        message = _message("\n".join(data))
-        if message.get("id") == request_id and ("result" in message or "error" in message):
-            return message
-    raise RpcError(PARSE_ERROR, "the event stream ended without the response")
 
 
 def _message(body: bytes | str) -> dict[str, Any]:

@@ -12,7 +12,9 @@ long or claimed by another tool stops the start-up, naming both.
 
 The gateway is each server's MCP client: `StdioRouter` turns a call of a source's tool into
 a `tools/call` message that the sandbox pool runs in the caller's own sandbox, where the
-runner keeps the server warm (`sandbox.runner`), and reads the server's result. Resources and
+runner keeps the server warm (`sandbox.runner`), and reads the server's result. While someone
+listens to the call's events, the message carries a `progressToken` and the runner relays the
+server's `notifications/progress` and `notifications/message` as the call's events. Resources and
 prompts are served at `/mcp` (`gateway.http.mcp.catalog`) to the principals whose scopes
 cover the source (`tool:<source>.*` or `tool:<source>__*`), read in the caller's sandbox too.
 """
@@ -258,7 +260,9 @@ class StdioSources:
         own = invocation.entrypoint.removeprefix(MCP_STDIO_ENTRYPOINT)
         source, _, tool = own.partition("/")
         server = self.servers[source]
-        params = {"name": tool, "arguments": invocation.arguments}
+        params: dict[str, Any] = {"name": tool, "arguments": invocation.arguments}
+        if invocation.events is not None:  # the server reports progress only when asked
+            params["_meta"] = {"progressToken": invocation.context.trace_id}
         outcome = await executor.execute(
             replace(invocation, arguments=server.message("tools/call", params))
         )

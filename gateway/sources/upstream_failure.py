@@ -5,6 +5,8 @@
   back);
 - it answers something that is not JSON-RPC (garbage): TOOL_FAILED, not retryable (the same
   call would get the same garbage);
+- its answer runs past the call's output cap (cut there, the rest never read):
+  SANDBOX_OUTPUT_LIMIT, as a tool's result over the cap in a sandbox;
 - its JSON-RPC refusal of the arguments (-32602): INVALID_ARGUMENTS; of the tool (-32601):
   TOOL_NOT_FOUND;
 - the tool's own failure (`isError: true`): TOOL_FAILED, not retryable, with the content the
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.sources.http1_pool import AnswerTooLarge
 from gateway.sources.mcp_session import PARSE_ERROR, RpcError, UpstreamHttpError
 from protocol import ErrorCode, SerfError
 from tools import FAILED_CONTENT
@@ -27,6 +30,13 @@ _INVALID_PARAMS = -32602
 def upstream_failure(source: str, exc: BaseException) -> SerfError:
     """The envelope for an exception raised while talking to upstream `source`."""
     details: dict[str, Any] = {"upstream": source}
+    if isinstance(exc, AnswerTooLarge):
+        return SerfError.of(
+            ErrorCode.SANDBOX_OUTPUT_LIMIT,
+            f"upstream {source!r} answered more than the call's limit of {exc.limit} bytes; the"
+            " answer was cut there: ask for less output",
+            details={**details, "answer_limit_bytes": exc.limit},
+        )
     if isinstance(exc, UpstreamHttpError):
         details["http_status"] = exc.status
     if isinstance(exc, RpcError):

@@ -7,7 +7,9 @@ took the socket and wrote its own reply (48 MiB through a 1 MiB cap), and on bot
 it could write the runner's memory. A runner made to misbehave (patched by a hostile tool
 module at import, as code holding its socket could) sends a reply over the call's output cap
 (48 MiB, a frame the host does not read; or 1 KiB over, within the frame's overhead), or one
-for another call: the host refuses each, and the victim's calls go on.
+for another call, or floods the call with more events than a call may send: the host
+refuses each, and the victim's calls go on. Tool code writing garbage to its events pipe
+costs it its events, never its answer.
 """
 
 from __future__ import annotations
@@ -111,4 +113,24 @@ async def test_a_reply_for_another_call_is_refused_and_the_sandbox_torn_down(
     assert "not yours" not in str(first)
     status, again = await _call(sandboxed_gateway, "echo", "evil", {"message": "again"})
     assert status == 200, again
+    await _victim_echoes(sandboxed_gateway)
+
+
+async def test_a_runner_flooding_a_call_with_events_is_torn_down(
+    sandboxed_gateway: SandboxedGateway,
+) -> None:
+    status, first = await _call(sandboxed_gateway, "flood_events", "evil", {})
+    assert first["code"] == "SANDBOX_KILLED", first
+    assert first["details"]["protocol_violation"] == "events"  # type: ignore[index]
+    status, again = await _call(sandboxed_gateway, "echo", "evil", {"message": "again"})
+    assert status == 200, again
+    await _victim_echoes(sandboxed_gateway)
+
+
+async def test_garbage_on_the_events_pipe_costs_the_tool_its_events_not_its_answer(
+    sandboxed_gateway: SandboxedGateway,
+) -> None:
+    status, body = await _call(sandboxed_gateway, "garbage_events", "evil", {"megabytes": 64})
+    assert status == 200, body
+    assert body["result"] == "still answered"
     await _victim_echoes(sandboxed_gateway)

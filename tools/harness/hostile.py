@@ -93,6 +93,43 @@ def forge_report() -> str:
     return "the runner's report says otherwise"
 
 
+def _events_pipe() -> int:
+    """The write end of the pipe the runner reads this call's events from (the write-only
+    pipe after the result pipe)."""
+    result = _result_pipe()
+    for fd in range(result + 1, 1024):
+        try:
+            if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+                continue
+        except OSError:
+            continue
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:
+            return fd
+    raise RuntimeError("no events pipe found")
+
+
+@tool(intent=ResourceIntent(memory_mb=64, cpu_seconds=2, timeout_ms=5_000))
+def garbage_events(megabytes: int) -> str:
+    """Write `megabytes` of garbage to this call's events pipe (a frame header announcing
+    4 GiB, then noise), then answer: the runner must drop it and still answer in time."""
+    fd = _events_pipe()
+    os.write(fd, _FRAME_HEADER.pack(0xFFFFFFFF))
+    noise = b"\xff" * (1 << 20)
+    for _ in range(megabytes):
+        os.write(fd, noise)
+    return "still answered"
+
+
+@tool(intent=ResourceIntent(memory_mb=64, cpu_seconds=1, timeout_ms=2_000))
+def flood_events() -> str:
+    """The runner this module patched at import sends this call more events than a call may
+    send (`sandbox.runner_wire.MAX_EVENTS`) before its reply."""
+    return "quiet"
+
+
+_EVENT_FLOOD = 1001  # one more than runner_wire.MAX_EVENTS
+
+
 def _patch_the_runner() -> None:
     """Tool modules are imported by the runner itself, in the sandbox: replace its answer to
     `forge_report` with a TOOL_TIMEOUT that ran, and was killed, a billion ms late, used a
@@ -115,6 +152,10 @@ def _patch_the_runner() -> None:
 
     def handle(self: Any, request: dict[str, Any]) -> dict[str, Any]:
         reply: dict[str, Any] = honest(self, request)
+        if request.get("tool") == "flood_events":
+            event = {"kind": "log", "level": "warning", "data": "flood"}
+            for _ in range(_EVENT_FLOOD):
+                honest_send(self.host, {"type": "event", "id": request["id"], "event": event})
         if request.get("tool") == "oversized_reply":
             return {**reply, "_oversized": True}
         if request.get("tool") == "barely_oversized_reply":

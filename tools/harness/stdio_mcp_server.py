@@ -6,8 +6,10 @@ Standard library only, so any sandbox's python3 runs it by path (isolating sandb
 lists a tool twice; otherwise it serves these tools: `echo` (its text back), `pid` (its
 process id), `sleep` (`seconds`), `crash` (exits in the middle of the call), `garbage`
 (writes a line that is not JSON), `flood` (one answer line of `bytes` bytes),
-`wait_cancel` (waits up to a minute for a `notifications/cancelled` naming the call, which it
-records and does not answer, as MCP asks) and `cancellations` (the request ids it saw
+`report` (sends `notifications/progress` for the call's `progressToken`, when it has one,
+and a `notifications/message` at each of the levels `debug`, `info` and `warning`, then
+answers), `wait_cancel` (waits up to a minute for a `notifications/cancelled` naming the
+call, which it records and does not answer, as MCP asks) and `cancellations` (the request ids it saw
 cancelled); and two that answer rich content: `picture` (an image block with annotations, and
 the server's `_meta`) and `forecast` (structured content, listed with a title, annotations,
 icons, an `outputSchema` and `_meta`). It is not a tool module: nothing here registers with
@@ -26,7 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 _TOOLS = (
-    "echo", "pid", "sleep", "crash", "garbage", "flood", "wait_cancel", "cancellations",
+    "echo", "pid", "sleep", "crash", "garbage", "flood", "wait_cancel", "cancellations", "report",
     "picture", "forecast",
 )  # fmt: skip
 _CANCELLED: list[Any] = []  # the request ids of the `wait_cancel` calls cancelled
@@ -117,7 +119,20 @@ def _write(message: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def _report(token: Any) -> None:
+    """What `report` sends before its answer: progress (only for a token), then logs."""
+    if token is not None:
+        for step in (1, 2):
+            params = {"progressToken": token, "progress": step, "total": 2, "message": f"{step}/2"}
+            _write({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+    for level in ("debug", "info", "warning"):
+        params = {"level": level, "logger": "stdio", "data": f"stdio says {level}"}
+        _write({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+
+
 def _call(name: str, arguments: dict[str, Any]) -> Any:
+    if name == "report":
+        return "reported"
     if name == "cancellations":
         return json.dumps(_CANCELLED)
     if name == "echo":
@@ -176,6 +191,8 @@ def main() -> int:
                 if not _wait_cancel(ident):
                     _write({"jsonrpc": "2.0", "id": ident, "result": {"content": []}})
                 continue  # a cancelled request is not answered
+            if params.get("name") == "report":
+                _report((params.get("_meta") or {}).get("progressToken"))
             answer = _call(str(params.get("name")), params.get("arguments") or {})
             if isinstance(answer, str):
                 answer = {"content": [{"type": "text", "text": answer}]}

@@ -1,8 +1,10 @@
 """The MCP endpoint: streamable HTTP at `/mcp`, JSON-RPC 2.0, through the pipeline."""
 
+from gateway.http.mcp.call_stream import CallStream
 from gateway.http.mcp.caller_streams import CallerStreams
 from gateway.http.mcp.catalog import McpCatalog
 from gateway.http.mcp.endpoint import SUPPORTED_VERSIONS, router
+from gateway.http.mcp.log_levels import LogLevels
 from gateway.http.mcp.messages import (
     McpMessage,
     parse_message,
@@ -14,7 +16,9 @@ from gateway.http.mcp.subscriptions import ResourceSubscriptions
 
 __all__ = [
     "SUPPORTED_VERSIONS",
+    "CallStream",
     "CallerStreams",
+    "LogLevels",
     "McpCatalog",
     "McpMessage",
     "ResourceSubscriptions",

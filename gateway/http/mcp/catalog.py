@@ -42,6 +42,7 @@ CAPABILITIES: dict[str, Any] = {
     "resources": {"listChanged": True, "subscribe": True},
     "prompts": {"listChanged": True},
     "completions": {},
+    "logging": {},  # logging/setLevel (gateway.http.mcp.log_levels)
 }
 
 Action = Callable[[RequestContext], Awaitable[dict[str, Any]]]

@@ -1,4 +1,4 @@
-"""`/mcp`: MCP's streamable HTTP transport, stateless, answering plain JSON.
+"""`/mcp`: MCP's streamable HTTP transport, stateless, answering JSON or a call's event stream.
 
 Every POST carries one JSON-RPC message and runs through the pipeline like an HTTP call:
 `initialize`, `ping`, `tools/list` and the upstreams' resources and prompts (`catalog`) as
@@ -6,7 +6,10 @@ operations, `tools/call` as the tool call itself, so the same authentication, po
 limits and audit apply; every message, a notification or a `ping` too, takes a token from
 the caller's rate limit. GET opens the caller's server-to-client stream (`listen_stream`;
 `initialize` answers an `Mcp-Session-Id` only as the transport's cue to open it: the gateway
-keeps no session); DELETE, with no session to end, answers 405 as the transport allows.
+keeps no session); DELETE, with no session to end, answers 405 as the transport allows. A
+`tools/call` whose client accepts `text/event-stream` is answered by `CallStream`: an SSE
+stream on the POST once the call sends an event the caller takes (progress, a log message at
+or above the caller's `logging/setLevel`), plain JSON otherwise.
 
 The transport's own checks come first: an `Origin` outside the gateway's Host allow-list is
 refused 403 (a browser page on another site must not reach a local gateway), and an
@@ -19,6 +22,7 @@ for every other token it is a tool error (`isError`).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -28,9 +32,11 @@ from gateway.cancellation import CallCancel, cancel_when_client_goes
 from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body
 from gateway.http.hot_routes import hot_route
+from gateway.http.mcp.call_stream import CallStream, accepts_stream
 from gateway.http.mcp.cancel_notice import CANCELLED_METHOD, cancel_notice
 from gateway.http.mcp.catalog import CAPABILITIES, UPSTREAM_OPERATIONS
 from gateway.http.mcp.listen_stream import SESSION_HEADER, listen, new_session_id
+from gateway.http.mcp.log_levels import SET_LEVEL_METHOD
 from gateway.http.mcp.messages import (
     McpMessage,
     is_tool_failure,
@@ -61,7 +67,14 @@ router = APIRouter(tags=["mcp"])
 SUPPORTED_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 NEWEST_VERSION = SUPPORTED_VERSIONS[-1]
 VERSION_HEADER = "mcp-protocol-version"
-_OPERATIONS = ("initialize", "ping", "tools/list", "tools/call", *UPSTREAM_OPERATIONS)
+_OPERATIONS = (
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    SET_LEVEL_METHOD,
+    *UPSTREAM_OPERATIONS,
+)
 
 
 def _initialize(params: dict[str, Any]) -> dict[str, Any]:
@@ -166,6 +179,8 @@ def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> R
             return _initialize(params)
 
         ctx.action = initialize
+    elif method == SET_LEVEL_METHOD:
+        ctx.action = request.app.state.log_levels.action(message.params)
     elif method == CANCELLED_METHOD:
         ctx.action = cancel_notice(request.app.state.inflight, message.params)
     elif method == "ping" or method.startswith("notifications/"):
@@ -209,11 +224,25 @@ async def mcp_post(request: Request) -> Response:
         ctx = RequestContext("mcp", "mcp:(unreadable)", request.headers, input_error=exc)
     if (bad_version := _version_refusal(request)) is not None:
         ctx.input_error = bad_version  # refused by the scope stage, once the caller is known
+    answer = partial(_answer, ctx, message, body, bad_version)
     if ctx.cancel is None:
         await pipeline.run(ctx)
+    elif message is not None and message.id is not None and accepts_stream(request):
+        # Runs the call as it is sent, streaming its events if it has any (call_stream).
+        return CallStream(pipeline, ctx, answer, request.app.state.log_levels)
     else:  # a tool call: a client that closes its connection cancels it
         async with cancel_when_client_goes(request.scope, request.receive, ctx.cancel):
             await pipeline.run(ctx)
+    return answer()
+
+
+def _answer(
+    ctx: RequestContext,
+    message: McpMessage | None,
+    body: bytes,
+    bad_version: GatewayError | None,
+) -> Response:
+    """The JSON-RPC answer of a message that has run through the pipeline."""
     request_id = message.id if message is not None else request_id_of(body)
     if ctx.error is not None:
         is_call = message is not None and message.method == "tools/call"

@@ -1,0 +1,147 @@
+"""A `tools/call` at `/mcp` answered while it runs: an event stream on the POST.
+
+When the client accepts `text/event-stream`, the call's events (`sandbox.CallEvents`: its
+tool's progress and log messages, its MCP server's notifications) are listened to. The
+answer is decided by the call itself: at its first event the caller takes, the answer
+becomes an SSE stream (`notifications/progress` with the caller's `_meta.progressToken`,
+`notifications/message`, then the JSON-RPC response as the last event); a call that sends
+none (or a client that accepts only JSON) is answered plain JSON, as before. A progress
+event is taken only when the caller sent a `progressToken`; a log message only at or above
+the caller's level (`logging/setLevel`, read once per call, at its first log message).
+
+The call runs in the request's own task; a forwarder task starts at its first event only, so
+a call that reports nothing costs what a plain JSON answer costs. Events wait in a buffer of
+`BUFFERED_EVENTS` between the call and the forwarder: a client that reads slowly loses
+events, never slows the call (the runner's channel is read in the call's own task). A client
+that goes away stops the call, streaming or not.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from contextlib import suppress
+from functools import partial
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from gateway.cancellation import cancel_when_client_goes
+from gateway.http.mcp.log_levels import LogLevels
+from gateway.pipeline import Pipeline, RequestContext
+from protocol import LogEvent, LogLevel, ProgressEvent, log_notification, progress_notification
+from sandbox import CallEvents
+
+BUFFERED_EVENTS = 64
+EVENT_STREAM = "text/event-stream"
+_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),  # a proxy in front must pass each event on at once
+]
+
+
+def accepts_stream(request: Request) -> bool:
+    return EVENT_STREAM in request.headers.get("accept", "")
+
+
+def progress_token(ctx: RequestContext) -> str | int | None:
+    token = (ctx.meta or {}).get("progressToken")
+    return token if isinstance(token, str | int) and not isinstance(token, bool) else None
+
+
+class CallStream(Response):
+    """The answer of a tool call that may stream: runs the call when it is sent."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        ctx: RequestContext,
+        answer: Callable[[], Response],
+        levels: LogLevels,
+    ) -> None:
+        super().__init__()
+        self.pipeline = pipeline
+        self.ctx = ctx
+        self.answer = answer  # the call's JSON-RPC answer, once it has run
+        self.levels = levels
+        self.token = progress_token(ctx)
+        self._level: LogLevel | None = None
+        self._streaming = False  # the answer is an event stream: its head was sent
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        ctx = self.ctx
+        assert ctx.cancel is not None  # a tool call
+        sender, events = anyio.create_memory_object_stream[ProgressEvent | LogEvent](
+            BUFFERED_EVENTS
+        )
+        async with (
+            cancel_when_client_goes(scope, receive, ctx.cancel),
+            events,  # closed after the forwarder is done with it
+            anyio.create_task_group() as forwarding,
+        ):
+            ctx.events = CallEvents(
+                _offer_to(sender, partial(forwarding.start_soon, self._forward, events, send))
+            )
+            with sender:
+                await self.pipeline.run(ctx)
+        answer = self.answer()
+        if not self._streaming:
+            await answer(scope, receive, send)
+            return
+        await send(
+            {"type": "http.response.body", "body": _sse_raw(answer.body), "more_body": False}
+        )
+
+    async def _forward(
+        self, events: MemoryObjectReceiveStream[ProgressEvent | LogEvent], send: Send
+    ) -> None:
+        """Send the client each event it takes, starting the event stream at the first."""
+        async for event in events:
+            note = await self._notification(event)
+            if note is None:
+                continue
+            if not self._streaming:
+                self._streaming = True
+                await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
+            await send({"type": "http.response.body", "body": _sse(note), "more_body": True})
+
+    async def _notification(self, event: ProgressEvent | LogEvent) -> dict[str, Any] | None:
+        """The MCP notification of `event` for this caller; None when it does not take it."""
+        if isinstance(event, ProgressEvent):
+            return None if self.token is None else progress_notification(event, self.token)
+        if self._level is None:
+            self._level = await self.levels.level_of(self.ctx.require_principal())
+        return log_notification(event) if event.level.rank >= self._level.rank else None
+
+
+def _offer_to(
+    sender: MemoryObjectSendStream[ProgressEvent | LogEvent], start_forwarding: Callable[[], Any]
+) -> Callable[[ProgressEvent | LogEvent], None]:
+    started = False
+
+    def offer(event: ProgressEvent | LogEvent) -> None:
+        nonlocal started
+        if not started:
+            started = True
+            start_forwarding()
+        # Dropped when the client reads slower than the call reports, or the call is over.
+        with suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            sender.send_nowait(event)
+
+    return offer
+
+
+def _sse(message: dict[str, Any]) -> bytes:
+    return _sse_raw(json.dumps(message, separators=(",", ":")).encode())
+
+
+def _sse_raw(data: bytes | memoryview) -> bytes:
+    return b"event: message\ndata: " + bytes(data) + b"\n\n"
+
+
+__all__ = ["BUFFERED_EVENTS", "CallStream", "accepts_stream", "progress_token"]

@@ -1,0 +1,67 @@
+"""A streamed call stops when its client goes away, over real HTTP (the gateway under
+uvicorn), on each sandbox backend: a `tools/call` answered as an event stream (its tool
+reported progress) whose client closes the connection mid-stream has its processes killed,
+as a plain call has.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from conclave.stack import EmbeddedStack
+from gateway.settings import Settings
+from tests.e2e.test_cancellation_e2e import _gone, _running, _started
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def reporting_stack(redis_url: str, sandbox_backend: str) -> Iterator[EmbeddedStack]:
+    settings = Settings(
+        redis_url=redis_url,
+        port=0,
+        sandbox_backend=sandbox_backend,
+        secret="e2e-secret-" + "x" * 32,
+        admin_key="e2e-admin-key",
+        tool_modules=("tools.builtin", "tools.harness.reporting"),
+    )
+    with EmbeddedStack(settings) as running:
+        yield running
+
+
+async def test_a_client_leaving_a_streamed_call_stops_its_processes(
+    reporting_stack: EmbeddedStack,
+) -> None:
+    marker = f"25.{random.randrange(10**9):09d}"
+    token = reporting_stack.token("acme", f"s{uuid.uuid4().hex[:8]}", ["tool:progress_*"])
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+    }
+    params = {
+        "name": "progress_then_sleep",
+        "arguments": {"seconds": marker},
+        "_meta": {"progressToken": "leaving"},
+    }
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    async with (
+        httpx.AsyncClient(base_url=reporting_stack.url, timeout=30) as http,
+        http.stream("POST", "/mcp", json=message, headers=headers) as answer,
+    ):
+        assert answer.headers["content-type"] == "text/event-stream"
+        async for line in answer.aiter_lines():
+            if line.startswith("data: "):
+                first = json.loads(line[6:])
+                break
+        await _started(marker)
+    # The response was closed mid-stream: its connection went with it.
+    assert first["method"] == "notifications/progress"
+    assert first["params"]["progressToken"] == "leaving"
+    await _gone(marker)
+    assert not _running(marker)
