@@ -122,6 +122,9 @@ class RedisReplicaPair:
         folder.mkdir()
         args = [redis_binary("redis-server"), "--port", str(port), "--bind", "127.0.0.1"]
         args += ["--dir", str(folder), "--save", "", "--appendonly", "no"]
+        # A replica's full sync starts at once: Redis 7 holds a diskless one back 5 s for
+        # other replicas to join it, which every start (and resync) here would wait out.
+        args += ["--repl-diskless-sync-delay", "0"]
         args += ["--daemonize", "no", "--loglevel", "warning", *extra]
         with (folder / "redis.log").open("wb") as log:
             self.processes[port] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)

