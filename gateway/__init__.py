@@ -1,6 +1,7 @@
 """The broker gateway: the one door every agent request goes through."""
 
 from gateway.assembly import ConfigurationError, create_app
+from gateway.audit import AuditLog
 from gateway.gateway_error import GatewayError, translate
 from gateway.identity import AgentDirectory, authenticated, issue_token, verify_token
 from gateway.redis_client import connect_redis
@@ -12,6 +13,7 @@ from gateway.tracing import start_tracing, stop_tracing
 __all__ = [
     "ADMIN_KEY_FILE",
     "AgentDirectory",
+    "AuditLog",
     "ConfigurationError",
     "GatewayError",
     "PythonSources",

@@ -56,6 +56,7 @@ from protocol.state import (
 )
 from protocol.time_budget import (
     DEADLINE_HEADER,
+    HEDGE_HEADER,
     PLAN_HEADER,
     RESERVE_HEADER,
     SESSION_HEADER,
@@ -78,6 +79,7 @@ __all__ = [
     "ADMIN_KEY_HEADER",
     "CODE_TABLE",
     "DEADLINE_HEADER",
+    "HEDGE_HEADER",
     "KEY_PATTERN",
     "NAME_PATTERN",
     "PLAN_HEADER",

@@ -62,6 +62,9 @@ class ToolContext(BaseModel):
     trace_id: str
     traceparent: str
     deadline_ms: int | None = None
+    # A hedged copy of a call already running (an idempotent tool's second attempt, started
+    # by the gateway when the first ran long): the tool may use it to draw anew.
+    hedge: bool = False
 
 
 class ExitReason(StrEnum):

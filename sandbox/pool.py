@@ -276,7 +276,7 @@ class SandboxPool:
         the idle pool, so the next call of this identity finds it warm."""
         limit = TimeLimit.of(invocation)
         left_s = limit.left_s()
-        queue_s = self.queue_ms / 1000
+        queue_s = self.queue_ms / 1000 if invocation.may_queue else 0.0
         grant = await self._admission(key, queue_s if left_s is None else min(queue_s, left_s))
         if grant is None:
             if left_s is not None and left_s <= queue_s:

@@ -46,6 +46,7 @@ def audit_record(ctx: RequestContext, duration_s: float) -> AuditRecord:
         usage=ctx.usage.model_dump(mode="json") if ctx.usage else None,
         deadline_ms=ctx.tool_context.deadline_ms if ctx.tool_context else None,
         granted_ms=ctx.granted_ms,
+        hedge=ctx.hedge.summary() if ctx.hedge is not None else None,
     )
 
 
@@ -121,4 +122,5 @@ class AccountStage:
             declared_ms=ctx.tool.spec.intent.timeout_ms,
             stop_by_ms=call.context.deadline_ms,
             answered_ms=answered,
+            agent=ctx.require_principal().agent,
         )
