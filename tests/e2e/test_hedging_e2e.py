@@ -32,6 +32,7 @@ from tests.helpers import processes_with, until
 pytestmark = [pytest.mark.anyio, pytest.mark.serial]
 
 AGENT_SHARE = 5  # sandboxes an agent may hold at once
+REPLY_TOLERANCE_MS = 40  # what the reply may add after the deadline: one local HTTP exchange
 WARM_CALLS = 20  # at a 5% share, one hedge earned
 GONE_WITHIN_S = 5.0
 
@@ -189,11 +190,17 @@ async def test_a_hedge_takes_only_a_free_slot_of_the_callers_own_share(
     marker = _marker()
     async with _client(stack, agent) as http:
         await _warm_up(http, "slow_first")
+        blocked: dict[str, httpx.Response] = {}
+
+        async def block(blocker: str) -> None:  # not idempotent: these never hedge
+            blocked[blocker] = await _call(http, "slow_first_unsafe", blocker, 8_000)
+
         async with anyio.create_task_group() as group:
-            for blocker in blockers:  # not idempotent: these never hedge
-                group.start_soon(_call, http, "slow_first_unsafe", blocker, 8_000)
             for blocker in blockers:
-                await until(lambda b=blocker: bool(processes_with(b)), 60)  # type: ignore[misc]
+                group.start_soon(block, blocker)
+            for blocker in blockers:
+                await until(lambda b=blocker: bool(processes_with(b)) or b in blocked, 60)  # type: ignore[misc]
+                assert blocker not in blocked, blocked[blocker].text
             answer = await _call(http, "slow_first", marker, first_ms=1_500)
             group.cancel_scope.cancel()
     assert answer.status_code == 200, answer.text
@@ -222,7 +229,8 @@ async def test_a_hedge_never_runs_past_the_deadline(stack: EmbeddedStack) -> Non
         answered = time.time() * 1000
         assert answer.status_code == 504, answer.text
         assert answer.json()["code"] == "TOOL_TIMEOUT"
-        assert answered <= deadline, f"answered {answered - deadline:.0f} ms past the deadline"
+        late_ms = answered - deadline
+        assert late_ms <= REPLY_TOLERANCE_MS, f"answered {late_ms:.0f} ms past the deadline"
         await _gone(marker)
     audited = await _audit(stack, agent, "slow_first")
     (record,) = [r for r in audited if r["code"] == "TOOL_TIMEOUT"]
