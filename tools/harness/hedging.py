@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,22 @@ def _attempt(
     sleep_ms = hedge_ms if kind == "hedge" else first_ms
     if sleep_ms > 0:
         # The marker's digits extend the sleep's own argument, so it names the attempt.
-        subprocess.run(["sleep", f"{sleep_ms / 1000:.3f}{marker}"], check=True)
+        _spawn(["sleep", f"{sleep_ms / 1000:.3f}{marker}"])
     files = sorted(p.name for p in root.iterdir() if p.name.startswith(f"{marker}-"))
     return {"attempt": kind, "files": files}
+
+
+def _spawn(argv: list[str]) -> None:
+    """Run `argv` to its end. On the process backend every sandbox of the machine shares one
+    user, whose process cap other sandboxes may fill for a moment (a fork then fails EAGAIN):
+    try again for up to two seconds rather than fail the call for someone else's load."""
+    for _ in range(40):
+        try:
+            subprocess.run(argv, check=True)
+            return
+        except BlockingIOError:
+            time.sleep(0.05)
+    subprocess.run(argv, check=True)
 
 
 @tool(idempotent=True, intent=_INTENT)
