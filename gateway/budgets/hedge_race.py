@@ -113,6 +113,8 @@ class HedgeRace:
                 await decided.wait()
             if not decided.is_set():
                 hedge = await self._hedge_of(invocation, began, report)
+                if hedge is not None and decided.is_set():  # the first ended meanwhile
+                    report.not_started, hedge = "the first attempt ended first", None
                 if hedge is not None:
                     scopes["hedge"] = anyio.CancelScope()
                     report.started = True
