@@ -29,6 +29,7 @@ from agents.agent_errors import error_from_response, error_from_transport
 from protocol import (
     ADMIN_KEY_HEADER,
     DEADLINE_HEADER,
+    HEDGE_HEADER,
     PLAN_HEADER,
     RESERVE_HEADER,
     SESSION_HEADER,
@@ -78,6 +79,8 @@ def budget_headers(budget: Budget | None) -> dict[str, str]:
         headers[PLAN_HEADER] = ",".join(budget.plan)
     if budget.reserve_ms:
         headers[RESERVE_HEADER] = str(budget.reserve_ms)
+    if not budget.hedge:
+        headers[HEDGE_HEADER] = "off"
     return headers
 
 

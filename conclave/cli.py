@@ -324,6 +324,10 @@ def bench(
     least_privilege: Annotated[
         bool, typer.Option(help="tasks: each AgentDojo task's token allows only its tools")
     ] = False,
+    chains: Annotated[
+        int | None,
+        typer.Option(min=1, help="budgets: chains per deadline (default 20 quick, 100 full)"),
+    ] = None,
 ) -> None:
     from conclave.bench import TaskOptions, run_bench
 
@@ -347,6 +351,7 @@ def bench(
             out_root=out,
             console=console,
             task_options=options,
+            chains=chains,
         )
     except KeyError as exc:
         raise typer.BadParameter(str(exc.args[0])) from exc

@@ -12,6 +12,7 @@ import typing as _typing
 
 if _typing.TYPE_CHECKING:
     from gateway.assembly import ConfigurationError, create_app
+    from gateway.audit import AuditLog
     from gateway.gateway_error import GatewayError, translate
     from gateway.identity import AgentDirectory, authenticated, issue_token, verify_token
     from gateway.redis_client import connect_redis
@@ -28,6 +29,7 @@ if _typing.TYPE_CHECKING:
 _HOMES = {
     "ConfigurationError": "gateway.assembly",
     "create_app": "gateway.assembly",
+    "AuditLog": "gateway.audit",
     "GatewayError": "gateway.gateway_error",
     "translate": "gateway.gateway_error",
     "AgentDirectory": "gateway.identity",
@@ -49,6 +51,7 @@ _HOMES = {
 __all__ = [
     "ADMIN_KEY_FILE",
     "AgentDirectory",
+    "AuditLog",
     "ConfigurationError",
     "GatewayError",
     "PythonSources",

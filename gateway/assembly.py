@@ -27,6 +27,8 @@ from gateway.budgets import (
     AtbaAllocator,
     CallFeedback,
     CircuitBreaker,
+    HedgeBudget,
+    HedgeRace,
     LatencyWindow,
     PlanBounds,
     RateLimit,
@@ -172,6 +174,13 @@ def _latency_window(settings: Settings, redis: Redis) -> LatencyWindow:
     )
 
 
+def _hedge_budget(settings: Settings, redis: Redis) -> HedgeBudget | None:
+    """Each identity's share of hedges (None: hedging is off)."""
+    if settings.hedge_share <= 0:
+        return None
+    return HedgeBudget(redis, share=settings.hedge_share, cap=settings.hedge_cap)
+
+
 def _circuit_breaker(settings: Settings, redis: Redis) -> CircuitBreaker:
     return CircuitBreaker(
         redis, failures=settings.breaker_failures, cooldown_ms=settings.breaker_cooldown_ms
@@ -188,6 +197,7 @@ def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: Fas
         settings.rate_limit_burst,
         RateLimit(settings.tenant_rate_limit_per_s, settings.tenant_rate_limit_burst),
     )
+    hedges = _hedge_budget(settings, redis)
     allocator = AtbaAllocator(
         state.latency_window,
         state.breaker,
@@ -195,7 +205,11 @@ def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: Fas
         margin_ms=settings.budget_margin_ms,
         min_grant_ms=settings.budget_min_grant_ms,
         plan_bounds=PlanBounds(settings.budget_plan_max, settings.budget_plan_name_max),
+        hedges=hedges,
+        hedge_quantile=settings.hedge_quantile,
     )
+    executor = UpstreamRouter(StdioRouter(state.executor, state.stdio), state.upstreams)
+    hedging = HedgeRace(executor, hedges, state.latency_window) if hedges else None
     return Pipeline(
         stages=[
             AuthenticateStage(settings, jwks),
@@ -203,14 +217,17 @@ def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: Fas
             AuthorizeStage(registry),
             BudgetStage(admission, allocator),
             DispatchStage(
-                UpstreamRouter(StdioRouter(state.executor, state.stdio), state.upstreams),
+                executor,
                 reply_margin_ms=settings.budget_margin_ms,
                 inflight=state.inflight,
+                hedging=hedging,
             ),
         ],
         closing=[
             AccountStage(
-                state.audit, state.metrics, CallFeedback(state.latency_window, state.breaker)
+                state.audit,
+                state.metrics,
+                CallFeedback(state.latency_window, state.breaker, hedges),
             )
         ],
     )

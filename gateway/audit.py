@@ -73,6 +73,9 @@ class AuditRecord(BaseModel):
     deadline_ms: int | None = None  # the run's deadline (epoch ms), when it had one
     granted_ms: int | None = None  # the time budget the call was granted
     acted_by: str = ""  # an admin who made the call as the agent (the console's try form)
+    # ATBA's wait-or-hedge decision for an idempotent tool's call, and what the hedge did:
+    # decision, reason, after_ms, started, not_started, winner, loser_ms.
+    hedge: dict[str, Any] | None = None
 
     # The fields a caller's text reaches (the rest are the gateway's own, or a verified token's).
     @field_validator("obo", "session", "operation", "tool", "namespace", mode="before")

@@ -192,6 +192,12 @@ class Settings(BaseSettings):
     # is far more than a chain's useful look-ahead; a name is at most a served tool name.
     budget_plan_max: int = Field(default=64, gt=0)
     budget_plan_name_max: int = Field(default=64, gt=0)
+    # Hedging (idempotent tools only): a second attempt once the first ran past the tool's
+    # `hedge_quantile` latency, when ATBA finds it more likely to finish than waiting. Each
+    # identity hedges at most `hedge_share` of its calls (plus `hedge_cap` held); 0 turns it off.
+    hedge_share: float = Field(default=0.05, ge=0, le=1)
+    hedge_quantile: float = Field(default=0.95, gt=0, lt=1)
+    hedge_cap: float = Field(default=2.0, ge=1)
     breaker_failures: int = Field(default=5, gt=0)  # consecutive failures that open it
     breaker_cooldown_ms: int = Field(default=10_000, gt=0)
 

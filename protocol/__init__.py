@@ -65,6 +65,7 @@ from protocol.state import (
 )
 from protocol.time_budget import (
     DEADLINE_HEADER,
+    HEDGE_HEADER,
     PLAN_HEADER,
     RESERVE_HEADER,
     SESSION_HEADER,
@@ -91,6 +92,7 @@ __all__ = [
     "CODE_TABLE",
     "DEADLINE_HEADER",
     "DEBUG_HEADER",
+    "HEDGE_HEADER",
     "KEY_PATTERN",
     "NAME_PATTERN",
     "PLAN_HEADER",

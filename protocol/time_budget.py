@@ -10,6 +10,9 @@ DEADLINE_HEADER = "X-Conclave-Deadline"
 PLAN_HEADER = "X-Conclave-Plan"
 RESERVE_HEADER = "X-Conclave-Reserve"
 SESSION_HEADER = "X-Conclave-Session"
+# "off": never hedge this call (the gateway may otherwise start a second attempt of an
+# idempotent tool's call that runs long; DESIGN.md, "Budgets (ATBA)").
+HEDGE_HEADER = "X-Conclave-Hedge"
 
 
 class Budget(BaseModel):
@@ -20,6 +23,9 @@ class Budget(BaseModel):
     deadline_ms: int | None = Field(default=None, gt=0, description="unix ms")
     plan: tuple[str, ...] = Field(default=(), description="upcoming tool names, this call first")
     reserve_ms: int = Field(default=0, ge=0, description="time kept back for model turns")
+    hedge: bool = Field(
+        default=True, description="false: never start a second attempt of this call"
+    )
 
 
 class BudgetGrant(BaseModel):
@@ -29,6 +35,10 @@ class BudgetGrant(BaseModel):
 
     granted_ms: int = Field(ge=0)
     remaining_ms: int | None = Field(default=None, description="deadline minus now, after the call")
+    hedged: bool = Field(
+        default=False, description="a second attempt ran beside the first (an idempotent tool)"
+    )
+    hedge_won: bool = Field(default=False, description="the answer came from the second attempt")
 
 
 class ToolLatency(BaseModel):

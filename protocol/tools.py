@@ -69,6 +69,9 @@ class ToolContext(BaseModel):
     trace_id: str
     traceparent: str
     deadline_ms: int | None = None
+    # A hedged copy of a call already running (an idempotent tool's second attempt, started
+    # by the gateway when the first ran long): the tool may use it to draw anew.
+    hedge: bool = False
     # Where the call's events go (set where the tool runs: the runner, the in-process
     # executor); never on the wire. Without it, reporting is a no-op.
     _report: Callable[[ProgressEvent | LogEvent], None] | None = PrivateAttr(default=None)

@@ -38,6 +38,9 @@ class Invocation:
     limits: CallLimits
     network: tuple[str, ...] = ()  # the tool's egress allow-list ("host:port"); empty: none
     events: CallEvents | None = None  # where the call's progress and logs go; None: nobody
+    # False: refused at once (SANDBOX_UNAVAILABLE) when the caller's share of sandboxes is in
+    # use, never queued: a hedge takes a free slot of the caller's own or does not start.
+    may_queue: bool = True
 
 
 # Failures decided before the tool did any work: they say nothing about its latency or health.

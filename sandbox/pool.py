@@ -17,7 +17,9 @@ make room), and of those in use (busy or starting) a tenant holds at most `tenan
 an agent at most `agent_max`, so one tenant's flood cannot take every sandbox. A call that
 cannot have one waits up to `queue_ms` (never past its deadline) in a queue served round
 robin by tenant (`sandbox.fair_queue`), at most `queue_max` calls per tenant; then it gets
-`SANDBOX_UNAVAILABLE` (retryable), or the deadline error if its deadline came first.
+`SANDBOX_UNAVAILABLE` (retryable), or the deadline error if its deadline came first. A call
+that may not queue (`Invocation.may_queue`: a hedge, the gateway's second attempt of a slow
+call) is refused at once instead, so it only ever takes a free slot of its caller's share.
 
 Spares: with `spares`, the pool keeps one pre-started sandbox per chosen profile that belongs
 to nobody (it has never served a call). An identity with no warm sandbox of that profile
@@ -276,7 +278,7 @@ class SandboxPool:
         the idle pool, so the next call of this identity finds it warm."""
         limit = TimeLimit.of(invocation)
         left_s = limit.left_s()
-        queue_s = self.queue_ms / 1000
+        queue_s = self.queue_ms / 1000 if invocation.may_queue else 0.0
         grant = await self._admission(key, queue_s if left_s is None else min(queue_s, left_s))
         if grant is None:
             if left_s is not None and left_s <= queue_s:

@@ -75,6 +75,7 @@ class BenchContext:
     out_dir: Path
     progress: Progress
     tasks: TaskOptions = field(default_factory=TaskOptions)  # `conclave bench tasks` options
+    chains: int | None = None  # `conclave bench budgets --chains`: None, the suite's own count
 
     def gateway_log(self, name: str) -> Path:
         """Where a suite's own gateway logs: next to the results, not over the tables."""

@@ -87,6 +87,7 @@ def run_bench(
     console: Console,
     settings: Settings | None = None,
     task_options: TaskOptions | None = None,
+    chains: int | None = None,
 ) -> list[SuiteResult]:
     names = names or list(SUITES)
     for name in names:
@@ -110,7 +111,7 @@ def run_bench(
         with progress:
             for name in names:
                 ctx = BenchContext(
-                    stack, quick, seed, out_dir, progress, task_options or TaskOptions()
+                    stack, quick, seed, out_dir, progress, task_options or TaskOptions(), chains
                 )
                 result = _run_suite(name, ctx, progress.console)
                 results.append(result)

@@ -4,14 +4,19 @@ Each idea has its module: `admission` (one script per request), `latency_window`
 per tenant and tool, Kaplan-Meier over censored samples), `grant_rule` (the pure ATBA rule),
 `allocator` (the budget stage's seam over the rule), `breaker` (per tenant and tool),
 `outcome` (what the account stage records of each finished call: its sample, its kill's
-lateness and the breaker's evidence, one round trip). Their Lua lives in `lua/`, one file a
-script.
+lateness, the breaker's evidence and the caller's hedge share, one round trip); hedging an
+idempotent tool's call has `hedge_rule` (ATBA's wait-or-hedge choice), `hedge_budget` (each
+identity's share of hedges, in Redis) and `hedge_race` (the two attempts, first answer
+wins). Their Lua lives in `lua/`, one file a script.
 """
 
 from gateway.budgets.admission import Admission, AdmissionDecision, CallReads, RateLimit
 from gateway.budgets.allocator import AtbaAllocator, PlanBounds, TimeGrant
 from gateway.budgets.breaker import BreakerState, CircuitBreaker, breaker_key, counts_against_tool
 from gateway.budgets.grant_rule import Allocation, allocate_budget, best_attempt, planned_chain
+from gateway.budgets.hedge_budget import HedgeBudget, hedge_key
+from gateway.budgets.hedge_race import HedgeRace, HedgeReport
+from gateway.budgets.hedge_rule import HedgePlan, plan_fixed_hedge, plan_hedge
 from gateway.budgets.latency_window import (
     KILL_OVERSHOOT,
     LatencyEstimate,
@@ -34,6 +39,10 @@ __all__ = [
     "CallFeedback",
     "CallReads",
     "CircuitBreaker",
+    "HedgeBudget",
+    "HedgePlan",
+    "HedgeRace",
+    "HedgeReport",
     "LatencyEstimate",
     "LatencySample",
     "LatencyWindow",
@@ -47,7 +56,10 @@ __all__ = [
     "censored_quantile",
     "counts_against_tool",
     "finish_curve",
+    "hedge_key",
     "kill_overshoot_of",
+    "plan_fixed_hedge",
+    "plan_hedge",
     "planned_chain",
     "window_key",
 ]

@@ -32,9 +32,18 @@ from typing import TYPE_CHECKING, Any
 from gateway.budgets.admission import AdmissionDecision, CallReads
 from gateway.budgets.breaker import CircuitBreaker
 from gateway.budgets.grant_rule import allocate_budget, planned_chain
+from gateway.budgets.hedge_budget import HedgeBudget
+from gateway.budgets.hedge_rule import (
+    DEFAULT_QUANTILE,
+    HedgePlan,
+    plan_fixed_hedge,
+    plan_hedge,
+    wait,
+)
 from gateway.budgets.latency_window import LatencyWindow, kill_overshoot_of
 from gateway.gateway_error import GatewayError
-from protocol import PLAN_HEADER, RESERVE_HEADER, ErrorCode, ResourceIntent
+from gateway.sources import ENTRYPOINT_PREFIX
+from protocol import HEDGE_HEADER, PLAN_HEADER, RESERVE_HEADER, ErrorCode, ResourceIntent
 from sandbox import fit_timeout, kill_margin_ms
 from tools import ToolRegistry
 
@@ -49,10 +58,12 @@ class TimeGrant:
 
     granted_ms: int | None
     kill_margin_ms: int | None = None
+    hedge: HedgePlan | None = None  # ATBA's wait-or-hedge choice (None: not hedgeable)
 
 
 META_PLAN_KEY = "conclave/plan"
 META_RESERVE_KEY = "conclave/reserve_ms"
+META_HEDGE_KEY = "conclave/hedge"
 PROBE_GRACE_MS = 2_000  # a probe's lease outlives its grant by the kill and the reply
 _DEFAULT_TIMEOUT_MS = ResourceIntent().timeout_ms
 
@@ -151,8 +162,12 @@ class AtbaAllocator:
         margin_ms: int = 10,
         min_grant_ms: int = 10,
         plan_bounds: PlanBounds | None = None,
+        hedges: HedgeBudget | None = None,
+        hedge_quantile: float = DEFAULT_QUANTILE,
     ) -> None:
         self.window = window
+        self.hedges = hedges  # None: hedging is off
+        self.hedge_quantile = hedge_quantile
         self.breaker = breaker
         self.registry = registry
         self.margin_ms = margin_ms
@@ -178,7 +193,9 @@ class AtbaAllocator:
         # The probe's lease covers the longest grant this call can get, and the reply.
         probe_ttl_ms = self._ceiling_ms(ctx) + PROBE_GRACE_MS
         if ctx.tool_context is None or ctx.tool_context.deadline_ms is None:
-            return CallReads(tool, probe_ttl_ms)
+            # A hedgeable call weighs its hedge on the tool's window, deadline or not.
+            alone: tuple[str, ...] = (tool,) if self._hedgeable(ctx) else ()
+            return CallReads(tool, probe_ttl_ms, alone, self.window.window_ms)
         chain = planned_chain(tool, plan)
         windows = tuple(dict.fromkeys((*chain, kill_overshoot_of(tool))))
         return CallReads(tool, probe_ttl_ms, windows, self.window.window_ms)
@@ -196,7 +213,7 @@ class AtbaAllocator:
                 tenant, tool, admitted.breaker_wait_ms, admitted.breaker_state, remaining
             )
         if remaining is None:
-            return TimeGrant(ceiling)
+            return await self._without_deadline(ctx, admitted, ceiling)
         plan, reserve = _plan_of(ctx, self.plan_bounds)
         chain = planned_chain(tool, plan)
         overshoot = kill_overshoot_of(tool)
@@ -224,4 +241,53 @@ class AtbaAllocator:
             min_ms=self.min_grant_ms,
             overhead_ms=per_call,
         )
-        return TimeGrant(grant.granted_ms, kill_margin_ms=margin)
+        if not self._hedgeable(ctx):
+            return TimeGrant(grant.granted_ms, kill_margin_ms=margin)
+        hedge = plan_hedge(
+            estimates[tool],
+            grant,
+            room_ms=min(grant.room_ms, remaining - reserve - margin),
+            max_ms=ceiling,
+            overhead_ms=per_call,
+            quantile=self.hedge_quantile,
+        )
+        hedge = await self._affordable(ctx, hedge)
+        granted = hedge.granted_ms if hedge.granted_ms is not None else grant.granted_ms
+        return TimeGrant(granted, kill_margin_ms=margin, hedge=hedge)
+
+    def _hedgeable(self, ctx: RequestContext) -> bool:
+        """A call of an idempotent tool run in our sandboxes, with hedging on, whose caller
+        did not say no."""
+        if self.hedges is None or ctx.tool is None or not ctx.tool.spec.idempotent:
+            return False
+        if ctx.tool.entrypoint.startswith(ENTRYPOINT_PREFIX):
+            return False  # a remote upstream's: no sandbox of ours to run a second attempt in
+        if ctx.headers.get(HEDGE_HEADER.lower(), "").strip().lower() in ("off", "0", "false"):
+            return False
+        if ctx.budget is not None and not ctx.budget.hedge:
+            return False
+        return (ctx.meta or {}).get(META_HEDGE_KEY) is not False
+
+    async def _affordable(self, ctx: RequestContext, hedge: HedgePlan) -> HedgePlan:
+        """The plan, or waiting when the caller's identity holds no hedge now."""
+        if not hedge.hedges or self.hedges is None:
+            return hedge
+        p = ctx.require_principal()
+        if await self.hedges.holds(p.tenant, p.agent):
+            return hedge
+        return wait(f"the identity's hedge budget is spent ({hedge.reason})")
+
+    async def _without_deadline(
+        self, ctx: RequestContext, admitted: AdmissionDecision, ceiling: int
+    ) -> TimeGrant:
+        """The tool's timeout (or the caller's smaller one); a hedge at the tool's p95 when
+        that timeout leaves a hedge its typical duration."""
+        if not self._hedgeable(ctx):
+            return TimeGrant(ceiling)
+        assert ctx.tool is not None
+        tool = ctx.tool.name
+        this = self.window.summarize(tool, admitted.windows.get(tool, ()), ceiling)
+        hedge = plan_fixed_hedge(
+            this, ceiling, overhead_ms=self.margin_ms, quantile=self.hedge_quantile
+        )
+        return TimeGrant(ceiling, hedge=await self._affordable(ctx, hedge))

@@ -46,6 +46,7 @@ class Allocation:
     available_ms: int  # D - e - r when the grant was made
     share_ms: float  # this attempt's share of the room before clamping, for audit and tests
     attempts: int = 1  # how many attempts the room was planned for
+    room_ms: float = 0.0  # what the rest of the plan left this call, for a hedged single attempt
 
 
 def planned_chain(tool: str, plan: Sequence[str]) -> list[str]:
@@ -85,7 +86,7 @@ def allocate_budget(
     room = usable - rest_needs
     share, attempts = best_attempt(this, room, float(margin_ms))
     granted = min(max(share, p50, float(min_ms)), float(max_ms), usable)
-    return Allocation(max(1, int(granted)), int(available), share, attempts)
+    return Allocation(max(1, int(granted)), int(available), share, attempts, room)
 
 
 def best_attempt(this: LatencyEstimate, room: float, overhead: float) -> tuple[float, int]:

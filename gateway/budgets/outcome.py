@@ -12,7 +12,8 @@ tool whether the call was evidence of a healthy tool:
   would have taken at least that; it is no evidence for or against the tool's health;
 - a failure decided before the tool did any work (no such tool, no sandbox) says nothing
   about its latency or health, and is not recorded;
-- only a fault of the tool's own counts against its breaker (`counts_against_tool`).
+- only a fault of the tool's own counts against its breaker (`counts_against_tool`);
+- the caller's identity earns its share of a hedge (`hedge_budget`), when hedging is on.
 
 Everything is keyed by (tenant, tool): what one tenant's calls do (or forge) never moves
 another tenant's grants, margins or breakers. The durations come from the executor, which
@@ -34,6 +35,7 @@ from gateway.budgets.breaker import (
     breaker_key,
     counts_against_tool,
 )
+from gateway.budgets.hedge_budget import HedgeBudget, HedgeDeposit
 from gateway.budgets.latency_window import (
     LatencySample,
     LatencyWindow,
@@ -47,7 +49,9 @@ from protocol import ErrorCode, SerfError
 from sandbox import NOT_RUN
 
 # The shared functions first, then the body that runs both: each function is written once.
-_RECORD_BOTH = lua_text("gateway.budgets", "record_sample", "record_outcome", "outcome")
+_RECORD_BOTH = lua_text(
+    "gateway.budgets", "record_sample", "record_outcome", "hedge_deposit", "outcome"
+)
 
 
 class OutcomeRecorder:
@@ -65,13 +69,14 @@ class OutcomeRecorder:
         censored: bool = False,
         healthy: bool | None,
         kill_overshoot_ms: float | None = None,
+        hedge: HedgeDeposit | None = None,
         now_ms: int | None = None,
     ) -> BreakerStateName | None:
         """Add a sample (unless `duration_ms` is None), how late a kill answered (unless
         `kill_overshoot_ms` is None) and the breaker's evidence (unless `healthy` is None),
         all for `tenant`'s calls of `tool`; returns the breaker's state when there was
         evidence."""
-        if duration_ms is None and healthy is None and kill_overshoot_ms is None:
+        if duration_ms is None and healthy is None and kill_overshoot_ms is None and not hedge:
             return None
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         evidence = "" if healthy is None else ("1" if healthy else "0")
@@ -80,6 +85,7 @@ class OutcomeRecorder:
                 window_key(tenant, tool),
                 breaker_key(tenant, tool),
                 window_key(tenant, kill_overshoot_of(tool)),
+                hedge.key if hedge else window_key(tenant, kill_overshoot_of(tool)),
             ],
             args=[
                 now,
@@ -90,6 +96,7 @@ class OutcomeRecorder:
                 self.breaker.threshold,
                 self.breaker.cooldown_ms,
                 _member(kill_overshoot_ms, False),
+                *((hedge.share_units, hedge.cap_units, hedge.ttl_ms) if hedge else ("", 0, 0)),
             ],
         )
         if healthy is None:
@@ -104,9 +111,12 @@ def _member(duration_ms: float | None, censored: bool) -> str:
 
 
 class CallFeedback:
-    def __init__(self, window: LatencyWindow, breaker: CircuitBreaker) -> None:
+    def __init__(
+        self, window: LatencyWindow, breaker: CircuitBreaker, hedges: HedgeBudget | None = None
+    ) -> None:
         self.window = window
         self.recorder = OutcomeRecorder(window, breaker)
+        self.hedges = hedges  # None: hedging is off, no identity earns hedges
 
     async def learn(
         self,
@@ -119,10 +129,11 @@ class CallFeedback:
         declared_ms: int,
         stop_by_ms: int | None,
         answered_ms: float,
+        agent: str | None = None,
     ) -> None:
         """Record one finished call of `tenant`'s: its outcome (`error`, None for a result),
         the wall time it took, the time it was granted, and when it answered against the
-        sandbox's deadline (`stop_by_ms`)."""
+        sandbox's deadline (`stop_by_ms`); with `agent`, the identity's hedge share."""
         timed_out = error is not None and error.code is ErrorCode.TOOL_TIMEOUT
         cancelled = error is not None and error.code is ErrorCode.CANCELLED
         duration: float | None = None
@@ -151,4 +162,5 @@ class CallFeedback:
             censored=timed_out or cancelled,
             healthy=healthy,
             kill_overshoot_ms=overshoot,
+            hedge=self.hedges.deposit(tenant, agent) if self.hedges and agent else None,
         )

@@ -47,6 +47,7 @@ def audit_record(ctx: RequestContext, duration_s: float) -> AuditRecord:
         deadline_ms=ctx.tool_context.deadline_ms if ctx.tool_context else None,
         granted_ms=ctx.granted_ms,
         acted_by=ctx.acted_by,
+        hedge=ctx.hedge.summary() if ctx.hedge is not None else None,
     )
 
 
@@ -122,4 +123,5 @@ class AccountStage:
             declared_ms=ctx.tool.spec.intent.timeout_ms,
             stop_by_ms=call.context.deadline_ms,
             answered_ms=answered,
+            agent=ctx.require_principal().agent,
         )

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
-from gateway.budgets import Admission, AdmissionDecision, CallReads, TimeGrant
+from gateway.budgets import Admission, AdmissionDecision, CallReads, HedgeReport, TimeGrant
 from gateway.gateway_error import GatewayError
 from gateway.identity import token_revoked
 from gateway.pipeline.context import RequestContext
@@ -101,6 +101,7 @@ class BudgetStage:
             raise ctx.tool_refusal
         grant = await self.allocator.allocate(ctx, decision)
         ctx.granted_ms, ctx.kill_margin_ms = grant.granted_ms, grant.kill_margin_ms
+        ctx.hedge = HedgeReport(grant.hedge) if grant.hedge is not None else None
 
     def _rate_limited(
         self, tenant: str, agent: str, target: str | None, decision: AdmissionDecision

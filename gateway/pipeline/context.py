@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from gateway.budgets import HedgeReport
 from gateway.cancellation import CallCancel
 from gateway.gateway_error import GatewayError
 from gateway.tracing import TRACING, current_trace
@@ -82,6 +83,7 @@ class RequestContext:
     tool_refusal: GatewayError | None = None
     granted_ms: int | None = None
     kill_margin_ms: int | None = None  # moves the sandbox's deadline before the run's
+    hedge: HedgeReport | None = None  # ATBA's wait-or-hedge decision, and what the hedge did
     grant: BudgetGrant | None = None  # what the caller is told: the grant, the time left
     invocation: Invocation | None = None  # what dispatch handed the executor (its limits)
     answered_ms: float | None = None  # unix ms when the executor answered

@@ -14,6 +14,10 @@ While an MCP call runs it is in the replica's `InflightCalls`, under its caller'
 request id, so a `notifications/cancelled` received by any replica pulls its cancel switch.
 A call the switch stops has its usage up to then (exit reason `cancelled`): the account stage
 records its wall time as a censored latency sample.
+
+A call the budget stage chose to hedge (an idempotent tool's, `ctx.hedge`) runs as a race of
+at most two attempts (`gateway.budgets.HedgeRace`); the grant says whether a hedge ran and
+won, and the trace span what ATBA decided.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import replace
 
 import anyio
 
+from gateway.budgets import HedgeRace, HedgeReport
 from gateway.cancellation import InflightCalls, call_key
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
@@ -81,8 +86,10 @@ class DispatchStage:
         *,
         reply_margin_ms: int = 0,
         inflight: InflightCalls | None = None,
+        hedging: HedgeRace | None = None,
     ) -> None:
         self.executor = executor
+        self.hedging = hedging  # runs a hedged call's attempts; None: hedging is off
         self.reply_margin_ms = reply_margin_ms  # the gateway's backstop answers this early
         self.inflight = inflight  # where `notifications/cancelled` finds an MCP call
 
@@ -114,9 +121,9 @@ class DispatchStage:
             if ctx.cancel is not None and ctx.request_id is not None and self.inflight is not None:
                 key = call_key(ctx.require_principal(), ctx.request_id)
                 with self.inflight.running(key, ctx.cancel):
-                    outcome = await self._execute(ctx.invocation, deadline)
+                    outcome = await self._execute(ctx.invocation, deadline, ctx.hedge)
             else:
-                outcome = await self._execute(ctx.invocation, deadline)
+                outcome = await self._execute(ctx.invocation, deadline, ctx.hedge)
         except anyio.get_cancelled_exc_class():
             if ctx.cancel is not None and ctx.cancel.pulled:  # stopped by its cancel switch
                 ctx.answered_ms = time.time() * 1000
@@ -132,19 +139,29 @@ class DispatchStage:
             raise GatewayError(error)
         ctx.usage = outcome.usage
         remaining = None if deadline is None else deadline - int(time.time() * 1000)
-        ctx.grant = BudgetGrant(granted_ms=limits.timeout_ms, remaining_ms=remaining)
+        hedge = ctx.hedge
+        ctx.grant = BudgetGrant(
+            granted_ms=limits.timeout_ms,
+            remaining_ms=remaining,
+            hedged=hedge is not None and hedge.started,
+            hedge_won=hedge is not None and hedge.winner == "hedge",
+        )
         if error is not None:
             error = _for_caller(error, ctx.show_traceback)
-            raise GatewayError(_with_grant(error, limits.timeout_ms, remaining))
+            raise GatewayError(_with_grant(error, limits.timeout_ms, remaining, ctx.grant.hedged))
         # An executor outside this tree may answer a bare value: it is the tool's return value.
         ctx.result = outcome.output or ctx.tool.result_of(outcome.result)
 
-    async def _execute(self, invocation: Invocation, deadline: int | None) -> Outcome:
+    async def _execute(
+        self, invocation: Invocation, deadline: int | None, hedge: HedgeReport | None
+    ) -> Outcome:
         if TRACING.on and recording_span() is not None:
-            return await self._execute_traced(invocation, deadline)
-        return await self._execute_by_deadline(invocation, deadline)
+            return await self._execute_traced(invocation, deadline, hedge)
+        return await self._execute_by_deadline(invocation, deadline, hedge)
 
-    async def _execute_traced(self, invocation: Invocation, deadline: int | None) -> Outcome:
+    async def _execute_traced(
+        self, invocation: Invocation, deadline: int | None, hedge: HedgeReport | None
+    ) -> Outcome:
         """The call in its own span ("execute <tool>"), whose W3C `traceparent` the tool gets in
         its context, described by the executor's own timings (wall, CPU, peak memory, the wait
         for a sandbox: queue and start)."""
@@ -157,7 +174,7 @@ class DispatchStage:
             if current is not None:
                 context = invocation.context.model_copy(update={"traceparent": current[1]})
                 invocation = replace(invocation, context=context)
-            outcome = await self._execute_by_deadline(invocation, deadline)
+            outcome = await self._execute_by_deadline(invocation, deadline, hedge)
             usage = outcome.usage
             timings: dict[str, str | float | int] = {
                 "conclave.wall_ms": usage.wall_ms,
@@ -170,19 +187,23 @@ class DispatchStage:
             if outcome.waited_ms is not None:
                 timings["conclave.sandbox.waited_ms"] = outcome.waited_ms
             span.set_attributes(timings)
+            if hedge is not None:
+                span.set_attributes(hedge.attributes())
             if outcome.error is not None:
                 mark_failed(span, outcome.error)
             return outcome
 
-    async def _execute_by_deadline(self, invocation: Invocation, deadline: int | None) -> Outcome:
+    async def _execute_by_deadline(
+        self, invocation: Invocation, deadline: int | None, hedge: HedgeReport | None
+    ) -> Outcome:
         """The executor's outcome, or a kill by the gateway's own clock when the sandbox has
         not answered `reply_margin_ms` before the run's deadline (a starved runner can answer
         its own kill, or a result finished past its limit, tens of ms late)."""
         if deadline is None:
-            return await self.executor.execute(invocation)
+            return await self._run(invocation, hedge)
         began = time.monotonic()
         with anyio.move_on_after(gateway_wait_s(deadline, self.reply_margin_ms)):
-            return await self.executor.execute(invocation)
+            return await self._run(invocation, hedge)
         wall_ms = (time.monotonic() - began) * 1000
         error = SerfError.of(
             ErrorCode.TOOL_TIMEOUT,
@@ -192,6 +213,11 @@ class DispatchStage:
         )
         usage = CallUsage(wall_ms=wall_ms, exit_reason=ExitReason.TIMEOUT)
         return Outcome(usage=usage, error=error)
+
+    async def _run(self, invocation: Invocation, hedge: HedgeReport | None) -> Outcome:
+        if hedge is not None and hedge.plan.hedges and self.hedging is not None:
+            return await self.hedging.run(invocation, hedge)
+        return await self.executor.execute(invocation)
 
 
 def _for_caller(error: SerfError, show_traceback: bool) -> SerfError:
@@ -204,9 +230,14 @@ def _for_caller(error: SerfError, show_traceback: bool) -> SerfError:
     return error.model_copy(update={"details": details})
 
 
-def _with_grant(error: SerfError, granted_ms: int, remaining_ms: int | None) -> SerfError:
-    """The failure with the grant and the time left before the deadline in its `details`."""
+def _with_grant(
+    error: SerfError, granted_ms: int, remaining_ms: int | None, hedged: bool
+) -> SerfError:
+    """The failure with the grant, the time left before the deadline and whether a hedge
+    ran beside it in its `details`."""
     details = {**error.details, "granted_ms": granted_ms}
+    if hedged:
+        details["hedged"] = True
     if remaining_ms is not None:
         details["remaining_ms"] = remaining_ms
     if error.code is ErrorCode.TOOL_TIMEOUT:

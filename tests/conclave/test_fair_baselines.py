@@ -61,8 +61,9 @@ def test_budgets_runs_both_workloads_under_the_offline_optimum(
 ) -> None:
     deadlines = (400, 1_120)
     result = budgets_suite.run_budgets(_quick(stack, tmp_path), 4, deadlines)
-    assert [t.title.split(":")[0] for t in result.tables] == ["heavy-tail", "hang-prone"]
-    for table in result.tables:
+    titles = [t.title.split(":")[0] for t in result.tables]
+    assert titles == ["heavy-tail", "heavy-tail", "hang-prone", "hang-prone"]
+    for table in result.tables[::2]:
         rate = {(row[0], row[1]): row[2] for row in table.rows}
         expected = {*budgets_suite.POLICIES, budgets_suite.ORACLE}
         assert {policy for _, policy in rate} == expected and "remaining-time" in expected
@@ -70,10 +71,12 @@ def test_budgets_runs_both_workloads_under_the_offline_optimum(
             optimum = rate[(deadline, budgets_suite.ORACLE)]
             for policy in budgets_suite.POLICIES:
                 assert optimum >= rate[(deadline, policy)], (table.title, deadline, policy)
-    hang_prone = {(row[0], row[1]): row for row in _rows(result, 1)}
+    hang_prone = {(row[0], row[1]): row for row in _rows(result, 2)}
     assert sum(hang_prone[(d, "fixed-split")][5] for d in deadlines) > 0  # hung calls killed
     assert all("n=4 chains per deadline" in goal.name for goal in result.goals)
-    assert len(result.goals) == 4
+    # Per workload: ATBA+hedge against the best fixed policy (hedged or not) where it first
+    # reaches 50% and at every deadline; then the optimum, violations and the extra load.
+    assert len(result.goals) == 7
     # The optimum again at the run's median per-call overhead: never above the optimum.
     for workload in ("heavy-tail", "hang-prone"):
         lines = result.series[f"completion {workload}"]
@@ -81,6 +84,30 @@ def test_budgets_runs_both_workloads_under_the_offline_optimum(
         optimum = dict(map(tuple, lines[budgets_suite.ORACLE]))
         assert all(typical[d] <= optimum[d] for d in deadlines), workload
         assert any(note.startswith(f"{workload}: at the median overhead") for note in result.notes)
+
+
+def test_each_fixed_policy_has_a_hedged_row_and_each_row_its_interval_and_load(
+    stack: EmbeddedStack, tmp_path: Path
+) -> None:
+    ctx = _quick(stack, tmp_path)
+    ctx.chains = 3
+    result = budgets_suite.run(ctx)
+    chains, load = result.tables[0], result.tables[1]
+    assert "3 chains each" in chains.title
+    rows = {(row[0], row[1]): row for row in chains.rows}
+    for deadline in budgets_suite.DEADLINES_MS:
+        for policy in ("fixed-60s", "fixed-split", "remaining-time", "atba"):
+            assert (deadline, policy) in rows and (deadline, f"{policy}+hedge") in rows
+        for policy in budgets_suite.POLICIES:
+            row = rows[(deadline, policy)]
+            low, high = map(float, row[7].split("-"))  # the 95% Wilson interval
+            assert low <= row[2] <= high, row
+    assert load.columns[:4] == ["policy", "calls", "hedges", "extra attempts %"]
+    by_policy = {row[0]: row for row in load.rows}
+    assert set(by_policy) == set(budgets_suite.POLICIES)
+    assert all(by_policy[p][2] == 0 for p in ("fixed-split", "atba"))  # never hedged
+    assert sum(row[5] for row in load.rows) > 0  # the calls' sandbox CPU, from the audit
+    assert any("extra attempts" in goal.name and "<= 10%" in goal.target for goal in result.goals)
 
 
 def test_the_optimum_kills_a_hung_attempt_and_takes_the_next() -> None:

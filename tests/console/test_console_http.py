@@ -167,3 +167,25 @@ async def test_a_chain_shows_its_grants_and_the_time_left_to_its_deadline(
         cells = re.findall(r"<td>([^<]*)</td>", row)  # code, start, granted, took, elapsed, left
         granted, left = int(cells[2]), int(cells[5])
         assert 0 < granted <= 60_000 and 50_000 < left < 60_000
+
+
+async def test_a_chain_shows_where_atba_hedged_a_call_and_which_attempt_won(
+    client: httpx.AsyncClient, settings: Settings, redis: Redis
+) -> None:
+    record: dict[str, Any] = {
+        "trace_id": "hedged", "tenant": "acme", "transport": "http", "outcome": "ok",
+        "duration_ms": 90.0, "at_ms": int(time.time() * 1000),
+    }  # fmt: skip
+    hedged = {"decision": "hedge", "after_ms": 56, "started": True, "winner": "hedge"}
+    waited = {"decision": "wait", "reason": "no room"}
+    await AuditLog(redis).append(
+        AuditRecord(operation="fetch", tool="fetch", hedge=hedged, **record),
+        AuditRecord(operation="rank", tool="rank", hedge=waited, **record),
+    )
+    await _log_in(client, settings)
+    page = (await client.get("/console/chains")).text
+    assert "<th>hedge</th>" in page
+    fetch = re.search(r"<tr><td>fetch</td>(.*?)</tr>", page)
+    rank = re.search(r"<tr><td>rank</td>(.*?)</tr>", page)
+    assert fetch and "<td>hedged at 56 ms, hedge won</td>" in fetch.group(1)
+    assert rank and "hedged" not in rank.group(1)

@@ -11,12 +11,10 @@ from another tenant naming the same request id cancels nothing.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -27,6 +25,7 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from conclave.stack import EmbeddedStack
+from tests.helpers import processes_with
 
 # serial: timing-bound (a cancelled call's sandbox must settle before the next call), so
 # .ci/test runs it alone after the parallel pass.
@@ -42,19 +41,7 @@ def _marker() -> str:
 
 
 def _running(marker: str) -> list[int]:
-    """Live processes on this machine whose command line holds `marker` (zombies are gone)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if marker.encode() in cmdline and state != "Z":
-            found.append(int(entry))
-    return found
+    return processes_with(marker)
 
 
 async def _wait_until(check: Callable[[], bool], within_s: float, what: str) -> float:

@@ -315,3 +315,28 @@ async def test_a_request_the_sampler_leaves_out_makes_no_spans(
         stop_tracing()
     assert answer.status_code == 200 and len(answer.json()["trace_id"]) == 32
     assert exporter.get_finished_spans() == ()
+
+
+async def test_a_hedged_call_says_so_on_its_execute_span(
+    settings: Settings, redis: Redis, bwrap_available: None, spans: InMemorySpanExporter
+) -> None:
+    """After twenty quick calls (one hedge earned, the p95 tens of ms), a call whose first
+    attempt sleeps: its span says ATBA hedged it, when, and that the hedge won."""
+    settings = settings.model_copy(
+        update={"sandbox_backend": "bwrap", "tool_modules": ("tools.harness.hedging",)}
+    )
+    token = issue_token(settings, tenant="acme", agent="hedger", scopes=["tool:slow_first"])
+    async with _gateway(settings) as app:
+        transport = httpx.ASGITransport(app=app)
+        async with GatewayClient("http://gateway", token, transport=transport) as client:
+            for index in range(20):
+                await client.call_tool("slow_first", {"marker": f"{index}"})
+            spans.clear()
+            answer = await client.call_tool("slow_first", {"marker": "99", "first_ms": 20_000})
+    assert answer.result["attempt"] == "hedge"
+    execute = _by_name(spans.get_finished_spans())["execute slow_first"]
+    assert execute.attributes is not None
+    assert execute.attributes["conclave.hedge.decision"] == "hedge"
+    assert execute.attributes["conclave.hedge.started"] is True
+    assert execute.attributes["conclave.hedge.winner"] == "hedge"
+    assert int(execute.attributes["conclave.hedge.after_ms"]) > 0  # type: ignore[arg-type]

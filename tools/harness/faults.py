@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from protocol import ResourceIntent
+from protocol import ResourceIntent, ToolContext
 from tools.registry import tool
 from tools.tool_exceptions import (
     ToolConflict,
@@ -141,7 +141,18 @@ CHAIN_PROFILES: dict[str, tuple[Distribution, float, float]] = {
 _CHAIN = ResourceIntent(memory_mb=64, cpu_seconds=2, timeout_ms=60_000)  # the common default
 
 
-def _chain_step(name: str, seed: int) -> float:
+def hedge_seed(seed: int) -> int:
+    """The seed a hedged copy of a call (the gateway's second attempt) draws its latency
+    from: anew, as a second attempt of a real tool would, yet reproducibly."""
+    return (seed * 31 + 1_000_003) % 2**31
+
+
+def _drawn_seed(seed: int, context: ToolContext | None) -> int:
+    return hedge_seed(seed) if context is not None and context.hedge else seed
+
+
+def _chain_step(name: str, seed: int, context: ToolContext | None = None) -> float:
+    seed = _drawn_seed(seed, context)
     distribution, median_ms, shape = CHAIN_PROFILES[name]
     slept = sample_latency_ms(distribution, median_ms, shape, seed)
     time.sleep(slept / 1000)
@@ -149,27 +160,27 @@ def _chain_step(name: str, seed: int) -> float:
 
 
 @tool(idempotent=True, intent=_CHAIN)
-def chain_search(seed: int) -> float:
+def chain_search(seed: int, context: ToolContext | None = None) -> float:
     """A search step: lognormal latency, median 60 ms."""
-    return _chain_step("chain_search", seed)
+    return _chain_step("chain_search", seed, context)
 
 
 @tool(idempotent=True, intent=_CHAIN)
-def chain_fetch(seed: int) -> float:
+def chain_fetch(seed: int, context: ToolContext | None = None) -> float:
     """A fetch step: Pareto latency (alpha 1.3), median 100 ms."""
-    return _chain_step("chain_fetch", seed)
+    return _chain_step("chain_fetch", seed, context)
 
 
 @tool(idempotent=True, intent=_CHAIN)
-def chain_parse(seed: int) -> float:
+def chain_parse(seed: int, context: ToolContext | None = None) -> float:
     """A parse step: lognormal latency, median 32 ms."""
-    return _chain_step("chain_parse", seed)
+    return _chain_step("chain_parse", seed, context)
 
 
 @tool(idempotent=True, intent=_CHAIN)
-def chain_rank(seed: int) -> float:
+def chain_rank(seed: int, context: ToolContext | None = None) -> float:
     """A rank step: Pareto latency (alpha 1.6), median 140 ms."""
-    return _chain_step("chain_rank", seed)
+    return _chain_step("chain_rank", seed, context)
 
 
 # The same four steps, except that a share of calls never answer (a hung upstream): such a
@@ -199,31 +210,31 @@ def chain_latency_ms(name: str, seed: int) -> float:
     return sample_latency_ms(distribution, median_ms, shape, seed)
 
 
-def _hang_prone_step(name: str, seed: int) -> float:
-    slept = chain_latency_ms(name, seed)
+def _hang_prone_step(name: str, seed: int, context: ToolContext | None) -> float:
+    slept = chain_latency_ms(name, _drawn_seed(seed, context))
     time.sleep(slept / 1000)
     return slept
 
 
 @tool(idempotent=True, intent=_CHAIN)
-def chain_hang_search(seed: int) -> float:
+def chain_hang_search(seed: int, context: ToolContext | None = None) -> float:
     """chain_search, except that one call in ten never answers."""
-    return _hang_prone_step("chain_hang_search", seed)
+    return _hang_prone_step("chain_hang_search", seed, context)
 
 
 @tool(idempotent=True, intent=_CHAIN)
-def chain_hang_fetch(seed: int) -> float:
+def chain_hang_fetch(seed: int, context: ToolContext | None = None) -> float:
     """chain_fetch, except that one call in ten never answers."""
-    return _hang_prone_step("chain_hang_fetch", seed)
+    return _hang_prone_step("chain_hang_fetch", seed, context)
 
 
 @tool(idempotent=True, intent=_CHAIN)
-def chain_hang_parse(seed: int) -> float:
+def chain_hang_parse(seed: int, context: ToolContext | None = None) -> float:
     """chain_parse, except that one call in ten never answers."""
-    return _hang_prone_step("chain_hang_parse", seed)
+    return _hang_prone_step("chain_hang_parse", seed, context)
 
 
 @tool(idempotent=True, intent=_CHAIN)
-def chain_hang_rank(seed: int) -> float:
+def chain_hang_rank(seed: int, context: ToolContext | None = None) -> float:
     """chain_rank, except that one call in ten never answers."""
-    return _hang_prone_step("chain_hang_rank", seed)
+    return _hang_prone_step("chain_hang_rank", seed, context)

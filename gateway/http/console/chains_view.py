@@ -1,7 +1,8 @@
 """The console's chains: the calls of one trace (an agent's run passes one `traceparent`),
 newest chains first, each with its deadline burn-down: when each call started and ended after
 the chain's first call, the time it was granted, the time left to the run's deadline when it
-ended, and how it ended (a BUDGET_EXHAUSTED or TOOL_TIMEOUT shows where the deadline ran out).
+ended, and how it ended (a BUDGET_EXHAUSTED or TOOL_TIMEOUT shows where the deadline ran out),
+and whether ATBA hedged it (a second attempt beside a slow first one: when, and which won).
 The bar of each call sits on a scale that ends at the deadline, when the run had one.
 
 Read from one bounded window of the audit stream (`WINDOW_RECORDS` newest records).
@@ -31,6 +32,16 @@ def _chains(records: list[AuditRecord]) -> list[list[AuditRecord]]:
     return [sorted(calls, key=lambda r: r.id) for calls in list(by_trace.values())[:MAX_CHAINS]]
 
 
+def _hedge_cell(call: AuditRecord) -> str:
+    """What ATBA's hedge did for the call: nothing shown when it waited."""
+    hedge = call.hedge or {}
+    if hedge.get("started"):
+        return f"hedged at {hedge.get('after_ms')} ms, {hedge.get('winner') or '?'} won"
+    if hedge.get("not_started"):
+        return "hedge not started"
+    return ""
+
+
 def _burn_down(calls: list[AuditRecord]) -> str:
     # A record is written when its call ends: it began duration_ms earlier.
     start = min(c.at_ms - c.duration_ms for c in calls)
@@ -48,10 +59,11 @@ def _burn_down(calls: list[AuditRecord]) -> str:
         left = "" if call.deadline_ms is None else call.deadline_ms - call.at_ms
         rows.append(
             [call.tool, call.outcome, call.code, round(began, 1), call.granted_ms or "",
-             round(call.duration_ms, 1), round(began + call.duration_ms, 1), left, bar]
+             round(call.duration_ms, 1), round(began + call.duration_ms, 1), left,
+             _hedge_cell(call), bar]
         )  # fmt: skip
     columns = ["tool", "outcome", "code", "start ms", "granted ms", "took ms", "elapsed ms"]
-    columns += ["left to deadline ms", "burn-down"]
+    columns += ["left to deadline ms", "hedge", "burn-down"]
     return table(columns, rows, raw=1)
 
 
