@@ -281,6 +281,13 @@ def bench(
     least_privilege: Annotated[
         bool, typer.Option(help="tasks: each AgentDojo task's token allows only its tools")
     ] = False,
+    requirements: Annotated[
+        str | None,
+        typer.Option(
+            help="conformance: run the suite's 0.2 line's scenarios for this MCP revision,"
+            " e.g. 2026-07-28 or 2025-11-25 (default: the 0.1 line's active suite)"
+        ),
+    ] = None,
 ) -> None:
     from conclave.bench import TaskOptions, run_bench
 
@@ -304,6 +311,7 @@ def bench(
             out_root=out,
             console=console,
             task_options=options,
+            conformance_requirements=requirements,
         )
     except KeyError as exc:
         raise typer.BadParameter(str(exc.args[0])) from exc

@@ -75,6 +75,8 @@ class BenchContext:
     out_dir: Path
     progress: Progress
     tasks: TaskOptions = field(default_factory=TaskOptions)  # `conclave bench tasks` options
+    # `conclave bench conformance --requirements R`: the suite's 0.2 line for MCP revision R
+    conformance_requirements: str | None = None
 
     def gateway_log(self, name: str) -> Path:
         """Where a suite's own gateway logs: next to the results, not over the tables."""

@@ -63,6 +63,7 @@ def run_bench(
     console: Console,
     settings: Settings | None = None,
     task_options: TaskOptions | None = None,
+    conformance_requirements: str | None = None,
 ) -> list[SuiteResult]:
     names = names or list(SUITES)
     for name in names:
@@ -84,8 +85,9 @@ def run_bench(
         with progress:
             for name in names:
                 ctx = BenchContext(
-                    stack, quick, seed, out_dir, progress, task_options or TaskOptions()
-                )
+                    stack, quick, seed, out_dir, progress, task_options or TaskOptions(),
+                    conformance_requirements,
+                )  # fmt: skip
                 result = _run_suite(name, ctx, progress.console)
                 results.append(result)
                 (out_dir / f"{name}.json").write_text(json.dumps(result.to_json(), indent=2))
