@@ -328,6 +328,13 @@ def bench(
         int | None,
         typer.Option(min=1, help="budgets: chains per deadline (default 20 quick, 100 full)"),
     ] = None,
+    requirements: Annotated[
+        str | None,
+        typer.Option(
+            help="conformance: run the suite's 0.2 line's scenarios for this MCP revision,"
+            " e.g. 2026-07-28 or 2025-11-25 (default: the 0.1 line's active suite)"
+        ),
+    ] = None,
 ) -> None:
     from conclave.bench import TaskOptions, run_bench
 
@@ -352,6 +359,7 @@ def bench(
             console=console,
             task_options=options,
             chains=chains,
+            conformance_requirements=requirements,
         )
     except KeyError as exc:
         raise typer.BadParameter(str(exc.args[0])) from exc

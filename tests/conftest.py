@@ -12,9 +12,10 @@ import pytest
 from redis.asyncio import Redis
 
 from conclave.bench.conformance_cli import (
-    DEFAULT_SUITE,
     NODE_TOOLS,
+    PINNED_VERSIONS,
     REPO_ROOT,
+    ConformanceSuite,
     ConformanceUnavailable,
     node_tools,
 )
@@ -109,12 +110,13 @@ def bwrap_available() -> None:
 
 @pytest.fixture(scope="session")
 def conformance_installed() -> None:
-    """The pinned MCP conformance suite and its Node 22, from `.ci/lib.sh`'s
-    install_node_tools; fails in CI and skips elsewhere when they are missing."""
-    try:
-        node_tools(DEFAULT_SUITE)
-    except ConformanceUnavailable as exc:
-        _need("the MCP conformance suite", str(exc))
+    """The pinned MCP conformance suites (every version in PINNED_VERSIONS) and their Node
+    22, from `.ci/lib.sh`'s install_node_tools; fails in CI and skips elsewhere when missing."""
+    for version in PINNED_VERSIONS:
+        try:
+            node_tools(ConformanceSuite(version=version))
+        except ConformanceUnavailable as exc:
+            _need("the MCP conformance suite", str(exc))
 
 
 @pytest.fixture(scope="session")

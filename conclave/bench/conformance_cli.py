@@ -24,7 +24,7 @@ _PACKAGE = Path("node_modules", "@modelcontextprotocol", "conformance")
 _RESULT_DIR = re.compile(r"^server-(?P<scenario>.+)-(?P<time>\d{4}-\d{2}-\d{2}T[\d-]+Z)$")
 INSTALL_HINT = "bash -c 'source .ci/lib.sh && install_node_tools'"
 # The versions `.ci/lib.sh` installs; the first is the one `conclave bench conformance` runs.
-PINNED_VERSIONS = ("0.1.16",)
+PINNED_VERSIONS = ("0.1.16", "0.2.0-alpha.12")
 
 
 class ConformanceUnavailable(RuntimeError):
@@ -46,6 +46,10 @@ class ConformanceSuite:
 
 
 DEFAULT_SUITE = ConformanceSuite()
+# The 0.2 line's scenarios for MCP 2026-07-28, the stateless revision.
+STATELESS_SUITE = ConformanceSuite(
+    version="0.2.0-alpha.12", selection=("--requirements", "2026-07-28")
+)
 
 
 @dataclass(frozen=True)

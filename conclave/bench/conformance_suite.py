@@ -14,6 +14,9 @@ gateway. Conclave serves a source's tools and prompts under its name (`fx.test_s
 and has no option to serve them under their own, which the scenarios call: the proxy maps the
 names, so the figures measure what Conclave does with the traffic, not the prefix.
 
+`--requirements 2026-07-28` (or another revision) runs the 0.2 line's scenarios for that
+revision instead of the 0.1 line's active suite.
+
 Goal (issue 24): through Conclave, every scenario that passes directly passes too.
 """
 
@@ -25,7 +28,7 @@ import shutil
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import httpx
@@ -33,6 +36,7 @@ import httpx
 from conclave.bench.child_server import running_child_server
 from conclave.bench.conformance_cli import (
     DEFAULT_SUITE,
+    STATELESS_SUITE,
     ConformanceSuite,
     ConformanceUnavailable,
     ScenarioOutcome,
@@ -172,7 +176,15 @@ def run_via_gateway(
         return _run(VIA_HTTP if kind == "mcp_http" else VIA_STDIO, url, suite)
 
 
-def run(ctx: BenchContext, suite: ConformanceSuite = DEFAULT_SUITE) -> SuiteResult:
+def suite_for(requirements: str | None) -> ConformanceSuite:
+    """The 0.1 line's active suite, or the 0.2 line's scenarios for one MCP revision."""
+    if requirements is None:
+        return DEFAULT_SUITE
+    return replace(STATELESS_SUITE, selection=("--requirements", requirements))
+
+
+def run(ctx: BenchContext, suite: ConformanceSuite | None = None) -> SuiteResult:
+    suite = suite or suite_for(ctx.conformance_requirements)
     try:
         node_tools(suite)
     except ConformanceUnavailable as exc:  # the other suites of a full pass still run

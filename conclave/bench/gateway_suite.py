@@ -69,9 +69,12 @@ class _Target:
             stack.token("bench", f"w{i}-{uuid.uuid4().hex[:6]}", ["tool:echo"]) for i in range(17)
         ]
 
-    def _raw(self, index: int, path: str, body: Any, accept: str) -> bytes:
+    def _raw(
+        self, index: int, path: str, body: Any, accept: str, extra: dict[str, str] | None = None
+    ) -> bytes:
         """The request's bytes, built once: the bench measures the gateway, not the encoding."""
         headers = {"Authorization": f"Bearer {self.tokens[index]}", "Accept": accept}
+        headers |= extra or {}
         return encode_request("POST", self.stack.url, path, headers, json.dumps(body).encode())
 
     def rest(self, index: int) -> Call:
@@ -85,14 +88,20 @@ class _Target:
 
         return call
 
-    def jsonrpc(self, index: int) -> Call:
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {"name": "echo", "arguments": {"message": "ping"}},
-        }
-        raw = self._raw(index, "/mcp", body, "application/json, text/event-stream")
+    def jsonrpc(self, index: int, *, stateless: bool = False) -> Call:
+        """A `tools/call` on the handshake era's wire, or (`stateless`) on MCP 2026-07-28's:
+        version and capabilities in `_meta`, `Mcp-Method`/`Mcp-Name` headers."""
+        params: dict[str, Any] = {"name": "echo", "arguments": {"message": "ping"}}
+        extra = None
+        if stateless:
+            params["_meta"] = {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+            extra = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"}
+            extra["Mcp-Name"] = "echo"
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        raw = self._raw(index, "/mcp", body, "application/json, text/event-stream", extra)
         connection = self.connections[index]
 
         async def call() -> None:
@@ -172,6 +181,10 @@ async def _measure(
         rows["gateway /mcp (JSON-RPC, raw HTTP/1.1)"] = (
             await latencies(target.jsonrpc(16), count),
             await _throughput(target.jsonrpc, 16, seconds),
+        )
+        rows["gateway /mcp 2026-07-28 (JSON-RPC, raw HTTP/1.1)"] = (
+            await latencies(target.jsonrpc(16, stateless=True), count),
+            await _throughput(lambda i: target.jsonrpc(i, stateless=True), 16, seconds),
         )
         samples, rate = await _official_client_rows(target, count, seconds)
         rows["gateway /mcp (official mcp client)"] = (samples, rate)

@@ -76,6 +76,8 @@ class BenchContext:
     progress: Progress
     tasks: TaskOptions = field(default_factory=TaskOptions)  # `conclave bench tasks` options
     chains: int | None = None  # `conclave bench budgets --chains`: None, the suite's own count
+    # `conclave bench conformance --requirements R`: the suite's 0.2 line for MCP revision R
+    conformance_requirements: str | None = None
 
     def gateway_log(self, name: str) -> Path:
         """Where a suite's own gateway logs: next to the results, not over the tables."""

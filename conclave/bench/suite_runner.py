@@ -88,6 +88,7 @@ def run_bench(
     settings: Settings | None = None,
     task_options: TaskOptions | None = None,
     chains: int | None = None,
+    conformance_requirements: str | None = None,
 ) -> list[SuiteResult]:
     names = names or list(SUITES)
     for name in names:
@@ -111,8 +112,9 @@ def run_bench(
         with progress:
             for name in names:
                 ctx = BenchContext(
-                    stack, quick, seed, out_dir, progress, task_options or TaskOptions(), chains
-                )
+                    stack, quick, seed, out_dir, progress, task_options or TaskOptions(), chains,
+                    conformance_requirements,
+                )  # fmt: skip
                 result = _run_suite(name, ctx, progress.console)
                 results.append(result)
                 (out_dir / f"{name}.json").write_text(json.dumps(result.to_json(), indent=2))

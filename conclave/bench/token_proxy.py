@@ -11,7 +11,8 @@ gateway too.
 source's tools and prompts under their own names. With it, a call of `test_simple_text` goes
 to the gateway as `<prefix>test_simple_text` (`tools/call`, `prompts/get`, a `completion/
 complete` of a prompt), and the prefix comes off the names in `tools/list` and `prompts/list`
-answers; nothing else is touched.
+answers; a 2026-07-28 request's `Mcp-Name` header naming the same tool is renamed with its
+body; nothing else is touched.
 
 Run: `python -m conclave.bench.token_proxy --port P --target URL --token-file F
 [--rename-prefix fx.]`.
@@ -69,12 +70,15 @@ class TokenProxy:
         if scope["type"] != "http":
             return
         body = await _read_body(receive)
+        original = body
         body, listing = self._renamed_request(body)
         headers = [
             (name.decode("latin-1"), value.decode("latin-1"))
             for name, value in scope["headers"]
             if name.decode("latin-1").lower() not in _HOP_BY_HOP
         ]
+        if body is not original:
+            headers = [self._renamed_header(name, value) for name, value in headers]
         headers.append(("authorization", self.authorization))
         query = scope.get("query_string", b"").decode("latin-1")
         url = self.target + scope["path"] + (f"?{query}" if query else "")
@@ -137,6 +141,13 @@ class TokenProxy:
             target["name"] = self.prefix + target["name"]
             return json.dumps(message).encode(), None
         return body, None
+
+    def _renamed_header(self, name: str, value: str) -> tuple[str, str]:
+        """`Mcp-Name` follows its body's renamed tool or prompt name (the gateway checks that
+        they agree); one that named another still disagrees after, and is refused."""
+        if name.lower() != "mcp-name" or value.strip().startswith(self.prefix):
+            return name, value
+        return name, self.prefix + value.strip()
 
     def _renamed_listing(self, content: bytes, key: str) -> bytes:
         """A list answer (JSON, or SSE events) with the prefix off the names it carries."""

@@ -155,9 +155,10 @@ def test_the_openai_agents_sdk_lists_and_calls_through_conclave(
 async def test_pydantic_ai_calls_through_its_mcp_toolset_with_a_log_level(
     federated_stack: EmbeddedStack,
 ) -> None:
-    """pydantic-ai's `MCPToolset` with `log_level` (it sends `logging/setLevel` after the
-    handshake) and a FunctionModel: the model is offered the tools, calls two, reads their
-    results, and a failing call comes back to it to retry, with the SERF error."""
+    """pydantic-ai's `MCPToolset` with `log_level` and a FunctionModel: the model is offered
+    the tools, calls two, reads their results, and a failing call comes back to it to retry,
+    with the SERF error. It discovers the 2026-07-28 wire, which has no `logging/setLevel`,
+    and says so (it sent one after the handshake when the gateway had only that era)."""
     token = _register(federated_stack, *BUILT_INS, f"{UPSTREAM_SOURCE}.*")
     offered: list[str] = []
 
@@ -181,8 +182,9 @@ async def test_pydantic_ai_calls_through_its_mcp_toolset_with_a_log_level(
         log_level="warning",
     )
     agent = Agent(FunctionModel(model), toolsets=[conclave])
-    async with agent:
-        result = await agent.run("Echo twice, then read a file")
+    with pytest.warns(UserWarning, match="negotiated a modern MCP session"):
+        async with agent:
+            result = await agent.run("Echo twice, then read a file")
     assert set(BUILT_INS) <= set(offered) and FEDERATED_ECHO in offered, offered
     from_echo, from_upstream, refusal = result.output.split("\n", 2)
     assert (from_echo, from_upstream) == ("from pydantic-ai", "federated")

@@ -18,10 +18,15 @@ refused 403 (a browser page on another site must not reach a local gateway), and
 not served here is answered with the newest one served. A tool outside the scopes of a token
 from the OAuth authorization server is 403 `insufficient_scope` (the client may step up);
 for every other token it is a tool error (`isError`).
+
+A request on MCP 2026-07-28's stateless wire (its version in `params._meta`) is decided per
+request and checked and answered by `stateless_era` (`server/discover` by `discover`); the
+pipeline and everything above hold for it unchanged.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -32,9 +37,11 @@ from gateway.cancellation import CallCancel, cancel_when_client_goes
 from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body
 from gateway.http.hot_routes import hot_route
+from gateway.http.mcp import stateless_era
 from gateway.http.mcp.call_stream import CallStream, accepts_stream
 from gateway.http.mcp.cancel_notice import CANCELLED_METHOD, cancel_notice
 from gateway.http.mcp.catalog import CAPABILITIES, UPSTREAM_OPERATIONS
+from gateway.http.mcp.discover import discover
 from gateway.http.mcp.listen_stream import SESSION_HEADER, listen, new_session_id
 from gateway.http.mcp.log_levels import SET_LEVEL_METHOD
 from gateway.http.mcp.messages import (
@@ -198,6 +205,26 @@ def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> R
     return ctx
 
 
+def _stateless(
+    request: Request, message: McpMessage, ctx: RequestContext, registry: ToolRegistry
+) -> stateless_era.WireRefusal | None:
+    """Turn `ctx` into the 2026-07-28 wire's: its checks, and `server/discover`."""
+    refusal = stateless_era.check(request.headers, message, SUPPORTED_VERSIONS)
+    if refusal is None and message.method == "server/discover":
+        ctx.input_error = None
+        ctx.action = discover(registry, (*SUPPORTED_VERSIONS, stateless_era.STATELESS_VERSION))
+        ctx.operation = "mcp:server/discover"
+    elif refusal is None and _not_found(ctx.input_error):
+        refusal = stateless_era.not_found(message.method)
+    if refusal is not None:
+        ctx.input_error = GatewayError(refusal.error)  # refused once the caller is known
+    return refusal
+
+
+def _not_found(error: BaseException | None) -> bool:
+    return isinstance(error, GatewayError) and error.error.code is ErrorCode.METHOD_NOT_FOUND
+
+
 @hot_route(
     router,
     "/mcp",
@@ -214,17 +241,22 @@ async def mcp_post(request: Request) -> Response:
     registry: ToolRegistry = request.app.state.registry
     body = b""
     message: McpMessage | None = None
+    stateless, refusal = False, None
     try:
         body = await read_body(request, request.app.state.settings.max_body_bytes)
         message = parse_message(body)
         if message is None:  # a client's response: nothing to answer
             return Response(status_code=202)
         ctx = _context(request, message, registry)
+        if stateless := stateless_era.speaks_stateless(request.headers, message):
+            refusal = _stateless(request, message, ctx, registry)
     except GatewayError as exc:
         ctx = RequestContext("mcp", "mcp:(unreadable)", request.headers, input_error=exc)
-    if (bad_version := _version_refusal(request)) is not None:
+    finish = stateless_era.finish if stateless else _unchanged
+    bad_version = None if stateless else _version_refusal(request)
+    if bad_version is not None:
         ctx.input_error = bad_version  # refused by the scope stage, once the caller is known
-    answer = partial(_answer, ctx, message, body, bad_version)
+    answer = partial(_answer, ctx, message, body, bad_version, refusal, finish)
     if ctx.cancel is None:
         await pipeline.run(ctx)
     elif message is not None and message.id is not None and accepts_stream(request):
@@ -241,10 +273,16 @@ def _answer(
     message: McpMessage | None,
     body: bytes,
     bad_version: GatewayError | None,
+    refusal: stateless_era.WireRefusal | None,
+    finish: Callable[[str, dict[str, Any]], dict[str, Any]],
 ) -> Response:
-    """The JSON-RPC answer of a message that has run through the pipeline."""
+    """The JSON-RPC answer of a message that has run through the pipeline (`finish` adds
+    what the 2026-07-28 wire puts on a result; `refusal` is that wire's own 400 or 404)."""
     request_id = message.id if message is not None else request_id_of(body)
     if ctx.error is not None:
+        ours = refusal is not None and ctx.failed_stage == "scope"
+        if refusal is not None and ours and ctx.error.message == refusal.error.message:
+            return JSONResponse(refusal.body(request_id), status_code=refusal.http_status)
         is_call = message is not None and message.method == "tools/call"
         if ctx.oauth and ctx.error.code in (ErrorCode.TOOL_NOT_ALLOWED, ErrorCode.AUTH_REVOKED):
             # An OAuth client can go back to its server: for a new token (401 invalid_token),
@@ -258,7 +296,7 @@ def _answer(
         if is_call and request_id is not None and is_tool_failure(ctx.error, ctx.failed_stage):
             schema = ctx.tool is not None and ctx.tool.spec.output_schema is not None
             failure = tool_failure(ctx.error, ctx.usage, output_schema=schema)
-            return JSONResponse(rpc_result(request_id, failure))
+            return JSONResponse(rpc_result(request_id, finish("tools/call", failure)))
         notification = message is not None and message.id is None
         status = rpc_status(ctx.error, notification=notification)
         if bad_version is not None and ctx.failed_stage == "scope":
@@ -269,13 +307,16 @@ def _answer(
     if message is None or message.id is None:
         return Response(status_code=202)
     if message.method == "tools/call":
-        return JSONResponse(
-            rpc_result(message.id, tool_result(ctx.result, ctx.trace_id, ctx.usage))
-        )
+        answer = tool_result(ctx.result, ctx.trace_id, ctx.usage)
+        return JSONResponse(rpc_result(message.id, finish("tools/call", answer)))
     if message.method == "initialize":  # the transport's cue to open the GET stream
         headers = {SESSION_HEADER: new_session_id()}
         return JSONResponse(rpc_result(message.id, ctx.result), headers=headers)
-    return JSONResponse(rpc_result(message.id, ctx.result))
+    return JSONResponse(rpc_result(message.id, finish(message.method, ctx.result)))
+
+
+def _unchanged(_: str, result: dict[str, Any]) -> dict[str, Any]:
+    return result
 
 
 async def mcp_get(request: Request) -> Response:

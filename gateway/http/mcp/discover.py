@@ -1,0 +1,31 @@
+"""`server/discover` (MCP 2026-07-28): the caller's own view of this gateway.
+
+Answered as a pipeline operation, so it is authenticated, rate limited and audited like a
+list: the versions `/mcp` serves (the handshake era's and 2026-07-28), the capabilities, and
+in `_meta` the names of the tools this caller may call (`conclave/tools`), the same surface
+its `tools/list` shows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.http.mcp.catalog import CAPABILITIES, Action
+from gateway.pipeline import RequestContext, allowed_specs
+from tools import ToolRegistry
+
+TOOLS_META = "conclave/tools"
+
+
+def discover(registry: ToolRegistry, supported: tuple[str, ...]) -> Action:
+    """The pipeline action answering `server/discover` for the caller."""
+
+    async def answer(ctx: RequestContext) -> dict[str, Any]:
+        names = [spec.name for spec in allowed_specs(registry, ctx)]
+        return {
+            "supportedVersions": list(supported),
+            "capabilities": CAPABILITIES,
+            "_meta": {TOOLS_META: names},
+        }
+
+    return answer

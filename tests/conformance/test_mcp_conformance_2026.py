@@ -1,0 +1,62 @@
+"""The conformance suite's 0.2 line, `--requirements 2026-07-28`, against Conclave itself.
+
+Run as `conclave bench conformance --requirements 2026-07-28` runs it. The scenarios that
+test an MCP server's HTTP front rather than its tools (the stateless lifecycle, header
+validation, caching hints, DNS rebinding) test the gateway: through the token proxy to a real
+gateway with the fixture as a source, each of their checks passes unless it needs a
+diagnostic tool of the fixture's that a gateway cannot judge (`test_missing_capability`:
+whether a proxied tool needs the client's sampling capability).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.progress import Progress
+
+from conclave.bench import conformance_suite
+from conclave.bench.suite import BenchContext, SuiteResult
+from conclave.stack import EmbeddedStack
+from gateway.settings import Settings
+
+GATEWAY_SCENARIOS = ("server-stateless", "http-header-validation", "caching")
+GATEWAY_SCENARIOS += ("dns-rebinding-protection",)
+# What the proxied tool needs of the client is the upstream's to say, not the gateway's.
+FIXTURE_JUDGED = (
+    "sep-2575-server-rejects-undeclared-capability",
+    "sep-2575-missing-capability-http-400",
+)
+
+
+@pytest.fixture(scope="module")
+def bench(
+    conformance_installed: None, redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> SuiteResult:
+    """`conclave bench conformance --requirements 2026-07-28`: the fixture alone, then
+    through a gateway with it as an `mcp_http` source (and as an `mcp_stdio` one where
+    bubblewrap runs)."""
+    out = Path(tmp_path_factory.mktemp("conformance-2026"))
+    settings = Settings(redis_url=redis_url, port=0, sandbox_backend="process")
+    with EmbeddedStack(settings) as stack:
+        ctx = BenchContext(stack, quick=True, seed=7, out_dir=out, progress=Progress())
+        ctx.conformance_requirements = "2026-07-28"
+        return conformance_suite.run(ctx)
+
+
+def test_the_bench_runs_the_0_2_line_for_the_revision_asked(bench: SuiteResult) -> None:
+    assert (
+        bench.tables[0].title == "conformance: conformance 0.2.0-alpha.12 --requirements 2026-07-28"
+    )
+    assert set(bench.series) >= {"direct", "via mcp_http"}
+
+
+@pytest.mark.parametrize("scenario", GATEWAY_SCENARIOS)
+def test_the_gateways_own_2026_scenarios_pass_through_conclave(
+    bench: SuiteResult, scenario: str
+) -> None:
+    for path, outcomes in bench.series.items():
+        if path == "direct":
+            continue
+        failures = [f for f in outcomes[scenario] if f.split(":")[0] not in FIXTURE_JUDGED]
+        assert not failures, path
