@@ -87,16 +87,17 @@ class _Heard:
 
 @asynccontextmanager
 async def _client(
-    app: Any, settings: Settings, heard: _Heard, agent: str = "watcher"
+    app: Any, settings: Settings, heard: _Heard, agent: str = "watcher", mode: str = "auto"
 ) -> AsyncIterator[Client]:
-    """The official `mcp` client at the app's /mcp, as `agent`."""
+    """The official `mcp` client at the app's /mcp, as `agent` (`mode="legacy"`: on the
+    handshake era, which has `logging/setLevel`; the 2026-07-28 wire has not)."""
     http = httpx2.AsyncClient(
         transport=httpx2.ASGITransport(app=app),
         base_url="http://gateway",
         headers={"Authorization": f"Bearer {_token(settings, agent)}"},
     )
     transport = streamable_http_client("http://gateway/mcp", http_client=http)
-    async with http, Client(transport, logging_callback=heard.log) as client:
+    async with http, Client(transport, mode=mode, logging_callback=heard.log) as client:
         yield client
 
 
@@ -124,15 +125,15 @@ async def test_set_level_applies_to_the_callers_calls_on_any_replica(
 ) -> None:
     heard, other = _Heard(), _Heard()
     async with _gateway(settings) as first, _gateway(settings) as second:
-        async with _client(first, settings, _Heard()) as client:
+        async with _client(first, settings, _Heard(), mode="legacy") as client:
             await _set_level(client, "warning")  # answered by one replica
             init = client.server_capabilities
             assert init is not None and init.logging is not None  # the capability is said
-        async with _client(second, settings, heard) as client:  # another replica calls
+        async with _client(second, settings, heard, mode="legacy") as client:  # another replica
             await client.call_tool("countdown", {"steps": 1})
             await _set_level(client, "debug")
             await client.call_tool("countdown", {"steps": 1})
-        async with _client(second, settings, other, agent="someone-else") as client:
+        async with _client(second, settings, other, "someone-else", "legacy") as client:
             await client.call_tool("countdown", {"steps": 1})
     debug = ("debug", {"said": "debug details"})
     assert heard.of("log") == [
