@@ -168,6 +168,7 @@ def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: Fas
         settings.rate_limit_per_s,
         settings.rate_limit_burst,
         RateLimit(settings.tenant_rate_limit_per_s, settings.tenant_rate_limit_burst),
+        in_flight_max=settings.tenant_in_flight_max,
     )
     allocator = AtbaAllocator(
         state.latency_window,
@@ -191,7 +192,10 @@ def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: Fas
         ],
         closing=[
             AccountStage(
-                state.audit, state.metrics, CallFeedback(state.latency_window, state.breaker)
+                state.audit,
+                state.metrics,
+                CallFeedback(state.latency_window, state.breaker),
+                admission,
             )
         ],
     )

@@ -8,7 +8,14 @@ lateness and the breaker's evidence, one round trip). Their Lua lives in `lua/`,
 script.
 """
 
-from gateway.budgets.admission import Admission, AdmissionDecision, CallReads, RateLimit
+from gateway.budgets.admission import (
+    Admission,
+    AdmissionDecision,
+    CallReads,
+    InFlight,
+    RateLimit,
+    in_flight_key,
+)
 from gateway.budgets.allocator import AtbaAllocator, PlanBounds, TimeGrant
 from gateway.budgets.breaker import BreakerState, CircuitBreaker, breaker_key, counts_against_tool
 from gateway.budgets.grant_rule import Allocation, allocate_budget, best_attempt, planned_chain
@@ -34,6 +41,7 @@ __all__ = [
     "CallFeedback",
     "CallReads",
     "CircuitBreaker",
+    "InFlight",
     "LatencyEstimate",
     "LatencySample",
     "LatencyWindow",
@@ -47,6 +55,7 @@ __all__ = [
     "censored_quantile",
     "counts_against_tool",
     "finish_curve",
+    "in_flight_key",
     "kill_overshoot_of",
     "planned_chain",
     "window_key",

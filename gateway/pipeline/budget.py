@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
-from gateway.budgets import Admission, AdmissionDecision, CallReads, TimeGrant
+from gateway.budgets import Admission, AdmissionDecision, CallReads, InFlight, TimeGrant
 from gateway.gateway_error import GatewayError
 from gateway.identity import token_revoked
 from gateway.pipeline.context import RequestContext
@@ -83,9 +83,13 @@ class BudgetStage:
     async def __call__(self, ctx: RequestContext) -> None:
         p = ctx.require_principal()
         target = _bucket_of(ctx)
+        if ctx.tool is not None:  # a tool call holds a place among its tenant's in flight
+            ctx.in_flight = InFlight.for_call(ctx.tool.spec.intent.timeout_ms)
         decision = await self.admission.admit(
-            p.tenant, p.agent, p.generation, target, self.allocator.reads(ctx)
+            p.tenant, p.agent, p.generation, target, self.allocator.reads(ctx), ctx.in_flight
         )
+        if decision.limited_by == "in_flight" or not decision.allowed:
+            ctx.in_flight = None  # refused before a place was taken: nothing to give back
         if decision.unknown_agent:
             raise GatewayError.of(
                 ErrorCode.AUTH_INVALID,
@@ -105,6 +109,15 @@ class BudgetStage:
     def _rate_limited(
         self, tenant: str, agent: str, target: str | None, decision: AdmissionDecision
     ) -> GatewayError:
+        if decision.limited_by == "in_flight":
+            cap = self.admission.in_flight_max
+            return GatewayError.of(
+                ErrorCode.RATE_LIMITED,
+                f"tenant {tenant} has {cap} tool calls in flight, the most it may run at once"
+                " over all its agents (CONCLAVE_TENANT_IN_FLIGHT_MAX): retry once one ends",
+                retry_after_ms=decision.retry_after_ms,
+                details={"limited_by": "tenant_in_flight", "in_flight_max": cap},
+            )
         if decision.limited_by == "tenant" and self.admission.tenant is not None:
             limit = self.admission.tenant
             whose = f"tenant {tenant} is over its rate limit ({limit.per_s:g}/s"

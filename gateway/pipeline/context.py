@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from gateway.budgets import InFlight
 from gateway.cancellation import CallCancel
 from gateway.gateway_error import GatewayError
 from gateway.tracing import TRACING, current_trace
@@ -69,6 +70,7 @@ class RequestContext:
     # found by authorize, raised by budget once admission knows the token is current, so a
     # revoked token learns nothing about the tools served.
     tool_refusal: GatewayError | None = None
+    in_flight: InFlight | None = None  # the call's place among its tenant's, to give back
     granted_ms: int | None = None
     kill_margin_ms: int | None = None  # moves the sandbox's deadline before the run's
     grant: BudgetGrant | None = None  # what the caller is told: the grant, the time left
