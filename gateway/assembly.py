@@ -43,6 +43,7 @@ from gateway.pipeline import (
     AuthorizeStage,
     BudgetStage,
     DispatchStage,
+    HeaderCheck,
     Pipeline,
     ScopeStage,
 )
@@ -101,7 +102,7 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
         state.latency_window = _latency_window(settings, state.redis)
         state.breaker = _circuit_breaker(settings, state.redis)
         state.upstreams = UpstreamSet(sources, state.registry)  # mcp_http sources
-        state.pipeline = _pipeline(settings, state.redis, state.registry, app)
+        state.pipeline, state.header_check = _pipeline(settings, state.redis, state.registry, app)
         try:
             async with anyio.create_task_group() as background:
                 if isinstance(state.executor, SandboxPool):
@@ -159,8 +160,11 @@ def _circuit_breaker(settings: Settings, redis: Redis) -> CircuitBreaker:
     )
 
 
-def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: FastAPI) -> Pipeline:
-    """The six stages in DESIGN.md's order; account runs whatever happened."""
+def _pipeline(
+    settings: Settings, redis: Redis, registry: ToolRegistry, app: FastAPI
+) -> tuple[Pipeline, HeaderCheck]:
+    """The six stages in DESIGN.md's order, account running whatever happened; and what
+    authenticate and budget decide from a request's headers before its body is read."""
     state = app.state
     jwks = JwksVerifier(settings) if settings.jwks_url else None
     admission = Admission(
@@ -178,12 +182,14 @@ def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: Fas
         min_grant_ms=settings.budget_min_grant_ms,
         plan_bounds=PlanBounds(settings.budget_plan_max, settings.budget_plan_name_max),
     )
-    return Pipeline(
+    authenticate = AuthenticateStage(settings, jwks)
+    budget = BudgetStage(admission, allocator)
+    pipeline = Pipeline(
         stages=[
-            AuthenticateStage(settings, jwks),
+            authenticate,
             ScopeStage(),
             AuthorizeStage(registry),
-            BudgetStage(admission, allocator),
+            budget,
             DispatchStage(
                 UpstreamRouter(StdioRouter(state.executor, state.stdio), state.upstreams),
                 reply_margin_ms=settings.budget_margin_ms,
@@ -199,3 +205,4 @@ def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: Fas
             )
         ],
     )
+    return pipeline, HeaderCheck(authenticate, budget)

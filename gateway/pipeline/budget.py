@@ -25,7 +25,7 @@ from gateway.budgets import Admission, AdmissionDecision, CallReads, InFlight, T
 from gateway.gateway_error import GatewayError
 from gateway.identity import token_revoked
 from gateway.pipeline.context import RequestContext
-from protocol import ErrorCode
+from protocol import ErrorCode, Principal
 
 
 class TimeAllocator(Protocol):
@@ -88,23 +88,38 @@ class BudgetStage:
         decision = await self.admission.admit(
             p.tenant, p.agent, p.generation, target, self.allocator.reads(ctx), ctx.in_flight
         )
-        if decision.limited_by == "in_flight" or not decision.allowed:
+        if not decision.allowed:
             ctx.in_flight = None  # refused before a place was taken: nothing to give back
+        if (refused := self._refusal(p, target, decision)) is not None:
+            raise refused
+        if ctx.tool_refusal is not None:
+            raise ctx.tool_refusal
+        grant = await self.allocator.allocate(ctx, decision)
+        ctx.granted_ms, ctx.kill_margin_ms = grant.granted_ms, grant.kill_margin_ms
+
+    async def peek(self, principal: Principal, target: str) -> GatewayError | None:
+        """What admission would refuse `principal` for `target` now (its token revoked, its
+        agent or tenant out of rate), taking nothing: asked before a large body is read
+        (`gateway.pipeline.header_check`), so such a caller's body never is."""
+        p = principal
+        decision = await self.admission.admit(p.tenant, p.agent, p.generation, target, peek=True)
+        return self._refusal(p, target, decision)
+
+    def _refusal(
+        self, p: Principal, target: str | None, decision: AdmissionDecision
+    ) -> GatewayError | None:
         if decision.unknown_agent:
-            raise GatewayError.of(
+            return GatewayError.of(
                 ErrorCode.AUTH_INVALID,
                 f"this gateway has no registration of {p.tenant}/{p.agent} (never registered"
                 " here, or its Redis was emptied): register the agent again and use its new"
                 " token",
             )
         if decision.revoked:
-            raise token_revoked(p)
+            return token_revoked(p)
         if not decision.allowed:
-            raise self._rate_limited(p.tenant, p.agent, target, decision)
-        if ctx.tool_refusal is not None:
-            raise ctx.tool_refusal
-        grant = await self.allocator.allocate(ctx, decision)
-        ctx.granted_ms, ctx.kill_margin_ms = grant.granted_ms, grant.kill_margin_ms
+            return self._rate_limited(p.tenant, p.agent, target, decision)
+        return None
 
     def _rate_limited(
         self, tenant: str, agent: str, target: str | None, decision: AdmissionDecision

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from gateway.cancellation import CallCancel, cancel_when_client_goes
-from gateway.http.body import read_body
+from gateway.http.body import read_body, refuse_before_body
 from gateway.http.hot_routes import hot_route
 from gateway.http.responses import refusal
 from gateway.pipeline import Pipeline, RequestContext, allowed_specs
@@ -37,6 +37,7 @@ async def call_tool(request: Request) -> Response:
     name: str = request.path_params["name"]
     ctx = RequestContext("http", name, request.headers, tool_name=name)
     try:
+        await refuse_before_body(request, name)
         body = await read_body(request, request.app.state.settings.max_body_bytes)
         call = ToolCallRequest.model_validate_json(body or b"{}")
     except Exception as exc:  # refused by the scope stage, once we know who sent it
