@@ -33,7 +33,7 @@ from gateway.budgets import (
 )
 from gateway.cancellation import InflightCalls
 from gateway.egress import EgressLimits, EgressProxy
-from gateway.http import build_http_app
+from gateway.http import ConnectionAudit, build_http_app
 from gateway.identity import AgentDirectory, JwksVerifier
 from gateway.json_logs import install_json_logging
 from gateway.metrics import GatewayMetrics
@@ -90,6 +90,7 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
         state.redis = connect_redis(redis_url)
         state.audit = AuditWriter(AuditLog(state.redis, settings.audit_stream_max))
         state.audit.start()
+        state.connection_audit.attach(state.audit)  # the connection layer's refusals too
         state.inflight = InflightCalls(state.redis)  # notifications/cancelled finds calls here
         state.egress = EgressProxy(state.audit, _egress_limits(settings))
         python = await open_python_sources(sources, config_dir, settings)  # in a sandbox
@@ -117,6 +118,7 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
             state.stdio.close()
             await state.executor.aclose()
             await state.egress.aclose()
+            state.connection_audit.attach(None)
             await state.audit.aclose()
             await state.redis.aclose()
 
@@ -124,6 +126,7 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
     app.state.settings = settings
     app.state.sandbox_name = settings.sandbox_backend
     app.state.metrics = GatewayMetrics()
+    app.state.connection_audit = ConnectionAudit()  # the server's protocol writes through it
     return app
 
 
