@@ -16,15 +16,24 @@ from sandbox.workspace import abandoned_workspaces, remove_workspace
 
 def _cgroup_dirs() -> list[Path]:
     """Every sandbox's group, then every tenant's (`conclave/tenant-<t>/<sandbox>`), so a
-    tenant's group is tried once its sandboxes' are gone."""
+    tenant's group is tried once its sandboxes' are gone. A group directly under
+    `conclave/` is a sandbox's of the layout before tenant groups."""
     parents = (
         [CGROUP_ROOT / GROUP_PARENT]
         if cgroup_v2()
         else [CGROUP_ROOT / c / GROUP_PARENT for c in V1_CONTROLLERS]
     )
-    tenants = [d for parent in parents if parent.is_dir() for d in parent.iterdir() if d.is_dir()]
-    sandboxes = [d for tenant in tenants for d in tenant.iterdir() if d.is_dir()]
-    return sandboxes + tenants
+    top = [d for parent in parents for d in _groups_in(parent)]
+    tenants = [d for d in top if d.name.startswith("tenant-")]
+    sandboxes = [d for tenant in tenants for d in _groups_in(tenant)]
+    return sandboxes + [d for d in top if d not in tenants] + tenants
+
+
+def _groups_in(parent: Path) -> list[Path]:
+    """The groups in `parent` (none if it went meanwhile: other gateways remove theirs)."""
+    with contextlib.suppress(OSError):
+        return [d for d in parent.iterdir() if d.is_dir()]
+    return []
 
 
 def _holds_groups(group: Path) -> bool:
