@@ -1,6 +1,7 @@
 """The noisy tenant's attacks for `conclave bench isolation`, one a function (issue 26).
 
-Each runs in the noisy tenant's own process until `until` (time.monotonic, system-wide) and
+Each runs in the attacker's own process: it sets itself up (registers its agents), says it
+started (`AttackRun.start`, from when its `duration_s` counts), attacks until `until`, and
 counts what the gateway answered it in `seen`: a SERF code per refusal (the proxy's 429 for
 the egress flood, the status a raw connection was refused with for the unauthenticated one),
 so the suite can say whether the attacker was refused with a SERF error. No call is retried.
@@ -10,11 +11,12 @@ The attack code follows the tests of tests/security/ that first showed each clas
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -33,7 +35,7 @@ from protocol import (
 )
 
 Seen = Counter[str]
-Attack = Callable[["Target", float, Seen], Coroutine[Any, Any, None]]
+Attack = Callable[["AttackRun"], Coroutine[Any, Any, None]]
 HUGE_TOOL = "hostile__huge"  # the hostile upstream's tool, as the gateway serves it
 ATTACKER_ADDRESS = "127.0.0.9"  # the unauthenticated attacker's own loopback address
 
@@ -49,6 +51,23 @@ class Target:
     url: str
     admin_key: str
     pool_max: int
+
+
+@dataclass
+class AttackRun:
+    """One attack's run: where, for how long once set up, and what it was answered."""
+
+    target: Target
+    duration_s: float
+    on_start: Callable[[], None]
+    seen: Seen = field(default_factory=Counter)
+    until: float = math.inf
+
+    def start(self) -> None:
+        """Set up: the attack runs `duration_s` from now (the suite is told)."""
+        if self.until == math.inf:
+            self.until = time.monotonic() + self.duration_s
+            self.on_start()
 
 
 async def new_client(
@@ -69,11 +88,11 @@ async def new_client(
 
 async def _loop(
     call: Callable[[], Awaitable[Any]],
-    until: float,
-    seen: Seen,
+    run: AttackRun,
     refused_in: Callable[[Any], str | None] | None = None,
 ) -> None:
-    while time.monotonic() < until:
+    seen = run.seen
+    while time.monotonic() < run.until:
         try:
             answer = await call()
         except GatewayCallError as exc:
@@ -89,9 +108,7 @@ async def _loop(
 
 
 async def _each(
-    target: Target,
-    until: float,
-    seen: Seen,
+    run: AttackRun,
     tools: list[str],
     clients: int,
     call: Callable[[GatewayClient], Awaitable[Any]],
@@ -100,49 +117,51 @@ async def _each(
     made: list[GatewayClient] = []
 
     async def register() -> None:
-        made.append(await new_client(target, "noisy", tools))
+        made.append(await new_client(run.target, "noisy", tools))
 
-    async with anyio.create_task_group() as group:  # registered at once: the attack starts
+    async with anyio.create_task_group() as group:
         for _ in range(clients):
             group.start_soon(register)
+    run.start()
     async with anyio.create_task_group() as group:
         for client in made:
-            group.start_soon(_loop, partial(call, client), until, seen, refused_in)
+            group.start_soon(_loop, partial(call, client), run, refused_in)
     for client in made:
         await client.aclose()
 
 
-async def flood_tool_calls(target: Target, until: float, seen: Seen) -> None:
-    await _each(target, until, seen, ["echo"], 16, lambda c: c.call_tool("echo", {"message": "x"}))
+async def flood_tool_calls(run: AttackRun) -> None:
+    # More agents than the tenant's sandbox share: the flood meets its bounds.
+    agents = run.target.pool_max
+    await _each(run, ["echo"], agents, lambda c: c.call_tool("echo", {"message": "x"}))
 
 
-async def hold_slow_sandboxes(target: Target, until: float, seen: Seen) -> None:
+async def hold_slow_sandboxes(run: AttackRun) -> None:
     await _each(
-        target, until, seen, ["sleep"], target.pool_max + 16,
+        run, ["sleep"], run.target.pool_max + 16,
         lambda c: c.call_tool("sleep", {"seconds": 2}),
     )  # fmt: skip
 
 
-async def huge_read_sets(target: Target, until: float, seen: Seen) -> None:
+async def huge_read_sets(run: AttackRun) -> None:
     request = CommitRequest(
         writes=[Write(key="k", value=1)], read_set={f"k{i}": 0 for i in range(80_000)}
     )
-    await _each(target, until, seen, [], 4, lambda c: c.commit("noisy-ns", request))
+    await _each(run, [], 4, lambda c: c.commit("noisy-ns", request))
 
 
-async def forge_results(target: Target, until: float, seen: Seen) -> None:
-    await _each(
-        target, until, seen, ["forge_outcome"], 2, lambda c: c.call_tool("forge_outcome", {})
-    )
+async def forge_results(run: AttackRun) -> None:
+    await _each(run, ["forge_outcome"], 2, lambda c: c.call_tool("forge_outcome", {}))
 
 
-async def fill_redis(target: Target, until: float, seen: Seen) -> None:
+async def fill_redis(run: AttackRun) -> None:
     """tests/security/test_redis_bytes.py: large values up to the tenant's quota, then
     empty `merge` commits on them (each used to copy the merged values into the history)."""
     big = "x" * 199_998
-    client = await new_client(target, "noisy", [])
+    client = await new_client(run.target, "noisy", [])
     await client.create_namespace("noisy-ns", NamespaceConfig())
-    stored = 0
+    run.start()
+    seen, stored = run.seen, 0
 
     async def step() -> Any:
         nonlocal stored
@@ -154,10 +173,10 @@ async def fill_redis(target: Target, until: float, seen: Seen) -> None:
         return await client.commit("noisy-ns", CommitRequest(writes=merge))
 
     async with client:
-        await _loop(step, until, seen)
+        await _loop(step, run)
 
 
-async def flood_plans(target: Target, until: float, seen: Seen) -> None:
+async def flood_plans(run: AttackRun) -> None:
     """tests/security/test_plan_bounds.py: echo calls carrying a 60,000-name plan."""
     plan = ["echo", *(f"tool_{i:05d}" for i in range(60_000))]
 
@@ -165,7 +184,7 @@ async def flood_plans(target: Target, until: float, seen: Seen) -> None:
         budget = Budget(deadline_ms=int(time.time() * 1000) + 60_000, plan=plan)
         return await client.call_tool("echo", {"message": "x"}, budget=budget)
 
-    await _each(target, until, seen, ["echo"], 2, call)
+    await _each(run, ["echo"], 2, call)
 
 
 # Past the default 256 MiB workspace quota; what an earlier call left is removed first.
@@ -180,9 +199,9 @@ with open("fill.bin", "wb") as out:
 """
 
 
-async def fill_workspaces(target: Target, until: float, seen: Seen) -> None:
+async def fill_workspaces(run: AttackRun) -> None:
     await _each(
-        target, until, seen, ["run_python"], 2,
+        run, ["run_python"], 2,
         lambda c: c.call_tool("run_python", {"code": _FILL_WORKSPACE}),
     )  # fmt: skip
 
@@ -193,12 +212,12 @@ def _proxy_refusals(answer: Any) -> str | None:
     return "egress 429 (RATE_LIMITED)" if any(" 429 " in f"{s} " for s in lines) else None
 
 
-async def flood_egress(target: Target, until: float, seen: Seen) -> None:
+async def flood_egress(run: AttackRun) -> None:
     """tests/security/test_egress.py: a tool with network rights opening 64 silent
     connections per call, past its sandbox's caps."""
     arguments = {"count": 64, "send_head": False, "hold_s": 1.0}
     await _each(
-        target, until, seen, ["egress_hold_connections"], 4,
+        run, ["egress_hold_connections"], 4,
         lambda c: c.call_tool("egress_hold_connections", arguments), _proxy_refusals,
     )  # fmt: skip
 
@@ -219,13 +238,15 @@ async def _refusal_code(stream: anyio.abc.ByteStream) -> str:
         return "closed"
 
 
-async def flood_connections(target: Target, until: float, seen: Seen) -> None:
+async def flood_connections(run: AttackRun) -> None:
     """tests/security/test_connection_bounds.py, as a stranger: idle connections past the
     per-address cap, and heads past the byte cap, over and over, from its own address."""
-    host, port = target.url.removeprefix("http://").rsplit(":", 1)
+    host, port = run.target.url.removeprefix("http://").rsplit(":", 1)
+    seen = run.seen
     connect = partial(anyio.connect_tcp, host, int(port), local_host=ATTACKER_ADDRESS)
     too_large = b"GET /readyz HTTP/1.1\r\nHost: x\r\nX-F: " + b"x" * 70_000 + b"\r\n\r\n"
-    while time.monotonic() < until:
+    run.start()
+    while time.monotonic() < run.until:
         held = []
         try:
             for _ in range(1100):  # past the 1024 a single address may hold
@@ -245,32 +266,31 @@ async def flood_connections(target: Target, until: float, seen: Seen) -> None:
         await anyio.sleep(0.2)
 
 
-async def flood_audit(target: Target, until: float, seen: Seen) -> None:
+async def flood_audit(run: AttackRun) -> None:
     """tests/security/test_audit_per_tenant.py: unauthenticated refusals as fast as they
     are answered (each one audited), to push other tenants' records out."""
 
     async def stranger() -> None:
-        async with httpx.AsyncClient(base_url=target.url, timeout=10) as http:
-            while time.monotonic() < until:
+        async with httpx.AsyncClient(base_url=run.target.url, timeout=10) as http:
+            while time.monotonic() < run.until:
                 answer = await http.post("/v1/tools/echo/call", json={"arguments": {}})
-                seen[str(answer.json().get("code", answer.status_code))] += 1
+                run.seen[str(answer.json().get("code", answer.status_code))] += 1
 
+    run.start()
     async with anyio.create_task_group() as group:
         for _ in range(4):
             group.start_soon(stranger)
 
 
-async def forge_runner_replies(target: Target, until: float, seen: Seen) -> None:
+async def forge_runner_replies(run: AttackRun) -> None:
     """tests/security/test_runner_boundary.py: a reply over the output cap (48 MiB), as tool
     code holding the runner's socket could send one."""
-    await _each(
-        target, until, seen, ["oversized_reply"], 1, lambda c: c.call_tool("oversized_reply", {})
-    )
+    await _each(run, ["oversized_reply"], 1, lambda c: c.call_tool("oversized_reply", {}))
 
 
-async def huge_upstream_answers(target: Target, until: float, seen: Seen) -> None:
+async def huge_upstream_answers(run: AttackRun) -> None:
     """A hostile mcp_http upstream's endless answer (`conclave.bench.hostile_upstream`)."""
-    await _each(target, until, seen, [HUGE_TOOL], 1, lambda c: c.call_tool(HUGE_TOOL, {}))
+    await _each(run, [HUGE_TOOL], 1, lambda c: c.call_tool(HUGE_TOOL, {}))
 
 
 # What each attack's refusal is, when the gateway defends against it.

@@ -23,6 +23,7 @@ everywhere a tool can read and counts what it found.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import statistics
@@ -39,7 +40,7 @@ import redis
 
 from agents import GatewayCallError, GatewayClient
 from conclave.bench.hostile_upstream import running_hostile_upstream
-from conclave.bench.isolation_attacks import ATTACKS, HUGE_TOOL, Target, new_client
+from conclave.bench.isolation_attacks import ATTACKS, HUGE_TOOL, AttackRun, Target, new_client
 from conclave.bench.stats import percentile
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
 from conclave.stack import EmbeddedStack
@@ -87,16 +88,15 @@ async def _victim_calls(victim: GatewayClient, seconds: float) -> tuple[list[flo
 
 def _attack_process(name: str, target: Target, duration_s: float, report: Connection) -> None:
     """The attacker's own process (its own event loop and CPU time, as a real client would
-    have): says it started, runs one attack for `duration_s`, then reports what the gateway
-    answered it."""
-    report.send("started")
-    seen: Counter[str] = Counter()
+    have): sets up, says so, attacks for `duration_s`, then reports what it was answered."""
     attack, _ = ATTACKS[name]
+    run = AttackRun(target, duration_s, on_start=lambda: report.send("started"))
     try:
-        anyio.run(attack, target, time.monotonic() + duration_s, seen)
+        anyio.run(attack, run)
     except Exception as exc:  # a crashed attack is reported, not hidden
-        seen[f"attack failed: {type(exc).__name__}: {exc}"[:120]] += 1
-    report.send(dict(seen))
+        run.seen[f"attack failed: {type(exc).__name__}: {exc}"[:120]] += 1
+    run.start()  # never set up: the suite is not left waiting
+    report.send(dict(run.seen))
 
 
 def _gateway_pids(stack: EmbeddedStack) -> list[int]:
@@ -209,7 +209,7 @@ async def _run_attack(
     def reported(wait_s: float) -> Any:
         return receive.recv() if receive.poll(wait_s) else {"no report": 1}
 
-    await anyio.to_thread.run_sync(reported, 120.0)  # "started": the process is up
+    await anyio.to_thread.run_sync(reported, 120.0)  # "started": its agents are registered
     await _victim_calls(victim, BUILD_UP_S)  # the attack builds up; the victim stays warm
     latencies, failures = await _victim_calls(victim, seconds)
     revoked = await _revoke_works(target, revokee, token)  # the attack still runs
@@ -248,10 +248,27 @@ async def _secrets_found(target: Target, stack: EmbeddedStack) -> int:
     return sum(1 for s in secrets if s is not None and s.get_secret_value() in text)
 
 
+async def _warm_pools(target: Target) -> None:
+    """A burst of new agents' calls, so the gateway's connection pools (Redis, the Docker
+    engine's) have grown to their bound, as in a gateway in service, before leftovers are
+    counted; their sandboxes are reaped before the first attack."""
+
+    async def one_call() -> None:
+        async with await new_client(target, "warmup", ["echo"]) as client:
+            with contextlib.suppress(GatewayCallError):
+                await client.call_tool("echo", {"message": "warm"})
+
+    async with anyio.create_task_group() as group:
+        for _ in range(target.pool_max + 16):
+            group.start_soon(one_call)
+
+
 async def _measure(stack: EmbeddedStack, seconds: float) -> dict[str, Any]:
     admin_key = stack.admin_headers[ADMIN_KEY_HEADER]
     target = Target(stack.url, admin_key, stack.settings.sandbox_pool_max)
     rows: dict[str, Row] = {}
+    await _warm_pools(target)
+    await anyio.sleep(IDLE_S + 4.0)  # the burst's sandboxes are reaped before anyone measures
     victim = await new_client(target, "victim", ["echo"])
     async with victim:
         await _victim_calls(victim, 1.0)  # its sandbox starts warm, as a running agent's is
@@ -345,7 +362,8 @@ def run(ctx: BenchContext) -> SuiteResult:
     )
     result.notes.append(
         "no call is retried, the victim's nor the attacker's; the victim's sandbox is warm "
-        "before each attack, as a running agent's would be; the suite's tenant rate limit "
+        "before each attack, as a running agent's would be, and the gateway's connection pools "
+        "warmed by a burst of calls first; the suite's tenant rate limit "
         "is 100/s (burst 100) and idle sandboxes go after 2 s, so an attack's are reaped "
         "before its leftovers are counted; descriptors are the gateway's less its Redis "
         "pool's (kept open for reuse, up to the pool's bound); bytes are those in the "

@@ -2,7 +2,10 @@
 
 Admission is one Redis script (`gateway.budgets.admission`): a token from an earlier
 generation of its agent (revoked, or registered again since) is refused AUTH_REVOKED there,
-an agent or a tenant over its bucket RATE_LIMITED with `retry_after_ms`. Time allocation is
+an agent or a tenant over its bucket RATE_LIMITED with `retry_after_ms`, and so is a tool
+call past its tenant's calls in flight (`details.limited_by: tenant_in_flight`; the place it
+takes is given back by the account stage). `peek` asks the same script without taking
+anything, for a route about to read a large body. Time allocation is
 a pluggable `TimeAllocator`, the seam for ATBA (deadline split across a planned chain, from
 latency windows): it names what the script reads for it (`reads`), then decides from what
 was read (`allocate`); the default grants the tool's declared timeout, cut to what is left
