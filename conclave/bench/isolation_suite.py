@@ -45,7 +45,7 @@ from conclave.bench.stats import percentile
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
 from conclave.stack import EmbeddedStack
 from protocol import ADMIN_KEY_HEADER, Budget, ErrorCode
-from sandbox.workspace import DEFAULT_ROOT
+from sandbox import DEFAULT_WORKSPACE_ROOT
 
 TOOL_MODULES = (
     "tools.builtin",
@@ -140,7 +140,7 @@ def _containers(stack: EmbeddedStack, pids: list[int]) -> int:
 def _workspace_bytes(pids: list[int]) -> int:
     """Bytes held in the workspaces of the gateway's sandboxes."""
     total = 0
-    for owner in DEFAULT_ROOT.glob("*.owner"):
+    for owner in DEFAULT_WORKSPACE_ROOT.glob("*.owner"):
         try:
             if int(owner.read_text()) not in pids:
                 continue
