@@ -82,8 +82,11 @@ def main() -> None:
         log_level="warning",
         access_log=False,
         proxy_headers=False,
-        # One socket write per answer, not two; heads, time and connections bounded.
-        http=BoundedHttpToolsProtocol.bound_to(ConnectionLimits.from_settings(settings)),
+        # One socket write per answer, not two; heads, time and connections bounded, and
+        # their refusals audited (rate limited) through the app's audit writer.
+        http=BoundedHttpToolsProtocol.bound_to(
+            ConnectionLimits.from_settings(settings), app.state.connection_audit
+        ),
         headers=[(INSTANCE_HEADER, instance)],  # uvicorn's default headers: no per-call cost
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_s + _BACKSTOP_S),
     )

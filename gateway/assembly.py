@@ -35,7 +35,7 @@ from gateway.budgets import (
 )
 from gateway.cancellation import InflightCalls
 from gateway.egress import EgressLimits, EgressProxy
-from gateway.http import build_http_app
+from gateway.http import ConnectionAudit, build_http_app
 from gateway.http.mcp import CallerStreams, LogLevels, McpCatalog, ResourceSubscriptions
 from gateway.identity import AgentDirectory, JwksVerifier
 from gateway.json_logs import install_json_logging
@@ -46,6 +46,7 @@ from gateway.pipeline import (
     AuthorizeStage,
     BudgetStage,
     DispatchStage,
+    HeaderCheck,
     Pipeline,
     ScopeStage,
 )
@@ -89,6 +90,7 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
         state.redis = connect_redis(redis_url)
         state.audit = AuditWriter(AuditLog(state.redis, settings.audit_stream_max))
         state.audit.start()
+        state.connection_audit.attach(state.audit)  # the connection layer's refusals too
         state.inflight = InflightCalls(state.redis)  # notifications/cancelled finds calls here
         state.log_levels = LogLevels(state.redis)  # each caller's logging/setLevel
         state.egress = EgressProxy(state.audit, _egress_limits(settings))
@@ -108,7 +110,7 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
         subscriptions = ResourceSubscriptions(state.redis, state.caller_streams, state.upstreams)
         state.upstreams.events = subscriptions
         state.mcp_catalog = McpCatalog(state.upstreams, state.stdio, subscriptions)
-        state.pipeline = _pipeline(settings, state.redis, state.registry, app)
+        state.pipeline, state.header_check = _pipeline(settings, state.redis, state.registry, app)
         try:
             async with anyio.create_task_group() as background:
                 if isinstance(state.executor, SandboxPool):
@@ -122,6 +124,7 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
             state.stdio.close()
             await state.executor.aclose()
             await state.egress.aclose()
+            state.connection_audit.attach(None)
             await state.audit.aclose()
             await state.redis.aclose()
 
@@ -130,6 +133,7 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
     app.state.sandbox_name = settings.sandbox_backend
     app.state.registry = served_tools(settings.tool_modules)
     app.state.metrics = GatewayMetrics(app.state.registry)
+    app.state.connection_audit = ConnectionAudit()  # the server's protocol writes through it
     return app
 
 
@@ -187,8 +191,11 @@ def _circuit_breaker(settings: Settings, redis: Redis) -> CircuitBreaker:
     )
 
 
-def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: FastAPI) -> Pipeline:
-    """The six stages in DESIGN.md's order; account runs whatever happened."""
+def _pipeline(
+    settings: Settings, redis: Redis, registry: ToolRegistry, app: FastAPI
+) -> tuple[Pipeline, HeaderCheck]:
+    """The six stages in DESIGN.md's order, account running whatever happened; and what
+    authenticate and budget decide from a request's headers before its body is read."""
     state = app.state
     jwks = JwksVerifier(settings) if settings.jwks_url else None
     admission = Admission(
@@ -196,6 +203,7 @@ def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: Fas
         settings.rate_limit_per_s,
         settings.rate_limit_burst,
         RateLimit(settings.tenant_rate_limit_per_s, settings.tenant_rate_limit_burst),
+        in_flight_max=settings.tenant_in_flight_max,
     )
     hedges = _hedge_budget(settings, redis)
     allocator = AtbaAllocator(
@@ -210,12 +218,14 @@ def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: Fas
     )
     executor = UpstreamRouter(StdioRouter(state.executor, state.stdio), state.upstreams)
     hedging = HedgeRace(executor, hedges, state.latency_window) if hedges else None
-    return Pipeline(
+    authenticate = AuthenticateStage(settings, jwks)
+    budget = BudgetStage(admission, allocator)
+    pipeline = Pipeline(
         stages=[
-            AuthenticateStage(settings, jwks),
+            authenticate,
             ScopeStage(),
             AuthorizeStage(registry),
-            BudgetStage(admission, allocator),
+            budget,
             DispatchStage(
                 executor,
                 reply_margin_ms=settings.budget_margin_ms,
@@ -228,6 +238,8 @@ def _pipeline(settings: Settings, redis: Redis, registry: ToolRegistry, app: Fas
                 state.audit,
                 state.metrics,
                 CallFeedback(state.latency_window, state.breaker, hedges),
+                admission,
             )
         ],
     )
+    return pipeline, HeaderCheck(authenticate, budget)

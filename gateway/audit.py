@@ -16,7 +16,8 @@ tenant is named: a flood of refusals pushes records out of the feed, never out o
 tenant's stream. Retention is by count, not by age: export a tenant's stream (XREAD from the
 last id seen) where records must be kept longer.
 
-Bounded, so unauthenticated callers cannot grow it: every string field is cut to
+Bounded, so unauthenticated callers cannot grow it: the connection layer's refusals are
+written under a rate limit (`gateway.http.connection_audit`); every string field is cut to
 `MAX_FIELD_CHARS` (with a marker saying how much was cut: a caller chooses a tool's name, a
 namespace, a session id), and each stream is capped.
 
@@ -76,9 +77,13 @@ class AuditRecord(BaseModel):
     # ATBA's wait-or-hedge decision for an idempotent tool's call, and what the hedge did:
     # decision, reason, after_ms, started, not_started, winner, loser_ms.
     hedge: dict[str, Any] | None = None
+    # A connection-layer refusal's (`gateway.http.connection_audit`): the client's address,
+    # and how many refusals before this one were left out of the audit by its rate limit.
+    peer: str = ""
+    dropped: int = 0
 
     # The fields a caller's text reaches (the rest are the gateway's own, or a verified token's).
-    @field_validator("obo", "session", "operation", "tool", "namespace", mode="before")
+    @field_validator("obo", "session", "operation", "tool", "namespace", "peer", mode="before")
     @classmethod
     def _capped(cls, value: Any) -> Any:
         return capped(value) if isinstance(value, str) else value

@@ -135,6 +135,10 @@ class Settings(BaseSettings):
     rate_limit_burst: int = Field(default=400, gt=0)
     tenant_rate_limit_per_s: float = Field(default=1000.0, gt=0)
     tenant_rate_limit_burst: int = Field(default=2000, gt=0)
+    # Tool calls one tenant may have in flight at once, over all its agents and replicas
+    # (0: no cap): past it, RATE_LIMITED at once, so a flood of slow calls holds no more of
+    # the gateway (queue places, worker threads, upstream connections) than this many.
+    tenant_in_flight_max: int = Field(default=64, ge=0)
 
     # Shared state cannot be flooded: caps checked before any Redis work, a bounded history,
     # per-tenant quotas checked inside the commit script (a commit over them is refused whole).

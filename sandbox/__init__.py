@@ -30,8 +30,10 @@ from sandbox.time_limit import (
     sandbox_deadline_ms,
 )
 from sandbox.unavailable import unavailable_error
+from sandbox.workspace import DEFAULT_ROOT as DEFAULT_WORKSPACE_ROOT
 
 __all__ = [
+    "DEFAULT_WORKSPACE_ROOT",
     "MAX_EVENT_BYTES",
     "MCP_STDIO_ENTRYPOINT",
     "NOT_RUN",

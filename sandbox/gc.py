@@ -15,12 +15,31 @@ from sandbox.workspace import abandoned_workspaces, remove_workspace
 
 
 def _cgroup_dirs() -> list[Path]:
+    """Every sandbox's group, then every tenant's (`conclave/tenant-<t>/<sandbox>`), so a
+    tenant's group is tried once its sandboxes' are gone. A group directly under
+    `conclave/` is a sandbox's of the layout before tenant groups."""
     parents = (
         [CGROUP_ROOT / GROUP_PARENT]
         if cgroup_v2()
         else [CGROUP_ROOT / c / GROUP_PARENT for c in V1_CONTROLLERS]
     )
-    return [d for parent in parents if parent.is_dir() for d in parent.iterdir() if d.is_dir()]
+    top = [d for parent in parents for d in _groups_in(parent)]
+    tenants = [d for d in top if d.name.startswith("tenant-")]
+    sandboxes = [d for tenant in tenants for d in _groups_in(tenant)]
+    return sandboxes + [d for d in top if d not in tenants] + tenants
+
+
+def _groups_in(parent: Path) -> list[Path]:
+    """The groups in `parent` (none if it went meanwhile: other gateways remove theirs)."""
+    with contextlib.suppress(OSError):
+        return [d for d in parent.iterdir() if d.is_dir()]
+    return []
+
+
+def _holds_groups(group: Path) -> bool:
+    with contextlib.suppress(OSError):
+        return any(child.is_dir() for child in group.iterdir())
+    return False
 
 
 def collect_orphans(docker_host: str, *, include_live_owners: bool = False) -> list[str]:
@@ -33,6 +52,8 @@ def collect_orphans(docker_host: str, *, include_live_owners: bool = False) -> l
         report.append(f"docker skipped: engine not reachable at {docker_host} ({exc})")
     # A bwrap sandbox dies with its gateway (--die-with-parent); empty groups may remain.
     for group in _cgroup_dirs():
+        if _holds_groups(group):
+            continue  # a tenant's group that still holds a live sandbox's
         pids = []
         with contextlib.suppress(OSError):
             pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]

@@ -1,42 +1,51 @@
-"""`conclave bench isolation`: does a noisy tenant move a victim tenant's service?
+"""`conclave bench isolation`: does a noisy tenant, or a stranger, move a victim tenant's service?
 
 A victim tenant calls `echo` (sandboxed, with a time budget) one call after another, first
-alone, then while a noisy tenant, on the same gateway, Redis and sandbox backend:
+alone, then while a noisy tenant (or an unauthenticated stranger), on the same gateway, Redis
+and sandbox backend, runs one attack of issue 26 (`conclave.bench.isolation_attacks`): floods
+tool calls, holds slow sandboxes, commits huge read sets, forges results, fills Redis through
+state, floods huge plans, fills its workspace, floods the egress proxy with connections (the
+gateway's descriptors), floods connections without a token, floods the audit with
+unauthenticated refusals, forges runner replies past the output cap, or calls an `mcp_http`
+upstream that answers without end (`conclave.bench.hostile_upstream`).
 
-- floods tool calls (16 agents calling `echo` as fast as they are answered);
-- holds slow sandboxes (more `sleep` calls at once than the global sandbox cap);
-- floods commits with huge read sets (80,000 entries each);
-- forges results (tool code that writes its own result frame: a timeout of 1e9 ms);
-- fills its workspace (`run_python` writing 320 MiB, past the 256 MiB quota, call after call);
-- floods the egress proxy (a tool with network rights opening 64 silent connections per
-  call: past its sandbox's caps, the gateway's descriptors are what it would exhaust).
-
-The noisy tenant runs in its own process, as a real tenant's client would. Every call, the
-victim's and the noisy tenant's, is made once: no retries, so a refusal the victim gets is
-counted, not hidden. Reported per scenario: the victim's success rate, p50 and p99, and p99
-against its p99 alone. One more row runs `run_python` as the noisy tenant looking
-for the gateway's secret and admin key everywhere a tool can read (its environment, every
-`/proc/<pid>/environ`, the data directory) and counts what it found.
+The attacker runs in its own process, as a real client would. Every call, the victim's and
+the attacker's, is made once: no retries, so a refusal the victim gets is counted, not hidden.
+Reported per attack: the victim's success rate, p50 and p99, its p99 alone and the ratio;
+whether the attacker was refused with the SERF error that defends against it; whether an
+operator could revoke one of the noisy tenant's agents while the attack ran (the revocation
+answered and the agent's token then refused AUTH_REVOKED); and what was left once the attack
+ended and its idle sandboxes were reaped: the gateway's descriptors and processes (sandboxes
+included) past what it held before, and the bytes in its sandboxes' workspaces. One more row
+runs `run_python` as the noisy tenant looking for the gateway's secret and admin key
+everywhere a tool can read and counts what it found.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
 import statistics
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections import Counter
 from dataclasses import dataclass
-from functools import partial
+from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
+import redis
 
 from agents import GatewayCallError, GatewayClient
+from conclave.bench.hostile_upstream import running_hostile_upstream
+from conclave.bench.isolation_attacks import ATTACKS, HUGE_TOOL, AttackRun, Target, new_client
 from conclave.bench.stats import percentile
 from conclave.bench.suite import BenchContext, Goal, SuiteResult, Table
 from conclave.stack import EmbeddedStack
-from protocol import ADMIN_KEY_HEADER, AgentRegistration, Budget, CommitRequest, SerfError, Write
+from protocol import ADMIN_KEY_HEADER, Budget, ErrorCode
+from sandbox import DEFAULT_WORKSPACE_ROOT
 
 TOOL_MODULES = (
     "tools.builtin",
@@ -46,34 +55,19 @@ TOOL_MODULES = (
 )
 VICTIM_BUDGET_MS = 5_000
 GOAL_P99_RATIO = 2.0
-Noise = Callable[["Target", float], Coroutine[Any, Any, None]]
+SCENARIOS = ("alone", *ATTACKS)  # the table's rows, in order
+IDLE_S = 2.0  # the suite's sandbox idle time: an attack's sandboxes are reaped soon after
+LEFTOVERS_WITHIN_S = 15.0
+BUILD_UP_S = 2.0  # the attacker's agents register and its attack builds up
 
 
-def _never_retry(error: SerfError, attempt: int) -> float | None:
-    return None
-
-
-@dataclass(frozen=True)
-class Target:
-    """The gateway under test, as the noisy tenant's own process reaches it."""
-
-    url: str
-    admin_key: str
-    pool_max: int
-
-
-async def _client(target: Target, tenant: str, tools: list[str]) -> GatewayClient:
-    """A new agent of `tenant`, registered through the admin API, with its own token."""
-    admin = GatewayClient(target.url, admin_key=target.admin_key, retry=_never_retry)
-    async with admin:
-        registration = AgentRegistration(
-            tenant=tenant,
-            agent=f"a-{uuid.uuid4().hex[:8]}",
-            tools=tools,
-            namespaces={f"{tenant}-ns": "write"},
-        )
-        token = (await admin.register_agent(registration)).token
-    return GatewayClient(target.url, token, retry=_never_retry)
+@dataclass
+class Row:
+    latencies: list[float]
+    failures: int
+    seen: Counter[str]
+    revoked: bool | None = None
+    leftovers: tuple[int, int, int] = (0, 0, 0)  # descriptors, processes, bytes
 
 
 async def _victim_calls(victim: GatewayClient, seconds: float) -> tuple[list[float], int]:
@@ -92,96 +86,140 @@ async def _victim_calls(victim: GatewayClient, seconds: float) -> tuple[list[flo
     return latencies, failures
 
 
-async def _loop(call: Callable[[], Awaitable[Any]], until: float) -> None:
-    while time.monotonic() < until:
+def _attack_process(name: str, target: Target, duration_s: float, report: Connection) -> None:
+    """The attacker's own process (its own event loop and CPU time, as a real client would
+    have): sets up, says so, attacks for `duration_s`, then reports what it was answered."""
+    attack, _ = ATTACKS[name]
+    run = AttackRun(target, duration_s, on_start=lambda: report.send("started"))
+    try:
+        anyio.run(attack, run)
+    except Exception as exc:  # a crashed attack is reported, not hidden
+        run.seen[f"attack failed: {type(exc).__name__}: {exc}"[:120]] += 1
+    run.start()  # never set up: the suite is not left waiting
+    report.send(dict(run.seen))
+
+
+def _gateway_pids(stack: EmbeddedStack) -> list[int]:
+    return [int(instance.rsplit(":", 1)[1]) for instance in stack.instances]
+
+
+def _descendants(pids: list[int]) -> int:
+    """How many processes descend from `pids` (bwrap's sandboxes, stdio servers...)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat[1])
+    found, frontier = 0, set(pids)
+    while frontier:
+        children = {pid for pid, parent in parents.items() if parent in frontier}
+        found += len(children)
+        frontier = children
+    return found
+
+
+def _containers(stack: EmbeddedStack, pids: list[int]) -> int:
+    if stack.settings.sandbox_backend != "docker":
+        return 0
+    import docker  # only where the docker backend runs
+
+    client = docker.DockerClient(base_url=stack.settings.docker_host)
+    try:
+        # The engine's own list, no inspection of each (one removed meanwhile would fail it).
+        return sum(
+            len(client.api.containers(filters={"label": f"conclave.owner_pid={pid}"}))
+            for pid in pids
+        )
+    finally:
+        client.close()
+
+
+def _workspace_bytes(pids: list[int]) -> int:
+    """Bytes held in the workspaces of the gateway's sandboxes."""
+    total = 0
+    for owner in DEFAULT_WORKSPACE_ROOT.glob("*.owner"):
         try:
-            await call()
-        except GatewayCallError:
-            await anyio.sleep(0.005)  # a refusal answers at once: don't spin the shared cores
+            if int(owner.read_text()) not in pids:
+                continue
+            seen = os.statvfs(owner.with_suffix(""))
+        except (OSError, ValueError):
+            continue
+        total += (seen.f_blocks - seen.f_bfree) * seen.f_frsize
+    return total
 
 
-async def _flood_tool_calls(target: Target, until: float) -> None:
-    clients = [await _client(target, "noisy", ["echo"]) for _ in range(16)]
-    async with anyio.create_task_group() as group:
-        for client in clients:
-            group.start_soon(_loop, lambda c=client: c.call_tool("echo", {"message": "x"}), until)
-    for client in clients:
-        await client.aclose()
+def _redis_connections(stack: EmbeddedStack) -> int:
+    """Connections Redis serves (the gateway's pool, which keeps what a burst opened)."""
+    with redis.Redis.from_url(stack.settings.redis_url or "") as client:
+        return int(client.info("clients")["connected_clients"]) - 1  # less this one
 
 
-async def _hold_slow_sandboxes(target: Target, until: float) -> None:
-    holders = target.pool_max + 16
-    clients = [await _client(target, "noisy", ["sleep"]) for _ in range(holders)]
-    async with anyio.create_task_group() as group:
-        for client in clients:
-            group.start_soon(_loop, lambda c=client: c.call_tool("sleep", {"seconds": 2}), until)
-    for client in clients:
-        await client.aclose()
+def _holdings(stack: EmbeddedStack) -> tuple[int, int, int]:
+    """What the gateway holds now: descriptors (less its Redis pool's, which a burst of
+    concurrent requests grows up to the pool's bound and which stays open for reuse),
+    processes (with containers), bytes."""
+    pids = _gateway_pids(stack)
+    fds = sum(len(os.listdir(f"/proc/{pid}/fd")) for pid in pids) - _redis_connections(stack)
+    return fds, _descendants(pids) + _containers(stack, pids), _workspace_bytes(pids)
 
 
-async def _huge_read_sets(target: Target, until: float) -> None:
-    request = CommitRequest(
-        writes=[Write(key="k", value=1)], read_set={f"k{i}": 0 for i in range(80_000)}
+async def _leftovers(stack: EmbeddedStack, before: tuple[int, int, int]) -> tuple[int, int, int]:
+    """What the gateway still holds past `before`, once idle sandboxes had time to go."""
+    stop = time.monotonic() + LEFTOVERS_WITHIN_S
+    while True:
+        now = await anyio.to_thread.run_sync(_holdings, stack)
+        left = (max(0, now[0] - before[0]), max(0, now[1] - before[1]), max(0, now[2] - before[2]))
+        if left == (0, 0, 0) or time.monotonic() > stop:
+            return left
+        await anyio.sleep(0.5)
+
+
+async def _revoke_works(target: Target, revokee: str, token: str) -> bool:
+    """The operator revokes one of the noisy tenant's agents; its token is then refused."""
+    headers = {ADMIN_KEY_HEADER: target.admin_key}
+    async with httpx.AsyncClient(base_url=target.url, timeout=10) as http:
+        try:
+            answer = await http.delete(f"/v1/agents/noisy/{revokee}", headers=headers)
+        except httpx.HTTPError:
+            return False
+    if answer.status_code != 200:
+        return False
+    async with GatewayClient(target.url, token) as revoked:
+        try:
+            await revoked.call_tool("echo", {"message": "after revoke"})
+        except GatewayCallError as exc:
+            return exc.code is ErrorCode.AUTH_REVOKED
+    return False
+
+
+async def _run_attack(
+    name: str, stack: EmbeddedStack, target: Target, victim: GatewayClient, seconds: float
+) -> Row:
+    revokee = f"revokee-{time.monotonic_ns()}"
+    token = (await new_client(target, "noisy", ["echo"], agent=revokee)).token or ""
+    before = await anyio.to_thread.run_sync(_holdings, stack)
+    receive, send = multiprocessing.Pipe(duplex=False)
+    attacker = multiprocessing.get_context("spawn").Process(
+        target=_attack_process, args=(name, target, BUILD_UP_S + seconds + 2.0, send)
     )
-    clients = [await _client(target, "noisy", []) for _ in range(4)]
-    async with anyio.create_task_group() as group:
-        for client in clients:
-            group.start_soon(_loop, lambda c=client: c.commit("noisy-ns", request), until)
-    for client in clients:
-        await client.aclose()
+    attacker.start()
 
+    def reported(wait_s: float) -> Any:
+        return receive.recv() if receive.poll(wait_s) else {"no report": 1}
 
-async def _forge_results(target: Target, until: float) -> None:
-    clients = [await _client(target, "noisy", ["forge_outcome"]) for _ in range(2)]
-    async with anyio.create_task_group() as group:
-        for client in clients:
-            group.start_soon(_loop, lambda c=client: c.call_tool("forge_outcome", {}), until)
-    for client in clients:
-        await client.aclose()
+    await anyio.to_thread.run_sync(reported, 120.0)  # "started": its agents are registered
+    await _victim_calls(victim, BUILD_UP_S)  # the attack builds up; the victim stays warm
+    latencies, failures = await _victim_calls(victim, seconds)
+    revoked = await _revoke_works(target, revokee, token)  # the attack still runs
+    seen: dict[str, int] = await anyio.to_thread.run_sync(reported, seconds + 120.0)
+    await anyio.to_thread.run_sync(attacker.join)
+    row = Row(latencies, failures, Counter(seen), revoked)
+    row.leftovers = await _leftovers(stack, before)
+    return row
 
-
-# Past the default 256 MiB workspace quota; what an earlier call left is removed first.
-_FILL_WORKSPACE = """
-import os
-if os.path.exists("fill.bin"):
-    os.remove("fill.bin")
-chunk = b"x" * (1 << 20)
-with open("fill.bin", "wb") as out:
-    for _ in range(320):
-        out.write(chunk)
-"""
-
-
-async def _fill_workspaces(target: Target, until: float) -> None:
-    clients = [await _client(target, "noisy", ["run_python"]) for _ in range(2)]
-    async with anyio.create_task_group() as group:
-        for client in clients:
-            fill = partial(client.call_tool, "run_python", {"code": _FILL_WORKSPACE})
-            group.start_soon(_loop, fill, until)
-    for client in clients:
-        await client.aclose()
-
-
-async def _flood_egress(target: Target, until: float) -> None:
-    clients = [await _client(target, "noisy", ["egress_hold_connections"]) for _ in range(4)]
-    arguments = {"count": 64, "send_head": False, "hold_s": 1.0}
-    async with anyio.create_task_group() as group:
-        for client in clients:
-            flood = partial(client.call_tool, "egress_hold_connections", arguments)
-            group.start_soon(_loop, flood, until)
-    for client in clients:
-        await client.aclose()
-
-
-SCENARIOS: dict[str, Noise | None] = {
-    "alone": None,
-    "noisy floods tool calls": _flood_tool_calls,
-    "noisy holds slow sandboxes": _hold_slow_sandboxes,
-    "noisy commits huge read sets": _huge_read_sets,
-    "noisy forges results": _forge_results,
-    "noisy fills its workspace": _fill_workspaces,
-    "noisy floods egress connections": _flood_egress,
-}
 
 # Run by the noisy tenant's `run_python`: every place a tool could find a gateway secret.
 _SNOOP = r"""
@@ -202,16 +240,8 @@ for root in (os.environ.get('HOME', '/root'), '/root', '/run', '/tmp', '/workspa
 """
 
 
-def _noise_process(name: str, target: Target, until: float) -> None:
-    """The noisy tenant's own process (its own event loop and CPU time, as a real tenant's
-    client would have): runs one scenario until `until` (time.monotonic, system-wide)."""
-    noise = SCENARIOS[name]
-    assert noise is not None
-    anyio.run(noise, target, until)
-
-
 async def _secrets_found(target: Target, stack: EmbeddedStack) -> int:
-    snoop = await _client(target, "noisy", ["run_python"])
+    snoop = await new_client(target, "noisy", ["run_python"])
     async with snoop:
         answer = await snoop.call_tool("run_python", {"code": _SNOOP})
     text = str(answer.result)
@@ -219,59 +249,112 @@ async def _secrets_found(target: Target, stack: EmbeddedStack) -> int:
     return sum(1 for s in secrets if s is not None and s.get_secret_value() in text)
 
 
+async def _warm_pools(target: Target) -> None:
+    """A burst of new agents' calls, so the gateway's connection pools (Redis, the Docker
+    engine's) have grown to their bound, as in a gateway in service, before leftovers are
+    counted; their sandboxes are reaped before the first attack."""
+
+    async def one_call() -> None:
+        async with await new_client(target, "warmup", ["echo"]) as client:
+            with contextlib.suppress(GatewayCallError):
+                await client.call_tool("echo", {"message": "warm"})
+
+    async with anyio.create_task_group() as group:
+        for _ in range(target.pool_max + 16):
+            group.start_soon(one_call)
+
+
 async def _measure(stack: EmbeddedStack, seconds: float) -> dict[str, Any]:
     admin_key = stack.admin_headers[ADMIN_KEY_HEADER]
     target = Target(stack.url, admin_key, stack.settings.sandbox_pool_max)
-    rows: dict[str, tuple[list[float], int]] = {}
-    spawn = multiprocessing.get_context("spawn")
-    victim = await _client(target, "victim", ["echo"])
+    rows: dict[str, Row] = {}
+    await _warm_pools(target)
+    await anyio.sleep(IDLE_S + 4.0)  # the burst's sandboxes are reaped before anyone measures
+    victim = await new_client(target, "victim", ["echo"])
     async with victim:
         await _victim_calls(victim, 1.0)  # its sandbox starts warm, as a running agent's is
-        for name, noise in SCENARIOS.items():
-            if noise is None:
-                rows[name] = await _victim_calls(victim, seconds)
-                continue
-            until = time.monotonic() + seconds + 3.0
-            noisy = spawn.Process(target=_noise_process, args=(name, target, until))
-            noisy.start()
-            await anyio.sleep(2.0)  # the noisy process starts and its noise builds up first
-            rows[name] = await _victim_calls(victim, seconds)
-            await anyio.to_thread.run_sync(noisy.join)
-            await anyio.sleep(2.5)  # the noisy tenant's slow calls end before the next scenario
+        latencies, failures = await _victim_calls(victim, seconds)
+        rows["alone"] = Row(latencies, failures, Counter())
+        for name in ATTACKS:
+            rows[name] = await _run_attack(name, stack, target, victim, seconds)
     return {"rows": rows, "secrets": await _secrets_found(target, stack)}
 
 
+def _yes(flag: bool | None) -> str:
+    return "-" if flag is None else ("yes" if flag else "NO")
+
+
 def run(ctx: BenchContext) -> SuiteResult:
-    seconds = 4.0 if ctx.quick else 15.0
+    seconds = 3.0 if ctx.quick else 15.0
+    answer_mb = 64 if ctx.quick else 300
     base = ctx.stack.settings
-    settings = base.model_copy(update={"port": 0, "tool_modules": TOOL_MODULES})
     task = ctx.progress.add_task("isolation: a victim tenant beside a noisy one", total=1)
-    with EmbeddedStack(settings, log_path=ctx.gateway_log("isolation")) as stack:
-        measured = anyio.run(_measure, stack, seconds)
+    with running_hostile_upstream(answer_mb) as upstream:
+        config = ctx.out_dir / "isolation-conclave.toml"
+        config.write_text(
+            f'[[source]]\nname = "{HUGE_TOOL.split("__")[0]}"\nkind = "mcp_http"\n'
+            f'url = "{upstream}"\n'
+        )
+        settings = base.model_copy(
+            update={
+                "port": 0,
+                "tool_modules": TOOL_MODULES,
+                "config": config,
+                "sandbox_idle_s": IDLE_S,
+                # A flood of calls meets the tenant's rate before the victim's service moves.
+                "tenant_rate_limit_per_s": 100.0,
+                "tenant_rate_limit_burst": 100,
+            }
+        )
+        with EmbeddedStack(settings, log_path=ctx.gateway_log("isolation")) as stack:
+            measured = anyio.run(_measure, stack, seconds)
     ctx.progress.advance(task)
 
     table = Table(
-        "isolation: the victim tenant's echo calls (ms), alone and beside a noisy tenant",
-        ["scenario", "calls", "succeeded", "p50", "p99", "p99 / alone"],
-    )
+        "isolation: the victim tenant's echo calls (ms), alone and beside an attacker",
+        [
+            "attack", "calls", "succeeded", "p50", "p99", "alone p99", "p99 / alone",
+            "attacker refused (SERF)", "revoke works", "left: fds/procs/bytes",
+        ],
+    )  # fmt: skip
     result = SuiteResult("isolation", tables=[table])
-    alone_p99 = percentile(measured["rows"]["alone"][0], 0.99)
-    for name, (latencies, failures) in measured["rows"].items():
-        calls = len(latencies)
-        success = (calls - failures) / calls if calls else 0.0
-        p50, p99 = statistics.median(latencies), percentile(latencies, 0.99)
+    rows: dict[str, Row] = measured["rows"]
+    alone_p99 = percentile(rows["alone"].latencies, 0.99)
+    for name, row in rows.items():
+        calls = len(row.latencies)
+        success = (calls - row.failures) / calls if calls else 0.0
+        p50, p99 = statistics.median(row.latencies), percentile(row.latencies, 0.99)
         ratio = p99 / alone_p99
-        table.rows.append([name, calls, f"{success:.1%}", p50, p99, f"{ratio:.2f}x"])
+        refused: bool | None = None
+        left = "-"
+        if name != "alone":
+            expected = ATTACKS[name][1]
+            refused = any(row.seen[code] for code in expected)
+            refusals = Counter({c: n for c, n in row.seen.items() if c != "ok"})
+            codes = ", ".join(f"{c} x{n}" for c, n in refusals.most_common(2))
+            left = "/".join(str(n) for n in row.leftovers)
+        table.rows.append(
+            [
+                name, calls, f"{success:.1%}", p50, p99, alone_p99, f"{ratio:.2f}x",
+                "-" if refused is None else f"{_yes(refused)} ({codes or 'none'})",
+                _yes(row.revoked), left,
+            ]
+        )  # fmt: skip
         result.figures[f"{name} success"] = success
         result.figures[f"{name} p99_ratio"] = ratio
         result.goals.append(
             Goal(f"{name}: victim calls succeeded", "100%", f"{success:.1%}", success == 1.0)
         )
-        if name != "alone":
-            result.goals.append(
-                Goal(f"{name}: victim p99 / alone", f"<= {GOAL_P99_RATIO:.0f}x",
-                     f"{ratio:.2f}x", ratio <= GOAL_P99_RATIO)
-            )  # fmt: skip
+        if name == "alone":
+            continue
+        result.goals += [
+            Goal(f"{name}: victim p99 / alone", f"<= {GOAL_P99_RATIO:.0f}x",
+                 f"{ratio:.2f}x", ratio <= GOAL_P99_RATIO),
+            Goal(f"{name}: attacker refused with SERF", "yes", _yes(refused), bool(refused)),
+            Goal(f"{name}: operator revokes", "yes", _yes(row.revoked), bool(row.revoked)),
+            Goal(f"{name}: left after (fds/procs/bytes)", "0/0/0", left,
+                 row.leftovers == (0, 0, 0)),
+        ]  # fmt: skip
     found = measured["secrets"]
     backend = ctx.stack.backend.name if ctx.stack.backend else "?"
     result.figures["gateway secrets readable by a tool"] = found
@@ -279,7 +362,13 @@ def run(ctx: BenchContext) -> SuiteResult:
         Goal(f"gateway secrets readable by a tool ({backend})", "0", str(found), found == 0)
     )
     result.notes.append(
-        "no call is retried, the victim's nor the noisy tenant's; the victim's sandbox is warm "
-        "before the first scenario, as a running agent's would be"
+        "no call is retried, the victim's nor the attacker's; the victim's sandbox is warm "
+        "before each attack, as a running agent's would be, and the gateway's connection pools "
+        "warmed by a burst of calls first; the suite's tenant rate limit "
+        "is 100/s (burst 100) and idle sandboxes go after 2 s, so an attack's are reaped "
+        "before its leftovers are counted; descriptors are the gateway's less its Redis "
+        "pool's (kept open for reuse, up to the pool's bound); bytes are those in the "
+        "sandboxes' workspaces "
+        "(Redis bytes are the tenants' quotas', not counted here)"
     )
     return result

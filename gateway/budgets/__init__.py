@@ -10,7 +10,14 @@ identity's share of hedges, in Redis) and `hedge_race` (the two attempts, first 
 wins). Their Lua lives in `lua/`, one file a script.
 """
 
-from gateway.budgets.admission import Admission, AdmissionDecision, CallReads, RateLimit
+from gateway.budgets.admission import (
+    Admission,
+    AdmissionDecision,
+    CallReads,
+    InFlight,
+    RateLimit,
+    in_flight_key,
+)
 from gateway.budgets.allocator import AtbaAllocator, PlanBounds, TimeGrant
 from gateway.budgets.breaker import BreakerState, CircuitBreaker, breaker_key, counts_against_tool
 from gateway.budgets.grant_rule import Allocation, allocate_budget, best_attempt, planned_chain
@@ -43,6 +50,7 @@ __all__ = [
     "HedgePlan",
     "HedgeRace",
     "HedgeReport",
+    "InFlight",
     "LatencyEstimate",
     "LatencySample",
     "LatencyWindow",
@@ -57,6 +65,7 @@ __all__ = [
     "counts_against_tool",
     "finish_curve",
     "hedge_key",
+    "in_flight_key",
     "kill_overshoot_of",
     "plan_fixed_hedge",
     "plan_hedge",

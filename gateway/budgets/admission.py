@@ -7,10 +7,20 @@ own clock so replicas never disagree; then, for a tool call, what the allocator 
 read (`CallReads`): the tool's circuit breaker (which may take the half-open probe's lease)
 and the latency windows its grant is computed from. Before, those were four round trips.
 Every key carries the tenant as Redis Cluster hash tag, so the script touches one slot.
+
+A tool call also takes a place among its tenant's calls in flight (`InFlight`), counted in
+Redis across every replica: a tenant at `in_flight_max` is refused RATE_LIMITED before it
+takes a bucket's token, a sandbox queue slot or a worker thread, and other tenants are not.
+The account stage gives the place back (`release`) when the call ends; a place whose replica
+died lapses after its hold (the tool's declared timeout and a slack). The set holds at most
+`in_flight_max` short members per tenant, so what it costs Redis is bounded by the setting.
+`peek` checks the token's generation and the buckets without taking anything: a route asks
+it before reading a large body, so a revoked or rate-limited caller's body is never read.
 """
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import dataclass, field
 
@@ -32,6 +42,30 @@ def bucket_key(tenant: str, agent: str, target: str) -> str:
 def tenant_bucket_key(tenant: str) -> str:
     """The tenant's own bucket, shared by all its agents and targets (a name holds no ':')."""
     return f"conclave:rl:{{{tenant}}}::tenant"
+
+
+def in_flight_key(tenant: str) -> str:
+    """The tenant's calls in flight: a sorted set, call id -> when its place lapses."""
+    return f"conclave:inflight:{{{tenant}}}"
+
+
+IN_FLIGHT_RETRY_MS = 250  # suggested to a tenant at its cap: about a short call's length
+IN_FLIGHT_SLACK_MS = 60_000  # past a call's declared timeout: its queue wait and answer
+IN_FLIGHT_HOLD_MS = 600_000  # a call with no declared timeout (an upstream's tool)
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A tool call's place among its tenant's calls in flight: its id (given back to
+    `release`) and how long the place is held should its replica never release it."""
+
+    call_id: str
+    hold_ms: int
+
+    @classmethod
+    def for_call(cls, declared_timeout_ms: int | None) -> InFlight:
+        hold = IN_FLIGHT_HOLD_MS if declared_timeout_ms is None else declared_timeout_ms
+        return cls(secrets.token_hex(8), hold + IN_FLIGHT_SLACK_MS)
 
 
 @dataclass(frozen=True)
@@ -57,7 +91,7 @@ class AdmissionDecision:
     revoked: bool
     allowed: bool
     retry_after_ms: int
-    limited_by: str = ""  # 'agent' or 'tenant': whose bucket was empty
+    limited_by: str = ""  # 'agent' or 'tenant' (whose bucket was empty), or 'in_flight'
     breaker_admitted: bool = True
     breaker_wait_ms: int = 0
     breaker_state: str = "closed"
@@ -68,11 +102,18 @@ class AdmissionDecision:
 
 class Admission:
     def __init__(
-        self, redis: Redis, rate_per_s: float, burst: int, tenant: RateLimit | None = None
+        self,
+        redis: Redis,
+        rate_per_s: float,
+        burst: int,
+        tenant: RateLimit | None = None,
+        in_flight_max: int = 0,  # 0: no cap on a tenant's calls in flight
     ) -> None:
         self.rate_per_s = rate_per_s
         self.burst = burst
         self.tenant = tenant
+        self.in_flight_max = in_flight_max
+        self.redis = redis
         self._admit = PooledScript(redis, _ADMIT, name="admission")
 
     async def admit(
@@ -82,9 +123,15 @@ class Admission:
         generation: int,
         target: str | None,
         reads: CallReads = CallReads(),
+        in_flight: InFlight | None = None,
+        *,
+        peek: bool = False,
     ) -> AdmissionDecision:
         """Check the token's `generation`; given a target, take from the agent's and the
-        tenant's buckets; then read what `reads` names."""
+        tenant's buckets; given `in_flight` (and a cap), take a place among the tenant's
+        calls in flight; then read what `reads` names. With `peek`, only check the
+        generation and the buckets, and take nothing."""
+        counted = in_flight is not None and self.in_flight_max > 0 and not peek
         keys = [generation_key(tenant, agent)]
         buckets = 0
         if target is not None:
@@ -93,6 +140,8 @@ class Admission:
             if self.tenant is not None:
                 keys.append(tenant_bucket_key(tenant))
                 buckets = 2
+        if counted:
+            keys.append(in_flight_key(tenant))
         if reads.breaker_tool is not None:
             keys.append(breaker_key(tenant, reads.breaker_tool))
         keys += [window_key(tenant, name) for name in reads.windows]
@@ -104,6 +153,9 @@ class Admission:
                 generation, buckets, self.rate_per_s, self.burst, tenant_limit.per_s,
                 tenant_limit.burst, "1" if reads.breaker_tool else "0", now,
                 max(1, reads.probe_ttl_ms), now - reads.window_ms,
+                self.in_flight_max if counted else 0,
+                in_flight.call_id if in_flight else "", in_flight.hold_ms if in_flight else 0,
+                IN_FLIGHT_RETRY_MS, "1" if peek else "0",
             ],
         )  # fmt: skip
         revoked, allowed, wait, limited_by, admitted, breaker_wait, state = reply[:7]
@@ -123,3 +175,7 @@ class Admission:
             },
             now_ms=now,
         )
+
+    async def release(self, tenant: str, in_flight: InFlight) -> None:
+        """Give back a call's place among its tenant's calls in flight (once it ended)."""
+        await self.redis.zrem(in_flight_key(tenant), in_flight.call_id)

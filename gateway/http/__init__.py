@@ -2,6 +2,7 @@
 
 from gateway.http.app import GatewayApp, build_http_app
 from gateway.http.bounded_protocol import BoundedHttpToolsProtocol
+from gateway.http.connection_audit import ConnectionAudit
 from gateway.http.connection_limits import ConnectionLimits
 from gateway.http.responses import install_error_handlers, refusal, serf_response
 from gateway.http.uvicorn_protocol import CoalescingHttpToolsProtocol, CoalescingTransport
@@ -10,6 +11,7 @@ __all__ = [
     "BoundedHttpToolsProtocol",
     "CoalescingHttpToolsProtocol",
     "CoalescingTransport",
+    "ConnectionAudit",
     "ConnectionLimits",
     "GatewayApp",
     "build_http_app",

@@ -1,5 +1,6 @@
 """Reading a request body under the gateway's limits: its size (the declared length first, then
-what arrives) and how deeply its JSON nests.
+what arrives) and how deeply its JSON nests; and, before a body that may be large is read,
+what the headers already refuse (`refuse_before_body`, `gateway.pipeline.header_check`).
 
 Every body the gateway reads is JSON, and a parser walks nesting by recursion: a few hundred
 kilobytes of `[` would exhaust Python's stack (a 500) or reach the tool's own decoder. A body
@@ -24,6 +25,7 @@ from fastapi import Request
 from starlette.types import Scope
 
 from gateway.gateway_error import GatewayError
+from gateway.pipeline import HeaderCheck
 from protocol import ErrorCode
 
 MAX_JSON_DEPTH = 64
@@ -78,6 +80,15 @@ async def read_body(request: Request, limit: int) -> bytes:
     body = b"".join(chunks)
     check_json_depth(body)
     return body
+
+
+async def refuse_before_body(request: Request, target: str) -> None:
+    """Raise what the request's headers already refuse (no token or a bad one, a revoked
+    agent, a caller over its rate for `target`) when its body may be large: it is then
+    never read."""
+    check: HeaderCheck = request.app.state.header_check
+    if check.wanted(request.headers) and (refused := await check.refusal(request.headers, target)):
+        raise refused
 
 
 def as_json_body(scope: Scope) -> None:

@@ -12,6 +12,8 @@ holds nothing for long). New connections are admitted by the process's `Connecti
 - a connection over its address's cap, or over the total with none idle: 429, RATE_LIMITED;
 - a head begun but not finished in time: 408, INVALID_REQUEST (a silent connection is just
   closed; so is an idle keep-alive after `idle_timeout_s`, uvicorn's own timer).
+Each of these refusals is audited through the table's `ConnectionAudit` (the stream of the
+unauthenticated, rate limited: `gateway.http.connection_audit`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import http
 from asyncio import TimerHandle
 from typing import Any, ClassVar
 
+from gateway.http.connection_audit import ConnectionAudit
 from gateway.http.connection_limits import ConnectionLimits, ConnectionTable
 from gateway.http.uvicorn_protocol import CoalescingHttpToolsProtocol
 from protocol import ErrorCode, SerfError
@@ -47,10 +50,16 @@ def raw_refusal(status: int, error: SerfError) -> bytes:
 class BoundedHttpToolsProtocol(CoalescingHttpToolsProtocol):
     table: ClassVar[ConnectionTable] = ConnectionTable(ConnectionLimits())
 
+    audit: ClassVar[ConnectionAudit] = ConnectionAudit()
+
     @classmethod
-    def bound_to(cls, limits: ConnectionLimits) -> type[BoundedHttpToolsProtocol]:
-        """This protocol with its own table under `limits`: what uvicorn's `http=` takes."""
-        return type(cls.__name__, (cls,), {"table": ConnectionTable(limits)})
+    def bound_to(
+        cls, limits: ConnectionLimits, audit: ConnectionAudit | None = None
+    ) -> type[BoundedHttpToolsProtocol]:
+        """This protocol with its own table under `limits`, its refusals audited by `audit`:
+        what uvicorn's `http=` takes."""
+        fields = {"table": ConnectionTable(limits), "audit": audit or ConnectionAudit()}
+        return type(cls.__name__, (cls,), fields)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -73,6 +82,7 @@ class BoundedHttpToolsProtocol(CoalescingHttpToolsProtocol):
             error = SerfError.of(ErrorCode.RATE_LIMITED, refused, retry_after_ms=1000)
             self.transport.write(raw_refusal(429, error))
             self.transport.close()
+            self.audit.refused(error.code, self._address)
             return
         self._admitted = True
         self._await_head()
@@ -136,10 +146,12 @@ class BoundedHttpToolsProtocol(CoalescingHttpToolsProtocol):
             return
         self.transport.write(self._refusal)
         self.transport.close()
+        self.audit.refused(ErrorCode.PAYLOAD_TOO_LARGE, self._address)
 
     def _refuse_head(self, limit: str) -> None:
         self.transport.write(self._head_refusal(limit))
         self.transport.close()
+        self.audit.refused(ErrorCode.PAYLOAD_TOO_LARGE, self._address)
 
     def _head_refusal(self, limit: str) -> bytes:
         error = SerfError.of(
@@ -172,6 +184,7 @@ class BoundedHttpToolsProtocol(CoalescingHttpToolsProtocol):
                 " send it whole",
             )
             self.transport.write(raw_refusal(408, error))
+            self.audit.refused(error.code, self._address)
         self.transport.close()
 
     def _cancel_head_timer(self) -> None:

@@ -9,6 +9,7 @@ from gateway.pipeline.authorize import AuthorizeStage, allowed_specs, find_tool
 from gateway.pipeline.budget import BudgetStage, DeadlineClamp, TimeAllocator
 from gateway.pipeline.context import RequestContext, Stage, trace_of
 from gateway.pipeline.dispatch import DispatchStage, fit_limits
+from gateway.pipeline.header_check import HeaderCheck
 from gateway.pipeline.pipeline import Pipeline
 from gateway.pipeline.scope import ScopeStage
 
@@ -19,6 +20,7 @@ __all__ = [
     "BudgetStage",
     "DeadlineClamp",
     "DispatchStage",
+    "HeaderCheck",
     "Pipeline",
     "RequestContext",
     "ScopeStage",

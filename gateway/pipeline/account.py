@@ -4,7 +4,8 @@ An audit record (handed to the background `AuditWriter`), metrics (requests, lat
 operation and per stage, errors by code, rate-limit hits), one structured log line carrying
 the trace id, and for a tool call that reached its executor, what the time budgets learn
 from it (`CallFeedback`: the latency sample and the breaker's evidence, the caller's
-tenant's own).
+tenant's own). A tool call's place among its tenant's calls in flight is given back here,
+first, whatever the outcome (a place never given back lapses in Redis on its own).
 Runs as the pipeline's closing stage, so refusals are accounted like answers.
 """
 
@@ -16,7 +17,7 @@ import time
 from prometheus_client import Counter, Histogram
 
 from gateway.audit import AuditRecord, AuditWriter, Outcome
-from gateway.budgets import CallFeedback
+from gateway.budgets import Admission, CallFeedback
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline.context import RequestContext
 from protocol import ErrorCode
@@ -64,11 +65,16 @@ class AccountStage:
     name = "account"
 
     def __init__(
-        self, audit: AuditWriter, metrics: GatewayMetrics, feedback: CallFeedback | None = None
+        self,
+        audit: AuditWriter,
+        metrics: GatewayMetrics,
+        feedback: CallFeedback | None = None,
+        admission: Admission | None = None,  # gives back a call's place in flight
     ) -> None:
         self.audit = audit
         self.metrics = metrics
         self.feedback = feedback
+        self.admission = admission
         # Labelled children, looked up once: `labels()` takes a lock and builds a key per call.
         # Bounded by what the gateway serves (unknown tool names are one label), so no eviction.
         self._requests: dict[tuple[str, str, str], Counter] = {}
@@ -76,6 +82,9 @@ class AccountStage:
         self._stage_latency: dict[str, Histogram] = {}
 
     async def __call__(self, ctx: RequestContext) -> None:
+        if ctx.in_flight is not None and self.admission is not None:
+            in_flight, ctx.in_flight = ctx.in_flight, None
+            await self.admission.release(ctx.require_principal().tenant, in_flight)
         duration = time.perf_counter() - ctx.started
         record = audit_record(ctx, duration)
         m = self.metrics

@@ -2,7 +2,10 @@
 
 Admission is one Redis script (`gateway.budgets.admission`): a token from an earlier
 generation of its agent (revoked, or registered again since) is refused AUTH_REVOKED there,
-an agent or a tenant over its bucket RATE_LIMITED with `retry_after_ms`. Time allocation is
+an agent or a tenant over its bucket RATE_LIMITED with `retry_after_ms`, and so is a tool
+call past its tenant's calls in flight (`details.limited_by: tenant_in_flight`; the place it
+takes is given back by the account stage). `peek` asks the same script without taking
+anything, for a route about to read a large body. Time allocation is
 a pluggable `TimeAllocator`, the seam for ATBA (deadline split across a planned chain, from
 latency windows): it names what the script reads for it (`reads`), then decides from what
 was read (`allocate`); the default grants the tool's declared timeout, cut to what is left
@@ -21,11 +24,18 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
-from gateway.budgets import Admission, AdmissionDecision, CallReads, HedgeReport, TimeGrant
+from gateway.budgets import (
+    Admission,
+    AdmissionDecision,
+    CallReads,
+    HedgeReport,
+    InFlight,
+    TimeGrant,
+)
 from gateway.gateway_error import GatewayError
 from gateway.identity import token_revoked
 from gateway.pipeline.context import RequestContext
-from protocol import ErrorCode
+from protocol import ErrorCode, Principal
 
 
 class TimeAllocator(Protocol):
@@ -83,29 +93,57 @@ class BudgetStage:
     async def __call__(self, ctx: RequestContext) -> None:
         p = ctx.require_principal()
         target = _bucket_of(ctx)
+        if ctx.tool is not None:  # a tool call holds a place among its tenant's in flight
+            ctx.in_flight = InFlight.for_call(ctx.tool.spec.intent.timeout_ms)
         decision = await self.admission.admit(
-            p.tenant, p.agent, p.generation, target, self.allocator.reads(ctx)
+            p.tenant, p.agent, p.generation, target, self.allocator.reads(ctx), ctx.in_flight
         )
-        if decision.unknown_agent:
-            raise GatewayError.of(
-                ErrorCode.AUTH_INVALID,
-                f"this gateway has no registration of {p.tenant}/{p.agent} (never registered"
-                " here, or its Redis was emptied): register the agent again and use its new"
-                " token",
-            )
-        if decision.revoked:
-            raise token_revoked(p)
         if not decision.allowed:
-            raise self._rate_limited(p.tenant, p.agent, target, decision)
+            ctx.in_flight = None  # refused before a place was taken: nothing to give back
+        if (refused := self._refusal(p, target, decision)) is not None:
+            raise refused
         if ctx.tool_refusal is not None:
             raise ctx.tool_refusal
         grant = await self.allocator.allocate(ctx, decision)
         ctx.granted_ms, ctx.kill_margin_ms = grant.granted_ms, grant.kill_margin_ms
         ctx.hedge = HedgeReport(grant.hedge) if grant.hedge is not None else None
 
+    async def peek(self, principal: Principal, target: str) -> GatewayError | None:
+        """What admission would refuse `principal` for `target` now (its token revoked, its
+        agent or tenant out of rate), taking nothing: asked before a large body is read
+        (`gateway.pipeline.header_check`), so such a caller's body never is."""
+        p = principal
+        decision = await self.admission.admit(p.tenant, p.agent, p.generation, target, peek=True)
+        return self._refusal(p, target, decision)
+
+    def _refusal(
+        self, p: Principal, target: str | None, decision: AdmissionDecision
+    ) -> GatewayError | None:
+        if decision.unknown_agent:
+            return GatewayError.of(
+                ErrorCode.AUTH_INVALID,
+                f"this gateway has no registration of {p.tenant}/{p.agent} (never registered"
+                " here, or its Redis was emptied): register the agent again and use its new"
+                " token",
+            )
+        if decision.revoked:
+            return token_revoked(p)
+        if not decision.allowed:
+            return self._rate_limited(p.tenant, p.agent, target, decision)
+        return None
+
     def _rate_limited(
         self, tenant: str, agent: str, target: str | None, decision: AdmissionDecision
     ) -> GatewayError:
+        if decision.limited_by == "in_flight":
+            cap = self.admission.in_flight_max
+            return GatewayError.of(
+                ErrorCode.RATE_LIMITED,
+                f"tenant {tenant} has {cap} tool calls in flight, the most it may run at once"
+                " over all its agents (CONCLAVE_TENANT_IN_FLIGHT_MAX): retry once one ends",
+                retry_after_ms=decision.retry_after_ms,
+                details={"limited_by": "tenant_in_flight", "in_flight_max": cap},
+            )
         if decision.limited_by == "tenant" and self.admission.tenant is not None:
             limit = self.admission.tenant
             whose = f"tenant {tenant} is over its rate limit ({limit.per_s:g}/s"

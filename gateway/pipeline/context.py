@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from gateway.budgets import HedgeReport
+from gateway.budgets import HedgeReport, InFlight
 from gateway.cancellation import CallCancel
 from gateway.gateway_error import GatewayError
 from gateway.tracing import TRACING, current_trace
@@ -81,6 +81,7 @@ class RequestContext:
     # found by authorize, raised by budget once admission knows the token is current, so a
     # revoked token learns nothing about the tools served.
     tool_refusal: GatewayError | None = None
+    in_flight: InFlight | None = None  # the call's place among its tenant's, to give back
     granted_ms: int | None = None
     kill_margin_ms: int | None = None  # moves the sandbox's deadline before the run's
     hedge: HedgeReport | None = None  # ATBA's wait-or-hedge decision, and what the hedge did

@@ -7,7 +7,8 @@ no supplementary groups and no-new-privileges before the runner starts. (With a 
 namespace, bwrap started by root maps the sandbox's uid to host root.) The runner sees only
 read-only binds of the system's /usr, the Python that runs it, the tool code, a private /tmp
 and its workspace, runs under the seccomp filter of `sandbox.backends.seccomp`, and dies
-with the gateway (`--die-with-parent`). Its cgroup caps memory (no swap), processes and CPU;
+with the gateway (`--die-with-parent`). Its cgroup, inside its tenant's (equal CPU shares
+between tenants, `sandbox.backends.cgroup`), caps memory (no swap), processes and CPU;
 a tiny shell joins the cgroup before exec'ing bwrap, so nothing starts outside it. Teardown:
 freeze the cgroup, SIGKILL every process in it (setsid children included), thaw, remove it.
 """
@@ -123,7 +124,7 @@ class BwrapBackend:
     async def launch(self, spec: SandboxSpec) -> LaunchedSandbox:
         seccomp_fd = _seccomp_file()
         try:
-            cgroup = SandboxCgroup(spec.sandbox_id)
+            cgroup = SandboxCgroup(spec.sandbox_id, spec.tenant)
             cgroup.create(spec.profile)
             joins = "; ".join(f"echo $$ > {shlex.quote(str(p))}" for p in cgroup.procs_files)
             argv = ["/bin/sh", "-c", f'{joins}; exec "$@"', "sh", *bwrap_argv(spec, seccomp_fd)]

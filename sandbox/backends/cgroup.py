@@ -1,5 +1,13 @@
 """One cgroup per sandbox (v1 controllers, or v2 where it is mounted): limits and teardown.
 
+Each sandbox's group sits in its tenant's (`conclave/tenant-<tenant>`, `tenant_group`), and
+every tenant's group has the same CPU weight (`TENANT_CPU_SHARES`, v2 `TENANT_CPU_WEIGHT`):
+under contention the kernel shares the CPU between tenants equally first, then between one
+tenant's sandboxes, so a tenant running many CPU burners gets no more than a tenant running
+one. The docker backend puts its containers in the same tenant groups (`cgroup_parent`),
+so a tenant's share is one across both backends. A tenant's group is removed with its last
+sandbox (an rmdir, which the kernel refuses while the group holds another).
+
 Limits: memory (and memory+swap, so it cannot swap), process count and CPU quota. Teardown
 is freeze, SIGKILL every process in the group, thaw: a process that forks or calls setsid
 cannot slip out while it is being killed. The methods are synchronous sysfs writes of a few
@@ -19,28 +27,61 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 GROUP_PARENT = "conclave"
 V1_CONTROLLERS = ("memory", "pids", "cpu", "freezer")
 CPU_PERIOD_US = 100_000
+TENANT_CPU_SHARES = 1024  # v1 cpu.shares of every tenant's group: equal, the kernel default
+TENANT_CPU_WEIGHT = 100  # v2 cpu.weight, the same
+
+
+def tenant_group(tenant: str) -> str:
+    """A tenant's group, relative to a hierarchy's root (a tenant name holds no '/')."""
+    return f"{GROUP_PARENT}/tenant-{tenant}"
 
 
 def cgroup_v2() -> bool:
     return (CGROUP_ROOT / "cgroup.controllers").exists()
 
 
+def tenant_cgroup_dirs(tenant: str) -> dict[str, Path]:
+    """The tenant's group in each hierarchy (by controller; "all" for v2)."""
+    if cgroup_v2():
+        return {"all": CGROUP_ROOT / tenant_group(tenant)}
+    return {c: CGROUP_ROOT / c / tenant_group(tenant) for c in V1_CONTROLLERS}
+
+
+def ensure_tenant_cgroup(tenant: str) -> None:
+    """The tenant's group, created with its equal CPU weight if it was not there."""
+    dirs = tenant_cgroup_dirs(tenant)
+    if "all" in dirs:
+        root = dirs["all"].parent
+        root.mkdir(exist_ok=True)
+        _write(root / "cgroup.subtree_control", "+memory +pids +cpu")
+        dirs["all"].mkdir(exist_ok=True)
+        _write(dirs["all"] / "cgroup.subtree_control", "+memory +pids +cpu")
+        _write(dirs["all"] / "cpu.weight", str(TENANT_CPU_WEIGHT))
+        return
+    for path in dirs.values():
+        path.mkdir(parents=True, exist_ok=True)
+    _write(dirs["cpu"] / "cpu.shares", str(TENANT_CPU_SHARES))
+
+
+def remove_tenant_cgroup(tenant: str) -> None:
+    """Remove the tenant's group if it holds no sandbox any more (else leave it)."""
+    for path in tenant_cgroup_dirs(tenant).values():
+        with contextlib.suppress(OSError):
+            path.rmdir()
+
+
 class SandboxCgroup:
-    def __init__(self, sandbox_id: str) -> None:
+    def __init__(self, sandbox_id: str, tenant: str) -> None:
         self.v2 = cgroup_v2()
-        if self.v2:
-            self.dirs = {"all": CGROUP_ROOT / GROUP_PARENT / sandbox_id}
-        else:
-            self.dirs = {c: CGROUP_ROOT / c / GROUP_PARENT / sandbox_id for c in V1_CONTROLLERS}
+        self.tenant = tenant
+        self.dirs = {c: path / sandbox_id for c, path in tenant_cgroup_dirs(tenant).items()}
 
     def create(self, profile: SandboxProfile) -> None:
         memory = profile.memory_mb * 1024 * 1024
         quota = int(profile.cpus * CPU_PERIOD_US)
         try:
+            ensure_tenant_cgroup(self.tenant)
             if self.v2:
-                parent = self.dirs["all"].parent
-                parent.mkdir(exist_ok=True)
-                _write(parent / "cgroup.subtree_control", "+memory +pids +cpu")
                 self.dirs["all"].mkdir()
                 group = self.dirs["all"]
                 _write(group / "memory.max", str(memory))
@@ -49,7 +90,7 @@ class SandboxCgroup:
                 _write(group / "cpu.max", f"{quota} {CPU_PERIOD_US}")
                 return
             for path in self.dirs.values():
-                path.mkdir(parents=True)
+                path.mkdir()
             _write(self.dirs["memory"] / "memory.limit_in_bytes", str(memory))
             _write(self.dirs["memory"] / "memory.memsw.limit_in_bytes", str(memory), optional=True)
             _write(self.dirs["pids"] / "pids.max", str(profile.pids))
@@ -106,7 +147,8 @@ class SandboxCgroup:
                 os.kill(pid, signal.SIGKILL)
 
     def remove(self) -> bool:
-        """Remove the group's directories; False while processes still hold them."""
+        """Remove the group's directories (and its tenant's, if it was the tenant's last);
+        False while processes still hold them."""
         removed = True
         for path in self.dirs.values():
             try:
@@ -115,6 +157,8 @@ class SandboxCgroup:
                 continue
             except OSError:
                 removed = False
+        if removed:
+            remove_tenant_cgroup(self.tenant)
         return removed
 
 

@@ -5,7 +5,8 @@ Every blocking docker SDK call goes through `DockerBackend._blocking`, the one
 image (`conclave sandbox build-image`) with no network, a read-only root, a private /tmp,
 the workspace read-write, the tool code read-only, memory = memory+swap, a CPU quota, a pids
 limit, no capabilities, no-new-privileges, the sandbox's seccomp profile
-(`sandbox.backends.seccomp`) and user 65534. A tiny init (docker's `--init`)
+(`sandbox.backends.seccomp`) and user 65534, in its tenant's cgroup parent (equal CPU shares
+between tenants, as bwrap's sandboxes; `sandbox.backends.cgroup`). A tiny init (docker's `--init`)
 is pid 1, so the runner is an ordinary process that can be stopped or killed like anywhere
 else. Labels name the sandbox, its identity and the owning process, for `conclave sandbox gc`.
 """
@@ -35,7 +36,7 @@ from sandbox.backend import (
     SandboxSpec,
     SandboxStartError,
 )
-from sandbox.backends.cgroup import event_count
+from sandbox.backends.cgroup import event_count, remove_tenant_cgroup, tenant_group
 from sandbox.backends.seccomp import docker_profile
 from sandbox.docker_client import docker_client
 from sandbox.layout import RUNNER_PATH, RUNNER_WIRE_PATH, code_packages, runner_argv
@@ -44,8 +45,7 @@ from sandbox.runner_wire import SOCKET_NAME
 T = TypeVar("T")
 LABEL = "conclave.sandbox"
 OWNER_LABEL = "conclave.owner_pid"
-CGROUP_MEMORY = Path("/sys/fs/cgroup/memory/docker")
-CGROUP_PIDS = Path("/sys/fs/cgroup/pids/docker")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 STATUS_EVERY_S = 0.1  # how often a starting container's state is asked for
 # The sandbox's seccomp denials (the same list as bwrap's filter), where written for this
 # machine; Docker's default profile elsewhere.
@@ -53,12 +53,26 @@ _SECCOMP = docker_profile()
 _SECURITY_OPTIONS = ["no-new-privileges", *([f"seccomp={_SECCOMP}"] if _SECCOMP else [])]
 
 
+def cgroup_parent(tenant: str, driver: str) -> str:
+    """The container's cgroup parent: its tenant's group (`sandbox.backends.cgroup`), where
+    every tenant has the same CPU shares, so a tenant's containers share one tenant's CPU.
+    The systemd driver takes a slice name (the tenant's name hex-coded: a '-' nests)."""
+    if driver == "systemd":
+        return f"conclave_tenant_{tenant.encode().hex()}.slice"
+    return f"/{tenant_group(tenant)}"
+
+
 class DockerSandbox:
-    def __init__(self, backend: DockerBackend, container_id: str, sandbox_id: str) -> None:
+    def __init__(
+        self, backend: DockerBackend, container_id: str, sandbox_id: str, tenant: str
+    ) -> None:
         self._backend = backend
         self.container_id = container_id
         self._id = sandbox_id
+        self.tenant = tenant
         self._checked = 0.0
+        # The container's group in a v1 hierarchy, on this host (cgroupfs driver).
+        self._group = f"{tenant_group(tenant)}/{container_id}"
 
     @property
     def description(self) -> str:
@@ -74,15 +88,17 @@ class DockerSandbox:
         return f"the container exited with {state.get('ExitCode')}: {state.get('Error') or ''}"
 
     async def oom_kills(self) -> int:
-        control = CGROUP_MEMORY / self.container_id / "memory.oom_control"
+        control = CGROUP_ROOT / "memory" / self._group / "memory.oom_control"
         return await anyio.to_thread.run_sync(event_count, control, "oom_kill")
 
     async def pids_refusals(self) -> int:
-        events = CGROUP_PIDS / self.container_id / "pids.events"
+        events = CGROUP_ROOT / "pids" / self._group / "pids.events"
         return await anyio.to_thread.run_sync(event_count, events, "max")
 
     async def kill(self) -> None:
         await self._backend.remove(self.container_id)
+        # The tenant's group goes with its last container (Docker leaves parents behind).
+        await anyio.to_thread.run_sync(remove_tenant_cgroup, self.tenant)
 
 
 class DockerBackend:
@@ -94,6 +110,7 @@ class DockerBackend:
         self.image = image
         self._client: Any = None
         self._client_lock = anyio.Lock()
+        self._cgroup_driver = "cgroupfs"
 
     async def _blocking(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """The one seam where the blocking docker SDK runs, and its errors are translated."""
@@ -114,7 +131,10 @@ class DockerBackend:
     async def _docker(self) -> Any:
         async with self._client_lock:  # concurrent first launches share one client
             if self._client is None:
-                self._client = await self._blocking(docker_client, self.docker_host)
+                client = await self._blocking(docker_client, self.docker_host)
+                info = await self._blocking(client.info)
+                self._cgroup_driver = str(info.get("CgroupDriver", "cgroupfs"))
+                self._client = client
         return self._client
 
     async def launch(self, spec: SandboxSpec) -> LaunchedSandbox:
@@ -153,6 +173,7 @@ class DockerBackend:
             memswap_limit=memory,
             nano_cpus=int(spec.profile.cpus * 1e9),
             pids_limit=spec.profile.pids,
+            cgroup_parent=cgroup_parent(spec.tenant, self._cgroup_driver),
             cap_drop=["ALL"],
             security_opt=_SECURITY_OPTIONS,
             labels={
@@ -163,7 +184,7 @@ class DockerBackend:
                 OWNER_LABEL: str(os.getpid()),
             },
         )
-        return DockerSandbox(self, container.id, spec.sandbox_id)
+        return DockerSandbox(self, container.id, spec.sandbox_id, spec.tenant)
 
     async def container_state(self, container_id: str) -> dict[str, Any]:
         client = await self._docker()

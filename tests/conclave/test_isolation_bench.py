@@ -1,5 +1,6 @@
 """`conclave bench isolation` as a user runs it (quick, on the strongest sandbox): it prints
-the victim's row for every scenario and finds no gateway secret a tool can read."""
+the victim's row for every attack of issue 26, with whether the attacker was refused, the
+operator could revoke and anything was left, and finds no gateway secret a tool can read."""
 
 from __future__ import annotations
 
@@ -31,5 +32,12 @@ def test_the_isolation_suite_prints_every_scenario_and_finds_no_secret(
     assert all(row[1] > 0 for row in table.rows)  # every scenario measured victim calls
     assert result.figures["gateway secrets readable by a tool"] == 0
     assert "noisy forges results" in out.getvalue()
+    assert table.columns[-3:] == [
+        "attacker refused (SERF)",
+        "revoke works",
+        "left: fds/procs/bytes",
+    ]
+    for row in table.rows[1:]:  # every attack says what the attacker got, and the rest
+        assert str(row[-3]).startswith(("yes (", "NO (")) and row[-2] in ("yes", "NO"), row
     (written,) = tmp_path.glob("*/isolation.json")
     assert json.loads(written.read_text())["suite"] == "isolation"

@@ -36,7 +36,7 @@ async def _assert_nothing_left(backend: str, pool: SandboxPool, ids: set[str]) -
     await pool.aclose()
     assert processes_mentioning(str(pool.workspace_root)) == []
     if backend == "bwrap":
-        leftovers = {p.name for p in (CGROUP_ROOT / "pids" / GROUP_PARENT).glob("sbx-*")}
+        leftovers = {p.name for p in (CGROUP_ROOT / "pids" / GROUP_PARENT).glob("tenant-*/sbx-*")}
         assert not leftovers & ids
     if backend == "docker":
         client = docker.DockerClient(base_url=pool.backend.docker_host)  # type: ignore[attr-defined]

@@ -75,7 +75,7 @@ def _status(pid: int) -> dict[str, str]:
 async def test_the_sandbox_processes_are_not_host_root(pool: SandboxPool) -> None:
     outcome = await _run(pool, "run_shell", command="id -u")
     assert outcome.result["stdout"].strip() == str(SANDBOX_UID)
-    pids = SandboxCgroup(_sandbox_id(outcome)).pids()
+    pids = SandboxCgroup(_sandbox_id(outcome), "acme").pids()
     runners = [p for p in pids if _argv(p)[1:3] == ["-B", SANDBOX_RUNNER]]  # not bwrap's own
     assert runners, f"no runner among the sandbox's processes {pids}"
     for pid in runners:

@@ -2,7 +2,9 @@
 half-sent connections stayed open for ever, a 64 MB header was parsed for 10 s of gateway
 CPU, and enough idle connections made every other request fail. Each attack runs against a
 real stack (uvicorn in its own process) over raw sockets, from its own loopback address;
-the victim calls from another (127.0.0.2) and keeps being served within VICTIM_MAX_S."""
+the victim calls from another (127.0.0.2) and keeps being served within VICTIM_MAX_S.
+The refusals are audited in the stream of the unauthenticated, and a flood of them cannot
+flood that stream (before, none of them was audited)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ import httpx
 import pytest
 
 from conclave.stack import EmbeddedStack
+from gateway.http.connection_audit import BURST, PER_S
 from gateway.settings import Settings
+from tests.helpers import wait_for
 
 HEAD_TIMEOUT_S = 1.0
 PER_ADDRESS = 8
@@ -215,3 +219,74 @@ def test_a_body_is_not_counted_against_its_head(stack: EmbeddedStack) -> None:
     status_line, _, rest = data.partition(b"\r\n")
     assert status_line == b"HTTP/1.1 200 OK", data[:300]
     assert json.loads(rest.partition(b"\r\n\r\n")[2])["result"] == message
+
+
+def _connection_refusals(stack: EmbeddedStack, peer: str) -> list[dict[str, object]]:
+    """The connection layer's refusals of `peer` in the unauthenticated audit stream."""
+    with httpx.Client(base_url=stack.url, timeout=10) as http:
+        answer = http.get(
+            "/v1/audit", params={"tenant": "", "limit": 1000}, headers=stack.admin_headers
+        )
+    assert answer.status_code == 200, answer.text
+    return [r for r in answer.json() if r["operation"] == "connection" and r["peer"] == peer]
+
+
+def test_connection_refusals_are_audited_as_the_unauthenticated(stack: EmbeddedStack) -> None:
+    sock = _connect(stack, "127.0.0.21")
+    sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-F: " + b"x" * 70_000 + b"\r\n\r\n")
+    assert _answer(sock)[0] == 431
+    sock.close()
+    half = _connect(stack, "127.0.0.22")
+    half.sendall(b"GET /readyz HTTP/1.1\r\n")
+    assert _answer(half)[0] == 408
+    half.close()
+    held = [_connect(stack, "127.0.0.23") for _ in range(PER_ADDRESS)]
+    try:
+        extra = _connect(stack, "127.0.0.23")
+        assert _answer(extra)[0] == 429
+        extra.close()
+    finally:
+        for one in held:
+            one.close()
+    expected = {
+        "127.0.0.21": "PAYLOAD_TOO_LARGE",
+        "127.0.0.22": "INVALID_REQUEST",
+        "127.0.0.23": "RATE_LIMITED",
+    }
+    found: dict[str, list[dict[str, object]]] = {}
+
+    def audited() -> bool:
+        found.update({peer: _connection_refusals(stack, peer) for peer in expected})
+        return all(found.values())
+
+    wait_for(audited, 10, "each refusal in the audit")
+    for peer, code in expected.items():
+        (record,) = found[peer]
+        assert record["code"] == code and record["outcome"] == "refused", record
+        assert record["stage"] == "connection" and record["tenant"] == ""
+
+
+def test_a_flood_of_connection_refusals_cannot_flood_the_audit(stack: EmbeddedStack) -> None:
+    peer, flood = "127.0.0.24", 300
+    too_large = b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-F: " + b"x" * 70_000 + b"\r\n\r\n"
+    started = time.monotonic()
+    for _ in range(flood):
+        sock = _connect(stack, peer)
+        sock.sendall(too_large)
+        assert _answer(sock)[0] == 431
+        sock.close()
+    took = time.monotonic() - started
+    records: list[dict[str, object]] = []
+
+    def left_out_counted() -> bool:  # a refusal after the flood says how many were left out
+        sock = _connect(stack, peer)
+        sock.sendall(too_large)
+        _answer(sock)
+        sock.close()
+        records[:] = _connection_refusals(stack, peer)
+        return sum(int(str(r["dropped"])) for r in records) > 0
+
+    wait_for(left_out_counted, 10, "a record counting the refusals left out", poll_s=0.2)
+    written = len(records)
+    assert written <= BURST + PER_S * (time.monotonic() - started) + 1, (written, took)
+    assert written + sum(int(str(r["dropped"])) for r in records) <= flood + 60

@@ -1,18 +1,27 @@
 -- (After breaker_gate.lua.) Admit one request, everything the gateway must know before it starts a call, in one script:
--- the token's generation, one token from the agent's and from the tenant's rate bucket, the
--- tool's circuit breaker, and the latency windows the grant is computed from.
+-- the token's generation, one token from the agent's and from the tenant's rate bucket, a
+-- place among the tenant's calls in flight, the tool's circuit breaker, and the latency
+-- windows the grant is computed from.
 -- KEYS: the agent's generation; then n buckets (agent x target, tenant x target); then the
---       breaker, when asked; then the latency windows to read. All carry the tenant as hash
---       tag: one cluster slot.
+--       tenant's in-flight set, when asked; then the breaker, when asked; then the latency
+--       windows to read. All carry the tenant as hash tag: one cluster slot.
 -- ARGV: the token's generation, n buckets (0-2), agent rate per s, agent burst, tenant rate
 --       per s, tenant burst, breaker asked (0/1), now (ms, the gateway's clock, as the
 --       breaker and the windows are written with it), probe lease (ms), windows' oldest
---       score (exclusive).
--- Returns {refused token (0: no, 1: revoked, 2: agent unknown here), allowed (0/1), wait ms, limited by ('agent'|'tenant'|''),
+--       score (exclusive), in-flight cap (0: not asked), the call's in-flight id, how long
+--       its place is held at most (ms), the wait to suggest when the tenant is full (ms),
+--       peek ('1': check the generation and the buckets only, take nothing: a request whose
+--       body is not read yet is refused early, and admitted again once it is read).
+-- Returns {refused token (0: no, 1: revoked, 2: agent unknown here), allowed (0/1), wait ms,
+-- limited by ('agent'|'tenant'|'in_flight'|''),
 -- breaker admitted (0/1), breaker wait ms, breaker state, window members...}: the members of
 -- each window as one array each. A revoked token takes nothing; a refused bucket takes from
 -- neither; the breaker and the windows are read only for an admitted call. Buckets refill by
 -- Redis's own clock, so replicas never disagree about them, and expire once full again.
+-- The in-flight set (a sorted set: call id -> the Redis time its place lapses) is counted
+-- across every replica; the account stage removes a call when it ends, and a call whose
+-- replica died lapses at its score, so a crash never keeps a tenant's places. A tenant at
+-- its cap is refused before any bucket is taken.
 local stored = redis.call('GET', KEYS[1])
 if not stored and tonumber(ARGV[1]) > 0 then
   -- Registering moves the generation to 1 or more: a token of a later generation whose
@@ -39,13 +48,26 @@ for i = 1, buckets do
   end
   levels[i] = {tokens - 1, math.ceil(burst * 1000 / rate) + 1000}
 end
+if ARGV[15] == '1' then return {0, 1, 0, '', 1, 0, 'closed'} end
+local next_key = 2 + buckets
+local in_flight_max = tonumber(ARGV[11])
+if in_flight_max > 0 then
+  local calls = KEYS[next_key]
+  next_key = next_key + 1
+  redis.call('ZREMRANGEBYSCORE', calls, '-inf', clock)
+  if redis.call('ZCARD', calls) >= in_flight_max then
+    return {0, 0, tonumber(ARGV[14]), 'in_flight', 0, 0, ''}
+  end
+  local hold = tonumber(ARGV[13])
+  redis.call('ZADD', calls, clock + hold, ARGV[12])
+  if redis.call('PTTL', calls) < hold then redis.call('PEXPIRE', calls, hold) end
+end
 for i = 1, buckets do
   redis.call('HSET', KEYS[1 + i], 'tokens', tostring(levels[i][1]), 'at', clock)
   redis.call('PEXPIRE', KEYS[1 + i], levels[i][2])
 end
 
 local reply = {0, 1, 0, '', 1, 0, 'closed'}
-local next_key = 2 + buckets
 local now = tonumber(ARGV[8])
 if ARGV[7] == '1' then
   reply[5], reply[6], reply[7] = breaker_gate(KEYS[next_key], now, tonumber(ARGV[9]))

@@ -28,7 +28,7 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ValidationError
 
 from gateway.gateway_error import GatewayError, validation_hints
-from gateway.http.body import read_body
+from gateway.http.body import read_body, refuse_before_body
 from gateway.http.hot_routes import hot_route
 from gateway.http.responses import refusal
 from gateway.pipeline import Pipeline, RequestContext
@@ -118,6 +118,7 @@ async def _write_with_body(
     """A write whose body is parsed first: a body that does not parse is refused through
     the pipeline too, so it is authenticated and audited like any other refusal."""
     try:
+        await refuse_before_body(request, "state:*")
         body = await _body(request, model, empty_ok=empty_ok)
     except GatewayError as exc:
         return await _through_pipeline(request, name, namespace, "write", None, exc)

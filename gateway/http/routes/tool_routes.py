@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from gateway.cancellation import CallCancel, cancel_when_client_goes
-from gateway.http.body import read_body
+from gateway.http.body import read_body, refuse_before_body
 from gateway.http.hot_routes import hot_route
 from gateway.http.responses import refusal
 from gateway.identity import shows_traceback
@@ -39,6 +39,7 @@ async def call_tool(request: Request) -> Response:
     ctx = RequestContext("http", name, request.headers, tool_name=name)
     ctx.show_traceback = shows_traceback(request.headers, request.app.state.settings)
     try:
+        await refuse_before_body(request, name)
         body = await read_body(request, request.app.state.settings.max_body_bytes)
         call = ToolCallRequest.model_validate_json(body or b"{}")
     except Exception as exc:  # refused by the scope stage, once we know who sent it
