@@ -114,3 +114,17 @@ async def test_a_rate_limited_callers_large_body_is_refused_unread(
         "/v1/audit", params={"tenant": "acme", "code": "RATE_LIMITED"}, headers=admin
     )
     assert [r["agent"] for r in audit.json()] == ["busy"], audit.text
+
+
+@pytest.mark.parametrize(
+    ("authorization", "code"),
+    [(None, "AUTH_REQUIRED"), ("Bearer not-a-token", "AUTH_INVALID")],
+)
+async def test_a_strangers_large_mcp_message_is_refused_unread(
+    gateway: httpx.AsyncClient, authorization: str | None, code: str
+) -> None:
+    headers = {"Authorization": authorization} if authorization else {}
+    answer, sent = await _send_large(gateway, "/mcp", headers)
+    assert answer.status_code == 401, answer.text
+    assert answer.json()["error"]["data"]["code"] == code
+    assert sent <= UNREAD_MAX, f"the gateway read {sent} bytes of a stranger's MCP message"

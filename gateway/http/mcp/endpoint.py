@@ -35,7 +35,7 @@ from fastapi.responses import JSONResponse
 
 from gateway.cancellation import CallCancel, cancel_when_client_goes
 from gateway.gateway_error import GatewayError
-from gateway.http.body import read_body
+from gateway.http.body import read_body, refuse_before_body
 from gateway.http.hot_routes import hot_route
 from gateway.http.mcp import stateless_era
 from gateway.http.mcp.call_stream import CallStream, accepts_stream
@@ -243,6 +243,7 @@ async def mcp_post(request: Request) -> Response:
     message: McpMessage | None = None
     stateless, refusal = False, None
     try:
+        await refuse_before_body(request, "mcp:*")  # a large body from a refused caller: unread
         body = await read_body(request, request.app.state.settings.max_body_bytes)
         message = parse_message(body)
         if message is None:  # a client's response: nothing to answer
