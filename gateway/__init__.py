@@ -12,40 +12,38 @@ import typing as _typing
 
 if _typing.TYPE_CHECKING:
     from gateway.assembly import ConfigurationError, create_app
-    from gateway.audit import AuditLog
+    from gateway.config import ADMIN_KEY_FILE, Settings, default_data_dir
     from gateway.gateway_error import GatewayError, translate
     from gateway.identity import AgentDirectory, authenticated, issue_token, verify_token
-    from gateway.redis_client import connect_redis
-    from gateway.secrets_store import ADMIN_KEY_FILE, default_data_dir
-    from gateway.settings import Settings
+    from gateway.redis_io import connect_redis
     from gateway.sources import (
         PythonSources,
         StdioSources,
         effective_backend,
         open_python_sources,
     )
-    from gateway.tracing import start_tracing, stop_tracing
+    from gateway.telemetry import AuditLog, start_tracing, stop_tracing
 
 _HOMES = {
     "ConfigurationError": "gateway.assembly",
     "create_app": "gateway.assembly",
-    "AuditLog": "gateway.audit",
+    "AuditLog": "gateway.telemetry.audit",
     "GatewayError": "gateway.gateway_error",
     "translate": "gateway.gateway_error",
     "AgentDirectory": "gateway.identity",
     "authenticated": "gateway.identity",
     "issue_token": "gateway.identity",
     "verify_token": "gateway.identity",
-    "connect_redis": "gateway.redis_client",
-    "ADMIN_KEY_FILE": "gateway.secrets_store",
-    "default_data_dir": "gateway.secrets_store",
-    "Settings": "gateway.settings",
+    "connect_redis": "gateway.redis_io.client",
+    "ADMIN_KEY_FILE": "gateway.config.secrets_store",
+    "default_data_dir": "gateway.config.secrets_store",
+    "Settings": "gateway.config.settings",
     "PythonSources": "gateway.sources",
     "StdioSources": "gateway.sources",
     "effective_backend": "gateway.sources",
     "open_python_sources": "gateway.sources",
-    "start_tracing": "gateway.tracing",
-    "stop_tracing": "gateway.tracing",
+    "start_tracing": "gateway.telemetry.tracing",
+    "stop_tracing": "gateway.telemetry.tracing",
 }
 
 __all__ = [

@@ -21,7 +21,6 @@ import anyio
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
-from gateway.audit import AuditLog, AuditWriter
 from gateway.budgets import (
     Admission,
     AtbaAllocator,
@@ -34,12 +33,11 @@ from gateway.budgets import (
     RateLimit,
 )
 from gateway.cancellation import InflightCalls
+from gateway.config import Settings
 from gateway.egress import EgressLimits, EgressProxy
 from gateway.http import ConnectionAudit, build_http_app
 from gateway.http.mcp import CallerStreams, LogLevels, McpCatalog, ResourceSubscriptions
 from gateway.identity import AgentDirectory, JwksVerifier
-from gateway.json_logs import install_json_logging
-from gateway.metrics import GatewayMetrics
 from gateway.pipeline import (
     AccountStage,
     AuthenticateStage,
@@ -50,8 +48,7 @@ from gateway.pipeline import (
     Pipeline,
     ScopeStage,
 )
-from gateway.redis_client import connect_redis
-from gateway.settings import Settings
+from gateway.redis_io import connect_redis
 from gateway.sources import (
     StdioRouter,
     StdioSources,
@@ -61,7 +58,13 @@ from gateway.sources import (
     register_sources,
 )
 from gateway.state import StateStore
-from gateway.tracing import traced_lifespan
+from gateway.telemetry import (
+    AuditLog,
+    AuditWriter,
+    GatewayMetrics,
+    install_json_logging,
+    traced_lifespan,
+)
 from sandbox import InProcessExecutor, SandboxPool, ToolExecutor, create_executor
 from tools import ToolRegistry, default_registry
 from tools.sources import ToolSource, load_config

@@ -20,8 +20,8 @@ from conclave.bench.conformance_cli import (
     node_tools,
 )
 from conclave.embedded_redis import EmbeddedRedis
-from gateway.redis_client import connect_redis
-from gateway.settings import Settings
+from gateway.config import Settings
+from gateway.redis_io import connect_redis
 from sandbox.detect import bwrap_status, docker_status
 from tests.helpers import in_process_gateway
 from tests.tiers import pytest_collection_modifyitems  # noqa: F401 (the tiers' hook)

@@ -22,7 +22,7 @@ import anyio
 import httpx
 
 from gateway.assembly import create_app
-from gateway.settings import Settings
+from gateway.config import Settings
 from protocol import ADMIN_KEY_HEADER
 
 

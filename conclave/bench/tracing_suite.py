@@ -4,17 +4,16 @@ Five gateways in their own processes, all running `echo` in-process (so the figu
 gateway's own work: HTTP, six stages, Redis): tracing off (the SDK installed, no `OTEL_*`
 exporter configured); on, every request traced; on, one request in 10 and one in 100 traced
 (the standard `parentbased_traceidratio` sampler); and a second gateway with tracing off,
-whose difference from the first is the noise floor of the comparison. The traced ones export
-every span over OTLP/HTTP (the gateway's own batching and protobuf writer, `gateway.otlp_wire`)
-to a receiver in the bench process.
-Calls/s at concurrency 16 are measured in alternated rounds (each gateway in turn) and
-compared by their medians, so a drift of the machine hits all alike. Each round also reads
-the gateway process's CPU time (/proc): CPU per call is far steadier than calls/s on a shared
-machine, where the two off gateways' calls/s can differ by tens of percent.
+whose difference from the first is the noise floor of the comparison. The traced ones export every
+span over OTLP/HTTP (the gateway's own batching and protobuf writer, `gateway.telemetry.otlp_wire`)
+to a receiver in the bench process. Calls/s at concurrency 16 are measured in alternated rounds
+(each gateway in turn) and compared by their medians, so a drift of the machine hits all alike. Each
+round also reads the gateway process's CPU time (/proc): CPU per call is far steadier than calls/s
+on a shared machine, where the two off gateways' calls/s can differ by tens of percent.
 
 Tracing off runs no OpenTelemetry code: each instrumented place reads one boolean
-(`gateway.tracing.TRACING.on`), six times per REST call. A gateway without those reads would
-have to be another build, so the off row times exactly those reads and sets them against a
+(`gateway.telemetry.tracing.TRACING.on`), six times per REST call. A gateway without those reads
+would have to be another build, so the off row times exactly those reads and sets them against a
 call's time at the off rate, rather than comparing two noisy calls/s figures.
 """
 
@@ -131,7 +130,7 @@ async def _alternated(
 
 def _guard_seconds() -> float:
     """What the reads of `TRACING.on` a REST call makes cost, per call (best of 5)."""
-    setup = "from gateway.tracing import TRACING"
+    setup = "from gateway.telemetry.tracing import TRACING"
     reads = "\n".join(["if TRACING.on: pass"] * GUARDS_PER_CALL)
     number = 200_000
     return min(timeit.repeat(reads, setup, number=number, repeat=5)) / number

@@ -29,8 +29,7 @@ from redis.asyncio import Redis
 from gateway.budgets.breaker import breaker_key
 from gateway.budgets.latency_window import window_key
 from gateway.identity import generation_key
-from gateway.lua_files import lua_text
-from gateway.redis_client import PooledScript
+from gateway.redis_io import PooledScript, lua_text
 
 _ADMIT = lua_text("gateway.budgets", "breaker_gate", "admission")
 

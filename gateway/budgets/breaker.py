@@ -25,7 +25,7 @@ from typing import Literal
 from redis.asyncio import Redis
 
 from gateway.gateway_error import GatewayError
-from gateway.lua_files import lua_text
+from gateway.redis_io import lua_text
 from protocol import ErrorCode, RecoveryAction
 
 KEY_PREFIX = "conclave:breaker:"

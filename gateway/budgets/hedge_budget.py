@@ -19,8 +19,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from gateway.lua_files import lua_text
-from gateway.redis_client import PooledScript
+from gateway.redis_io import PooledScript, lua_text
 
 UNIT = 1_000_000  # a hedge, in the bucket's integer units
 DEFAULT_SHARE = 0.05

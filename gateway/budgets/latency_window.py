@@ -26,7 +26,7 @@ from typing import Literal
 
 from redis.asyncio import Redis
 
-from gateway.lua_files import lua_text
+from gateway.redis_io import lua_text
 
 KEY_PREFIX = "conclave:lat:"
 # The prefix of a pseudo-tool (tool names start with a letter or digit): how late a tool's

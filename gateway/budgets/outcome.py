@@ -43,8 +43,7 @@ from gateway.budgets.latency_window import (
     sample_member,
     window_key,
 )
-from gateway.lua_files import lua_text
-from gateway.redis_client import PooledScript
+from gateway.redis_io import PooledScript, lua_text
 from protocol import ErrorCode, SerfError
 from sandbox import NOT_RUN
 

@@ -28,8 +28,8 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from gateway.audit import AuditRecord, AuditWriter
 from gateway.egress.destination_rule import EgressRefused, IPAddress, checked_addresses
+from gateway.telemetry import AuditRecord, AuditWriter
 from protocol import ErrorCode, SerfError
 from sandbox import Invocation, Sandbox
 

@@ -25,7 +25,7 @@ from gateway.http.host_check import HostCheck
 from gateway.http.openapi_document import complete_document
 from gateway.http.responses import install_error_handlers, with_resource_metadata
 from gateway.http.routes import ROUTERS
-from gateway.tracing import TRACING, serve_traced
+from gateway.telemetry import TRACING, serve_traced
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
@@ -37,7 +37,7 @@ class GatewayApp(FastAPI):
     _host_check: HostCheck | None = None
 
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
-        if TRACING.on and scope["type"] == "http":  # one span per request (gateway.tracing)
+        if TRACING.on and scope["type"] == "http":  # one span per request (telemetry.tracing)
             await serve_traced(self._serve, scope, receive, send)
             return
         await self._serve(scope, receive, send)

@@ -1,10 +1,10 @@
 """The connection layer's refusals in the audit, where a stranger cannot flood it (issue 26).
 
-`BoundedHttpToolsProtocol` refuses before any request reaches the app: a head too large or
-with too many headers (431), a head not complete in time (408), a connection over its
-address's or the process's cap (429). Each such refusal is an audit record in the stream of
-the unauthenticated (`gateway.audit`: tenant "", so it never pushes out a tenant's records):
-operation `connection`, stage `connection`, its SERF code, and the client's address (`peer`).
+`BoundedHttpToolsProtocol` refuses before any request reaches the app: a head too large or with too
+many headers (431), a head not complete in time (408), a connection over its address's or the
+process's cap (429). Each such refusal is an audit record in the stream of the unauthenticated
+(`gateway.telemetry.audit`: tenant "", so it never pushes out a tenant's records): operation
+`connection`, stage `connection`, its SERF code, and the client's address (`peer`).
 
 A stranger makes such refusals as fast as it opens connections, so they are written under a
 token bucket of the process (`PER_S`, `BURST`): past it a refusal is counted, not written, and
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from gateway.audit import AuditRecord, AuditWriter
+from gateway.telemetry import AuditRecord, AuditWriter
 from protocol import ErrorCode
 
 PER_S = 10.0  # connection refusals written per second, per gateway process

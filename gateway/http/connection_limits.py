@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from gateway.settings import Settings
+    from gateway.config import Settings
 
 # Descriptors kept for what is not a client connection: Redis, sandboxes, the egress proxy.
 _DESCRIPTORS_KEPT = 512

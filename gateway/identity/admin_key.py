@@ -7,8 +7,8 @@ from collections.abc import Mapping
 
 from fastapi import Request
 
+from gateway.config import Settings
 from gateway.gateway_error import GatewayError
-from gateway.settings import Settings
 from protocol import ADMIN_KEY_HEADER, DEBUG_HEADER, ErrorCode
 
 

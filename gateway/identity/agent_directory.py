@@ -21,11 +21,10 @@ from collections.abc import Sequence
 
 from redis.asyncio import Redis
 
+from gateway.config import Settings
 from gateway.gateway_error import GatewayError
 from gateway.identity.tokens import issue_token
-from gateway.lua_files import lua_text
-from gateway.redis_client import PooledScript
-from gateway.settings import Settings
+from gateway.redis_io import PooledScript, lua_text
 from protocol import AgentRecord, AgentRegistration, AgentToken, ErrorCode, Principal
 
 _TENANTS = "conclave:tenants"  # set: every tenant that registered an agent

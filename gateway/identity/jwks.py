@@ -24,9 +24,9 @@ from typing import Any
 import anyio
 import jwt
 
+from gateway.config import Settings
 from gateway.gateway_error import GatewayError
 from gateway.identity.tokens import decode_claims
-from gateway.settings import Settings
 from protocol import ErrorCode, TokenClaims, validate_scope
 
 ASYMMETRIC = ("RS256", "RS384", "RS512")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.settings import Settings
+from gateway.config import Settings
 from protocol import ErrorCode, SerfError
 
 METADATA_PATH = "/.well-known/oauth-protected-resource"

@@ -19,8 +19,8 @@ import jwt
 from fastapi import Request
 from pydantic import ValidationError
 
+from gateway.config import Settings
 from gateway.gateway_error import GatewayError
-from gateway.settings import Settings
 from protocol import ErrorCode, Principal, TokenClaims
 
 ALGORITHM = "HS256"

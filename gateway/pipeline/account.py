@@ -16,10 +16,9 @@ import time
 
 from prometheus_client import Counter, Histogram
 
-from gateway.audit import AuditRecord, AuditWriter, Outcome
 from gateway.budgets import Admission, CallFeedback
-from gateway.metrics import GatewayMetrics
 from gateway.pipeline.context import RequestContext
+from gateway.telemetry import AuditRecord, AuditWriter, GatewayMetrics, Outcome
 from protocol import ErrorCode
 
 log = logging.getLogger("conclave.gateway.access")

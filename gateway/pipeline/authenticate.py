@@ -17,10 +17,10 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 
+from gateway.config import Settings
 from gateway.gateway_error import GatewayError
 from gateway.identity import JwksVerifier, verify_claims
 from gateway.pipeline.context import RequestContext
-from gateway.settings import Settings
 from protocol import ErrorCode, Principal, TokenClaims
 
 _CACHE_SIZE = 4096

@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol
 from gateway.budgets import HedgeReport, InFlight
 from gateway.cancellation import CallCancel
 from gateway.gateway_error import GatewayError
-from gateway.tracing import TRACING, current_trace
+from gateway.telemetry import TRACING, current_trace
 from protocol import (
     Access,
     Budget,

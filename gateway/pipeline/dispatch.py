@@ -31,7 +31,7 @@ from gateway.budgets import HedgeRace, HedgeReport
 from gateway.cancellation import InflightCalls, call_key
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
-from gateway.tracing import TRACING, current_trace, mark_failed, recording_span
+from gateway.telemetry import TRACING, current_trace, mark_failed, recording_span
 from protocol import (
     TRACEBACK_DETAIL,
     BudgetGrant,

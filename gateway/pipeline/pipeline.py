@@ -34,7 +34,7 @@ import anyio
 from gateway.gateway_error import GatewayError, translate
 from gateway.held_tasks import HeldTasks
 from gateway.pipeline.context import RequestContext, Stage
-from gateway.tracing import TRACING, SpanRecord, mark_failed, recording_span
+from gateway.telemetry import TRACING, SpanRecord, mark_failed, recording_span
 from protocol import ErrorCode
 
 log = logging.getLogger("conclave.gateway.pipeline")

@@ -33,7 +33,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from gateway.sources.http1_pool import ANSWER_LIMIT, Http1Answer, Http1Pool
-from gateway.tracing import TRACING, SpanKind, inject, mark_raised
+from gateway.telemetry import TRACING, SpanKind, inject, mark_raised
 
 PROTOCOL_VERSION = "2025-06-18"
 CLIENT_INFO = {"name": "conclave-gateway", "version": "0.1.0"}

@@ -30,7 +30,7 @@ from typing import Any
 import anyio
 from pydantic import ConfigDict, create_model
 
-from gateway.settings import Settings
+from gateway.config import Settings
 from protocol import Principal, ResourceIntent, ToolContext, ToolSpec
 from sandbox import (
     CallLimits,

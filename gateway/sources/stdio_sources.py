@@ -33,8 +33,8 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from gateway.config import Settings
 from gateway.gateway_error import GatewayError
-from gateway.settings import Settings
 from gateway.sources.python_sources import DISCOVERY_LIMITS, cache_root, effective_backend
 from gateway.sources.upstream_failure import tool_error
 from gateway.sources.upstream_tool import UpstreamTool

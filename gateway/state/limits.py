@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.settings import Settings
+from gateway.config import Settings
 from gateway.state.refusals import too_many
 from protocol import CommitRequest
 

@@ -6,7 +6,7 @@ The commit and the lease grant are `PooledScript`s instead (EVALSHA, then EVAL o
 too), because under durability "replicated" their Redis `WAIT` must run on the connection
 that ran them: `wait` is that (replicas, timeout_ms), None in durability "async".
 The script texts live next to this module in `lua/`, one file per operation, read by the
-gateway's one Lua loader (`gateway.lua_files`).
+gateway's one Lua loader (`gateway.redis_io.lua_files`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-from gateway.lua_files import lua_text
-from gateway.redis_client import PooledScript, ReplicaWait
+from gateway.redis_io import PooledScript, ReplicaWait, lua_text
 
 # The files each composed script is made of, in order: shared functions first.
 READ_SCRIPT = ("gateway.state", "tenant_bytes", "read")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
-from gateway.settings import Settings
+from gateway.config import Settings
 from gateway.state.commit import commit
 from gateway.state.history import read_history
 from gateway.state.key_list import KeyListing, list_keys

@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 
 from agents.client import GatewayClient
 from gateway.assembly import create_app
-from gateway.settings import Settings
+from gateway.config import Settings
 
 
 class ChatServer(ThreadingHTTPServer):

@@ -31,7 +31,7 @@ from agents import GatewayClient
 from agents.langgraph import TeamState, shared_state_node
 from agents.shared_state import SharedState, Values
 from conclave.stack import EmbeddedStack
-from gateway.settings import Settings
+from gateway.config import Settings
 from gateway.state.checker import check_history
 from protocol.agents import AgentRegistration
 from protocol.state import NamespaceConfig

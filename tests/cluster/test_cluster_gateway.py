@@ -12,7 +12,7 @@ import pytest
 from redis.asyncio import Redis
 
 from conclave.redis_cluster import LocalRedisCluster
-from gateway.settings import Settings
+from gateway.config import Settings
 from gateway.state import NamespaceKeys, check_namespace_history
 from protocol import ADMIN_KEY_HEADER
 from tests.conftest import TEST_SECRETS

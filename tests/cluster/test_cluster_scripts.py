@@ -6,7 +6,7 @@ import pytest
 from redis.asyncio import Redis
 
 from conclave.redis_cluster import LocalRedisCluster
-from gateway.redis_client import PooledScript, connect_redis
+from gateway.redis_io import PooledScript, connect_redis
 
 pytestmark = pytest.mark.anyio
 

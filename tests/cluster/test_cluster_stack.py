@@ -7,7 +7,7 @@ import pytest
 from redis.asyncio import Redis
 
 from conclave.stack import EmbeddedStack
-from gateway.settings import Settings
+from gateway.config import Settings
 from gateway.state import NamespaceKeys, check_namespace_history
 
 pytestmark = pytest.mark.anyio

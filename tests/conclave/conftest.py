@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from agents import GatewayClient
 from gateway.assembly import create_app
-from gateway.settings import Settings
+from gateway.config import Settings
 
 
 @pytest.fixture

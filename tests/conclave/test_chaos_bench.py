@@ -22,7 +22,7 @@ from rich.progress import Progress
 from conclave.bench.chaos_suite import COLUMNS, MODES, run
 from conclave.bench.suite import BenchContext
 from conclave.stack import EmbeddedStack
-from gateway.settings import Settings
+from gateway.config import Settings
 
 FAULTS = (
     "Redis master SIGKILL (failover) #1",

@@ -22,7 +22,7 @@ from conclave.bench.contention_suite import (
 )
 from conclave.bench.suite import BenchContext
 from conclave.stack import EmbeddedStack
-from gateway.settings import Settings
+from gateway.config import Settings
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ from rich.progress import Progress
 from conclave.bench import budgets_suite, errors_suite
 from conclave.bench.suite import BenchContext, SuiteResult
 from conclave.stack import EmbeddedStack
-from gateway.settings import Settings
+from gateway.config import Settings
 from tools.harness.faults import chain_latency_ms
 
 

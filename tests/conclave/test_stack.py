@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from conclave.stack import EmbeddedStack
-from gateway.settings import Settings
+from gateway.config import Settings
 
 pytestmark = pytest.mark.system  # starts stacks or engines in its tests' bodies
 

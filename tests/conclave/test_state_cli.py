@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from conclave.bench.baselines import NaiveStore
 from conclave.cli import app
-from gateway.redis_client import connect_redis
-from gateway.settings import Settings
+from gateway.config import Settings
+from gateway.redis_io import connect_redis
 from gateway.state import Actor, NamespaceKeys, StateStore
 from protocol.state import CommitRequest, NamespaceConfig, Write
 

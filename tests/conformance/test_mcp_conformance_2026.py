@@ -18,7 +18,7 @@ from rich.progress import Progress
 from conclave.bench import conformance_suite
 from conclave.bench.suite import BenchContext, SuiteResult
 from conclave.stack import EmbeddedStack
-from gateway.settings import Settings
+from gateway.config import Settings
 
 GATEWAY_SCENARIOS = ("server-stateless", "http-header-validation", "caching")
 GATEWAY_SCENARIOS += ("dns-rebinding-protection",)

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import Page, sync_playwright
 
 from conclave.stack import EmbeddedStack
-from gateway.settings import Settings
+from gateway.config import Settings
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from gateway.audit import AuditLog, AuditRecord
-from gateway.settings import Settings
+from gateway.config import Settings
+from gateway.telemetry import AuditLog, AuditRecord
 from protocol import ADMIN_KEY_HEADER, DEADLINE_HEADER
 from tests.helpers import admin_headers, registered_token
 

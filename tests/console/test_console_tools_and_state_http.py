@@ -8,7 +8,7 @@ import re
 import httpx
 import pytest
 
-from gateway.settings import Settings
+from gateway.config import Settings
 from tests.helpers import admin_headers, registered_token
 
 pytestmark = pytest.mark.anyio

@@ -12,8 +12,8 @@ import pytest
 
 from conclave.redis_replication import RedisReplicaPair
 from gateway.assembly import create_app
+from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 from protocol import ADMIN_KEY_HEADER
 from tests.conftest import TEST_SECRETS
 

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from conclave.redis_replication import RedisReplicaPair
-from gateway.redis_client import connect_redis
+from gateway.redis_io import connect_redis
 from gateway.state import NamespaceKeys, check_namespace_history
 from tests.durability.conftest import Gateway, durable_settings, gateway
 

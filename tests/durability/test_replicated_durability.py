@@ -16,7 +16,7 @@ import pytest
 from agents import GatewayClient, retry_transient
 from conclave.redis_replication import RedisReplicaPair
 from gateway.identity import generation_key
-from gateway.redis_client import connect_redis
+from gateway.redis_io import connect_redis
 from gateway.state import NamespaceKeys, check_namespace_history
 from protocol import CommitRequest, ErrorCode, SerfError, StateOp, Write
 from tests.durability.conftest import ADMIN, Gateway, durable_settings, gateway

@@ -11,7 +11,7 @@ import pytest
 
 from conclave.bench.mcp_upstream import running_upstream
 from conclave.stack import EmbeddedStack
-from gateway.settings import Settings
+from gateway.config import Settings
 
 # Small limits so the size and flood tests stay quick; each test uses its own agents, so one
 # test's bucket never limits another's.

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from conclave.stack import EmbeddedStack
-from gateway.settings import Settings
+from gateway.config import Settings
 from tests.e2e.test_budgets_e2e import BUDGET_SETTINGS
 
 pytestmark = [

@@ -13,7 +13,7 @@ import pytest
 from redis.asyncio import Redis
 
 from conclave.stack import EmbeddedStack
-from gateway.settings import Settings
+from gateway.config import Settings
 
 pytestmark = [
     pytest.mark.anyio,

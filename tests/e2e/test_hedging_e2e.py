@@ -24,7 +24,7 @@ from redis.asyncio import Redis
 
 from conclave.stack import EmbeddedStack
 from gateway.budgets import HedgeBudget
-from gateway.settings import Settings
+from gateway.config import Settings
 from tests.helpers import processes_with, until
 
 # serial: timing-bound (a hedge starts tens of ms into a call; answers are timed against a

@@ -31,8 +31,8 @@ from mcp.client.streamable_http import streamable_http_client
 from conclave.bench.child_server import wait_listening
 from conclave.ports import free_port
 from conclave.stack import EmbeddedStack
+from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 from tests.helpers import until
 
 pytestmark = pytest.mark.anyio

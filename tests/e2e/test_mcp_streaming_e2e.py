@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from conclave.stack import EmbeddedStack
-from gateway.settings import Settings
+from gateway.config import Settings
 from tests.e2e.test_cancellation_e2e import _gone, _running, _started
 
 pytestmark = pytest.mark.anyio

@@ -30,7 +30,7 @@ from mcp.shared.auth import (
 
 from conclave.ports import free_port
 from conclave.stack import EmbeddedStack
-from gateway.settings import Settings
+from gateway.config import Settings
 from tests.oauth_authorization_server import AuthorizationServer, serving
 
 pytestmark = pytest.mark.anyio

@@ -17,8 +17,8 @@ import pytest
 from agents import GatewayCallError, GatewayClient, RecoveryFailed, RecoveryHooks, RecoveryPolicy
 from agents.recovery import RecoveryStep
 from conclave.stack import EmbeddedStack
+from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 from protocol.serf import SerfError
 from protocol.state import CommitRequest, NamespaceConfig, NamespaceMode, Write
 from protocol.tools import ToolCallResult

@@ -9,10 +9,10 @@ from redis.crc import key_slot
 
 from gateway.budgets import breaker_key, kill_overshoot_of, window_key
 from gateway.budgets.admission import bucket_key, tenant_bucket_key
+from gateway.config import Settings
 from gateway.gateway_error import GatewayError
 from gateway.identity import generation_key
 from gateway.identity.tokens import authenticated, issue_token, verify_token
-from gateway.settings import Settings
 from protocol import ErrorCode, Principal
 
 SETTINGS = Settings(redis_url="unix:///nowhere")

@@ -8,8 +8,8 @@ from redis.asyncio import Redis
 
 from gateway.assembly import create_app
 from gateway.budgets import LatencySample, LatencyWindow, censored_quantile
+from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 
 pytestmark = pytest.mark.anyio
 
@@ -70,7 +70,7 @@ async def test_window_is_bounded_by_count_and_by_age(redis: Redis) -> None:
 
 
 async def test_replicas_share_one_window(redis: Redis, redis_url: str) -> None:
-    from gateway.redis_client import connect_redis
+    from gateway.redis_io import connect_redis
 
     other = connect_redis(redis_url)
     try:

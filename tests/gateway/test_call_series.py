@@ -9,8 +9,7 @@ import time
 import pytest
 from redis.asyncio import Redis
 
-from gateway.audit import AuditLog, AuditRecord
-from gateway.call_series import SERIES_MINUTES, CallSeries
+from gateway.telemetry import SERIES_MINUTES, AuditLog, AuditRecord, CallSeries
 
 pytestmark = pytest.mark.anyio
 

@@ -14,11 +14,11 @@ from starlette.convertors import PathConvertor
 from starlette.routing import Match
 from starlette.types import Scope
 
+from gateway.config import Settings
 from gateway.http import GatewayApp, build_http_app
 from gateway.http.fast_path import FastPath
 from gateway.http.hot_routes import hot_handler_of, hot_route
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 
 pytestmark = pytest.mark.anyio
 

@@ -4,7 +4,7 @@ import httpx
 import pytest
 
 from gateway.assembly import create_app
-from gateway.settings import Settings
+from gateway.config import Settings
 
 pytestmark = pytest.mark.anyio
 

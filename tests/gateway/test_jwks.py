@@ -12,11 +12,11 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from gateway.config import Settings
 from gateway.gateway_error import GatewayError
 from gateway.identity.jwks import JwksVerifier
 from gateway.identity.tokens import issue_token
 from gateway.pipeline import AuthenticateStage, RequestContext
-from gateway.settings import Settings
 from protocol import ErrorCode
 from tests.identity_provider import AUDIENCE, ISSUER, KEY, serving_jwks
 

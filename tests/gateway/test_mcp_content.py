@@ -27,8 +27,8 @@ from redis.asyncio import Redis
 
 from conclave.ports import free_port
 from gateway.assembly import create_app
+from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 from tools.sources import McpHttpSource
 
 pytestmark = pytest.mark.anyio

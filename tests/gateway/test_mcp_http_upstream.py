@@ -33,8 +33,8 @@ from redis.asyncio import Redis
 from conclave.bench.mcp_upstream import running_upstream
 from conclave.ports import free_port
 from gateway.assembly import create_app
+from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 from tools.sources import McpHttpSource, load_config
 
 pytestmark = pytest.mark.anyio

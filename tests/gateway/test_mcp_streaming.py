@@ -34,8 +34,8 @@ from redis.asyncio import Redis
 
 from conclave.ports import free_port
 from gateway.assembly import create_app
+from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 from sandbox import MAX_EVENT_BYTES
 from sandbox.runner_wire import MAX_EVENTS
 from tests.helpers import wait_for

@@ -13,9 +13,9 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.assembly import create_app
+from gateway.config import Settings
 from gateway.http import GatewayApp
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 from protocol import ADMIN_KEY_HEADER, SerfError
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,7 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway import connect_redis
-from gateway.redis_client import PooledScript
+from gateway.redis_io import PooledScript
 
 pytestmark = pytest.mark.anyio
 

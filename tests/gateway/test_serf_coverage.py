@@ -20,9 +20,9 @@ from starlette.requests import Request
 
 from gateway.assembly import create_app
 from gateway.budgets import CircuitBreaker, LatencyEstimate, allocate_budget
+from gateway.config import Settings
 from gateway.gateway_error import translate
 from gateway.identity.tokens import bearer_token, issue_token, verify_token
-from gateway.settings import Settings
 from protocol.serf import CODE_TABLE, ErrorCategory, ErrorCode, RecoveryAction, SerfError
 from protocol.tools import ToolCallRequest
 from tools.registry import default_registry

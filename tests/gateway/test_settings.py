@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway import settings as settings_module
-from gateway.settings import Settings
+from gateway.config import Settings
+from gateway.config import settings as settings_module
 
 
 def test_the_private_engine_is_found_where_the_machine_has_no_engine_of_its_own(

@@ -20,8 +20,8 @@ from redis.asyncio import Redis
 
 import tools.harness.media  # noqa: F401  registers `snapshot` and `report_link`
 from gateway.assembly import create_app
+from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 from protocol import Principal, ToolContext
 from sandbox import CallLimits, InProcessExecutor, Invocation
 from tools import default_registry

@@ -30,8 +30,8 @@ from agents import GatewayClient
 from conclave.bench.mcp_upstream import running_upstream
 from conclave.bench.otlp_receiver import OtlpReceiver
 from conclave.stack import EmbeddedStack
-from gateway import Settings, create_app, issue_token, start_tracing, stop_tracing, tracing
-from gateway.otlp_wire import encode_requests
+from gateway import Settings, create_app, issue_token, start_tracing, stop_tracing
+from gateway.telemetry import encode_requests, tracing
 from tools.sources import McpHttpSource
 
 pytestmark = pytest.mark.anyio
@@ -258,8 +258,8 @@ async def test_a_request_its_caller_did_not_sample_makes_no_spans_but_keeps_its_
 async def test_the_otlp_bytes_decode_to_what_the_sdks_encoder_writes_for_the_same_spans(
     settings: Settings, redis: Redis, spans: InMemorySpanExporter, provider: TracerProvider
 ) -> None:
-    """The gateway writes OTLP itself (`gateway.otlp_wire`, the `otlp` exporter's path): the
-    request it sends a collector is, message for message, the SDK encoder's."""
+    """The gateway writes OTLP itself (`gateway.telemetry.otlp_wire`, the `otlp` exporter's
+    path): the request it sends a collector is, message for message, the SDK encoder's."""
     recorded: list[Any] = []
     sink = tracing.TRACING._sink
     assert sink is not None

@@ -30,7 +30,7 @@ DEFAULT_LIMITS = CallLimits(
 def make_backend(name: str, request: pytest.FixtureRequest) -> SandboxBackend:
     if name == "docker":
         host = request.getfixturevalue("docker_engine")
-        from gateway.settings import Settings
+        from gateway.config import Settings
         from sandbox.backends.docker import DockerBackend
 
         return DockerBackend(host, Settings().sandbox_image)

@@ -29,7 +29,7 @@ import pytest
 from docker.errors import DockerException
 
 from conclave.bench.chaos_faults import SpareEngine
-from gateway.settings import Settings
+from gateway.config import Settings
 from protocol import ErrorCode
 from sandbox import SandboxStartError, create_executor
 from sandbox.backends.docker import OWNER_LABEL

@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 from protocol.agents import ADMIN_KEY_HEADER
 
 pytestmark = pytest.mark.anyio

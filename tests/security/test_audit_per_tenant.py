@@ -18,8 +18,8 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.assembly import create_app
+from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 
 pytestmark = pytest.mark.anyio
 

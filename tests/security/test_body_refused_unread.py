@@ -15,7 +15,7 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from gateway.settings import Settings
+from gateway.config import Settings
 from tests.helpers import admin_headers, in_process_gateway, registered_token
 
 pytestmark = pytest.mark.anyio

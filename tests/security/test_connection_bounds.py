@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from conclave.stack import EmbeddedStack
+from gateway.config import Settings
 from gateway.http.connection_audit import BURST, PER_S
-from gateway.settings import Settings
 from tests.helpers import wait_for
 
 HEAD_TIMEOUT_S = 1.0

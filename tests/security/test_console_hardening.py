@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from conclave.stack import EmbeddedStack
-from gateway.settings import Settings
+from gateway.config import Settings
 
 GUESSER, ADMIN = "127.0.0.3", "127.0.0.2"
 FAILURES = 5

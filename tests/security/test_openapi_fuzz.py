@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, settings
 
 from conclave.stack import EmbeddedStack
 from gateway import create_app
-from gateway.settings import Settings
+from gateway.config import Settings
 from protocol import SerfError
 
 

@@ -21,8 +21,8 @@ import redis as sync_redis
 
 from conclave.embedded_redis import EmbeddedRedis
 from gateway.assembly import create_app
+from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from conclave.stack import EmbeddedStack
-from gateway.settings import Settings
+from gateway.config import Settings
 
 pytestmark = pytest.mark.anyio
 

@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from gateway.assembly import create_app
+from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 
 pytestmark = pytest.mark.anyio
 

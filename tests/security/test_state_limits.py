@@ -17,8 +17,8 @@ from redis.asyncio import Redis
 from conclave.embedded_redis import EmbeddedRedis
 from conclave.stack import EmbeddedStack
 from gateway.assembly import create_app
+from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 
 pytestmark = pytest.mark.anyio
 

@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from gateway.assembly import create_app
+from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 from sandbox.backends.cgroup import CGROUP_ROOT, TENANT_CPU_SHARES, tenant_group
 from tests.helpers import until
 

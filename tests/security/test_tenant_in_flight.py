@@ -20,8 +20,8 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.budgets import Admission, InFlight, in_flight_key
+from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 from tests.helpers import in_process_gateway, until
 
 pytestmark = pytest.mark.anyio

@@ -22,8 +22,8 @@ from redis.asyncio import Redis
 from typer.testing import CliRunner
 
 from conclave.cli import app
+from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 from tests.helpers import admin_headers, in_process_gateway, register
 from tests.identity_provider import AUDIENCE, ISSUER, KEY, serving_jwks
 

@@ -14,11 +14,18 @@ import httpx
 import pytest
 
 from conclave.stack import EmbeddedStack
-from gateway.audit import ANONYMOUS_STREAM, FEED_STREAM, AuditLog, AuditRecord, AuditWriter
-from gateway.metrics import OTHER, GatewayMetrics
+from gateway.config import Settings
 from gateway.pipeline import AccountStage, RequestContext
-from gateway.redis_client import connect_redis
-from gateway.settings import Settings
+from gateway.redis_io import connect_redis
+from gateway.telemetry import (
+    ANONYMOUS_STREAM,
+    FEED_STREAM,
+    OTHER,
+    AuditLog,
+    AuditRecord,
+    AuditWriter,
+    GatewayMetrics,
+)
 
 pytestmark = pytest.mark.anyio
 

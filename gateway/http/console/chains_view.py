@@ -15,8 +15,8 @@ from collections import defaultdict
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
-from gateway.audit import AuditLog, AuditRecord
 from gateway.http.console.page_layout import esc, page, table
+from gateway.telemetry import AuditLog, AuditRecord
 
 WINDOW_RECORDS = 2000
 MAX_CHAINS = 20

@@ -1,10 +1,10 @@
 """The console's charts: each tool's latency (p50 and p95 per minute) and each tenant's
 requests and refusals per minute, over the last `SERIES_MINUTES` minutes.
 
-Read from the per-minute series the audit keeps (`gateway.call_series`): one pipelined round
-trip of `SERIES_MINUTES` hashes per tenant and for the tools, for at most `MAX_TENANTS`
-tenants, and the requests refused before a token named a tenant. Drawn as inline SVG
-(`chart_svg`). A minute with no requests has no point.
+Read from the per-minute series the audit keeps (`gateway.telemetry.call_series`): one pipelined
+round trip of `SERIES_MINUTES` hashes per tenant and for the tools, for at most `MAX_TENANTS`
+tenants, and the requests refused before a token named a tenant. Drawn as inline SVG (`chart_svg`).
+A minute with no requests has no point.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import time
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
-from gateway.call_series import SERIES_MINUTES, CallSeries, TenantMinute, ToolMinute
 from gateway.http.console.chart_svg import Series, line_chart
 from gateway.http.console.page_layout import esc, page
 from gateway.identity import AgentDirectory
+from gateway.telemetry import SERIES_MINUTES, CallSeries, TenantMinute, ToolMinute
 
 MAX_TENANTS = 20  # a page, not a dump: the first tenants by name
 REFRESH_S = 30  # a minute's point fills in as its calls come

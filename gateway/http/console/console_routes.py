@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import RedirectResponse, StreamingResponse
 from redis.asyncio import Redis
 
+from gateway.config import Settings
 from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body
 from gateway.http.console.agents_view import agents_page
@@ -46,7 +47,6 @@ from gateway.http.console.sandboxes_view import sandboxes_page
 from gateway.http.console.tools_view import tools_page
 from gateway.http.console.try_view import call_as_agent, try_page
 from gateway.identity import AgentDirectory
-from gateway.settings import Settings
 from protocol import ADMIN_KEY_HEADER, ErrorCode
 
 router = APIRouter(prefix="/console", include_in_schema=False)

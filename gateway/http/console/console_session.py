@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from fastapi import Request
 from redis.asyncio import Redis
 
-from gateway.settings import Settings
+from gateway.config import Settings
 from protocol import ADMIN_KEY_HEADER
 
 SESSION_COOKIE = "conclave_console"

@@ -20,9 +20,9 @@ from collections.abc import AsyncIterator
 from fastapi import Request
 from fastapi.responses import HTMLResponse, StreamingResponse
 
-from gateway.audit import AuditLog, AuditRecord
 from gateway.gateway_error import GatewayError
 from gateway.http.console.page_layout import esc, page, table
+from gateway.telemetry import AuditLog, AuditRecord
 from protocol import ErrorCode
 
 PAGE_RECORDS = 50

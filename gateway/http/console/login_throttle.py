@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
+from gateway.config import Settings
 from gateway.gateway_error import GatewayError
-from gateway.settings import Settings
 from protocol import ErrorCode
 
 

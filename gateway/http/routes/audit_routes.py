@@ -3,7 +3,7 @@
 With `tenant`, that tenant's own stream is read (`tenant=` with an empty value: the requests
 refused before any tenant was known), between `since_ms` and `until_ms` (epoch ms, both
 included), however many other records were written meanwhile. Without it, the feed of the
-newest records of all tenants (`gateway.audit.FEED_RECORDS` at most).
+newest records of all tenants (`gateway.telemetry.audit.FEED_RECORDS` at most).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
-from gateway.audit import AuditLog, AuditRecord, Outcome
 from gateway.http.routes.admin_route import AdminRoute
+from gateway.telemetry import AuditLog, AuditRecord, Outcome
 
 router = APIRouter(tags=["audit"], route_class=AdminRoute)
 

@@ -12,9 +12,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from gateway.budgets import CircuitBreaker, LatencyWindow
+from gateway.config import Settings
 from gateway.http.responses import refusal
 from gateway.pipeline import Pipeline, RequestContext, find_tool
-from gateway.settings import Settings
 from protocol import ToolLatency
 from tools import ToolRegistry
 

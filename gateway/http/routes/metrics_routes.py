@@ -12,8 +12,8 @@ import hmac
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from gateway.config import Settings
 from gateway.gateway_error import GatewayError
-from gateway.settings import Settings
 from protocol import ADMIN_KEY_HEADER, ErrorCode
 
 router = APIRouter(tags=["metrics"])

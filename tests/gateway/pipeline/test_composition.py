@@ -9,11 +9,10 @@ import anyio
 import pytest
 from redis.asyncio import Redis
 
-from gateway.audit import AuditLog, AuditWriter
 from gateway.gateway_error import GatewayError
-from gateway.metrics import GatewayMetrics
 from gateway.pipeline import AccountStage, Pipeline, RequestContext
 from gateway.pipeline.pipeline import PAST_DEADLINE_GRACE_S
+from gateway.telemetry import AuditLog, AuditWriter, GatewayMetrics
 from protocol import ErrorCode, Principal, ToolContext
 
 pytestmark = pytest.mark.anyio

@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 import tools.builtin  # noqa: F401  (registers the built-in tools)
 from gateway.budgets import AtbaAllocator, CallReads, CircuitBreaker, LatencyWindow, RateLimit
 from gateway.budgets.admission import Admission
+from gateway.config import Settings
 from gateway.gateway_error import GatewayError
 from gateway.identity.agent_directory import AgentDirectory
 from gateway.identity.tokens import issue_token
@@ -23,7 +24,6 @@ from gateway.pipeline import (
     ScopeStage,
     fit_limits,
 )
-from gateway.settings import Settings
 from protocol import AgentRegistration, ErrorCode, Principal, ResourceIntent, ResourceRequest
 from protocol.time_budget import Budget as BudgetModel
 from sandbox.inprocess import InProcessExecutor

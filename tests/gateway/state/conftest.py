@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
+from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 
 
 @dataclass

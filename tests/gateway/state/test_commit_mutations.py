@@ -19,10 +19,9 @@ import anyio
 import pytest
 from redis.asyncio import Redis
 
+from gateway.config import Settings
 from gateway.gateway_error import GatewayError
-from gateway.lua_files import lua_text
-from gateway.redis_client import PooledScript
-from gateway.settings import Settings
+from gateway.redis_io import PooledScript, lua_text
 from gateway.state import Actor, StateStore, check_namespace_history
 from gateway.state.scripts import COMMIT_SCRIPT
 from protocol import CommitRequest, NamespaceConfig, NamespaceMode, Write

@@ -11,8 +11,8 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.assembly import create_app
+from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 from gateway.state import NamespaceKeys, check_namespace_history
 
 pytestmark = pytest.mark.anyio

@@ -11,8 +11,8 @@ import pytest
 
 from conclave.embedded_redis import EmbeddedRedis
 from gateway.assembly import create_app
+from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.settings import Settings
 from tests.helpers import until
 
 pytestmark = pytest.mark.anyio

@@ -16,8 +16,8 @@ import pytest
 from redis.asyncio import Redis
 
 from conclave.bench.baselines import NaiveStore
+from gateway.config import Settings
 from gateway.gateway_error import GatewayError
-from gateway.settings import Settings
 from gateway.state import Actor, NamespaceKeys, StateStore, check_namespace_history
 from protocol.state import CommitRequest, NamespaceConfig, Write
 

@@ -9,7 +9,7 @@ import anyio
 import pytest
 from redis.asyncio import Redis
 
-from gateway.settings import Settings
+from gateway.config import Settings
 from gateway.state import Actor, NamespaceKeys, StateStore
 from protocol import CommitRequest, NamespaceConfig, Write
 

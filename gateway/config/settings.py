@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from gateway.secrets_store import default_data_dir, load_or_create_secrets
+from gateway.config.secrets_store import default_data_dir, load_or_create_secrets
 
 # "inprocess" runs tools in the gateway's own threads: no isolation, for measuring overhead.
 SandboxChoice = Literal["auto", "docker", "bwrap", "process", "inprocess"]

@@ -15,9 +15,9 @@ from redis.exceptions import AskError, MovedError, NoScriptError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from gateway.coalesced_connection import CoalescedConnection, coalesced
 from gateway.gateway_error import GatewayError
-from gateway.tracing import TRACING, SpanKind, mark_raised
+from gateway.redis_io.coalesced_connection import CoalescedConnection, coalesced
+from gateway.telemetry import TRACING, SpanKind, mark_raised
 from protocol import ErrorCode
 
 # `WAIT numreplicas timeout_ms` after a script: acknowledge its writes only once that many

@@ -24,7 +24,7 @@ namespace, a session id), and each stream is capped.
 `AuditWriter` takes records off the request's path: the account stage hands a record over
 and returns; a background task appends whatever has gathered in one pipelined round trip.
 A record is in the streams a few milliseconds after its answer left; `flush` waits for that.
-The same round trip counts the records in the per-minute series of `gateway.call_series`.
+The same round trip counts the records in the per-minute series of `gateway.telemetry.call_series`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import Any, Literal, cast
 from pydantic import BaseModel, ConfigDict, field_validator
 from redis.asyncio import Redis
 
-from gateway.call_series import count_records
+from gateway.telemetry.call_series import count_records
 
 log = logging.getLogger("conclave.gateway.audit")
 

@@ -25,7 +25,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 if TYPE_CHECKING:
-    from gateway.tracing import RequestTrace, SpanRecord
+    from gateway.telemetry.tracing import RequestTrace, SpanRecord
 
 log = logging.getLogger("conclave.gateway.tracing")
 

@@ -228,7 +228,7 @@ class _ProcessorSink(_Sink):
 
 
 class _WireSink(_Sink):
-    """The OTLP/HTTP exporter of `gateway.otlp_wire`: spans queued as recorded."""
+    """The OTLP/HTTP exporter of `gateway.telemetry.otlp_wire`: spans queued as recorded."""
 
     def __init__(self, sampler: Any, wire: Any) -> None:
         self.sampler = sampler
@@ -371,7 +371,7 @@ def _sink(exporter: str) -> tuple[_Sink, Callable[[], None]]:
 
         provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
         return _ProcessorSink(provider), provider.shutdown
-    from gateway.otlp_wire import WireOtlpExport
+    from gateway.telemetry.otlp_wire import WireOtlpExport
 
     wire = WireOtlpExport(provider.resource, _SCOPE)
     return _WireSink(provider.sampler, wire), wire.shutdown

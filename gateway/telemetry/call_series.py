@@ -34,7 +34,7 @@ from redis.asyncio import Redis
 if TYPE_CHECKING:
     from redis.asyncio.client import Pipeline
 
-    from gateway.audit import AuditRecord
+    from gateway.telemetry.audit import AuditRecord
 
 SERIES_MINUTES = 60
 FLOOR_MS = 0.1
