@@ -216,7 +216,7 @@ async def test_silent_connections_past_the_pending_cap_are_refused_at_once(
 async def test_connections_past_the_cap_are_refused_while_another_sandbox_reaches_out(
     gateway: EgressGateway, redis: Redis
 ) -> None:
-    cap = gateway.config.settings.egress_connections_per_sandbox
+    cap = gateway.settings.egress_connections_per_sandbox
     results: list[Any] = []
     url = f"http://127.0.0.1:{PORT}/"
     # The victim's sandbox is warm, as a running agent's is: its call during the attack

@@ -73,7 +73,7 @@ async def test_the_attackers_own_record_is_clamped_to_what_the_host_saw(
     assert seen.status_code == 200, seen.text
     # At most the call's 2 s grant: never the billion ms claimed.
     assert seen.json()["samples"] == 5 and seen.json()["p95_ms"] <= 2_000
-    admin = {ADMIN_KEY_HEADER: gateway.config.settings.admin_key.get_secret_value()}
+    admin = {ADMIN_KEY_HEADER: gateway.settings.admin_key.get_secret_value()}
     audit = await gateway.client.get("/v1/audit", params={"agent": "mallory"}, headers=admin)
     usages = [record["usage"] for record in audit.json() if record["tool"] == forgery]
     assert len(usages) == 5
