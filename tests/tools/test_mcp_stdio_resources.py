@@ -54,7 +54,8 @@ async def test_a_stdio_servers_template_is_listed_read_and_completed(
             timeout=120,
         )
         transport = streamable_http_client("http://gateway/mcp", http_client=http)
-        async with http, Client(transport) as client:
+        # The handshake era: resources/subscribe is not part of the 2026-07-28 wire.
+        async with http, Client(transport, mode="legacy") as client:
             templates = (await client.list_resource_templates()).resource_templates
             assert [t.uri_template for t in templates] == ["test://template/{id}/data"]
             read = await client.read_resource("test://template/42/data")
@@ -70,3 +71,17 @@ async def test_a_stdio_servers_template_is_listed_read_and_completed(
                 await client.subscribe_resource("test://watched-resource")
             assert refused.value.error.data["code"] == "INVALID_REQUEST"
             assert "mcp_stdio" in refused.value.error.data["message"]
+        # A client on the 2026-07-28 wire reads and completes alike: the gateway keeps that
+        # wire's envelope to itself (the stdio server, of the handshake era, refuses it).
+        http = httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app=app),
+            base_url="http://gateway",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=120,
+        )
+        transport = streamable_http_client("http://gateway/mcp", http_client=http)
+        async with http, Client(transport) as client:
+            read = await client.read_resource("test://template/7/data")
+            assert json.loads(read.contents[0].text)["id"] == "7"  # type: ignore[union-attr]
+            done = await client.complete(ref, {"name": "id", "value": "4"})
+            assert done.completion.values == []

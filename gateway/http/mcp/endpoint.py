@@ -251,6 +251,7 @@ async def mcp_post(request: Request) -> Response:
         ctx = _context(request, message, registry)
         if stateless := stateless_era.speaks_stateless(request.headers, message):
             refusal = _stateless(request, message, ctx, registry)
+            stateless_era.consume_envelope(message)  # upstreams speak the handshake era
     except GatewayError as exc:
         ctx = RequestContext("mcp", "mcp:(unreadable)", request.headers, input_error=exc)
     finish = stateless_era.finish if stateless else _unchanged

@@ -47,6 +47,7 @@ STATELESS_VERSION = "2026-07-28"
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+_ENVELOPE_PREFIX = "io.modelcontextprotocol/"
 SERVER_INFO = {"name": "conclave", "version": "0.1.0"}
 # The revision's JSON-RPC error codes (schema.ts).
 INVALID_PARAMS = -32602
@@ -161,6 +162,19 @@ def check(
 
 def not_found(method: str) -> WireRefusal:
     return _refusal(METHOD_NOT_FOUND, 404, f"method {method[:64]!r} is not served here")
+
+
+def consume_envelope(message: McpMessage) -> None:
+    """Drop the revision's own keys (`io.modelcontextprotocol/...`) from the request's
+    `_meta` once they are read: what the gateway relays to an MCP source (a read, a prompt, a
+    completion, a call's `_meta`) goes to a server of the handshake era, which refuses a
+    request carrying the 2026-07-28 envelope."""
+    meta = message.params.get("_meta")
+    if isinstance(meta, dict):
+        for key in [k for k in meta if k.startswith(_ENVELOPE_PREFIX)]:
+            del meta[key]
+        if not meta:
+            del message.params["_meta"]
 
 
 def finish(method: str, result: dict[str, Any]) -> dict[str, Any]:
