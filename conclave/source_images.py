@@ -12,6 +12,7 @@ the step it was on and the command that prepares the sources by hand.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import anyio
 
@@ -58,7 +59,10 @@ def prepare_source_images(settings: Settings, say: Callable[[str], None]) -> Non
 
     say(f"preparing {len(wanted)} tool source(s) of {settings.config} ({settings.sandbox_backend})")
     try:
-        anyio.run(prepare)
+        # In a thread of its own: a stack may be started from code already running an event
+        # loop in this thread (an async test, an application), where anyio.run cannot run.
+        with ThreadPoolExecutor(1, thread_name_prefix="conclave-prepare") as apart:
+            apart.submit(anyio.run, prepare).result()
     except TimeoutError as exc:
         raise SourcePreparationTimeout(
             f"preparing the tool sources took longer than {settings.source_prepare_timeout_s:g}"
