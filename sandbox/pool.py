@@ -53,7 +53,7 @@ from sandbox.backend import (
 )
 from sandbox.executor import CallLimits, Invocation, Outcome
 from sandbox.fair_queue import FairQueue, Waiter
-from sandbox.instance import EgressGate, Sandbox, StaleSandboxError
+from sandbox.instance import CANCEL_ANSWER_S, EgressGate, Sandbox, StaleSandboxError
 from sandbox.time_limit import TimeLimit
 from sandbox.unavailable import unavailable_error
 from sandbox.workspace import DEFAULT_ROOT, create_workspace, remove_workspace
@@ -163,6 +163,9 @@ class SandboxPool:
         self._closed = False
         self._interrupted = False  # `interrupt` killed the busy sandboxes: a shutdown
         self._background: set[asyncio.Task[None]] = set()
+        # Per identity, the cancelled calls' sandboxes still settling (their runners asked to
+        # kill the call): the identity's next call waits for them, briefly, to find one warm.
+        self._settling: dict[PoolKey, list[anyio.Event]] = {}
         self._late_starts: set[asyncio.Task[Sandbox]] = set()  # outlived their call's deadline
         self.started = 0  # sandboxes ever started, for tests and the bench
         self.recycled = 0
@@ -227,7 +230,9 @@ class SandboxPool:
                 if sandbox.cancelled_call is not None:
                     # Cancelled: the runner was told to kill the call; the sandbox goes back
                     # warm once it answers, off the cancelled caller's path.
-                    self._in_background(self._settle_cancelled(key, sandbox))
+                    settled = anyio.Event()
+                    self._settling.setdefault(key, []).append(settled)
+                    self._in_background(self._settle_cancelled(key, sandbox, settled))
                 else:
                     with anyio.CancelScope(shield=True):
                         await self._checkin(key, sandbox, recycle)
@@ -248,13 +253,32 @@ class SandboxPool:
         )
         return replace(outcome, error=error)
 
-    async def _settle_cancelled(self, key: PoolKey, sandbox: Sandbox) -> None:
+    async def _settle_cancelled(self, key: PoolKey, sandbox: Sandbox, settled: anyio.Event) -> None:
         """Check in a cancelled call's sandbox once its runner answered the cancel (warm), or
         tear it down (and replace it) if it did not."""
-        warm = await sandbox.settle_cancelled()
-        await self._checkin(key, sandbox, recycle=not warm or sandbox.calls >= self.recycle_after)
+        try:
+            warm = await sandbox.settle_cancelled()
+            recycle = not warm or sandbox.calls >= self.recycle_after
+            await self._checkin(key, sandbox, recycle=recycle)
+        finally:
+            settled.set()
+            waiting = self._settling.get(key, [])
+            if settled in waiting:
+                waiting.remove(settled)
+            if not waiting:
+                self._settling.pop(key, None)
         if not warm and self.replace_killed:
             await self._replace(key)
+
+    async def _await_settling(self, key: PoolKey, limit: TimeLimit) -> None:
+        """Wait (at most the cancel's own answer time, never past the deadline) for this
+        identity's cancelled calls' sandboxes to settle: the call after a cancel then finds
+        the sandbox warm instead of starting another."""
+        for settled in list(self._settling.get(key, ())):
+            left = limit.left_s()
+            wait_s = CANCEL_ANSWER_S if left is None else min(CANCEL_ANSWER_S, left)
+            with anyio.move_on_after(wait_s):
+                await settled.wait()
 
     async def _replace(self, key: PoolKey) -> None:
         """Start a sandbox for `key` in place of one a kill tore down, so the retry the kill
@@ -277,6 +301,8 @@ class SandboxPool:
         either: the caller stops waiting then, and the start finishes in the background into
         the idle pool, so the next call of this identity finds it warm."""
         limit = TimeLimit.of(invocation)
+        if key in self._settling and invocation.may_queue:
+            await self._await_settling(key, limit)
         left_s = limit.left_s()
         queue_s = self.queue_ms / 1000 if invocation.may_queue else 0.0
         grant = await self._admission(key, queue_s if left_s is None else min(queue_s, left_s))
