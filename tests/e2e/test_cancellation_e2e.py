@@ -137,7 +137,7 @@ async def test_notifications_cancelled_stops_the_call_and_its_answer_says_so(
         # The call's own POST, still open, was answered: a tool error saying it was cancelled.
         result = answers[0].json()["result"]
         assert result["isError"] is True
-        assert result["structuredContent"]["code"] == "CANCELLED"
+        assert result["_meta"]["conclave/error"]["code"] == "CANCELLED"
         await _next_call_is_warm(http, headers, label)
     await _audited_cancelled(stack, agent)
 

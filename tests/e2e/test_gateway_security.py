@@ -181,7 +181,8 @@ async def test_malformed_json_rpc(http: httpx.AsyncClient, stack: EmbeddedStack)
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo"}}
     failed = await http.post("/mcp", json=call, headers=headers)  # missing argument: isError
     result = failed.json()["result"]
-    assert result["isError"] is True and result["structuredContent"]["code"] == "INVALID_ARGUMENTS"
+    envelope = result["_meta"]["conclave/error"]  # echo declares an outputSchema
+    assert result["isError"] is True and envelope["code"] == "INVALID_ARGUMENTS"
     assert (await http.delete("/mcp", headers=headers)).status_code == 405
     not_a_stream = await http.get("/mcp", headers=headers)  # GET /mcp needs Accept for SSE
     await _refused(http, stack, not_a_stream, "INVALID_REQUEST", 400)

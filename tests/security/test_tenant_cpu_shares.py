@@ -26,7 +26,7 @@ from gateway.identity.tokens import issue_token
 from sandbox.backends.cgroup import CGROUP_ROOT, TENANT_CPU_SHARES, tenant_group
 from tests.helpers import until
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.serial]  # a CPU-time ratio: alone on the machine
 
 BURNERS = 6  # the noisy tenant's sandboxes, each burning a core's quota
 VICTIM_MAX_RATIO = 2.0  # the victim's CPU-bound call under the flood / alone (main: ~3.5x)
