@@ -77,6 +77,22 @@ class SandboxCgroup:
         self.dirs = {c: path / sandbox_id for c, path in tenant_cgroup_dirs(tenant).items()}
 
     def create(self, profile: SandboxProfile) -> None:
+        """The sandbox's group with its limits, in its tenant's group. Another gateway process
+        on this host may remove the tenant's group, empty, between our creating it and our
+        sandbox's group in it: then both are made again (at most three times)."""
+        for attempt in range(3):
+            try:
+                self._create(profile)
+                return
+            except FileNotFoundError:
+                self.remove()
+                if attempt == 2:
+                    raise SandboxStartError(
+                        f"the cgroup of tenant {self.tenant!r} kept vanishing while this"
+                        " sandbox's was made: another gateway on this host removes it; retry"
+                    ) from None
+
+    def _create(self, profile: SandboxProfile) -> None:
         memory = profile.memory_mb * 1024 * 1024
         quota = int(profile.cpus * CPU_PERIOD_US)
         try:
@@ -96,6 +112,8 @@ class SandboxCgroup:
             _write(self.dirs["pids"] / "pids.max", str(profile.pids))
             _write(self.dirs["cpu"] / "cpu.cfs_period_us", str(CPU_PERIOD_US))
             _write(self.dirs["cpu"] / "cpu.cfs_quota_us", str(quota))
+        except FileNotFoundError:
+            raise  # the tenant's group went away meanwhile: `create` makes both again
         except OSError as exc:
             self.remove()
             raise SandboxStartError(
