@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,17 +31,21 @@ UPSTREAM_SOURCE = "notes"
 FEDERATED_ADMIN_KEY = "federated-admin-key"
 
 
-@pytest.fixture(scope="module")
-def stack(redis_url: str, sandbox_backend: str) -> Iterator[EmbeddedStack]:
-    settings = Settings(
+def e2e_settings(redis_url: str, sandbox_backend: str, **fields: Any) -> Settings:
+    """An end-to-end stack's settings: a free port, fixed secrets, and `fields` on top."""
+    return Settings(
         redis_url=redis_url,
         port=0,
         sandbox_backend=sandbox_backend,
         secret="e2e-secret-" + "x" * 32,
         admin_key="e2e-admin-key",
-        **E2E_LIMITS,
+        **fields,
     )
-    with EmbeddedStack(settings) as running:
+
+
+@pytest.fixture(scope="module")
+def stack(redis_url: str, sandbox_backend: str) -> Iterator[EmbeddedStack]:
+    with EmbeddedStack(e2e_settings(redis_url, sandbox_backend, **E2E_LIMITS)) as running:
         yield running
 
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from conclave.stack import EmbeddedStack
-from gateway.config import Settings
+from tests.e2e.conftest import e2e_settings
 from tests.e2e.test_cancellation_e2e import _gone, _running, _started
 
 pytestmark = pytest.mark.anyio
@@ -23,15 +23,8 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture(scope="module")
 def reporting_stack(redis_url: str, sandbox_backend: str) -> Iterator[EmbeddedStack]:
-    settings = Settings(
-        redis_url=redis_url,
-        port=0,
-        sandbox_backend=sandbox_backend,
-        secret="e2e-secret-" + "x" * 32,
-        admin_key="e2e-admin-key",
-        tool_modules=("tools.builtin", "tools.harness.reporting"),
-    )
-    with EmbeddedStack(settings) as running:
+    modules = ("tools.builtin", "tools.harness.reporting")
+    with EmbeddedStack(e2e_settings(redis_url, sandbox_backend, tool_modules=modules)) as running:
         yield running
 
 
