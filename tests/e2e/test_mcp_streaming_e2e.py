@@ -18,7 +18,7 @@ from conclave.stack import EmbeddedStack
 from tests.e2e.conftest import e2e_settings
 from tests.e2e.test_cancellation_e2e import _gone, _running, _started
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.serial]  # flaky beside other system tests
 
 
 @pytest.fixture(scope="module")
