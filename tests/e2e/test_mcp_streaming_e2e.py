@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import random
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
+import anyio
 import httpx
 import pytest
 
@@ -19,6 +20,16 @@ from tests.e2e.conftest import e2e_settings
 from tests.e2e.test_cancellation_e2e import _gone, _running, _started
 
 pytestmark = [pytest.mark.anyio, pytest.mark.serial]  # flaky beside other system tests
+
+
+async def _rest(lines: AsyncIterator[str]) -> list[str]:
+    """What the stream says next (within a few seconds): why a call never started its
+    process, when it did not."""
+    said: list[str] = []
+    with anyio.move_on_after(5):
+        async for line in lines:
+            said.append(line)
+    return said
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +59,16 @@ async def test_a_client_leaving_a_streamed_call_stops_its_processes(
         http.stream("POST", "/mcp", json=message, headers=headers) as answer,
     ):
         assert answer.headers["content-type"] == "text/event-stream"
-        async for line in answer.aiter_lines():
+        lines = answer.aiter_lines()
+        async for line in lines:
             if line.startswith("data: "):
                 first = json.loads(line[6:])
                 break
-        await _started(marker)
+        try:
+            await _started(marker)
+        except AssertionError as never_started:
+            went_on = await _rest(lines)
+            raise AssertionError(f"{never_started}; the stream went on: {went_on}") from None
     # The response was closed mid-stream: its connection went with it.
     assert first["method"] == "notifications/progress"
     assert first["params"]["progressToken"] == "leaving"
