@@ -13,10 +13,10 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import httpx
@@ -24,6 +24,8 @@ import httpx
 from gateway.assembly import create_app
 from gateway.config import Settings
 from protocol import ADMIN_KEY_HEADER
+
+T = TypeVar("T")
 
 
 def wait_for(
@@ -58,6 +60,17 @@ async def until(condition: Callable[[], bool], timeout_s: float, poll_s: float =
     with anyio.fail_after(timeout_s):
         while not condition():  # noqa: ASYNC110 (a condition to poll, not an event to await)
             await anyio.sleep(poll_s)
+
+
+async def until_true(
+    check: Callable[[], Awaitable[T]], timeout_s: float, poll_s: float = 0.02
+) -> T:
+    """Await `check()` until it answers something true, and return that; TimeoutError after
+    `timeout_s` (for conditions only an awaited read can tell, such as Redis's or an API's)."""
+    with anyio.fail_after(timeout_s):
+        while not (found := await check()):  # noqa: ASYNC110 (a read to poll, no event)
+            await anyio.sleep(poll_s)
+    return found
 
 
 def admin_headers(settings: Settings) -> dict[str, str]:

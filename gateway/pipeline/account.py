@@ -15,6 +15,7 @@ import logging
 import time
 
 from prometheus_client import Counter, Histogram
+from redis.exceptions import RedisError
 
 from gateway.budgets import Admission, CallFeedback
 from gateway.pipeline.context import RequestContext
@@ -81,9 +82,6 @@ class AccountStage:
         self._stage_latency: dict[str, Histogram] = {}
 
     async def __call__(self, ctx: RequestContext) -> None:
-        if ctx.in_flight is not None and self.admission is not None:
-            in_flight, ctx.in_flight = ctx.in_flight, None
-            await self.admission.release(ctx.require_principal().tenant, in_flight)
         duration = time.perf_counter() - ctx.started
         record = audit_record(ctx, duration)
         m = self.metrics
@@ -115,7 +113,20 @@ class AccountStage:
         if log.isEnabledFor(level):
             log.log(level, "request", extra=record.model_dump(exclude={"id"}))
         self.audit.submit(record)
+        await self._give_back_place(ctx)
         await self._feed_back(ctx)
+
+    async def _give_back_place(self, ctx: RequestContext) -> None:
+        """The call's place among its tenant's calls in flight, given back after its audit
+        record is written: best effort, since a place Redis failed to take back lapses on its
+        own (after the tool's timeout), and the record must not be lost for it."""
+        if ctx.in_flight is None or self.admission is None:
+            return
+        in_flight, ctx.in_flight = ctx.in_flight, None
+        try:
+            await self.admission.release(ctx.require_principal().tenant, in_flight)
+        except RedisError as lost:
+            log.warning("in-flight place not given back (it lapses on its own): %s", lost)
 
     async def _feed_back(self, ctx: RequestContext) -> None:
         call, usage, answered = ctx.invocation, ctx.usage, ctx.answered_ms

@@ -22,7 +22,7 @@ from redis.asyncio import Redis
 from gateway.budgets import Admission, InFlight, in_flight_key
 from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from tests.helpers import in_process_gateway, until
+from tests.helpers import in_process_gateway, until, until_true
 
 pytestmark = pytest.mark.anyio
 
@@ -138,3 +138,41 @@ async def test_a_place_a_dead_replica_never_gave_back_lapses_after_its_hold(redi
         assert time.monotonic() - began < 5, "the lost place never lapsed"
         await anyio.sleep(0.05)
     assert time.monotonic() - began >= 0.2
+
+
+async def test_a_place_redis_cannot_take_back_still_leaves_the_calls_audit(
+    settings: Settings, redis: Redis
+) -> None:
+    """The account stage writes the call's audit record before it gives the place back, and
+    a Redis error giving it back (the place lapses on its own) loses neither the record nor
+    the answer."""
+    admin = {"X-Conclave-Admin-Key": settings.admin_key.get_secret_value()}
+    tenant = f"lossy-{time.monotonic_ns()}"
+    async with in_process_gateway(settings, "http://localhost") as gateway:
+
+        async def slow_call() -> None:
+            answers.append(
+                await gateway.post(
+                    "/v1/tools/sleep/call",
+                    json={"arguments": {"seconds": 0.5}},
+                    headers=_bearer(settings, tenant, "a"),
+                    timeout=30,
+                )
+            )
+
+        answers: list[httpx.Response] = []
+        async with anyio.create_task_group() as group:
+            group.start_soon(slow_call)
+            await until_true(lambda: redis.zcard(in_flight_key(tenant)), 10)
+            # The place's sorted set becomes a string: giving the place back fails (WRONGTYPE).
+            await redis.set(in_flight_key(tenant), "not a sorted set")
+        assert answers[0].status_code == 200, answers[0].text
+
+        async def audited() -> list[dict[str, object]]:
+            found = await gateway.get("/v1/audit", params={"tenant": tenant}, headers=admin)
+            assert found.status_code == 200, found.text
+            records: list[dict[str, object]] = found.json()
+            return records
+
+        records = await until_true(audited, 10)
+        assert [(r["tool"], r["outcome"]) for r in records] == [("sleep", "ok")]
