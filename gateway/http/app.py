@@ -80,7 +80,10 @@ class GatewayApp(FastAPI):
 
 
 def build_http_app(lifespan: Lifespan) -> GatewayApp:
-    app = GatewayApp(title="Conclave gateway", version="0.1.0", lifespan=lifespan)
+    # /docs is our own route (routes/api_docs_routes.py: Swagger UI served offline); no ReDoc.
+    app = GatewayApp(
+        title="Conclave gateway", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None
+    )
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)

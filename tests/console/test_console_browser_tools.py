@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 import httpx
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 
 from conclave.stack import EmbeddedStack
 
@@ -94,3 +94,30 @@ def test_charts_try_a_tool_and_state_values_in_the_browser(
     page.screenshot(path=artifacts / "8-namespace-values.png", full_page=True)
     expect(page.locator("body")).not_to_contain_text("Internal Server Error")
     assert blocked == []
+
+
+def test_the_api_docs_page_works_with_no_internet(
+    page: Page, console_stack: EmbeddedStack, artifacts: Path
+) -> None:
+    """`/docs`, linked from the front page, renders the gateway's operations with every
+    request leaving the gateway's own origin refused (an offline machine: FastAPI's default
+    page loads Swagger UI from a CDN and stays blank), and its CSP blocks nothing it needs."""
+    stack = console_stack
+    elsewhere: list[str] = []
+
+    def only_the_gateway(route: Route) -> None:
+        if route.request.url.startswith(stack.url):
+            route.continue_()
+        else:
+            elsewhere.append(route.request.url)
+            route.abort()
+
+    blocked: list[str] = []
+    page.on("console", lambda m: blocked.append(m.text) if "Security Policy" in m.text else None)
+    page.route("**/*", only_the_gateway)
+    page.goto(f"{stack.url}/")
+    page.locator('a[href="/docs"]').click()
+    page.wait_for_url("**/docs")
+    expect(page.get_by_text("/v1/tools/{name}/call").first).to_be_visible(timeout=15_000)
+    page.screenshot(path=artifacts / "api-docs.png")
+    assert elsewhere == [] and blocked == []

@@ -3,6 +3,7 @@
 from gateway.http.mcp import router as _mcp_router
 from gateway.http.routes import (
     agent_routes,
+    api_docs_routes,
     audit_routes,
     catalog_routes,
     front_routes,
@@ -30,6 +31,7 @@ ROUTERS = (
     metrics_routes.router,
     oauth_routes.router,
     front_routes.router,
+    api_docs_routes.router,
 )
 
 __all__ = ["ROUTERS"]
