@@ -202,7 +202,6 @@ async def test_faults_get_their_serf_codes_and_leave_nothing_running(
     bwrap_available: None, redis_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     settings = _settings(redis_url, "bwrap")
-    marker = "harness/stdio_mcp_server.py"
     sources = (
         _source("odd", HARNESS),
         _source("nostart", (*HARNESS, "--start", "exit")),
@@ -211,6 +210,21 @@ async def test_faults_get_their_serf_codes_and_leave_nothing_running(
         _source("missing", ("no-such-mcp-server",)),
     )
     caplog.set_level(logging.INFO, logger="conclave.sources")
+    # On the logger itself: the gateway's JSON logging stops "conclave" records from reaching
+    # the root logger, where caplog listens (whether it was installed yet depends on the order
+    # the tests ran in).
+    sources_log = logging.getLogger("conclave.sources")
+    sources_log.addHandler(caplog.handler)
+    try:
+        await _faults_get_their_serf_codes(settings, sources, caplog)
+    finally:
+        sources_log.removeHandler(caplog.handler)
+
+
+async def _faults_get_their_serf_codes(
+    settings: Settings, sources: tuple[McpStdioSource, ...], caplog: pytest.LogCaptureFixture
+) -> None:
+    marker = "harness/stdio_mcp_server.py"
     async with _gateway(settings, *sources) as app, _rest(app) as client:
         headers = _auth(settings, "tool:*")
         names = {t["name"] for t in (await client.get("/v1/tools", headers=headers)).json()}
