@@ -93,6 +93,7 @@ def _task_store(settings: Settings, redis: Redis) -> TaskStore:
         ttl_ms=settings.task_ttl_s * 1000,
         poll_ms=settings.task_poll_interval_ms,
         lease_ms=settings.task_lease_ms,
+        quota_bytes=settings.state_quota_bytes,
     )
 
 

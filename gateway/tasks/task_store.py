@@ -10,10 +10,10 @@ the scripts can charge the tenant's usage in the same step):
   `lease_ms` after its last renewal. Absent while the task works: its replica is gone.
 
 The record's bytes are charged to the tenant's usage as an expiring record (the ledger of
-`gateway.state.keys`), so tasks count against the tenant's byte quota and leave it when they
-expire. The owner is the authenticated principal that created the task: a task of another
-agent, or of another tenant (another key), reads as unknown, so a task id is of no use to
-anyone but its owner.
+`gateway.state.keys`), so tasks count against the tenant's byte quota (a task that would go
+over it is refused, STATE_QUOTA_EXCEEDED) and leave it when they expire. The owner is the
+authenticated principal that created the task: a task of another agent, or of another
+tenant (another key), reads as unknown, so a task id is of no use to anyone but its owner.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from gateway.redis_io import lua_text
+from gateway.state import task_over_quota
 from gateway.tasks.task_record import TASK_ID_PATTERN, TaskCall, TaskRecord, TaskStatus
 from protocol import Principal
 
@@ -49,9 +50,17 @@ def _now_ms() -> int:
 
 class TaskStore:
     def __init__(
-        self, redis: Redis, *, replica: str, ttl_ms: int, poll_ms: int, lease_ms: int
+        self,
+        redis: Redis,
+        *,
+        replica: str,
+        ttl_ms: int,
+        poll_ms: int,
+        lease_ms: int,
+        quota_bytes: int,
     ) -> None:
         self.redis = redis
+        self.quota_bytes = quota_bytes  # the tenant's state byte quota, tasks included
         self.replica = replica  # what a lease says: the replica running the call
         self.ttl_ms, self.poll_ms, self.lease_ms = ttl_ms, poll_ms, lease_ms
         self._create = redis.register_script(_script("task_create"))
@@ -61,10 +70,11 @@ class TaskStore:
         self, principal: Principal, task_id: str, call: TaskCall, message: str = ""
     ) -> TaskRecord:
         """Record a working task owned by `principal`, leased to this replica; once this
-        returns, `tasks/get` finds it on every replica (the extension's "durably created")."""
+        returns, `tasks/get` finds it on every replica (the extension's "durably created").
+        STATE_QUOTA_EXCEEDED when the record would take the tenant over its byte quota."""
         now = _now_ms()
         key = task_key(principal.tenant, task_id)
-        await self._create(
+        answer = await self._create(
             keys=[key, f"{key}:lease", *_ledger(principal.tenant)],
             args=[
                 principal.agent,
@@ -75,8 +85,12 @@ class TaskStore:
                 self.replica,
                 self.lease_ms,
                 message,
+                self.quota_bytes,
             ],
         )
+        if answer[0] == "QUOTA":
+            used, added = int(answer[1]), int(answer[2])
+            raise task_over_quota(principal.tenant, used, added, self.quota_bytes)
         return TaskRecord(
             task_id, principal.tenant, principal.agent, "working", message, now, now,
             self.ttl_ms, self.poll_ms, call,

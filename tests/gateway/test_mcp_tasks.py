@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 
 from gateway.assembly import create_app
 from gateway.config import Settings
+from gateway.gateway_error import GatewayError
 from gateway.http import GatewayApp
 from gateway.identity.tokens import issue_token
 from gateway.tasks import TaskCall, TaskStore, new_task_id, task_key
@@ -31,6 +32,7 @@ VERSION = "2026-07-28"
 TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 _NAMED_BY = {"tools/call": "name", "tasks/get": "taskId", "tasks/cancel": "taskId"}
 _NAMED_BY["tasks/update"] = "taskId"
+_LIMITS = {"ttl_ms": 60_000, "poll_ms": 100}  # a store's, where a test makes one
 
 
 @pytest.fixture
@@ -204,7 +206,7 @@ async def test_a_cancelled_task_kills_its_sandbox_process(
 
 async def _orphan(redis: Redis, caller: Caller, call: TaskCall) -> str:
     """A task as a replica that died leaves it: working, its lease lapsing at once."""
-    dead = TaskStore(redis, replica="dead:1", ttl_ms=60_000, poll_ms=100, lease_ms=1)
+    dead = TaskStore(redis, replica="dead:1", **_LIMITS, lease_ms=1, quota_bytes=10**9)
     task_id = new_task_id()
     await dead.create(caller.principal, task_id, call)
     with anyio.fail_after(5):
@@ -246,7 +248,7 @@ async def test_a_dead_replicas_task_cancelled_ends_cancelled(
 
 
 async def test_a_task_record_counts_in_its_tenants_usage_once(redis: Redis) -> None:
-    store = TaskStore(redis, replica="r:1", ttl_ms=60_000, poll_ms=100, lease_ms=5000)
+    store = TaskStore(redis, replica="r:1", **_LIMITS, lease_ms=5000, quota_bytes=10**6)
     owner = _principal("acme", "bob")
     task_id = new_task_id()
     await store.create(owner, task_id, TaskCall("echo", {"message": "m"}, None, True))
@@ -265,3 +267,14 @@ async def test_a_task_record_counts_in_its_tenants_usage_once(redis: Redis) -> N
     assert await store.get(_principal("acme", "eve"), task_id) is None
     assert await store.get(_principal("other", "bob"), task_id) is None
     assert 0 < await redis.pttl(task_key("acme", task_id)) <= 60_000
+
+
+async def test_a_task_over_its_tenants_byte_quota_is_refused(redis: Redis) -> None:
+    store = TaskStore(redis, replica="r:1", **_LIMITS, lease_ms=5000, quota_bytes=600)
+    owner = _principal("acme", "bob")
+    call = TaskCall("echo", {"message": "m" * 200}, None, True)
+    await store.create(owner, new_task_id(), call)
+    with pytest.raises(GatewayError) as refused:
+        await store.create(owner, new_task_id(), call)
+    assert refused.value.error.code == "STATE_QUOTA_EXCEEDED"
+    assert "state_quota_bytes" in refused.value.error.message
