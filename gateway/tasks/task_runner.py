@@ -15,7 +15,8 @@ replica's own channel, so the call stops with its host. What survives is the rec
 the lease lapses: the next `tasks/get`, on any replica, takes the task over (`resume`). An
 idempotent tool's call is run again from the record, as its owner (the poller's credential,
 checked again, so a revoked agent's task is not run) and by the first call's deadline; any
-other call's task fails with SANDBOX_KILLED, since running it twice could do its effects
+other call's task ends with the tool error SANDBOX_KILLED (what the call would have
+answered had its sandbox been killed under it), since running it twice could do its effects
 twice.
 """
 
@@ -108,22 +109,23 @@ class TaskRunner:
         it first."""
         if not await self.store.take_over(record.tenant, record.task_id):
             return
+        kept = {name: headers[name] for name in _KEPT_HEADERS if name in headers}
         if not record.call.idempotent:
-            error = SerfError.of(
+            # Answered as the call would have been had its sandbox been killed under it.
+            lost = RequestContext("mcp", record.call.tool, kept)
+            lost.error = SerfError.of(
                 ErrorCode.SANDBOX_KILLED,
                 f"the gateway replica running this task of {record.call.tool!r} stopped, and"
                 " its sandbox's call with it; the tool is not declared idempotent, so it was"
                 " not run again: call it again if its effects allow",
+                trace_id=lost.trace_id,
             )
+            lost.failed_stage = "dispatch"
+            ended = self.outcome_of(lost)
             await self.store.finish(
-                record.tenant,
-                record.task_id,
-                "failed",
-                {"code": -32603, "message": error.message, "data": error.model_dump(mode="json")},
-                "its replica stopped",
+                record.tenant, record.task_id, ended.status, ended.outcome, ended.message
             )
             return
-        kept = {name: headers[name] for name in _KEPT_HEADERS if name in headers}
         if record.call.deadline_ms is not None:  # the first call's deadline, not a new one
             kept[DEADLINE_HEADER.lower()] = str(record.call.deadline_ms)
         ctx = RequestContext("mcp", record.call.tool, kept)

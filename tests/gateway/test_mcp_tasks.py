@@ -228,9 +228,9 @@ async def test_a_dead_replicas_idempotent_task_is_run_again_by_the_next_poll(
     assert await redis.hget(task_key("acme", task_id), "attempts") == "2"
     # Not idempotent: not run twice, failed with what happened.
     unsafe = TaskCall("run_shell", {"command": "true"}, deadline, idempotent=False)
-    failed = await caller.until_ended(await _orphan(redis, caller, unsafe))
-    assert failed["status"] == "failed"
-    assert failed["error"]["data"]["code"] == "SANDBOX_KILLED"
+    lost = await caller.until_ended(await _orphan(redis, caller, unsafe))
+    assert lost["status"] == "completed" and lost["result"]["isError"] is True, lost
+    assert lost["result"]["_meta"]["conclave/error"]["code"] == "SANDBOX_KILLED"
     # Past its deadline: the budget refuses to start it again.
     late = TaskCall("echo", {"message": "x"}, int(time.time() * 1000) - 1, idempotent=True)
     expired = await caller.until_ended(await _orphan(redis, caller, late))
