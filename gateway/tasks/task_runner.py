@@ -132,7 +132,10 @@ class TaskRunner:
         ctx.tool_name, ctx.arguments = record.call.tool, dict(record.call.arguments)
 
         async def admitted(_: RequestContext) -> None:
-            return None
+            # A cancel sent while the call was being taken over found no call to stop.
+            reason = await self.store.cancel_asked(record.tenant, record.task_id)
+            if reason is not None and ctx.cancel is not None:
+                ctx.cancel.cancel(reason)
 
         decided = anyio.Event()
         self._prepare(ctx, record.task_id, admitted)

@@ -5,7 +5,8 @@ the scripts can charge the tenant's usage in the same step):
 
 - ``cc:{t:<tenant>}:task:<id>``        hash: agent (the owner), status, message, created,
   updated (unix ms), ttl, poll (ms), call (JSON `TaskCall`), attempts, outcome (JSON, once
-  ended). It expires `ttl` ms after its creation, its result with it.
+  ended), cancel (why its owner cancelled it, once it did). It expires `ttl` ms after its
+  creation, its result with it.
 - ``cc:{t:<tenant>}:task:<id>:lease``  string: the replica running the call, expiring
   `lease_ms` after its last renewal. Absent while the task works: its replica is gone.
 
@@ -65,6 +66,7 @@ class TaskStore:
         self.ttl_ms, self.poll_ms, self.lease_ms = ttl_ms, poll_ms, lease_ms
         self._create = redis.register_script(_script("task_create"))
         self._finish = redis.register_script(_script("task_finish"))
+        self._ask_cancel = redis.register_script(lua_text("gateway.tasks", "task_ask_cancel"))
 
     async def create(
         self, principal: Principal, task_id: str, call: TaskCall, message: str = ""
@@ -117,6 +119,15 @@ class TaskStore:
             args=[status, "" if outcome is None else json.dumps(outcome), message, _now_ms()],
         )
         return bool(ended)
+
+    async def ask_cancel(self, tenant: str, task_id: str, reason: str) -> None:
+        """Record that the owner cancelled the task (`cancel_asked` reads it back)."""
+        await self._ask_cancel(keys=[task_key(tenant, task_id)], args=[reason])
+
+    async def cancel_asked(self, tenant: str, task_id: str) -> str | None:
+        """Why the owner cancelled the task, or None when it did not."""
+        reason = await self.redis.hget(task_key(tenant, task_id), "cancel")
+        return None if reason is None else str(reason)
 
     async def renew(self, tenant: str, task_id: str) -> None:
         """This replica still runs the task: its lease goes on."""

@@ -245,6 +245,13 @@ async def test_a_dead_replicas_task_cancelled_ends_cancelled(
     task_id = await _orphan(redis, caller, call)
     await caller.send("tasks/cancel", {"taskId": task_id})
     assert (await caller.get(task_id))["status"] == "cancelled"
+    # A cancel that reached the record while a replica was taking the task over (the lease
+    # held, no call running yet to stop): the call taken over is stopped before it runs.
+    taken = await _orphan(redis, caller, call)
+    store = TaskStore(redis, replica="r:2", **_LIMITS, lease_ms=5000, quota_bytes=10**9)
+    await store.ask_cancel("acme", taken, "the caller sent tasks/cancel")
+    ended = await caller.until_ended(taken)
+    assert ended["status"] == "cancelled" and "result" not in ended, ended
 
 
 async def test_a_task_record_counts_in_its_tenants_usage_once(redis: Redis) -> None:

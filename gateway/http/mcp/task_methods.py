@@ -125,6 +125,8 @@ def task_action(
                 record = await runner.store.get(principal, record.task_id) or record
             return record.wire()
         if method == "tasks/cancel" and not record.ended:
+            # Kept in the record too: a call taken over and not yet running sees it there.
+            await runner.store.ask_cancel(record.tenant, record.task_id, CANCELLED_BY_CALLER)
             key = call_key(principal, task_request_id(record.task_id))
             await inflight.cancel(key, None, by=CANCELLED_BY_CALLER)
             if not await runner.store.leased(record.tenant, record.task_id):
