@@ -21,7 +21,10 @@ for every other token it is a tool error (`isError`).
 
 A request on MCP 2026-07-28's stateless wire (its version in `params._meta`) is decided per
 request and checked and answered by `stateless_era` (`server/discover` by `discover`); the
-pipeline and everything above hold for it unchanged.
+pipeline and everything above hold for it unchanged. On that wire a `tools/call` may be
+answered with a task (`task_methods`: the call runs on in `gateway.tasks.TaskRunner`, and a
+client that goes away does not cancel it), and `tasks/get`, `tasks/update` and `tasks/cancel`
+are pipeline operations.
 """
 
 from __future__ import annotations
