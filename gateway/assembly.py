@@ -13,6 +13,9 @@ them. Nothing else constructs these parts.
 from __future__ import annotations
 
 import importlib
+import os
+import secrets
+import socket
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -36,7 +39,13 @@ from gateway.cancellation import InflightCalls
 from gateway.config import Settings
 from gateway.egress import EgressLimits, EgressProxy
 from gateway.http import ConnectionAudit, build_http_app
-from gateway.http.mcp import CallerStreams, LogLevels, McpCatalog, ResourceSubscriptions
+from gateway.http.mcp import (
+    CallerStreams,
+    LogLevels,
+    McpCatalog,
+    ResourceSubscriptions,
+    task_outcome_of,
+)
 from gateway.identity import AgentDirectory, JwksVerifier
 from gateway.pipeline import (
     AccountStage,
@@ -58,6 +67,7 @@ from gateway.sources import (
     register_sources,
 )
 from gateway.state import StateStore
+from gateway.tasks import TaskRunner, TaskStore
 from gateway.telemetry import (
     AuditLog,
     AuditWriter,
@@ -72,6 +82,19 @@ from tools.sources import ToolSource, load_config
 
 class ConfigurationError(RuntimeError):
     pass
+
+
+def _task_store(settings: Settings, redis: Redis) -> TaskStore:
+    # A lease names this process (and this start of it: a pid can be reused).
+    replica = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+    return TaskStore(
+        redis,
+        replica=replica,
+        ttl_ms=settings.task_ttl_s * 1000,
+        poll_ms=settings.task_poll_interval_ms,
+        lease_ms=settings.task_lease_ms,
+        quota_bytes=settings.state_quota_bytes,
+    )
 
 
 def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] = ()) -> FastAPI:
@@ -114,6 +137,8 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
         state.upstreams.events = subscriptions
         state.mcp_catalog = McpCatalog(state.upstreams, state.stdio, subscriptions)
         state.pipeline, state.header_check = _pipeline(settings, state.redis, state.registry, app)
+        tasks = _task_store(settings, state.redis)
+        state.tasks = TaskRunner(tasks, state.pipeline, task_outcome_of)  # MCP tasks' calls
         try:
             async with anyio.create_task_group() as background:
                 if isinstance(state.executor, SandboxPool):
@@ -121,6 +146,7 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
                 await background.start(state.upstreams.run)  # each upstream tried once
                 await background.start(state.inflight.listen)  # cancels from any replica
                 await background.start(state.caller_streams.listen)  # news from any replica
+                await background.start(state.tasks.run)  # MCP tasks' calls run in its group
                 yield
                 background.cancel_scope.cancel()
         finally:

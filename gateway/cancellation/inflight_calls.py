@@ -64,9 +64,9 @@ class InflightCalls:
             if not cancels:
                 del self._calls[key]
 
-    async def cancel(self, key: CallKey, reason: str | None) -> None:
-        """Cancel the call `key`, wherever it runs (one PUBLISH)."""
-        said = CALLER_CANCELLED if not reason else f"{CALLER_CANCELLED}: {reason[:MAX_REASON]}"
+    async def cancel(self, key: CallKey, reason: str | None, *, by: str = CALLER_CANCELLED) -> None:
+        """Cancel the call `key`, wherever it runs (one PUBLISH); `by` says who asked."""
+        said = by if not reason else f"{by}: {reason[:MAX_REASON]}"
         await self.redis.publish(CHANNEL, json.dumps([*key, said]))
 
     def cancel_here(self, key: CallKey, reason: str) -> int:

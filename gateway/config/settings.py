@@ -139,6 +139,16 @@ class Settings(BaseSettings):
     # (0: no cap): past it, RATE_LIMITED at once, so a flood of slow calls holds no more of
     # the gateway (queue places, worker threads, upstream connections) than this many.
     tenant_in_flight_max: int = Field(default=64, ge=0)
+    # MCP tasks (the `io.modelcontextprotocol/tasks` extension, `gateway.tasks`): a task's
+    # record and its result are kept `task_ttl_s` from its creation; clients are asked to
+    # poll every `task_poll_interval_ms`. A replica running a task renews its lease every
+    # third of `task_lease_ms`: a lease that lapses (the replica died) lets the next poll, on
+    # any replica, take the task over. A tool declaring a timeout of `task_long_running_ms` or
+    # more runs as a task for every client that declared the extension.
+    task_ttl_s: int = Field(default=3600, gt=0)
+    task_poll_interval_ms: int = Field(default=1000, gt=0)
+    task_lease_ms: int = Field(default=3000, ge=300)
+    task_long_running_ms: int = Field(default=60_000, gt=0)
 
     # Shared state cannot be flooded: caps checked before any Redis work, a bounded history,
     # per-tenant quotas checked inside the commit script (a commit over them is refused whole).

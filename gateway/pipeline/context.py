@@ -69,6 +69,10 @@ class RequestContext:
     # Where the call's progress and log messages go while it runs (`/mcp` streaming them);
     # None: nobody listens, and executors report nothing.
     events: CallEvents | None = None
+    # Awaited by dispatch once every check has passed, just before the tool runs: an MCP
+    # task is created there (`gateway.tasks`), so a refused call is answered as it always
+    # is, and only an admitted one becomes a task.
+    on_admitted: Operation | None = None
 
     # Filled in by the stages.
     principal: Principal | None = None

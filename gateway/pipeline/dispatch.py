@@ -99,6 +99,8 @@ class DispatchStage:
                 ctx.executed = True
                 ctx.result = await ctx.action(ctx)
             return
+        if ctx.on_admitted is not None:
+            await ctx.on_admitted(ctx)
         limits = fit_limits(ctx.tool.spec.intent, ctx.limits, ctx.granted_ms)
         assert ctx.tool_context is not None  # scope ran
         deadline = ctx.tool_context.deadline_ms

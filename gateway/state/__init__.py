@@ -4,7 +4,7 @@ from gateway.state.checker import Anomaly, CheckReport, check_history, check_nam
 from gateway.state.history import read_all_history, read_history
 from gateway.state.key_list import KeyListing
 from gateway.state.keys import Actor, NamespaceKeys, check_key, check_namespace, check_session
-from gateway.state.refusals import namespace_not_found
+from gateway.state.refusals import namespace_not_found, task_over_quota
 from gateway.state.store import StateStore
 
 __all__ = [
@@ -22,4 +22,5 @@ __all__ = [
     "namespace_not_found",
     "read_all_history",
     "read_history",
+    "task_over_quota",
 ]

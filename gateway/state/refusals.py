@@ -155,6 +155,12 @@ def namespace_over_quota(tenant: str, used: int, added: int, quota: int) -> Gate
     return _bytes_over_quota(tenant, used, added, quota, what, "namespace_adds", fix)
 
 
+def task_over_quota(tenant: str, used: int, added: int, quota: int) -> GatewayError:
+    fix = "wait for the tenant's ended tasks to expire, or delete keys you no longer need."
+    what = "this call's MCP task would add"
+    return _bytes_over_quota(tenant, used, added, quota, what, "task_adds", fix)
+
+
 def store_full(tenant: str, used_memory: int, maxmemory: int, reserve: int) -> GatewayError:
     """Redis is down to the reserve it keeps for admission, revocation and refusals."""
     return GatewayError.of(

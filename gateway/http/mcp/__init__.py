@@ -13,6 +13,7 @@ from gateway.http.mcp.messages import (
     tool_result,
 )
 from gateway.http.mcp.subscriptions import ResourceSubscriptions
+from gateway.http.mcp.task_methods import outcome_of as task_outcome_of
 
 __all__ = [
     "SUPPORTED_VERSIONS",
@@ -25,6 +26,7 @@ __all__ = [
     "parse_message",
     "router",
     "rpc_error",
+    "task_outcome_of",
     "tool_failure",
     "tool_result",
 ]

@@ -21,7 +21,10 @@ for every other token it is a tool error (`isError`).
 
 A request on MCP 2026-07-28's stateless wire (its version in `params._meta`) is decided per
 request and checked and answered by `stateless_era` (`server/discover` by `discover`); the
-pipeline and everything above hold for it unchanged.
+pipeline and everything above hold for it unchanged. On that wire a `tools/call` may be
+answered with a task (`task_methods`: the call runs on in `gateway.tasks.TaskRunner`, and a
+client that goes away does not cancel it), and `tasks/get`, `tasks/update` and `tasks/cancel`
+are pipeline operations.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from gateway.cancellation import CallCancel, cancel_when_client_goes
 from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body, refuse_before_body
 from gateway.http.hot_routes import hot_route
-from gateway.http.mcp import stateless_era
+from gateway.http.mcp import stateless_era, task_methods
 from gateway.http.mcp.call_stream import CallStream, accepts_stream
 from gateway.http.mcp.cancel_notice import CANCELLED_METHOD, cancel_notice
 from gateway.http.mcp.catalog import CAPABILITIES, UPSTREAM_OPERATIONS
@@ -57,6 +60,7 @@ from gateway.http.mcp.messages import (
 )
 from gateway.http.responses import challenge, method_not_allowed
 from gateway.pipeline import Pipeline, RequestContext, allowed_specs
+from gateway.tasks import TaskRunner, new_task_id
 from protocol import (
     ErrorCode,
     InitializeResult,
@@ -214,6 +218,16 @@ def _stateless(
         ctx.input_error = None
         ctx.action = discover(registry, (*SUPPORTED_VERSIONS, stateless_era.STATELESS_VERSION))
         ctx.operation = "mcp:server/discover"
+    elif refusal is None and message.method in task_methods.TASK_METHODS:
+        if not task_methods.declares_tasks(message.params):
+            refusal = stateless_era.missing_capability(task_methods.TASKS_EXTENSION)
+        else:
+            runner: TaskRunner = request.app.state.tasks
+            ctx.input_error = None
+            ctx.action = task_methods.task_action(
+                message.method, message.params, runner, request.app.state.inflight
+            )
+            ctx.operation = f"mcp:{message.method}"
     elif refusal is None and _not_found(ctx.input_error):
         refusal = stateless_era.not_found(message.method)
     if refusal is not None:
@@ -241,7 +255,7 @@ async def mcp_post(request: Request) -> Response:
     registry: ToolRegistry = request.app.state.registry
     body = b""
     message: McpMessage | None = None
-    stateless, refusal = False, None
+    stateless, refusal, as_task = False, None, False
     try:
         await refuse_before_body(request, "mcp:*")  # a large body from a refused caller: unread
         body = await read_body(request, request.app.state.settings.max_body_bytes)
@@ -251,6 +265,10 @@ async def mcp_post(request: Request) -> Response:
         ctx = _context(request, message, registry)
         if stateless := stateless_era.speaks_stateless(request.headers, message):
             refusal = _stateless(request, message, ctx, registry)
+            long_running_ms = request.app.state.settings.task_long_running_ms
+            as_task = refusal is None and task_methods.runs_as_task(
+                message, registry, long_running_ms
+            )
             stateless_era.consume_envelope(message)  # upstreams speak the handshake era
     except GatewayError as exc:
         ctx = RequestContext("mcp", "mcp:(unreadable)", request.headers, input_error=exc)
@@ -259,6 +277,13 @@ async def mcp_post(request: Request) -> Response:
     if bad_version is not None:
         ctx.input_error = bad_version  # refused by the scope stage, once the caller is known
     answer = partial(_answer, ctx, message, body, bad_version, refusal, finish)
+    if as_task and message is not None and message.id is not None:
+        # Answered once the call is admitted and its task recorded; it runs on (task_methods).
+        record = await request.app.state.tasks.start(ctx, new_task_id())
+        if record is None:  # refused before it ran: answered as any refusal
+            return answer()
+        created = {**finish("tools/call", task_methods.created(record)), "resultType": "task"}
+        return JSONResponse(rpc_result(message.id, created))
     if ctx.cancel is None:
         await pipeline.run(ctx)
     elif message is not None and message.id is not None and accepts_stream(request):

@@ -30,7 +30,9 @@ What this module implements of MCP 2026-07-28 (spec `docs/specification/2026-07-
 
 Every message still runs through the pipeline (identity, policy, budgets, audit); a refusal
 here is the scope stage's input error, so an unauthenticated request still gets its 401.
-Not implemented: `subscriptions/listen`, multi-round-trip `InputRequiredResult`, tasks.
+Tasks (`tasks/get`, `tasks/update`, `tasks/cancel`, a `tools/call` answered with a task) are
+`task_methods`'. Not implemented: `subscriptions/listen`, multi-round-trip
+`InputRequiredResult`.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ SERVER_INFO = {"name": "conclave", "version": "0.1.0"}
 INVALID_PARAMS = -32602
 METHOD_NOT_FOUND = -32601
 HEADER_MISMATCH = -32020
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 REMOVED_METHODS = frozenset(
     ("initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe")
@@ -70,7 +73,15 @@ CACHEABLE = frozenset(
 # How long a client may keep a list or a read: short, so a revoked agent, a changed policy or
 # a source's new tools reach a caching client within 5 s (the gateway itself caches none).
 CACHE_TTL_MS = 5000
-_NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_NAMED_BY = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    # The tasks extension: a task's id names it, so a balancer may route by it.
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 
 
 @dataclass(frozen=True)
@@ -162,6 +173,17 @@ def check(
 
 def not_found(method: str) -> WireRefusal:
     return _refusal(METHOD_NOT_FOUND, 404, f"method {method[:64]!r} is not served here")
+
+
+def missing_capability(extension: str) -> WireRefusal:
+    """-32021: the method needs the client to declare `extension` in its capabilities."""
+    return _refusal(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        400,
+        f"this method belongs to the extension {extension!r}: declare it in _meta's"
+        f" {META_CAPABILITIES!r} extensions",
+        requiredCapabilities={"extensions": {extension: {}}},
+    )
 
 
 def consume_envelope(message: McpMessage) -> None:

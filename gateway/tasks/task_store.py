@@ -1,0 +1,174 @@
+"""`TaskStore`: MCP tasks in Redis, where every replica finds them.
+
+Key layout (the tenant's hash tag, as the state's keys: one slot per tenant on a cluster, so
+the scripts can charge the tenant's usage in the same step):
+
+- ``cc:{t:<tenant>}:task:<id>``        hash: agent (the owner), status, message, created,
+  updated (unix ms), ttl, poll (ms), call (JSON `TaskCall`), attempts, outcome (JSON, once
+  ended), cancel (why its owner cancelled it, once it did). It expires `ttl` ms after its
+  creation, its result with it.
+- ``cc:{t:<tenant>}:task:<id>:lease``  string: the replica running the call, expiring
+  `lease_ms` after its last renewal. Absent while the task works: its replica is gone.
+
+The record's bytes are charged to the tenant's usage as an expiring record (the ledger of
+`gateway.state.keys`), so tasks count against the tenant's byte quota (a task that would go
+over it is refused, STATE_QUOTA_EXCEEDED) and leave it when they expire. The owner is the
+authenticated principal that created the task: a task of another agent, or of another
+tenant (another key), reads as unknown, so a task id is of no use to anyone but its owner.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from redis.asyncio import Redis
+
+from gateway.redis_io import lua_text
+from gateway.state import task_over_quota
+from gateway.tasks.task_record import TASK_ID_PATTERN, TaskCall, TaskRecord, TaskStatus
+from protocol import Principal
+
+
+def task_key(tenant: str, task_id: str) -> str:
+    return f"cc:{{t:{tenant}}}:task:{task_id}"
+
+
+def _ledger(tenant: str) -> list[str]:
+    prefix = f"cc:{{t:{tenant}}}:"
+    return [f"{prefix}usage", f"{prefix}expiring", f"{prefix}expiring_bytes"]
+
+
+def _script(name: str) -> str:
+    """The script `name`, after the state's functions charging a tenant's usage."""
+    return lua_text("gateway.state", "tenant_bytes") + "\n" + lua_text("gateway.tasks", name)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TaskStore:
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        replica: str,
+        ttl_ms: int,
+        poll_ms: int,
+        lease_ms: int,
+        quota_bytes: int,
+    ) -> None:
+        self.redis = redis
+        self.quota_bytes = quota_bytes  # the tenant's state byte quota, tasks included
+        self.replica = replica  # what a lease says: the replica running the call
+        self.ttl_ms, self.poll_ms, self.lease_ms = ttl_ms, poll_ms, lease_ms
+        self._create = redis.register_script(_script("task_create"))
+        self._finish = redis.register_script(_script("task_finish"))
+        self._ask_cancel = redis.register_script(lua_text("gateway.tasks", "task_ask_cancel"))
+
+    async def create(
+        self, principal: Principal, task_id: str, call: TaskCall, message: str = ""
+    ) -> TaskRecord:
+        """Record a working task owned by `principal`, leased to this replica; once this
+        returns, `tasks/get` finds it on every replica (the extension's "durably created").
+        STATE_QUOTA_EXCEEDED when the record would take the tenant over its byte quota."""
+        now = _now_ms()
+        key = task_key(principal.tenant, task_id)
+        answer = await self._create(
+            keys=[key, f"{key}:lease", *_ledger(principal.tenant)],
+            args=[
+                principal.agent,
+                json.dumps(call.as_json()),
+                now,
+                self.ttl_ms,
+                self.poll_ms,
+                self.replica,
+                self.lease_ms,
+                message,
+                self.quota_bytes,
+            ],
+        )
+        if answer[0] == "QUOTA":
+            used, added = int(answer[1]), int(answer[2])
+            raise task_over_quota(principal.tenant, used, added, self.quota_bytes)
+        return TaskRecord(
+            task_id, principal.tenant, principal.agent, "working", message, now, now,
+            self.ttl_ms, self.poll_ms, call,
+        )  # fmt: skip
+
+    async def get(self, principal: Principal, task_id: str) -> TaskRecord | None:
+        """`principal`'s task `task_id`; None when there is none (unknown, expired, or
+        another's: the same answer, so an id reveals nothing)."""
+        if not TASK_ID_PATTERN.match(task_id):
+            return None
+        key = task_key(principal.tenant, task_id)
+        raw: dict[str, str] = await self.redis.hgetall(key)  # type: ignore[assignment]  # str: decoded
+        if not raw or raw.get("agent") != principal.agent:
+            return None
+        return _record(principal.tenant, task_id, raw)
+
+    async def finish(
+        self, tenant: str, task_id: str, status: TaskStatus, outcome: Any, message: str = ""
+    ) -> bool:
+        """End the task with `status` (and its outcome); False when it had ended already."""
+        key = task_key(tenant, task_id)
+        ended = await self._finish(
+            keys=[key, f"{key}:lease", *_ledger(tenant)],
+            args=[status, "" if outcome is None else json.dumps(outcome), message, _now_ms()],
+        )
+        return bool(ended)
+
+    async def ask_cancel(self, tenant: str, task_id: str, reason: str) -> None:
+        """Record that the owner cancelled the task (`cancel_asked` reads it back)."""
+        await self._ask_cancel(keys=[task_key(tenant, task_id)], args=[reason])
+
+    async def cancel_asked(self, tenant: str, task_id: str) -> str | None:
+        """Why the owner cancelled the task, or None when it did not."""
+        reason = await self.redis.hget(task_key(tenant, task_id), "cancel")
+        return None if reason is None else str(reason)
+
+    async def renew(self, tenant: str, task_id: str) -> None:
+        """This replica still runs the task: its lease goes on."""
+        key = task_key(tenant, task_id)
+        await self.redis.set(f"{key}:lease", self.replica, px=self.lease_ms)
+
+    async def leased(self, tenant: str, task_id: str) -> bool:
+        """Whether a live replica runs the task (its lease has not lapsed)."""
+        return bool(await self.redis.exists(f"{task_key(tenant, task_id)}:lease"))
+
+    async def take_over(self, tenant: str, task_id: str) -> bool:
+        """Take the lease of a task whose replica is gone; False when another replica took it
+        first (or its own replica renewed it)."""
+        key = task_key(tenant, task_id)
+        taken = await self.redis.set(f"{key}:lease", self.replica, px=self.lease_ms, nx=True)
+        if taken:
+            await self.redis.hincrby(key, "attempts", 1)
+        return bool(taken)
+
+    async def release(self, tenant: str, task_id: str) -> None:
+        """This replica stops running the task without an outcome (it is shutting down):
+        the next poll on another replica takes it over at once."""
+        await self.redis.delete(f"{task_key(tenant, task_id)}:lease")
+
+
+def _record(tenant: str, task_id: str, raw: dict[str, str]) -> TaskRecord:
+    outcome = raw.get("outcome")
+    return TaskRecord(
+        task_id=task_id,
+        tenant=tenant,
+        agent=raw["agent"],
+        status=raw["status"],  # type: ignore[arg-type]  # written only by the two scripts
+        message=raw.get("message", ""),
+        created_ms=int(raw["created"]),
+        updated_ms=int(raw["updated"]),
+        ttl_ms=int(raw["ttl"]),
+        poll_ms=int(raw["poll"]),
+        call=TaskCall.from_json(json.loads(raw["call"])),
+        attempts=int(raw.get("attempts", "1")),
+        outcome=json.loads(outcome) if outcome else None,
+    )
+
+
+__all__ = ["TaskStore", "task_key"]
