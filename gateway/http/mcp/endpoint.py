@@ -37,8 +37,8 @@ from gateway.cancellation import CallCancel, cancel_when_client_goes
 from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body, refuse_before_body
 from gateway.http.hot_routes import hot_route
-from gateway.http.mcp import stateless_era
-from gateway.http.mcp.call_stream import CallStream, accepts_stream
+from gateway.http.mcp import stateless_era, subscriptions_listen
+from gateway.http.mcp.call_stream import CallStream, LevelOf, accepts_stream, fixed_level
 from gateway.http.mcp.cancel_notice import CANCELLED_METHOD, cancel_notice
 from gateway.http.mcp.catalog import CAPABILITIES, UPSTREAM_OPERATIONS
 from gateway.http.mcp.discover import discover
@@ -55,6 +55,7 @@ from gateway.http.mcp.messages import (
     tool_failure,
     tool_result,
 )
+from gateway.http.mcp.subscriptions_listen import LISTEN_METHOD, admit, listen_response
 from gateway.http.responses import challenge, method_not_allowed
 from gateway.pipeline import Pipeline, RequestContext, allowed_specs
 from protocol import (
@@ -214,6 +215,10 @@ def _stateless(
         ctx.input_error = None
         ctx.action = discover(registry, (*SUPPORTED_VERSIONS, stateless_era.STATELESS_VERSION))
         ctx.operation = "mcp:server/discover"
+    elif refusal is None and message.method == LISTEN_METHOD:
+        ctx.input_error = None
+        ctx.action = admit(request.app.state.mcp_catalog, message.params)
+        ctx.operation = subscriptions_listen.OPERATION
     elif refusal is None and _not_found(ctx.input_error):
         refusal = stateless_era.not_found(message.method)
     if refusal is not None:
@@ -242,6 +247,7 @@ async def mcp_post(request: Request) -> Response:
     body = b""
     message: McpMessage | None = None
     stateless, refusal = False, None
+    level_of: LevelOf = request.app.state.log_levels.level_of  # the identity's setLevel
     try:
         await refuse_before_body(request, "mcp:*")  # a large body from a refused caller: unread
         body = await read_body(request, request.app.state.settings.max_body_bytes)
@@ -251,6 +257,7 @@ async def mcp_post(request: Request) -> Response:
         ctx = _context(request, message, registry)
         if stateless := stateless_era.speaks_stateless(request.headers, message):
             refusal = _stateless(request, message, ctx, registry)
+            level_of = fixed_level(stateless_era.log_level(message))  # the request's own
             stateless_era.consume_envelope(message)  # upstreams speak the handshake era
     except GatewayError as exc:
         ctx = RequestContext("mcp", "mcp:(unreadable)", request.headers, input_error=exc)
@@ -261,9 +268,15 @@ async def mcp_post(request: Request) -> Response:
     answer = partial(_answer, ctx, message, body, bad_version, refusal, finish)
     if ctx.cancel is None:
         await pipeline.run(ctx)
+        listening = message is not None and message.method == LISTEN_METHOD
+        if stateless and listening and ctx.error is None:  # answered by its own stream
+            streams = request.app.state.caller_streams
+            principal = ctx.require_principal()
+            assert message is not None
+            return listen_response(streams, principal, message.id, ctx.result)
     elif message is not None and message.id is not None and accepts_stream(request):
         # Runs the call as it is sent, streaming its events if it has any (call_stream).
-        return CallStream(pipeline, ctx, answer, request.app.state.log_levels)
+        return CallStream(pipeline, ctx, answer, level_of)
     else:  # a tool call: a client that closes its connection cancels it
         async with cancel_when_client_goes(request.scope, request.receive, ctx.cancel):
             await pipeline.run(ctx)

@@ -79,7 +79,7 @@ async def _events(streams: CallerStreams, principal: Principal) -> AsyncIterator
                     except anyio.EndOfStream:
                         return  # a newer stream of the identity took its place, or shutdown
                 if message is None:
-                    if await _revoked(streams.redis, principal):
+                    if await revoked(streams.redis, principal):
                         return
                     yield b": keep-alive\n\n"
                     continue
@@ -87,11 +87,11 @@ async def _events(streams: CallerStreams, principal: Principal) -> AsyncIterator
                 yield f"event: message\ndata: {data}\n\n".encode()
 
 
-async def _revoked(redis: Redis, principal: Principal) -> bool:
+async def revoked(redis: Redis, principal: Principal) -> bool:
     """Whether the principal's token no longer admits (admission.lua's rule: its generation
     is not its agent's current one, absent counting as 0)."""
     current = await redis.get(generation_key(principal.tenant, principal.agent))
     return int(current or 0) != principal.generation
 
 
-__all__ = ["KEEPALIVE_S", "OPERATION", "SESSION_HEADER", "listen", "new_session_id"]
+__all__ = ["KEEPALIVE_S", "OPERATION", "SESSION_HEADER", "listen", "new_session_id", "revoked"]
