@@ -114,6 +114,7 @@ class DispatchStage:
             limits=limits,
             network=ctx.tool.network,
             events=ctx.events,
+            client_capabilities=ctx.client_capabilities,
         )
         ctx.executed = True
         began = time.monotonic()

@@ -23,15 +23,18 @@ from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import httpx2
 import pytest
 from mcp import types
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from pydantic import HttpUrl
 from redis.asyncio import Redis
 
+from conclave.bench.conformance_suite import running_fixture
 from conclave.ports import free_port
 from gateway.assembly import create_app
 from gateway.config import Settings
@@ -444,3 +447,47 @@ async def test_a_2026_request_asking_for_no_log_level_is_refused_400(
     error = answer.json()["error"]
     assert answer.json()["id"] == 9 and error["code"] == -32602
     assert "logLevel" in error["message"]
+
+
+@pytest.fixture(scope="module")
+def sampling_upstream_url() -> Iterator[str]:
+    """The conformance fixture: its `test_sampling` asks the client's model while it runs."""
+    with running_fixture() as url:
+        yield url
+
+
+async def test_a_2026_call_whose_server_asks_for_an_undeclared_capability_is_refused_32021(
+    settings: Settings, redis: Redis, sampling_upstream_url: str
+) -> None:
+    """The upstream asks the client to sample; the request declared no `sampling`: the call
+    is stopped at once and answered -32021 (HTTP 400) naming the capability, instead of
+    waiting out its time limit for an answer no one gives."""
+    source = McpHttpSource(kind="mcp_http", name="fx", url=HttpUrl(sampling_upstream_url))
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }
+    params = {"name": "fx__test_sampling", "arguments": {"prompt": "hi"}, "_meta": meta}
+    headers = {
+        "Authorization": f"Bearer {_token(settings)}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "fx__test_sampling",
+    }
+    message = {"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": params}
+    async with _gateway(settings, source) as app:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://gateway", timeout=60
+        ) as http:
+            with anyio.fail_after(20):  # not the tool's time limit
+                answer = await http.post("/mcp", json=message, headers=headers)
+        async with _client(app, settings, _Heard()) as client:  # the official client
+            with pytest.raises(MCPError) as raised:
+                await client.call_tool("fx__test_sampling", {"prompt": "hi"})
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert answer.json()["id"] == 11 and error["code"] == -32021
+    assert error["data"]["requiredCapabilities"] == {"sampling": {}}
+    assert error["data"]["code"] == "CLIENT_CAPABILITY_MISSING"  # the SERF envelope
+    assert raised.value.error.code == -32021

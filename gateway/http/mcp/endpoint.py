@@ -258,6 +258,7 @@ async def mcp_post(request: Request) -> Response:
         if stateless := stateless_era.speaks_stateless(request.headers, message):
             refusal = _stateless(request, message, ctx, registry)
             level_of = fixed_level(stateless_era.log_level(message))  # the request's own
+            ctx.client_capabilities = stateless_era.client_capabilities(message)
             stateless_era.consume_envelope(message)  # upstreams speak the handshake era
     except GatewayError as exc:
         ctx = RequestContext("mcp", "mcp:(unreadable)", request.headers, input_error=exc)
@@ -298,6 +299,8 @@ def _answer(
         ours = refusal is not None and ctx.failed_stage == "scope"
         if refusal is not None and ours and ctx.error.message == refusal.error.message:
             return JSONResponse(refusal.body(request_id), status_code=refusal.http_status)
+        if (needs := stateless_era.capability_refusal(ctx.error)) is not None:
+            return JSONResponse(needs.body(request_id), status_code=needs.http_status)
         is_call = message is not None and message.method == "tools/call"
         if ctx.oauth and ctx.error.code in (ErrorCode.TOOL_NOT_ALLOWED, ErrorCode.AUTH_REVOKED):
             # An OAuth client can go back to its server: for a new token (401 invalid_token),

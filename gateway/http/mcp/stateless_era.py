@@ -21,6 +21,10 @@ What this module implements of MCP 2026-07-28 (spec `docs/specification/2026-07-
   the log messages its call's tools and servers send it (on that request's own answer,
   `call_stream`); a request without one is sent none. `logging/setLevel` (the handshake
   era's, kept per identity) does not apply on this wire.
+- Client capabilities: a call whose MCP source asks the client for a feature the request
+  did not declare (`gateway.sources.client_requests`: sampling, elicitation, roots) is
+  answered -32021 (MissingRequiredClientCapability), HTTP 400, with
+  `data.requiredCapabilities` naming it (`capability_refusal`).
 - Methods: `server/discover` (`discover`), `subscriptions/listen`
   (`subscriptions_listen`), `tools/list`, `tools/call`, `resources/list`,
   `resources/read`, `prompts/list`, `prompts/get`, and `resources/templates/list` (empty
@@ -60,6 +64,7 @@ SERVER_INFO = {"name": "conclave", "version": "0.1.0"}
 INVALID_PARAMS = -32602
 METHOD_NOT_FOUND = -32601
 HEADER_MISMATCH = -32020
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 REMOVED_METHODS = frozenset(
     ("initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe")
@@ -181,6 +186,23 @@ def log_level(message: McpMessage) -> LogLevel | None:
     meta = message.params.get("_meta")
     asked = meta.get(META_LOG_LEVEL) if isinstance(meta, dict) else None
     return LogLevel(asked) if asked in _LEVELS else None
+
+
+def client_capabilities(message: McpMessage) -> dict[str, Any]:
+    """What a (checked) request declared of its client's features."""
+    meta = message.params.get("_meta")
+    declared = meta.get(META_CAPABILITIES) if isinstance(meta, dict) else None
+    return dict(declared) if isinstance(declared, dict) else {}
+
+
+def capability_refusal(error: SerfError) -> WireRefusal | None:
+    """The revision's answer to a call that needed a client capability its request did not
+    declare (`CLIENT_CAPABILITY_MISSING`): -32021, HTTP 400, `data.requiredCapabilities`."""
+    if error.code is not ErrorCode.CLIENT_CAPABILITY_MISSING:
+        return None
+    required = (error.details or {}).get("requiredCapabilities")
+    data = {"requiredCapabilities": required if isinstance(required, dict) else {}}
+    return WireRefusal(MISSING_REQUIRED_CLIENT_CAPABILITY, 400, error, data)
 
 
 def not_found(method: str) -> WireRefusal:
