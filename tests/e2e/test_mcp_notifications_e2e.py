@@ -38,7 +38,9 @@ from conclave.bench.child_server import wait_listening
 from conclave.ports import free_port
 from conclave.stack import EmbeddedStack
 from gateway.config import Settings
+from gateway.http.mcp.subscriptions import TTL_S
 from gateway.identity.tokens import issue_token
+from gateway.redis_io import connect_redis
 from tests.helpers import until
 
 pytestmark = pytest.mark.anyio
@@ -332,3 +334,26 @@ async def test_a_2026_listen_stream_tags_its_frames_and_ends_gracefully_at_token
             "_meta": {"io.modelcontextprotocol/subscriptionId": "sub-7"},
         },
     }
+
+
+async def test_subscriptions_held_in_redis_expire_unless_a_listener_keeps_them(
+    replicas: Replicas, redis_url: str
+) -> None:
+    """Every subscription key, made on either era, carries an expiry of at most
+    `TTL_S` (an open stream's keep-alive renews it): an identity that subscribes and goes
+    away leaves nothing in Redis for good."""
+    async with _caller(replicas.urls[0], "ivy") as ivy:
+        await ivy.subscribe("a://items/4")
+    async with _modern(replicas.urls[1], "ivy") as modern:
+        listening = modern.listen(resource_subscriptions=["a://items/8"])
+        async with listening as subscription:
+            assert subscription.honored.resource_subscriptions == ["a://items/8"]
+    redis = connect_redis(redis_url)
+    try:
+        held = [key async for key in redis.scan_iter(match="conclave:mcp:sub*")]
+        ivys = [k for k in held if b"ivy" in k or b"items/4" in k or b"items/8" in k]
+        assert len(ivys) >= 3, held  # the identity's, and each resource's subscribers
+        for key in ivys:
+            assert 0 < await redis.pttl(key) <= TTL_S * 1000, key
+    finally:
+        await redis.aclose()

@@ -18,7 +18,8 @@ The answer is an SSE stream (`listen_response`), held in `CallerStreams` with th
 its `accepts`: first `notifications/subscriptions/acknowledged` with the honoured filter,
 then only the notifications the filter names, each carrying the request's id in
 `_meta["io.modelcontextprotocol/subscriptionId"]`, and a comment every `KEEPALIVE_S` (at
-which the caller's revocation is checked and its subscriptions kept alive). The gateway
+which the caller's revocation is checked and its subscriptions kept alive for another
+`subscriptions.TTL_S`: they end that long after the stream does). The gateway
 ends the stream with the JSON-RPC result the revision calls a graceful close (`resultType`
 and the subscription id) when the token expires or is revoked, when a newer stream of the
 identity takes its place, and when the replica shuts down; a client that closes the
@@ -34,14 +35,13 @@ from typing import Any
 
 import anyio
 from fastapi.responses import StreamingResponse
-from redis.asyncio import Redis
 
 from gateway.gateway_error import GatewayError
 from gateway.http.mcp.caller_streams import Accepts, CallerStreams
 from gateway.http.mcp.catalog import Action, McpCatalog
-from gateway.http.mcp.listen_stream import KEEPALIVE_S, revoked
+from gateway.http.mcp.listen_stream import KEEPALIVE_S, still_listening
 from gateway.http.mcp.mcp_sources import sources_for
-from gateway.http.mcp.subscriptions import MAX_PER_IDENTITY
+from gateway.http.mcp.subscriptions import MAX_PER_IDENTITY, ResourceSubscriptions
 from gateway.pipeline import RequestContext
 from protocol import ErrorCode, Principal
 
@@ -106,16 +106,24 @@ def accepts(honoured: dict[str, Any]) -> Accepts:
 
 
 def listen_response(
-    streams: CallerStreams, principal: Principal, rpc_id: Any, honoured: dict[str, Any]
+    streams: CallerStreams,
+    subscriptions: ResourceSubscriptions,
+    principal: Principal,
+    rpc_id: Any,
+    honoured: dict[str, Any],
 ) -> StreamingResponse:
     """The subscription's SSE stream, once the pipeline admitted it."""
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    frames = _frames(streams, principal, rpc_id, honoured)
+    frames = _frames(streams, subscriptions, principal, rpc_id, honoured)
     return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
 
 
 async def _frames(
-    streams: CallerStreams, principal: Principal, rpc_id: Any, honoured: dict[str, Any]
+    streams: CallerStreams,
+    subscriptions: ResourceSubscriptions,
+    principal: Principal,
+    rpc_id: Any,
+    honoured: dict[str, Any],
 ) -> AsyncIterator[bytes]:
     tag = {META_SUBSCRIPTION_ID: rpc_id}
     async with streams.opened(principal, accepts(honoured)) as messages:
@@ -130,7 +138,7 @@ async def _frames(
                     except anyio.EndOfStream:
                         break  # a newer stream of the identity took its place, or shutdown
                 if message is None:
-                    if await _ended(streams.redis, principal):
+                    if not await still_listening(streams.redis, subscriptions, principal):
                         break
                     yield b": keep-alive\n\n"
                     continue
@@ -138,10 +146,6 @@ async def _frames(
     # The revision's graceful close: the client knows the gateway ended it on purpose.
     closed = {"resultType": "complete", "_meta": tag}
     yield _sse({"jsonrpc": "2.0", "id": rpc_id, "result": closed})
-
-
-async def _ended(redis: Redis, principal: Principal) -> bool:
-    return await revoked(redis, principal)
 
 
 def _tagged(message: dict[str, Any], tag: dict[str, Any]) -> dict[str, Any]:
