@@ -351,7 +351,7 @@ async def test_subscriptions_held_in_redis_expire_unless_a_listener_keeps_them(
     redis = connect_redis(redis_url)
     try:
         held = [key async for key in redis.scan_iter(match="conclave:mcp:sub*")]
-        ivys = [k for k in held if b"ivy" in k or b"items/4" in k or b"items/8" in k]
+        ivys = [k for k in map(str, held) if "ivy" in k or "items/4" in k or "items/8" in k]
         assert len(ivys) >= 3, held  # the identity's, and each resource's subscribers
         for key in ivys:
             assert 0 < await redis.pttl(key) <= TTL_S * 1000, key
