@@ -58,6 +58,9 @@ class ErrorCode(StrEnum):
     NOT_FOUND = "NOT_FOUND"
     METHOD_NOT_FOUND = "METHOD_NOT_FOUND"
     METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"  # an HTTP method the path does not take
+    # The call needs a client feature (sampling, elicitation, roots) the request did not
+    # declare (MCP 2026-07-28's MissingRequiredClientCapability, -32021)
+    CLIENT_CAPABILITY_MISSING = "CLIENT_CAPABILITY_MISSING"
     PARSE_ERROR = "PARSE_ERROR"
     LIMIT_ABOVE_INTENT = "LIMIT_ABOVE_INTENT"
     # the caller cancelled the call (MCP notifications/cancelled) or closed its connection
@@ -125,6 +128,7 @@ CODE_TABLE: dict[ErrorCode, CodeInfo] = {
     ErrorCode.NOT_FOUND: CodeInfo(_C.CALLER, 404, False, _A.REPLAN),
     ErrorCode.METHOD_NOT_FOUND: CodeInfo(_C.CALLER, 404, False, _A.ABORT),
     ErrorCode.METHOD_NOT_ALLOWED: CodeInfo(_C.CALLER, 405, False, _A.FIX_ARGS),
+    ErrorCode.CLIENT_CAPABILITY_MISSING: CodeInfo(_C.CALLER, 400, False, _A.SWITCH_TOOL),
     ErrorCode.PARSE_ERROR: CodeInfo(_C.CALLER, 400, False, _A.FIX_ARGS),
     ErrorCode.LIMIT_ABOVE_INTENT: CodeInfo(_C.CALLER, 422, False, _A.FIX_ARGS),
     # 499: nginx's "client closed request"; the caller that went away never reads it anyway

@@ -11,6 +11,7 @@ goes the other way as the cancellation of the awaiting task.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -41,11 +42,19 @@ class Invocation:
     # False: refused at once (SANDBOX_UNAVAILABLE) when the caller's share of sandboxes is in
     # use, never queued: a hedge takes a free slot of the caller's own or does not start.
     may_queue: bool = True
+    # The client features (MCP `clientCapabilities`) the request declared, on the 2026-07-28
+    # wire; None on the handshake era, whose capabilities the stateless gateway never keeps.
+    client_capabilities: Mapping[str, Any] | None = None
 
 
 # Failures decided before the tool did any work: they say nothing about its latency or health.
 NOT_RUN = frozenset(
-    {ErrorCode.INVALID_ARGUMENTS, ErrorCode.TOOL_NOT_FOUND, ErrorCode.SANDBOX_UNAVAILABLE}
+    {
+        ErrorCode.INVALID_ARGUMENTS,
+        ErrorCode.TOOL_NOT_FOUND,
+        ErrorCode.SANDBOX_UNAVAILABLE,
+        ErrorCode.CLIENT_CAPABILITY_MISSING,  # stopped for the caller, not the tool's fault
+    }
 )
 
 

@@ -16,7 +16,6 @@ allows: cancellation is advisory, and a call still ends at its time limit.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -24,15 +23,12 @@ from typing import Any
 import anyio
 from anyio.abc import TaskStatus
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from gateway.cancellation.call_cancel import CallCancel
+from gateway.redis_io import listen_channel
 from protocol import Principal
 
-log = logging.getLogger("conclave.gateway.cancellation")
-
 CHANNEL = "conclave:cancel"  # pub/sub: [tenant, agent, request id (JSON), reason]
-RELISTEN_S = 1.0  # after the channel's connection is lost, listen again this soon
 MAX_REASON = 200  # a cancel's reason is the caller's text: what is kept of it
 CALLER_CANCELLED = "the caller sent notifications/cancelled"
 
@@ -79,28 +75,7 @@ class InflightCalls:
     async def listen(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Apply the cancels published on `CHANNEL` for good; `task_status` is told once
         subscribed (a cancel published after that reaches this replica)."""
-        started = False
-        while True:
-            pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
-            try:
-                # A cluster client maps its slots on its first command; its pubsub needs the
-                # map (it picks the channel's node from it) but does not make one itself.
-                await self.redis.ping()
-                await pubsub.subscribe(CHANNEL)
-                if not started:
-                    started = True
-                    task_status.started()
-                async for message in pubsub.listen():
-                    self._apply(message)
-            except (RedisError, OSError) as exc:
-                log.warning("cancel channel lost (%s); listening again in %s s", exc, RELISTEN_S)
-            finally:
-                with anyio.CancelScope(shield=True):  # its connection closed, even when cancelled
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
-            if not started:
-                started = True
-                task_status.started()
-            await anyio.sleep(RELISTEN_S)
+        await listen_channel(self.redis, CHANNEL, self._apply, task_status=task_status)
 
     def _apply(self, message: dict[str, Any]) -> None:
         try:

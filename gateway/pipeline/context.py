@@ -52,6 +52,9 @@ class RequestContext:
     limits: ResourceRequest | None = None
     budget: Budget | None = None
     meta: Mapping[str, Any] | None = None  # MCP `_meta`: only the deadline is read from it
+    # What a 2026-07-28 request declared of the client's features (its `_meta`'s
+    # clientCapabilities); None on the handshake era (see sandbox.Invocation)
+    client_capabilities: Mapping[str, Any] | None = None
     namespace: str | None = None
     access: Access | None = None
     action: Operation | None = None  # a non-tool operation dispatch performs (state, listing)

@@ -116,6 +116,7 @@ class DispatchStage:
             limits=limits,
             network=ctx.tool.network,
             events=ctx.events,
+            client_capabilities=ctx.client_capabilities,
         )
         ctx.executed = True
         began = time.monotonic()

@@ -30,6 +30,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from pydantic import BaseModel, ConfigDict
 
 from gateway.gateway_error import GatewayError
+from gateway.sources.client_requests import ClientRequestCheck, capability_missing
 from gateway.sources.http1_pool import ANSWER_LIMIT, Http1Pool
 from gateway.sources.mcp_session import PARSE_ERROR, McpSession, RpcError, UpstreamHttpError
 from gateway.sources.upstream_failure import tool_error, unavailable, upstream_failure
@@ -210,12 +211,21 @@ class HttpUpstream:
         params = {"name": tool, "arguments": invocation.arguments, "_meta": meta}
         result: dict[str, Any] | None = None
         limit = frame_limit(invocation.limits.max_output_bytes)
-        notified = None if events is None else events.emit_notification
+        stopped = anyio.CancelScope()
+        asks = ClientRequestCheck(invocation.client_capabilities, stopped.cancel)
+
+        def notified(message: dict[str, Any]) -> None:
+            if not asks.heard(message) and events is not None:
+                events.emit_notification(message)
+
         try:
-            with anyio.move_on_after(timeout_ms / 1000):
+            with stopped, anyio.move_on_after(timeout_ms / 1000):
                 result = await self._request(session, "tools/call", params, limit, notified)
         except Exception as exc:
             return self._failed(began, upstream_failure(self.name, exc))
+        if asks.missing:
+            error = capability_missing(self.name, invocation.tool, asks.missing)
+            return self._failed(began, error)
         if result is None:
             error = SerfError.of(
                 ErrorCode.TOOL_TIMEOUT,

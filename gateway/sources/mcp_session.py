@@ -222,8 +222,9 @@ Notified = Callable[[dict[str, Any]], None]
 
 class _EventStream:
     """An event-stream answer read as it arrives: the response to `request_id` kept, the
-    upstream's notifications before it passed to `on_notification`, its own requests passed
-    over (the gateway offers it no client features)."""
+    upstream's notifications before it passed to `on_notification`, and its own requests to
+    the client too (they carry an `id`: `sampling/createMessage`, `elicitation/create`,
+    `roots/list`; the gateway answers none of them itself)."""
 
     def __init__(self, request_id: int, on_notification: Notified | None) -> None:
         self.request_id = request_id
@@ -261,7 +262,7 @@ class _EventStream:
         message = _message("\n".join(data))
         if message.get("id") == self.request_id and ("result" in message or "error" in message):
             self.response = message
-        elif "id" not in message and self.on_notification is not None:
+        elif isinstance(message.get("method"), str) and self.on_notification is not None:
             self.on_notification(message)
 
     def finish(self) -> dict[str, Any]:

@@ -1,18 +1,23 @@
-"""News from an `mcp_http` upstream reaches the right callers' `GET /mcp` streams, through
-two gateway processes on one Redis, with the official `mcp` client.
+"""News from an `mcp_http` upstream reaches the right callers' `GET /mcp` streams (and, on
+MCP 2026-07-28, their `subscriptions/listen` streams), through two gateway processes on one
+Redis, with the official `mcp` client.
 
 The upstream (`tests/gateway/resource_upstream.py`, label `a`) tells its subscribed sessions
 when a resource changes (its tool `touch`) and every session when its tool list changes (its
 tool `drop`). A caller that subscribed gets `notifications/resources/updated` on its stream,
 another identity does not, an unsubscribed caller no longer does; an update heard by one
 gateway reaches a stream held by the other; a dropped tool is announced, withdrawn from
-`tools/list` and refused.
+`tools/list` and refused. A 2026-07-28 client listening on one gateway hears an update and a
+list change made through the other, each tagged with its subscription, and only the kinds it
+asked for.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import uuid
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
@@ -27,12 +32,15 @@ import pytest
 from mcp import MCPDeprecationWarning, types
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ResourceUpdated, ServerEvent, Subscription, ToolsListChanged
 
 from conclave.bench.child_server import wait_listening
 from conclave.ports import free_port
 from conclave.stack import EmbeddedStack
 from gateway.config import Settings
+from gateway.http.mcp.subscriptions import TTL_S
 from gateway.identity.tokens import issue_token
+from gateway.redis_io import connect_redis
 from tests.helpers import until
 
 pytestmark = pytest.mark.anyio
@@ -233,3 +241,119 @@ async def test_a_subscription_outlives_an_upstream_restart(replicas: Replicas) -
         replicas.upstream.restart()
         await fay.touch("a://items/3")  # not UPSTREAM_UNAVAILABLE: touch checks is_error
         await fay.until_heard("a://items/3", 2)
+
+
+@asynccontextmanager
+async def _modern(url: str, agent: str) -> AsyncIterator[Client]:
+    """The official client on MCP 2026-07-28 (discovered: no handshake) as `agent`."""
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {_token(agent)}"}, timeout=30)
+    transport = streamable_http_client(f"{url}/mcp", http_client=http)
+    async with http, Client(transport) as client:
+        assert client.protocol_version == "2026-07-28"
+        yield client
+
+
+async def _heard(subscription: Subscription, into: list[ServerEvent]) -> None:
+    async for event in subscription:
+        into.append(event)
+
+
+async def test_a_2026_listener_hears_an_update_and_a_list_change_made_through_the_other_replica(
+    replicas: Replicas,
+) -> None:
+    first, second = replicas.urls
+    item, grown = "a://items/21", f"grown{uuid.uuid4().hex[:6]}"
+    async with _modern(second, "gus") as gus, _modern(first, "gus") as via_first:
+        caps = gus.server_capabilities  # as server/discover answered them
+        assert caps.tools is not None and caps.tools.list_changed  # now said: listen serves it
+        assert caps.resources is not None and caps.resources.subscribe
+        listening = gus.listen(
+            resource_subscriptions=[item, "nowhere://x"], tools_list_changed=True
+        )
+        narrow = gus.listen(prompts_list_changed=True)  # asks for prompt changes only
+        async with listening as subscription, narrow as prompts_only:
+            # What the gateway honours: a URI no source serves is left out of the ack.
+            assert subscription.honored.resource_subscriptions == [item]
+            assert subscription.honored.tools_list_changed
+            events: list[ServerEvent] = []
+            elsewhere: list[ServerEvent] = []
+            async with anyio.create_task_group() as listening_tasks:
+                listening_tasks.start_soon(_heard, subscription, events)
+                listening_tasks.start_soon(_heard, prompts_only, elsewhere)
+                with anyio.fail_after(20):
+                    while ResourceUpdated(item) not in events:
+                        touched = await via_first.call_tool("a__touch", {"uri": item})
+                        assert not touched.is_error, touched
+                        with suppress(TimeoutError):  # not yet: touch it again
+                            await until(lambda: ResourceUpdated(item) in events, 0.3)
+                grew = await via_first.call_tool("a__grow", {"name": grown})
+                assert not grew.is_error, grew
+                await until(lambda: ToolsListChanged() in events, 20)
+                listening_tasks.cancel_scope.cancel()
+        assert elsewhere == []  # no tool change nor update on a prompts-only stream
+        assert f"a__{grown}" in await _names(gus)  # the change it was told of
+
+
+async def test_a_2026_listen_stream_tags_its_frames_and_ends_gracefully_at_token_expiry(
+    replicas: Replicas,
+) -> None:
+    """On the wire: the acknowledgment first, every frame with the request's id as its
+    subscription id, and the revision's graceful close (a result) when the token expires."""
+    token = issue_token(
+        Settings(**SECRETS), tenant="news", agent="hal", scopes=("tool:a.*",), ttl_s=3
+    )
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    params = {"_meta": meta, "notifications": {"resourcesListChanged": True}}
+    message = {"jsonrpc": "2.0", "id": "sub-7", "method": "subscriptions/listen", "params": params}
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "subscriptions/listen",
+    }
+    async with httpx.AsyncClient(timeout=30) as http:
+        with anyio.fail_after(20):
+            answer = await http.post(f"{replicas.urls[0]}/mcp", json=message, headers=headers)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"].startswith("text/event-stream")
+    frames = [json.loads(line[5:]) for line in answer.text.splitlines() if line.startswith("data:")]
+    ack, closed = frames[0], frames[-1]
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert ack["params"] == {
+        "_meta": {"io.modelcontextprotocol/subscriptionId": "sub-7"},
+        "notifications": {"resourcesListChanged": True},
+    }
+    assert closed == {
+        "jsonrpc": "2.0",
+        "id": "sub-7",
+        "result": {
+            "resultType": "complete",
+            "_meta": {"io.modelcontextprotocol/subscriptionId": "sub-7"},
+        },
+    }
+
+
+async def test_subscriptions_held_in_redis_expire_unless_a_listener_keeps_them(
+    replicas: Replicas, redis_url: str
+) -> None:
+    """Every subscription key, made on either era, carries an expiry of at most
+    `TTL_S` (an open stream's keep-alive renews it): an identity that subscribes and goes
+    away leaves nothing in Redis for good."""
+    async with _caller(replicas.urls[0], "ivy") as ivy:
+        await ivy.subscribe("a://items/4")
+    async with _modern(replicas.urls[1], "ivy") as modern:
+        listening = modern.listen(resource_subscriptions=["a://items/8"])
+        async with listening as subscription:
+            assert subscription.honored.resource_subscriptions == ["a://items/8"]
+    redis = connect_redis(redis_url)
+    try:
+        held = [key async for key in redis.scan_iter(match="conclave:mcp:sub*")]
+        ivys = [k for k in map(str, held) if "ivy" in k or "items/4" in k or "items/8" in k]
+        assert len(ivys) >= 3, held  # the identity's, and each resource's subscribers
+        for key in ivys:
+            assert 0 < await redis.pttl(key) <= TTL_S * 1000, key
+    finally:
+        await redis.aclose()

@@ -10,7 +10,8 @@ sessions (news reaches a client on its session's GET stream). Two of them (label
   item's `id` and `alpha`, `beta` for the prompt's `topic` (filtered by the typed prefix);
 - `resources/subscribe|unsubscribe`, and the tools `touch(uri)` (tells every session
   subscribed to `uri` it was updated; answers how many), `drop(name)` (removes the tool
-  `name` and tells every session the tool list changed), `victim` and `echo`.
+  `name` and tells every session the tool list changed), `grow(name)` (adds a tool `name`,
+  and tells them too), `victim` and `echo`.
 """
 
 from __future__ import annotations
@@ -82,6 +83,21 @@ def build_app(label: str) -> Any:
             except Exception:  # a session that went away
                 continue
         return f"dropped {name}"
+
+    @server.tool
+    async def grow(name: str) -> str:
+        """Add a tool `name` and tell every session the tool list changed."""
+
+        def grown() -> str:
+            return f"{name} grown"
+
+        server.tool(grown, name=name)
+        for session in sessions:
+            try:
+                await session.send_tool_list_changed()
+            except Exception:  # a session that went away
+                continue
+        return f"grew {name}"
 
     async def complete(_: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
         typed = params.argument.value

@@ -23,15 +23,18 @@ from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import httpx2
 import pytest
 from mcp import types
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from pydantic import HttpUrl
 from redis.asyncio import Redis
 
+from conclave.bench.conformance_suite import running_fixture
 from conclave.ports import free_port
 from gateway.assembly import create_app
 from gateway.config import Settings
@@ -87,17 +90,24 @@ class _Heard:
 
 @asynccontextmanager
 async def _client(
-    app: Any, settings: Settings, heard: _Heard, agent: str = "watcher", mode: str = "auto"
+    app: Any,
+    settings: Settings,
+    heard: _Heard,
+    agent: str = "watcher",
+    mode: str = "auto",
+    log_level: types.LoggingLevel | None = "info",
 ) -> AsyncIterator[Client]:
     """The official `mcp` client at the app's /mcp, as `agent` (`mode="legacy"`: on the
-    handshake era, which has `logging/setLevel`; the 2026-07-28 wire has not)."""
+    handshake era, which has `logging/setLevel`; the 2026-07-28 wire has not: there each
+    request asks for its `log_level`, info here, the handshake era's default, unless told)."""
     http = httpx2.AsyncClient(
         transport=httpx2.ASGITransport(app=app),
         base_url="http://gateway",
         headers={"Authorization": f"Bearer {_token(settings, agent)}"},
     )
     transport = streamable_http_client("http://gateway/mcp", http_client=http)
-    async with http, Client(transport, mode=mode, logging_callback=heard.log) as client:
+    client = Client(transport, mode=mode, logging_callback=heard.log, log_level=log_level)
+    async with http, client:
         yield client
 
 
@@ -115,7 +125,7 @@ async def test_a_tools_progress_and_logs_reach_the_client_before_its_result(
         answer = await client.call_tool("countdown", {"steps": 3}, progress_callback=heard.progress)
         heard.said.append(("result", answer.content[0].text))  # type: ignore[union-attr]
     assert heard.of("progress") == [(float(n), 3.0, f"step {n} of 3") for n in (1, 2, 3)]
-    # Until the caller sets a level, info and above is sent.
+    # The level asked for (info, the handshake era's default until a caller sets one).
     assert heard.of("log") == [("info", "counting down"), ("warning", "lift-off")]
     assert heard.said[-1] == ("result", "counted 3")  # the events came first
 
@@ -387,3 +397,97 @@ async def test_the_documented_reporting_tool_streams_as_the_docs_say(
     assert heard.of("progress") == [(1.0, 2.0, "1 of 2"), (2.0, 2.0, "2 of 2")]
     assert heard.of("log") == [("info", "resizing 2 pictures")]  # debug: below the default
     assert answer.content[0].text == "resized 2"  # type: ignore[union-attr]
+
+
+async def test_on_the_2026_wire_each_request_asks_for_its_own_log_level(
+    settings: Settings, redis: Redis
+) -> None:
+    """MCP 2026-07-28 has no `logging/setLevel`: a request's `_meta` logLevel decides what
+    its call's tools and servers log to it, and a request without one is sent no log
+    message, whatever level the identity set on the handshake era."""
+    quiet, warned = _Heard(), _Heard()
+    async with _gateway(settings) as app:
+        async with _client(app, settings, _Heard(), mode="legacy") as client:
+            await _set_level(client, "debug")  # the identity's handshake-era level
+        async with _client(app, settings, quiet, log_level=None) as client:
+            assert client.protocol_version == "2026-07-28"
+            silent = await client.call_tool("countdown", {"steps": 1})
+        async with _client(app, settings, warned, log_level="warning") as client:
+            await client.call_tool("countdown", {"steps": 1})
+    assert not silent.is_error
+    assert quiet.of("log") == []
+    assert warned.of("log") == [("warning", "lift-off")]
+
+
+async def test_a_2026_request_asking_for_no_log_level_is_refused_400(
+    settings: Settings, redis: Redis
+) -> None:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/logLevel": "loud",
+    }
+    params = {"name": "countdown", "arguments": {"steps": 1}, "_meta": meta}
+    headers = {
+        "Authorization": f"Bearer {_token(settings)}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "countdown",
+    }
+    message = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params}
+    async with (
+        _gateway(settings) as app,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://gateway"
+        ) as http,
+    ):
+        answer = await http.post("/mcp", json=message, headers=headers)
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert answer.json()["id"] == 9 and error["code"] == -32602
+    assert "logLevel" in error["message"]
+
+
+@pytest.fixture(scope="module")
+def sampling_upstream_url() -> Iterator[str]:
+    """The conformance fixture: its `test_sampling` asks the client's model while it runs."""
+    with running_fixture() as url:
+        yield url
+
+
+async def test_a_2026_call_whose_server_asks_for_an_undeclared_capability_is_refused_32021(
+    settings: Settings, redis: Redis, sampling_upstream_url: str
+) -> None:
+    """The upstream asks the client to sample; the request declared no `sampling`: the call
+    is stopped at once and answered -32021 (HTTP 400) naming the capability, instead of
+    waiting out its time limit for an answer no one gives."""
+    source = McpHttpSource(kind="mcp_http", name="fx", url=HttpUrl(sampling_upstream_url))
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }
+    params = {"name": "fx__test_sampling", "arguments": {"prompt": "hi"}, "_meta": meta}
+    headers = {
+        "Authorization": f"Bearer {_token(settings)}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "fx__test_sampling",
+    }
+    message = {"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": params}
+    async with _gateway(settings, source) as app:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://gateway", timeout=60
+        ) as http:
+            with anyio.fail_after(20):  # not the tool's time limit
+                answer = await http.post("/mcp", json=message, headers=headers)
+        async with _client(app, settings, _Heard()) as client:  # the official client
+            with pytest.raises(MCPError) as raised:
+                await client.call_tool("fx__test_sampling", {"prompt": "hi"})
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert answer.json()["id"] == 11 and error["code"] == -32021
+    assert error["data"]["requiredCapabilities"] == {"sampling": {}}
+    assert error["data"]["code"] == "CLIENT_CAPABILITY_MISSING"  # the SERF envelope
+    assert raised.value.error.code == -32021

@@ -23,6 +23,7 @@ from gateway.budgets import CircuitBreaker, LatencyEstimate, allocate_budget
 from gateway.config import Settings
 from gateway.gateway_error import translate
 from gateway.identity.tokens import bearer_token, issue_token, verify_token
+from gateway.sources.client_requests import ClientRequestCheck, capability_missing
 from protocol.serf import CODE_TABLE, ErrorCategory, ErrorCode, RecoveryAction, SerfError
 from protocol.tools import ToolCallRequest
 from tools.registry import default_registry
@@ -114,6 +115,17 @@ async def _no_rpc_method(settings: Settings, redis: Redis, client: httpx.AsyncCl
     message = {"jsonrpc": "2.0", "id": 1, "method": "no/such"}
     answer = await client.post("/mcp", json=message, headers=_bearer(settings, "rpc", []))
     return SerfError.model_validate(answer.json()["error"]["data"])
+
+
+@produces(ErrorCode.CLIENT_CAPABILITY_MISSING)
+async def _undeclared(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
+    # An upstream's tool asks the client to sample; the 2026-07-28 request declared only
+    # elicitation (tests/gateway/test_mcp_streaming.py drives this through a real upstream).
+    stopped: list[bool] = []
+    check = ClientRequestCheck({"elicitation": {}}, lambda: stopped.append(True))
+    assert check.heard({"jsonrpc": "2.0", "id": 0, "method": "sampling/createMessage"})
+    assert stopped == [True]
+    return capability_missing("fx", "fx__test_sampling", check.missing)
 
 
 @produces(ErrorCode.STATE_UNAVAILABLE)

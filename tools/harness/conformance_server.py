@@ -1,7 +1,8 @@
 """The MCP server the official conformance suite's server scenarios expect, for its runs.
 
 `@modelcontextprotocol/conformance` (npm) tests a server by calling fixed names: the tools
-`test_simple_text`, `test_image_content`, ... `test_reconnection`, `json_schema_2020_12_tool`;
+`test_simple_text`, `test_image_content`, ... `test_reconnection`, `json_schema_2020_12_tool`
+(and the 0.2 line's `test_missing_capability`, which needs the client's sampling);
 the resources `test://static-text`, `test://static-binary`, `test://watched-resource` and the
 template `test://template/{id}/data`; the prompts `test_simple_prompt`,
 `test_prompt_with_arguments`, `test_prompt_with_embedded_resource`, `test_prompt_with_image`;
@@ -129,6 +130,17 @@ async def _elicit(ctx: Context, message: str, schema: dict[str, Any]) -> str:
     return f"Elicitation completed: action={answer.action}, content={json.dumps(answer.content)}"
 
 
+async def _sample(ctx: Context, prompt: str) -> str:
+    text_block = types.TextContent(type="text", text=prompt)
+    message = types.SamplingMessage(role="user", content=text_block)
+    answer = await ctx.session.create_message(
+        [message], max_tokens=100, related_request_id=ctx.request_id
+    )
+    content = answer.content
+    text = content.text if isinstance(content, types.TextContent) else "(not text)"
+    return f"LLM response: {text}"
+
+
 def _add_tools(server: FastMCP) -> None:
     @server.tool
     def test_simple_text() -> str:
@@ -184,15 +196,13 @@ def _add_tools(server: FastMCP) -> None:
     @server.tool
     async def test_sampling(prompt: str, ctx: Context) -> str:
         """Asks the client's model to answer `prompt` (sampling/createMessage)."""
-        message = types.SamplingMessage(
-            role="user", content=types.TextContent(type="text", text=prompt)
-        )
-        answer = await ctx.session.create_message(
-            [message], max_tokens=100, related_request_id=ctx.request_id
-        )
-        content = answer.content
-        text = content.text if isinstance(content, types.TextContent) else "(not text)"
-        return f"LLM response: {text}"
+        return await _sample(ctx, prompt)
+
+    @server.tool
+    async def test_missing_capability(ctx: Context) -> str:
+        """Needs the client's sampling capability: asks its model (sampling/createMessage),
+        so a 2026-07-28 request that declares no `sampling` is refused -32021."""
+        return await _sample(ctx, "Say hello")
 
     @server.tool
     async def test_elicitation(message: str, ctx: Context) -> str:

@@ -7,7 +7,9 @@ becomes an SSE stream (`notifications/progress` with the caller's `_meta.progres
 `notifications/message`, then the JSON-RPC response as the last event); a call that sends
 none (or a client that accepts only JSON) is answered plain JSON, as before. A progress
 event is taken only when the caller sent a `progressToken`; a log message only at or above
-the caller's level (`logging/setLevel`, read once per call, at its first log message).
+the caller's level (`level_of`, asked once per call, at its first log message: the handshake
+era's `logging/setLevel` of the identity, the 2026-07-28 wire's `_meta` level of the
+request, where a request without one is sent no log message).
 
 The call runs in the request's own task; a forwarder task starts at its first event only, so
 a call that reports nothing costs what a plain JSON answer costs. Events wait in a buffer of
@@ -19,7 +21,7 @@ that goes away stops the call, streaming or not.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from functools import partial
 from typing import Any
@@ -31,12 +33,21 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from gateway.cancellation import cancel_when_client_goes
-from gateway.http.mcp.log_levels import LogLevels
 from gateway.pipeline import Pipeline, RequestContext
-from protocol import LogEvent, LogLevel, ProgressEvent, log_notification, progress_notification
+from protocol import (
+    LogEvent,
+    LogLevel,
+    Principal,
+    ProgressEvent,
+    log_notification,
+    progress_notification,
+)
 from sandbox import CallEvents
 
 BUFFERED_EVENTS = 64
+# The lowest level of log message a caller's call sends it; None: it sends none.
+LevelOf = Callable[[Principal], Awaitable[LogLevel | None]]
+_UNASKED = object()
 EVENT_STREAM = "text/event-stream"
 _HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -62,15 +73,15 @@ class CallStream(Response):
         pipeline: Pipeline,
         ctx: RequestContext,
         answer: Callable[[], Response],
-        levels: LogLevels,
+        level_of: LevelOf,
     ) -> None:
         super().__init__()
         self.pipeline = pipeline
         self.ctx = ctx
         self.answer = answer  # the call's JSON-RPC answer, once it has run
-        self.levels = levels
+        self.level_of = level_of
         self.token = progress_token(ctx)
-        self._level: LogLevel | None = None
+        self._level: LogLevel | object | None = _UNASKED
         self._streaming = False  # the answer is an event stream: its head was sent
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -114,9 +125,12 @@ class CallStream(Response):
         """The MCP notification of `event` for this caller; None when it does not take it."""
         if isinstance(event, ProgressEvent):
             return None if self.token is None else progress_notification(event, self.token)
-        if self._level is None:
-            self._level = await self.levels.level_of(self.ctx.require_principal())
-        return log_notification(event) if event.level.rank >= self._level.rank else None
+        if self._level is _UNASKED:
+            self._level = await self.level_of(self.ctx.require_principal())
+        level = self._level
+        if not isinstance(level, LogLevel) or event.level.rank < level.rank:
+            return None
+        return log_notification(event)
 
 
 def _offer_to(
@@ -144,4 +158,20 @@ def _sse_raw(data: bytes | memoryview) -> bytes:
     return b"event: message\ndata: " + bytes(data) + b"\n\n"
 
 
-__all__ = ["BUFFERED_EVENTS", "CallStream", "accepts_stream", "progress_token"]
+def fixed_level(level: LogLevel | None) -> LevelOf:
+    """`level` for every caller: a 2026-07-28 request's own."""
+
+    async def level_of(_: Principal) -> LogLevel | None:
+        return level
+
+    return level_of
+
+
+__all__ = [
+    "BUFFERED_EVENTS",
+    "CallStream",
+    "LevelOf",
+    "accepts_stream",
+    "fixed_level",
+    "progress_token",
+]

@@ -2,9 +2,11 @@
 Redis channel that feeds them from every replica.
 
 A client opens one stream per identity and gateway replica it talks to (the handshake era's
-standalone SSE stream); what the gateway has to tell an identity outside any request's answer
-travels there: `notifications/resources/updated` for a resource it subscribed to, and
-`notifications/{tools,resources,prompts}/list_changed` when a source it sees changes. Any
+standalone SSE stream, or the 2026-07-28 wire's `subscriptions/listen` answers, which take
+only the kinds of news their filter asked for); what the gateway has to tell an identity
+outside any request's answer travels there: `notifications/resources/updated` for a
+resource it subscribed to, and `notifications/{tools,resources,prompts}/list_changed` when a
+source it sees changes. Any
 replica may learn such news (an upstream speaks to one of them), so news is published on one
 Redis pub/sub channel (`CHANNEL`); each replica delivers what it reads there to the streams it
 holds of that identity (or, for a list change, of every identity that sees the source). The
@@ -22,7 +24,6 @@ or re-lists when it reconnects).
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -32,25 +33,24 @@ import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
+from gateway.redis_io import listen_channel
 from protocol import Principal
-
-log = logging.getLogger("conclave.gateway.mcp")
 
 CHANNEL = "conclave:mcp:notify"  # pub/sub: [tenant | null, agent | null, source, message]
 BUFFER = 64  # messages a stream holds for a client that has not read them yet
 MAX_PER_IDENTITY = 4  # streams an identity holds open on one replica
-RELISTEN_S = 1.0  # after the channel's connection is lost, listen again this soon
 
 Identity = tuple[str, str]
 Sees = Callable[[Principal, str], bool]  # whether a principal sees a source
+Accepts = Callable[[dict[str, Any]], bool]  # whether a stream takes a message
 
 
 @dataclass(eq=False)
 class _Stream:
     principal: Principal
     send: MemoryObjectSendStream[dict[str, Any]]
+    accepts: Accepts | None  # a `subscriptions/listen` stream's filter; None takes all
 
 
 class CallerStreams:
@@ -64,11 +64,12 @@ class CallerStreams:
 
     @asynccontextmanager
     async def opened(
-        self, principal: Principal
+        self, principal: Principal, accepts: Accepts | None = None
     ) -> AsyncIterator[MemoryObjectReceiveStream[dict[str, Any]]]:
-        """A stream of the messages for `principal`, while the block runs."""
+        """A stream of the messages for `principal` (those `accepts` takes, when given),
+        while the block runs."""
         send, receive = anyio.create_memory_object_stream[dict[str, Any]](BUFFER)
-        stream = _Stream(principal, send)
+        stream = _Stream(principal, send, accepts)
         identity = (principal.tenant, principal.agent)
         held = self._streams.setdefault(identity, [])
         if len(held) >= MAX_PER_IDENTITY:
@@ -110,6 +111,8 @@ class CallerStreams:
         for stream in streams:
             if not self.sees(stream.principal, source):
                 continue  # its scopes no longer cover the source
+            if stream.accepts is not None and not stream.accepts(message):
+                continue  # a listen stream's filter: never a kind it did not ask for
             try:
                 stream.send.send_nowait(message)
                 delivered += 1
@@ -120,26 +123,7 @@ class CallerStreams:
     async def listen(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Deliver what is published on `CHANNEL` for good; `task_status` is told once
         subscribed."""
-        started = False
-        while True:
-            pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
-            try:
-                await self.redis.ping()  # a cluster client maps its slots first (see cancels)
-                await pubsub.subscribe(CHANNEL)
-                if not started:
-                    started = True
-                    task_status.started()
-                async for message in pubsub.listen():
-                    self._apply(message)
-            except (RedisError, OSError) as exc:
-                log.warning("MCP news channel lost (%s); listening again in %s s", exc, RELISTEN_S)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
-            if not started:
-                started = True
-                task_status.started()
-            await anyio.sleep(RELISTEN_S)
+        await listen_channel(self.redis, CHANNEL, self._apply, task_status=task_status)
 
     def _apply(self, published: dict[str, Any]) -> None:
         try:
@@ -152,4 +136,12 @@ class CallerStreams:
         self.deliver_here(identity, source, message)
 
 
-__all__ = ["BUFFER", "CHANNEL", "MAX_PER_IDENTITY", "CallerStreams", "Identity", "Sees"]
+__all__ = [
+    "BUFFER",
+    "CHANNEL",
+    "MAX_PER_IDENTITY",
+    "Accepts",
+    "CallerStreams",
+    "Identity",
+    "Sees",
+]

@@ -40,8 +40,8 @@ from gateway.cancellation import CallCancel, cancel_when_client_goes
 from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body, refuse_before_body
 from gateway.http.hot_routes import hot_route
-from gateway.http.mcp import stateless_era, task_methods
-from gateway.http.mcp.call_stream import CallStream, accepts_stream
+from gateway.http.mcp import stateless_era, subscriptions_listen, task_methods
+from gateway.http.mcp.call_stream import CallStream, LevelOf, accepts_stream, fixed_level
 from gateway.http.mcp.cancel_notice import CANCELLED_METHOD, cancel_notice
 from gateway.http.mcp.catalog import CAPABILITIES, UPSTREAM_OPERATIONS
 from gateway.http.mcp.discover import discover
@@ -58,6 +58,7 @@ from gateway.http.mcp.messages import (
     tool_failure,
     tool_result,
 )
+from gateway.http.mcp.subscriptions_listen import LISTEN_METHOD, admit, listen_response
 from gateway.http.responses import challenge, method_not_allowed
 from gateway.pipeline import Pipeline, RequestContext, allowed_specs
 from gateway.tasks import TaskRunner, new_task_id
@@ -228,6 +229,10 @@ def _stateless(
                 message.method, message.params, runner, request.app.state.inflight
             )
             ctx.operation = f"mcp:{message.method}"
+    elif refusal is None and message.method == LISTEN_METHOD:
+        ctx.input_error = None
+        ctx.action = admit(request.app.state.mcp_catalog, message.params)
+        ctx.operation = subscriptions_listen.OPERATION
     elif refusal is None and _not_found(ctx.input_error):
         refusal = stateless_era.not_found(message.method)
     if refusal is not None:
@@ -256,6 +261,7 @@ async def mcp_post(request: Request) -> Response:
     body = b""
     message: McpMessage | None = None
     stateless, refusal, as_task = False, None, False
+    level_of: LevelOf = request.app.state.log_levels.level_of  # the identity's setLevel
     try:
         await refuse_before_body(request, "mcp:*")  # a large body from a refused caller: unread
         body = await read_body(request, request.app.state.settings.max_body_bytes)
@@ -269,6 +275,8 @@ async def mcp_post(request: Request) -> Response:
             as_task = refusal is None and task_methods.runs_as_task(
                 message, registry, long_running_ms
             )
+            level_of = fixed_level(stateless_era.log_level(message))  # the request's own
+            ctx.client_capabilities = stateless_era.client_capabilities(message)
             stateless_era.consume_envelope(message)  # upstreams speak the handshake era
     except GatewayError as exc:
         ctx = RequestContext("mcp", "mcp:(unreadable)", request.headers, input_error=exc)
@@ -286,9 +294,18 @@ async def mcp_post(request: Request) -> Response:
         return JSONResponse(rpc_result(message.id, created))
     if ctx.cancel is None:
         await pipeline.run(ctx)
+        listening = message is not None and message.method == LISTEN_METHOD
+        if stateless and listening and ctx.error is None:  # answered by its own stream
+            state = request.app.state
+            subscriptions = state.mcp_catalog.subscriptions
+            principal = ctx.require_principal()
+            assert message is not None
+            return listen_response(
+                state.caller_streams, subscriptions, principal, message.id, ctx.result
+            )
     elif message is not None and message.id is not None and accepts_stream(request):
         # Runs the call as it is sent, streaming its events if it has any (call_stream).
-        return CallStream(pipeline, ctx, answer, request.app.state.log_levels)
+        return CallStream(pipeline, ctx, answer, level_of)
     else:  # a tool call: a client that closes its connection cancels it
         async with cancel_when_client_goes(request.scope, request.receive, ctx.cancel):
             await pipeline.run(ctx)
@@ -310,6 +327,8 @@ def _answer(
         ours = refusal is not None and ctx.failed_stage == "scope"
         if refusal is not None and ours and ctx.error.message == refusal.error.message:
             return JSONResponse(refusal.body(request_id), status_code=refusal.http_status)
+        if (needs := stateless_era.capability_refusal(ctx.error)) is not None:
+            return JSONResponse(needs.body(request_id), status_code=needs.http_status)
         is_call = message is not None and message.method == "tools/call"
         if ctx.oauth and ctx.error.code in (ErrorCode.TOOL_NOT_ALLOWED, ErrorCode.AUTH_REVOKED):
             # An OAuth client can go back to its server: for a new token (401 invalid_token),

@@ -6,7 +6,8 @@ Opening it passes the pipeline like any message (authenticated, rate limited, au
 events, with a comment every `KEEPALIVE_S` so proxies keep the connection. The stream ends
 when the caller's token expires (the client opens a new one with its new token), when its
 agent is revoked (checked at each keep-alive, as admission checks it: the token's generation
-against the agent's), or when the client goes. A client that does not accept
+against the agent's; each keep-alive also keeps the caller's resource subscriptions alive,
+`subscriptions.TTL_S`), or when the client goes. A client that does not accept
 `text/event-stream` is refused (400).
 
 `initialize` answers carry an `Mcp-Session-Id` (`new_session_id`): the transport's clients
@@ -29,6 +30,7 @@ from redis.asyncio import Redis
 
 from gateway.gateway_error import GatewayError
 from gateway.http.mcp.caller_streams import CallerStreams
+from gateway.http.mcp.subscriptions import ResourceSubscriptions
 from gateway.http.responses import challenge, serf_response
 from gateway.identity import generation_key
 from gateway.pipeline import Pipeline, RequestContext
@@ -63,11 +65,14 @@ async def listen(request: Request) -> Response:
         return serf_response(ctx.error, challenge(ctx.error))
     streams: CallerStreams = request.app.state.caller_streams
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    events = _events(streams, ctx.require_principal())
+    subscriptions = request.app.state.mcp_catalog.subscriptions
+    events = _events(streams, subscriptions, ctx.require_principal())
     return StreamingResponse(events, media_type="text/event-stream", headers=headers)
 
 
-async def _events(streams: CallerStreams, principal: Principal) -> AsyncIterator[bytes]:
+async def _events(
+    streams: CallerStreams, subscriptions: ResourceSubscriptions, principal: Principal
+) -> AsyncIterator[bytes]:
     async with streams.opened(principal) as messages:
         yield b": open\n\n"  # the answer's head goes out now: the client knows it listens
         with anyio.move_on_after(max(0.0, principal.expires_at - time.time())):
@@ -79,7 +84,7 @@ async def _events(streams: CallerStreams, principal: Principal) -> AsyncIterator
                     except anyio.EndOfStream:
                         return  # a newer stream of the identity took its place, or shutdown
                 if message is None:
-                    if await _revoked(streams.redis, principal):
+                    if not await still_listening(streams.redis, subscriptions, principal):
                         return
                     yield b": keep-alive\n\n"
                     continue
@@ -87,11 +92,30 @@ async def _events(streams: CallerStreams, principal: Principal) -> AsyncIterator
                 yield f"event: message\ndata: {data}\n\n".encode()
 
 
-async def _revoked(redis: Redis, principal: Principal) -> bool:
+async def still_listening(
+    redis: Redis, subscriptions: ResourceSubscriptions, principal: Principal
+) -> bool:
+    """At a keep-alive: False when the principal's token was revoked; else its resource
+    subscriptions are kept for another `subscriptions.TTL_S` (it still listens)."""
+    if await revoked(redis, principal):
+        return False
+    await subscriptions.keep_alive(principal)
+    return True
+
+
+async def revoked(redis: Redis, principal: Principal) -> bool:
     """Whether the principal's token no longer admits (admission.lua's rule: its generation
     is not its agent's current one, absent counting as 0)."""
     current = await redis.get(generation_key(principal.tenant, principal.agent))
     return int(current or 0) != principal.generation
 
 
-__all__ = ["KEEPALIVE_S", "OPERATION", "SESSION_HEADER", "listen", "new_session_id"]
+__all__ = [
+    "KEEPALIVE_S",
+    "OPERATION",
+    "SESSION_HEADER",
+    "listen",
+    "new_session_id",
+    "revoked",
+    "still_listening",
+]

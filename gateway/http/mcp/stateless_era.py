@@ -10,13 +10,23 @@ What this module implements of MCP 2026-07-28 (spec `docs/specification/2026-07-
   request carries its version and its `io.modelcontextprotocol/clientCapabilities` in `_meta`
   (`clientInfo` is optional).
 - Checks, in this order, each HTTP 400: `_meta` missing, or without the version or the
-  client capabilities: -32602 (Invalid params). The `MCP-Protocol-Version` header missing or
+  client capabilities, or a `io.modelcontextprotocol/logLevel` that is no log level: -32602
+  (Invalid params). The `MCP-Protocol-Version` header missing or
   naming another version than `_meta`: -32020 (HeaderMismatch). A version not served:
   -32022 (UnsupportedProtocolVersion, `data.supported` and `data.requested`). The `Mcp-Method`
   header missing or not the body's method, or `Mcp-Name` missing or not the body's
   `params.name` (`tools/call`, `prompts/get`) or `params.uri` (`resources/read`): -32020.
   Header names are case-insensitive, values case-sensitive, surrounding whitespace ignored.
-- Methods: `server/discover` (`discover`), `tools/list`, `tools/call`, `resources/list`,
+- Log messages: a request's `_meta["io.modelcontextprotocol/logLevel"]` is the level of
+  the log messages its call's tools and servers send it (on that request's own answer,
+  `call_stream`); a request without one is sent none. `logging/setLevel` (the handshake
+  era's, kept per identity) does not apply on this wire.
+- Client capabilities: a call whose MCP source asks the client for a feature the request
+  did not declare (`gateway.sources.client_requests`: sampling, elicitation, roots) is
+  answered -32021 (MissingRequiredClientCapability), HTTP 400, with
+  `data.requiredCapabilities` naming it (`capability_refusal`).
+- Methods: `server/discover` (`discover`), `subscriptions/listen`
+  (`subscriptions_listen`), `tools/list`, `tools/call`, `resources/list`,
   `resources/read`, `prompts/list`, `prompts/get`, and `resources/templates/list` (empty
   where the handshake era serves no templates). The methods the revision removed
   (`initialize`, `ping`, `logging/setLevel`, `resources/subscribe`, `resources/unsubscribe`)
@@ -31,8 +41,7 @@ What this module implements of MCP 2026-07-28 (spec `docs/specification/2026-07-
 Every message still runs through the pipeline (identity, policy, budgets, audit); a refusal
 here is the scope stage's input error, so an unauthenticated request still gets its 401.
 Tasks (`tasks/get`, `tasks/update`, `tasks/cancel`, a `tools/call` answered with a task) are
-`task_methods`'. Not implemented: `subscriptions/listen`, multi-round-trip
-`InputRequiredResult`.
+`task_methods`'. Not implemented here: multi-round-trip `InputRequiredResult`.
 """
 
 from __future__ import annotations
@@ -43,12 +52,13 @@ from typing import Any
 
 from gateway.gateway_error import GatewayError
 from gateway.http.mcp.messages import McpMessage
-from protocol import ErrorCode, SerfError
+from protocol import ErrorCode, LogLevel, SerfError
 
 STATELESS_VERSION = "2026-07-28"
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 _ENVELOPE_PREFIX = "io.modelcontextprotocol/"
 SERVER_INFO = {"name": "conclave", "version": "0.1.0"}
 # The revision's JSON-RPC error codes (schema.ts).
@@ -73,6 +83,7 @@ CACHEABLE = frozenset(
 # How long a client may keep a list or a read: short, so a revoked agent, a changed policy or
 # a source's new tools reach a caching client within 5 s (the gateway itself caches none).
 CACHE_TTL_MS = 5000
+_LEVELS = tuple(level.value for level in LogLevel)
 _NAMED_BY = {
     "tools/call": "name",
     "prompts/get": "name",
@@ -137,6 +148,12 @@ def check(
             f" {META_CAPABILITIES!r}",
         )
     asked = meta[META_VERSION]
+    if META_LOG_LEVEL in meta and meta[META_LOG_LEVEL] not in _LEVELS:
+        return _refusal(
+            INVALID_PARAMS,
+            400,
+            f"_meta {META_LOG_LEVEL!r} is one of {', '.join(_LEVELS)} (or absent: no log messages)",
+        )
     if _header(headers, "mcp-protocol-version") != asked:
         return _refusal(
             HEADER_MISMATCH,
@@ -169,6 +186,32 @@ def check(
             " (no handshake, no sessions): call server/discover, or use the handshake era",
         )
     return None
+
+
+def log_level(message: McpMessage) -> LogLevel | None:
+    """The level of the log messages a (checked) request asked for; None: it asked for none,
+    and is sent none (the revision's replacement of `logging/setLevel`). Read before
+    `consume_envelope`."""
+    meta = message.params.get("_meta")
+    asked = meta.get(META_LOG_LEVEL) if isinstance(meta, dict) else None
+    return LogLevel(asked) if asked in _LEVELS else None
+
+
+def client_capabilities(message: McpMessage) -> dict[str, Any]:
+    """What a (checked) request declared of its client's features."""
+    meta = message.params.get("_meta")
+    declared = meta.get(META_CAPABILITIES) if isinstance(meta, dict) else None
+    return dict(declared) if isinstance(declared, dict) else {}
+
+
+def capability_refusal(error: SerfError) -> WireRefusal | None:
+    """The revision's answer to a call that needed a client capability its request did not
+    declare (`CLIENT_CAPABILITY_MISSING`): -32021, HTTP 400, `data.requiredCapabilities`."""
+    if error.code is not ErrorCode.CLIENT_CAPABILITY_MISSING:
+        return None
+    required = (error.details or {}).get("requiredCapabilities")
+    data = {"requiredCapabilities": required if isinstance(required, dict) else {}}
+    return WireRefusal(MISSING_REQUIRED_CLIENT_CAPABILITY, 400, error, data)
 
 
 def not_found(method: str) -> WireRefusal:

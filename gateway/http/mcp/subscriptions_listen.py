@@ -1,0 +1,178 @@
+"""`subscriptions/listen` (MCP 2026-07-28): a caller's news on the answer to one POST.
+
+The 2026-07-28 wire's replacement of the GET stream and of `resources/subscribe`
+(`docs/specification/2026-07-28/basic/patterns/subscriptions`). The request passes the
+pipeline like any message (authenticated, rate limited, audited as
+`mcp:subscriptions/listen`); its action (`admit`) decides what the gateway honours of the
+filter in `params.notifications`:
+
+- `toolsListChanged`, `promptsListChanged`, `resourcesListChanged`: honoured as asked (the
+  MCP sources' list changes the caller sees, as on the GET stream);
+- `resourceSubscriptions`: each URI the caller may subscribe to (a resource of an
+  `mcp_http` source it sees, as `resources/subscribe` rules) is subscribed for the
+  identity in Redis (`ResourceSubscriptions`, so an update any replica hears reaches the
+  stream); the others are left out of the acknowledgment, as the revision says (at most
+  `MAX_PER_IDENTITY` URIs a request).
+
+The answer is an SSE stream (`listen_response`), held in `CallerStreams` with the filter as
+its `accepts`: first `notifications/subscriptions/acknowledged` with the honoured filter,
+then only the notifications the filter names, each carrying the request's id in
+`_meta["io.modelcontextprotocol/subscriptionId"]`, and a comment every `KEEPALIVE_S` (at
+which the caller's revocation is checked and its subscriptions kept alive for another
+`subscriptions.TTL_S`: they end that long after the stream does). The gateway
+ends the stream with the JSON-RPC result the revision calls a graceful close (`resultType`
+and the subscription id) when the token expires or is revoked, when a newer stream of the
+identity takes its place, and when the replica shuts down; a client that closes the
+stream ends the subscription.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from fastapi.responses import StreamingResponse
+
+from gateway.gateway_error import GatewayError
+from gateway.http.mcp.caller_streams import Accepts, CallerStreams
+from gateway.http.mcp.catalog import Action, McpCatalog
+from gateway.http.mcp.listen_stream import KEEPALIVE_S, still_listening
+from gateway.http.mcp.mcp_sources import sources_for
+from gateway.http.mcp.subscriptions import MAX_PER_IDENTITY, ResourceSubscriptions
+from gateway.pipeline import RequestContext
+from protocol import ErrorCode, Principal
+
+LISTEN_METHOD = "subscriptions/listen"
+OPERATION = "mcp:subscriptions/listen"
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+UPDATED = "notifications/resources/updated"
+# The filter's flags, and the notification each lets through.
+LIST_FLAGS = {
+    "toolsListChanged": "notifications/tools/list_changed",
+    "promptsListChanged": "notifications/prompts/list_changed",
+    "resourcesListChanged": "notifications/resources/list_changed",
+}
+_RESOURCES = "resourceSubscriptions"
+
+
+def admit(catalog: McpCatalog, params: dict[str, Any]) -> Action:
+    """The pipeline action of a `subscriptions/listen` with `params`: the honoured filter."""
+
+    async def answer(ctx: RequestContext) -> dict[str, Any]:
+        asked = params.get("notifications")
+        if not isinstance(asked, dict):
+            raise _invalid("subscriptions/listen needs params.notifications, an object")
+        honoured: dict[str, Any] = {flag: True for flag in LIST_FLAGS if asked.get(flag) is True}
+        uris = asked.get(_RESOURCES)
+        if uris is None:
+            return honoured
+        if not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris):
+            raise _invalid(f"params.notifications.{_RESOURCES} is a list of resource URIs")
+        if len(uris) > MAX_PER_IDENTITY:
+            raise _invalid(f"at most {MAX_PER_IDENTITY} resource URIs a subscription")
+        principal = ctx.require_principal()
+        sources = sources_for(principal, catalog.upstreams, catalog.stdio)
+        kept = []
+        for uri in dict.fromkeys(uris):
+            try:
+                await catalog.subscriptions.subscribe(principal, sources, uri)
+            except GatewayError:
+                continue  # not one this caller can subscribe to: left out of the ack
+            kept.append(uri)
+        if kept:
+            honoured[_RESOURCES] = kept
+        return honoured
+
+    return answer
+
+
+def accepts(honoured: dict[str, Any]) -> Accepts:
+    """What a stream with the `honoured` filter takes: the kinds it named, nothing else."""
+    methods = {method for flag, method in LIST_FLAGS.items() if honoured.get(flag) is True}
+    uris = frozenset(honoured.get(_RESOURCES, ()))
+
+    def taken(message: dict[str, Any]) -> bool:
+        method = message.get("method")
+        if method == UPDATED:
+            params = message.get("params")
+            return isinstance(params, dict) and params.get("uri") in uris
+        return method in methods
+
+    return taken
+
+
+def listen_response(
+    streams: CallerStreams,
+    subscriptions: ResourceSubscriptions,
+    principal: Principal,
+    rpc_id: Any,
+    honoured: dict[str, Any],
+) -> StreamingResponse:
+    """The subscription's SSE stream, once the pipeline admitted it."""
+    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    frames = _frames(streams, subscriptions, principal, rpc_id, honoured)
+    return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
+
+
+async def _frames(
+    streams: CallerStreams,
+    subscriptions: ResourceSubscriptions,
+    principal: Principal,
+    rpc_id: Any,
+    honoured: dict[str, Any],
+) -> AsyncIterator[bytes]:
+    tag = {META_SUBSCRIPTION_ID: rpc_id}
+    async with streams.opened(principal, accepts(honoured)) as messages:
+        ack = {"_meta": tag, "notifications": honoured}
+        yield _sse({"jsonrpc": "2.0", "method": ACKNOWLEDGED, "params": ack})
+        with anyio.move_on_after(max(0.0, principal.expires_at - time.time())):
+            while True:
+                message: dict[str, Any] | None = None
+                with anyio.move_on_after(KEEPALIVE_S):
+                    try:
+                        message = await messages.receive()
+                    except anyio.EndOfStream:
+                        break  # a newer stream of the identity took its place, or shutdown
+                if message is None:
+                    if not await still_listening(streams.redis, subscriptions, principal):
+                        break
+                    yield b": keep-alive\n\n"
+                    continue
+                yield _sse(_tagged(message, tag))
+    # The revision's graceful close: the client knows the gateway ended it on purpose.
+    closed = {"resultType": "complete", "_meta": tag}
+    yield _sse({"jsonrpc": "2.0", "id": rpc_id, "result": closed})
+
+
+def _tagged(message: dict[str, Any], tag: dict[str, Any]) -> dict[str, Any]:
+    """`message` with the subscription's id in its `_meta` (a copy: other streams share it)."""
+    params = message.get("params")
+    params = dict(params) if isinstance(params, dict) else {}
+    meta = params.get("_meta")
+    params["_meta"] = {**(meta if isinstance(meta, dict) else {}), **tag}
+    return {**message, "params": params}
+
+
+def _sse(message: dict[str, Any]) -> bytes:
+    data = json.dumps(message, separators=(",", ":"))
+    return f"event: message\ndata: {data}\n\n".encode()
+
+
+def _invalid(message: str) -> GatewayError:
+    return GatewayError.of(ErrorCode.INVALID_REQUEST, message)
+
+
+__all__ = [
+    "ACKNOWLEDGED",
+    "LISTEN_METHOD",
+    "LIST_FLAGS",
+    "META_SUBSCRIPTION_ID",
+    "OPERATION",
+    "accepts",
+    "admit",
+    "listen_response",
+]

@@ -1,0 +1,62 @@
+"""What an MCP source asks of the caller's client during a call, checked against what the
+caller's request declared (MCP 2026-07-28: `MissingRequiredClientCapability`, -32021).
+
+An upstream's tool may send the client a request of its own while it runs (on the call's
+event stream): `sampling/createMessage`, `elicitation/create`, `roots/list`. Each needs a
+client capability (`sampling`, `elicitation`, `roots`). On the 2026-07-28 wire every
+request declares its client's capabilities in `_meta`; a call whose upstream asks for one
+the request did not declare is stopped at once (the upstream is told the call was
+cancelled) and refused with `CLIENT_CAPABILITY_MISSING`, naming the capability
+(`details.requiredCapabilities`, the wire's `error.data.requiredCapabilities`), instead of
+waiting until its time limit for an answer no one will give. On the handshake era the
+gateway keeps no client's capabilities (it keeps no session), so nothing is checked there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol import ErrorCode, SerfError
+
+# The client capability each request an MCP server may send its client needs.
+NEEDS = {
+    "sampling/createMessage": "sampling",
+    "elicitation/create": "elicitation",
+    "roots/list": "roots",
+}
+
+
+@dataclass
+class ClientRequestCheck:
+    """Watches a call's messages from its upstream; `stop` ends the call on a request whose
+    capability `declared` lacks (None: the handshake era, nothing checked)."""
+
+    declared: Mapping[str, Any] | None
+    stop: Callable[[], None]
+    missing: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def heard(self, message: dict[str, Any]) -> bool:
+        """Whether `message` is a request to the client (a notification is not)."""
+        if "id" not in message:
+            return False
+        needed = NEEDS.get(str(message.get("method")))
+        if needed is not None and self.declared is not None and needed not in self.declared:
+            self.missing[needed] = {}
+            self.stop()
+        return True
+
+
+def capability_missing(source: str, tool: str, missing: Mapping[str, Any]) -> SerfError:
+    names = ", ".join(sorted(missing))
+    return SerfError.of(
+        ErrorCode.CLIENT_CAPABILITY_MISSING,
+        f"{tool} asks the client for {names}, which this request did not declare in _meta's"
+        " io.modelcontextprotocol/clientCapabilities: declare it (and answer what it asks),"
+        " or use another tool",
+        details={"requiredCapabilities": dict(missing), "upstream": source},
+    )
+
+
+__all__ = ["NEEDS", "ClientRequestCheck", "capability_missing"]
