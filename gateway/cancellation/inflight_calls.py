@@ -19,20 +19,18 @@ import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from gateway.cancellation.call_cancel import CallCancel
+from gateway.redis_io import listen_to_channel
 from protocol import Principal
 
 log = logging.getLogger("conclave.gateway.cancellation")
 
 CHANNEL = "conclave:cancel"  # pub/sub: [tenant, agent, request id (JSON), reason]
-RELISTEN_S = 1.0  # after the channel's connection is lost, listen again this soon
 MAX_REASON = 200  # a cancel's reason is the caller's text: what is kept of it
 CALLER_CANCELLED = "the caller sent notifications/cancelled"
 
@@ -79,33 +77,12 @@ class InflightCalls:
     async def listen(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Apply the cancels published on `CHANNEL` for good; `task_status` is told once
         subscribed (a cancel published after that reaches this replica)."""
-        started = False
-        while True:
-            pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
-            try:
-                # A cluster client maps its slots on its first command; its pubsub needs the
-                # map (it picks the channel's node from it) but does not make one itself.
-                await self.redis.ping()
-                await pubsub.subscribe(CHANNEL)
-                if not started:
-                    started = True
-                    task_status.started()
-                async for message in pubsub.listen():
-                    self._apply(message)
-            except (RedisError, OSError) as exc:
-                log.warning("cancel channel lost (%s); listening again in %s s", exc, RELISTEN_S)
-            finally:
-                with anyio.CancelScope(shield=True):  # its connection closed, even when cancelled
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
-            if not started:
-                started = True
-                task_status.started()
-            await anyio.sleep(RELISTEN_S)
+        await listen_to_channel(self.redis, CHANNEL, self._apply, task_status=task_status)
 
-    def _apply(self, message: dict[str, Any]) -> None:
+    def _apply(self, data: bytes | str) -> None:
         try:
-            tenant, agent, request_id, reason = json.loads(message["data"])
-        except (KeyError, TypeError, ValueError):
+            tenant, agent, request_id, reason = json.loads(data)
+        except (TypeError, ValueError):
             return  # not ours: the channel's name is public to whoever shares the Redis
         self.cancel_here((str(tenant), str(agent), str(request_id)), str(reason))
 

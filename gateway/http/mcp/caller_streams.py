@@ -32,8 +32,8 @@ import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
+from gateway.redis_io import listen_to_channel
 from protocol import Principal
 
 log = logging.getLogger("conclave.gateway.mcp")
@@ -41,7 +41,6 @@ log = logging.getLogger("conclave.gateway.mcp")
 CHANNEL = "conclave:mcp:notify"  # pub/sub: [tenant | null, agent | null, source, message]
 BUFFER = 64  # messages a stream holds for a client that has not read them yet
 MAX_PER_IDENTITY = 4  # streams an identity holds open on one replica
-RELISTEN_S = 1.0  # after the channel's connection is lost, listen again this soon
 
 Identity = tuple[str, str]
 Sees = Callable[[Principal, str], bool]  # whether a principal sees a source
@@ -120,31 +119,12 @@ class CallerStreams:
     async def listen(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Deliver what is published on `CHANNEL` for good; `task_status` is told once
         subscribed."""
-        started = False
-        while True:
-            pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
-            try:
-                await self.redis.ping()  # a cluster client maps its slots first (see cancels)
-                await pubsub.subscribe(CHANNEL)
-                if not started:
-                    started = True
-                    task_status.started()
-                async for message in pubsub.listen():
-                    self._apply(message)
-            except (RedisError, OSError) as exc:
-                log.warning("MCP news channel lost (%s); listening again in %s s", exc, RELISTEN_S)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
-            if not started:
-                started = True
-                task_status.started()
-            await anyio.sleep(RELISTEN_S)
+        await listen_to_channel(self.redis, CHANNEL, self._apply, task_status=task_status)
 
-    def _apply(self, published: dict[str, Any]) -> None:
+    def _apply(self, data: bytes | str) -> None:
         try:
-            tenant, agent, source, message = json.loads(published["data"])
-        except (KeyError, TypeError, ValueError):
+            tenant, agent, source, message = json.loads(data)
+        except (TypeError, ValueError):
             return  # not ours: the channel's name is public to whoever shares the Redis
         if not isinstance(message, dict) or not isinstance(source, str):
             return
