@@ -36,7 +36,13 @@ from gateway.cancellation import InflightCalls
 from gateway.config import Settings
 from gateway.egress import EgressLimits, EgressProxy
 from gateway.http import ConnectionAudit, build_http_app
-from gateway.http.mcp import CallerStreams, LogLevels, McpCatalog, ResourceSubscriptions
+from gateway.http.mcp import (
+    CallerStreams,
+    ClientRequests,
+    LogLevels,
+    McpCatalog,
+    ResourceSubscriptions,
+)
 from gateway.identity import AgentDirectory, JwksVerifier
 from gateway.pipeline import (
     AccountStage,
@@ -110,6 +116,9 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
         # /mcp's GET streams, fed from any replica, and the subscriptions the upstreams'
         # news goes to
         state.caller_streams = CallerStreams(state.redis, state.upstreams.sees)
+        # Requests a call's servers send its client, answered through any replica
+        secret = settings.secret.get_secret_value().encode()
+        state.client_requests = ClientRequests(state.redis, secret)
         subscriptions = ResourceSubscriptions(state.redis, state.caller_streams, state.upstreams)
         state.upstreams.events = subscriptions
         state.mcp_catalog = McpCatalog(state.upstreams, state.stdio, subscriptions)
@@ -121,6 +130,7 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
                 await background.start(state.upstreams.run)  # each upstream tried once
                 await background.start(state.inflight.listen)  # cancels from any replica
                 await background.start(state.caller_streams.listen)  # news from any replica
+                await background.start(state.client_requests.listen)  # clients' answers
                 yield
                 background.cancel_scope.cancel()
         finally:

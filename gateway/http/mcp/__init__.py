@@ -3,9 +3,11 @@
 from gateway.http.mcp.call_stream import CallStream
 from gateway.http.mcp.caller_streams import CallerStreams
 from gateway.http.mcp.catalog import McpCatalog
+from gateway.http.mcp.client_requests import ClientRequests
 from gateway.http.mcp.endpoint import SUPPORTED_VERSIONS, router
 from gateway.http.mcp.log_levels import LogLevels
 from gateway.http.mcp.messages import (
+    McpAnswer,
     McpMessage,
     parse_message,
     rpc_error,
@@ -18,7 +20,9 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "CallStream",
     "CallerStreams",
+    "ClientRequests",
     "LogLevels",
+    "McpAnswer",
     "McpCatalog",
     "McpMessage",
     "ResourceSubscriptions",

@@ -19,6 +19,11 @@ not served here is answered with the newest one served. A tool outside the scope
 from the OAuth authorization server is 403 `insufficient_scope` (the client may step up);
 for every other token it is a tool error (`isError`).
 
+A POSTed JSON-RPC response is a client's answer to a request one of its calls' servers sent
+it (`call_stream`, `client_requests`): it passes the pipeline as `mcp:response`, is refused
+(400) unless its id was issued to the same identity, and is handed to the call waiting for it
+on whichever replica runs it; accepted, it is answered 202.
+
 A request on MCP 2026-07-28's stateless wire (its version in `params._meta`) is decided per
 request and checked and answered by `stateless_era` (`server/discover` by `discover`); the
 pipeline and everything above hold for it unchanged.
@@ -41,10 +46,17 @@ from gateway.http.mcp import stateless_era
 from gateway.http.mcp.call_stream import CallStream, accepts_stream
 from gateway.http.mcp.cancel_notice import CANCELLED_METHOD, cancel_notice
 from gateway.http.mcp.catalog import CAPABILITIES, UPSTREAM_OPERATIONS
+from gateway.http.mcp.client_requests import ClientRequests
 from gateway.http.mcp.discover import discover
-from gateway.http.mcp.listen_stream import SESSION_HEADER, listen, new_session_id
+from gateway.http.mcp.listen_stream import (
+    SESSION_HEADER,
+    listen,
+    new_session_id,
+    session_capabilities,
+)
 from gateway.http.mcp.log_levels import SET_LEVEL_METHOD
 from gateway.http.mcp.messages import (
+    McpAnswer,
     McpMessage,
     is_tool_failure,
     parse_message,
@@ -74,6 +86,7 @@ router = APIRouter(tags=["mcp"])
 SUPPORTED_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 NEWEST_VERSION = SUPPORTED_VERSIONS[-1]
 VERSION_HEADER = "mcp-protocol-version"
+RESPONSE_OPERATION = "mcp:response"
 _OPERATIONS = (
     "initialize",
     "ping",
@@ -245,9 +258,10 @@ async def mcp_post(request: Request) -> Response:
     try:
         await refuse_before_body(request, "mcp:*")  # a large body from a refused caller: unread
         body = await read_body(request, request.app.state.settings.max_body_bytes)
-        message = parse_message(body)
-        if message is None:  # a client's response: nothing to answer
-            return Response(status_code=202)
+        parsed = parse_message(body)
+        if isinstance(parsed, McpAnswer):
+            return await _client_answer(request, pipeline, parsed)
+        message = parsed
         ctx = _context(request, message, registry)
         if stateless := stateless_era.speaks_stateless(request.headers, message):
             refusal = _stateless(request, message, ctx, registry)
@@ -263,7 +277,11 @@ async def mcp_post(request: Request) -> Response:
         await pipeline.run(ctx)
     elif message is not None and message.id is not None and accepts_stream(request):
         # Runs the call as it is sent, streaming its events if it has any (call_stream).
-        return CallStream(pipeline, ctx, answer, request.app.state.log_levels)
+        state = request.app.state
+        # The client features its servers may ask it: the handshake era's, from initialize
+        # (a 2026-07-28 client is asked nothing mid-call).
+        asked = {} if stateless else session_capabilities(request.headers.get(SESSION_HEADER))
+        return CallStream(pipeline, ctx, answer, state.log_levels, state.client_requests, asked)
     else:  # a tool call: a client that closes its connection cancels it
         async with cancel_when_client_goes(request.scope, request.receive, ctx.cancel):
             await pipeline.run(ctx)
@@ -312,9 +330,37 @@ def _answer(
         answer = tool_result(ctx.result, ctx.trace_id, ctx.usage)
         return JSONResponse(rpc_result(message.id, finish("tools/call", answer)))
     if message.method == "initialize":  # the transport's cue to open the GET stream
-        headers = {SESSION_HEADER: new_session_id()}
+        headers = {SESSION_HEADER: new_session_id(message.params.get("capabilities"))}
         return JSONResponse(rpc_result(message.id, ctx.result), headers=headers)
     return JSONResponse(rpc_result(message.id, finish(message.method, ctx.result)))
+
+
+async def _client_answer(request: Request, pipeline: Pipeline, answer: McpAnswer) -> Response:
+    """A client's response: handed to the call waiting for it (202), once the pipeline
+    admitted the caller and the id was issued to it."""
+    requests: ClientRequests = request.app.state.client_requests
+    ctx = RequestContext("mcp", RESPONSE_OPERATION, request.headers)
+
+    async def deliver(ctx: RequestContext) -> dict[str, Any]:
+        principal = ctx.require_principal()
+        if not requests.issued_to(principal, answer.id):
+            raise GatewayError.of(
+                ErrorCode.INVALID_REQUEST,
+                f"no request with id {_shown(str(answer.id))!r} was sent to you: a response"
+                " answers a request the gateway sent on one of your calls' streams",
+            )
+        await requests.answer(principal, str(answer.id), answer.response)
+        return {}
+
+    ctx.action = deliver
+    await pipeline.run(ctx)
+    if ctx.error is not None:
+        return JSONResponse(
+            rpc_error(None, ctx.error),
+            status_code=rpc_status(ctx.error, notification=True),
+            headers=challenge(ctx.error),
+        )
+    return Response(status_code=202)
 
 
 def _unchanged(_: str, result: dict[str, Any]) -> dict[str, Any]:

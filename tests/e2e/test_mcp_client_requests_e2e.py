@@ -1,0 +1,206 @@
+"""A tool's MCP server asks the calling client (sampling, elicitation) through Conclave, over
+real HTTP (gateways under uvicorn), for both remote source kinds.
+
+The conformance suite's fixture server is federated twice: as the `mcp_http` source `fx` (in
+a child process) and as the `mcp_stdio` source `fxs` (in the caller's own sandbox, on the
+process backend: the fixture needs the host's fastmcp). The official `mcp` client's
+`sampling_callback` and `elicitation_callback` answer what the server asks mid-call, and the
+server gets the answers. A client that did not declare elicitation is never sent one. A
+response POSTed by another identity is refused; the gateway's request ids are its own. The
+answer may reach another replica than the one running the call.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import types
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from conclave.bench.conformance_suite import running_fixture
+from conclave.stack import EmbeddedStack
+from tests.e2e.conftest import e2e_settings
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tools" / "harness" / "conformance_server.py"
+SOURCES = ("fx", "fxs")  # the fixture as mcp_http, and as mcp_stdio
+STREAM = {"Accept": "application/json, text/event-stream"}
+ELICITED = {"username": "ada", "email": "ada@example.org"}
+ELICITATION_DONE = f"Elicitation completed: action=accept, content={json.dumps(ELICITED)}"
+
+
+def _config(fixture_url: str) -> str:
+    return (
+        f'[[source]]\nname = "fx"\nkind = "mcp_http"\nurl = "{fixture_url}"\n'
+        "intent = { timeout_ms = 20000 }\n"
+        f'[[source]]\nname = "fxs"\nkind = "mcp_stdio"\n'
+        f'command = ["{sys.executable}", "{FIXTURE}", "--stdio"]\n'
+        "intent = { timeout_ms = 60000, memory_mb = 1024 }\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def replicas(
+    redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[EmbeddedStack, EmbeddedStack]]:
+    """Two gateways on one Redis, the fixture federated behind each."""
+    with running_fixture() as fixture_url:
+        config = tmp_path_factory.mktemp("client-requests") / "conclave.toml"
+        config.write_text(_config(fixture_url))
+        settings = e2e_settings(redis_url, "process", config=config)
+        with EmbeddedStack(settings) as first, EmbeddedStack(settings) as second:
+            yield first, second
+
+
+def _token(stack: EmbeddedStack, agent: str) -> str:
+    return stack.token("asked", agent, ["tool:*"])
+
+
+class _Asked:
+    """The client's side: what the server asked it, and what it answers."""
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+        self.elicited: list[str] = []
+
+    async def sample(
+        self, context: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        content = params.messages[0].content
+        self.prompts.append(content.text if isinstance(content, types.TextContent) else "")
+        text = types.TextContent(type="text", text="forty-two")
+        return types.CreateMessageResult(role="assistant", content=text, model="scripted")
+
+    async def elicit(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.elicited.append(params.message)
+        return types.ElicitResult(action="accept", content=ELICITED)
+
+
+@asynccontextmanager
+async def _client(stack: EmbeddedStack, asked: _Asked) -> AsyncIterator[Client]:
+    """The official `mcp` client on the handshake era, declaring sampling and elicitation."""
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {_token(stack, 'official')}"}, timeout=90
+    )
+    transport = streamable_http_client(f"{stack.url}/mcp", http_client=http)
+    async with (
+        http,
+        Client(
+            transport,
+            mode="legacy",
+            sampling_callback=asked.sample,
+            elicitation_callback=asked.elicit,
+        ) as client,
+    ):
+        yield client
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+@pytest.mark.parametrize("source", SOURCES)
+async def test_the_official_client_answers_what_the_tools_server_asks_it(
+    replicas: tuple[EmbeddedStack, EmbeddedStack], source: str
+) -> None:
+    asked = _Asked()
+    async with _client(replicas[0], asked) as client:
+        sampled = await client.call_tool(f"{source}__test_sampling", {"prompt": "six times seven?"})
+        elicited = await client.call_tool(f"{source}__test_elicitation", {"message": "who?"})
+    assert not sampled.is_error, _text(sampled)
+    assert _text(sampled) == "LLM response: forty-two"
+    assert asked.prompts == ["six times seven?"]
+    assert not elicited.is_error, _text(elicited)
+    assert _text(elicited) == ELICITATION_DONE
+    assert asked.elicited == ["who?"]
+
+
+def _initialize(http: httpx.Client, token: str, capabilities: dict[str, Any]) -> dict[str, str]:
+    """The headers of a handshake-era session declaring `capabilities`."""
+    params = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": capabilities,
+        "clientInfo": {"name": "raw", "version": "1"},
+    }
+    message = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+    headers = {"Authorization": f"Bearer {token}", **STREAM}
+    answer = http.post("/mcp", json=message, headers=headers)
+    assert answer.status_code == 200, answer.text
+    session = answer.headers["mcp-session-id"]
+    return {**headers, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+
+
+def _events(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
+    for line in lines:
+        if line.startswith("data: "):
+            yield json.loads(line[6:])
+
+
+def _call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    params = {"name": tool, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_a_client_that_did_not_declare_elicitation_is_never_asked_for_it(
+    replicas: tuple[EmbeddedStack, EmbeddedStack], source: str
+) -> None:
+    stack = replicas[0]
+    with httpx.Client(base_url=stack.url, timeout=90) as http:
+        headers = _initialize(http, _token(stack, f"no-elicit-{source}"), {"sampling": {}})
+        call = _call(f"{source}__test_elicitation", {"message": "who?"})
+        with http.stream("POST", "/mcp", json=call, headers=headers) as answer:
+            said = list(_events(answer.iter_lines()))
+    assert [m.get("method") for m in said if "method" in m] == []  # no request, no notice
+    (result,) = said
+    assert result["id"] == 1 and result["result"]["isError"] is True
+    assert "elicitation/create" in json.dumps(result["result"]["content"])
+
+
+def test_an_answer_from_another_identity_is_refused_and_the_callers_own_reaches_the_server(
+    replicas: tuple[EmbeddedStack, EmbeddedStack],
+) -> None:
+    """The call runs on one replica; both answers are POSTed to the other."""
+    first, second = replicas
+    caller, other = f"caller-{uuid.uuid4().hex[:6]}", f"other-{uuid.uuid4().hex[:6]}"
+    with (
+        httpx.Client(base_url=first.url, timeout=90) as on_first,
+        httpx.Client(base_url=second.url, timeout=90) as on_second,
+    ):
+        headers = _initialize(on_first, _token(first, caller), {"elicitation": {}})
+        intruder = _initialize(on_second, _token(second, other), {"elicitation": {}})
+        call = _call("fx__test_elicitation", {"message": "who?"})
+        with on_first.stream("POST", "/mcp", json=call, headers=headers) as answer:
+            assert answer.headers["content-type"] == "text/event-stream"
+            events = _events(answer.iter_lines())
+            request = next(events)
+            assert request["method"] == "elicitation/create"
+            assert request["params"]["message"] == "who?"
+            asked_id = request["id"]
+            assert isinstance(asked_id, str) and asked_id.startswith("conclave-")
+            reply = {"jsonrpc": "2.0", "id": asked_id}
+            forged = {**reply, "result": {"action": "accept", "content": {"username": "eve"}}}
+            refused = on_second.post("/mcp", json=forged, headers=intruder)
+            assert refused.status_code == 400, refused.text
+            assert refused.json()["error"]["data"]["code"] == "INVALID_REQUEST"
+            own = {**reply, "result": {"action": "accept", "content": ELICITED}}
+            second_headers = {**headers}  # the caller's own session, on the other replica
+            accepted = on_second.post("/mcp", json=own, headers=second_headers)
+            assert accepted.status_code == 202, accepted.text
+            (result,) = list(events)
+    assert result["id"] == 1
+    assert result["result"]["isError"] is False
+    (text,) = [c["text"] for c in result["result"]["content"] if c["type"] == "text"]
+    assert text == ELICITATION_DONE
