@@ -7,7 +7,10 @@ process backend: the fixture needs the host's fastmcp). The official `mcp` clien
 `sampling_callback` and `elicitation_callback` answer what the server asks mid-call, and the
 server gets the answers. A client that did not declare elicitation is never sent one. A
 response POSTed by another identity is refused; the gateway's request ids are its own. The
-answer may reach another replica than the one running the call.
+answer may reach another replica than the one running the call. A 2026-07-28 client (no
+server-to-client requests on that wire) is asked in rounds instead: `InputRequiredResult`,
+then its retry with `inputResponses` and the gateway's signed `requestState`, which another
+identity or a changed state cannot use.
 """
 
 from __future__ import annotations
@@ -89,8 +92,11 @@ class _Asked:
 
 
 @asynccontextmanager
-async def _client(stack: EmbeddedStack, asked: _Asked) -> AsyncIterator[Client]:
-    """The official `mcp` client on the handshake era, declaring sampling and elicitation."""
+async def _client(
+    stack: EmbeddedStack, asked: _Asked, mode: str = "legacy"
+) -> AsyncIterator[Client]:
+    """The official `mcp` client declaring sampling and elicitation: on the handshake era
+    (`legacy`), or on the 2026-07-28 wire it picks by itself (`auto`)."""
     http = httpx2.AsyncClient(
         headers={"Authorization": f"Bearer {_token(stack, 'official')}"}, timeout=90
     )
@@ -99,7 +105,7 @@ async def _client(stack: EmbeddedStack, asked: _Asked) -> AsyncIterator[Client]:
         http,
         Client(
             transport,
-            mode="legacy",
+            mode=mode,  # type: ignore[arg-type]
             sampling_callback=asked.sample,
             elicitation_callback=asked.elicit,
         ) as client,
@@ -111,12 +117,15 @@ def _text(result: types.CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
 @pytest.mark.parametrize("source", SOURCES)
 async def test_the_official_client_answers_what_the_tools_server_asks_it(
-    replicas: tuple[EmbeddedStack, EmbeddedStack], source: str
+    replicas: tuple[EmbeddedStack, EmbeddedStack], source: str, mode: str
 ) -> None:
+    """`legacy`: on the handshake era, mid-call; `auto`: on 2026-07-28, in rounds."""
     asked = _Asked()
-    async with _client(replicas[0], asked) as client:
+    async with _client(replicas[0], asked, mode) as client:
+        assert client.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
         sampled = await client.call_tool(f"{source}__test_sampling", {"prompt": "six times seven?"})
         elicited = await client.call_tool(f"{source}__test_elicitation", {"message": "who?"})
     assert not sampled.is_error, _text(sampled)
@@ -203,4 +212,57 @@ def test_an_answer_from_another_identity_is_refused_and_the_callers_own_reaches_
     assert result["id"] == 1
     assert result["result"]["isError"] is False
     (text,) = [c["text"] for c in result["result"]["content"] if c["type"] == "text"]
+    assert text == ELICITATION_DONE
+
+
+def test_a_2026_round_is_resumed_on_another_replica_by_its_caller_alone(
+    replicas: tuple[EmbeddedStack, EmbeddedStack],
+) -> None:
+    """The first round on one replica, the retries on the other: a changed `requestState`
+    and another identity's retry are refused, the caller's own gets the tool's result."""
+    first, second = replicas
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }
+    tool = "fx__test_elicitation"
+
+    def call(request_id: int, **extra: Any) -> dict[str, Any]:
+        params = {"name": tool, "arguments": {"message": "who?"}, "_meta": meta, **extra}
+        return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+    def headers(stack: EmbeddedStack, agent: str) -> dict[str, str]:
+        wire = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"}
+        return {
+            "Authorization": f"Bearer {_token(stack, agent)}",
+            **STREAM,
+            **wire,
+            "Mcp-Name": tool,
+        }
+
+    caller = f"rounds-{uuid.uuid4().hex[:6]}"
+    with (
+        httpx.Client(base_url=first.url, timeout=90) as on_first,
+        httpx.Client(base_url=second.url, timeout=90) as on_second,
+    ):
+        asking = on_first.post("/mcp", json=call(1), headers=headers(first, caller))
+        assert asking.status_code == 200, asking.text
+        round_one = asking.json()["result"]
+        assert round_one["resultType"] == "input_required"
+        ((key, request),) = round_one["inputRequests"].items()
+        assert request["method"] == "elicitation/create"
+        state = round_one["requestState"]
+        answers = {key: {"action": "accept", "content": ELICITED}}
+        changed = state[:-1] + ("0" if state[-1] != "0" else "1")
+        for agent, sent in ((caller, changed), ("someone-else", state)):
+            retry = call(2, requestState=sent, inputResponses=answers)
+            refused = on_second.post("/mcp", json=retry, headers=headers(second, agent))
+            assert refused.json()["error"]["data"]["code"] == "INVALID_REQUEST", refused.text
+        retry = call(3, requestState=state, inputResponses=answers)
+        done = on_second.post("/mcp", json=retry, headers=headers(second, caller))
+    assert done.status_code == 200, done.text
+    answer = done.json()
+    assert answer["id"] == 3
+    assert answer["result"]["resultType"] == "complete"
+    (text,) = [c["text"] for c in answer["result"]["content"] if c["type"] == "text"]
     assert text == ELICITATION_DONE

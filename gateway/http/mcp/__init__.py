@@ -5,6 +5,7 @@ from gateway.http.mcp.caller_streams import CallerStreams
 from gateway.http.mcp.catalog import McpCatalog
 from gateway.http.mcp.client_requests import ClientRequests
 from gateway.http.mcp.endpoint import SUPPORTED_VERSIONS, router
+from gateway.http.mcp.input_rounds import InputRounds
 from gateway.http.mcp.log_levels import LogLevels
 from gateway.http.mcp.messages import (
     McpAnswer,
@@ -21,6 +22,7 @@ __all__ = [
     "CallStream",
     "CallerStreams",
     "ClientRequests",
+    "InputRounds",
     "LogLevels",
     "McpAnswer",
     "McpCatalog",

@@ -36,6 +36,7 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.cancellation import cancel_when_client_goes
 from gateway.http.mcp.client_requests import ClientRequests
+from gateway.http.mcp.input_rounds import InputRounds
 from gateway.http.mcp.log_levels import LogLevels
 from gateway.pipeline import Pipeline, RequestContext
 from protocol import LogEvent, LogLevel, ProgressEvent, log_notification, progress_notification
@@ -72,6 +73,7 @@ class CallStream(Response):
         levels: LogLevels,
         requests: ClientRequests,
         capabilities: Mapping[str, Any],
+        rounds: InputRounds | None = None,
     ) -> None:
         super().__init__()
         self.pipeline = pipeline
@@ -80,6 +82,8 @@ class CallStream(Response):
         self.levels = levels
         self.requests = requests
         self.capabilities = capabilities  # what the client declared of MCP's client features
+        # A 2026-07-28 client's call: its server's requests go out as InputRequiredResult.
+        self.rounds = rounds
         self.token = progress_token(ctx)
         self._level: LogLevel | None = None
         self._streaming = False  # the answer is an event stream: its head was sent
@@ -97,11 +101,16 @@ class CallStream(Response):
             self._offer = _offer_to(
                 sender, partial(forwarding.start_soon, self._forward, events, send)
             )
-            ctx.events = CallEvents(self._offer, ask=self._ask, capabilities=self.capabilities)
+            call = None if self.rounds is None else self.rounds.round_trip(ctx)
+            ask = self._ask if call is None else call.ask
+            ctx.events = CallEvents(self._offer, ask=ask, capabilities=self.capabilities)
             with sender:
-                await self.pipeline.run(ctx)
+                if call is None:
+                    await self.pipeline.run(ctx)
+                    answer = self.answer()
+                else:  # answered at its end, or at its server's first request
+                    answer = await call.first_round(self.pipeline, self.answer)
             self._offer = _closed
-        answer = self.answer()
         if not self._streaming:
             await answer(scope, receive, send)
             return
@@ -149,13 +158,13 @@ def _offer_to(
         """Queue `event` for the client; False when it was dropped (the client reads slower
         than the call reports, or the call is over)."""
         nonlocal started
-        if not started:
-            started = True
-            start_forwarding()
         try:
             sender.send_nowait(event)
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
             return False
+        if not started:
+            started = True
+            start_forwarding()
         return True
 
     return offer

@@ -26,7 +26,10 @@ on whichever replica runs it; accepted, it is answered 202.
 
 A request on MCP 2026-07-28's stateless wire (its version in `params._meta`) is decided per
 request and checked and answered by `stateless_era` (`server/discover` by `discover`); the
-pipeline and everything above hold for it unchanged.
+pipeline and everything above hold for it unchanged. Its server-to-client requests are the
+revision's multi round-trip requests (`input_rounds`): a streamed `tools/call` whose client
+declared client features is answered `InputRequiredResult` when its server asks, and the
+client's retry carrying `requestState` resumes that call, on any replica.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from gateway.http.mcp.cancel_notice import CANCELLED_METHOD, cancel_notice
 from gateway.http.mcp.catalog import CAPABILITIES, UPSTREAM_OPERATIONS
 from gateway.http.mcp.client_requests import ClientRequests
 from gateway.http.mcp.discover import discover
+from gateway.http.mcp.input_rounds import STATE_FIELD, InputRounds
 from gateway.http.mcp.listen_stream import (
     SESSION_HEADER,
     listen,
@@ -77,6 +81,7 @@ from protocol import (
     JsonRpcResponse,
     SerfError,
     ToolSpec,
+    client_capabilities,
 )
 from tools import ToolRegistry
 
@@ -255,6 +260,7 @@ async def mcp_post(request: Request) -> Response:
     body = b""
     message: McpMessage | None = None
     stateless, refusal = False, None
+    declared: dict[str, Any] = {}  # a 2026-07-28 client's features, from its _meta
     try:
         await refuse_before_body(request, "mcp:*")  # a large body from a refused caller: unread
         body = await read_body(request, request.app.state.settings.max_body_bytes)
@@ -264,8 +270,11 @@ async def mcp_post(request: Request) -> Response:
         message = parsed
         ctx = _context(request, message, registry)
         if stateless := stateless_era.speaks_stateless(request.headers, message):
+            declared = _declared(message)
             refusal = _stateless(request, message, ctx, registry)
             stateless_era.consume_envelope(message)  # upstreams speak the handshake era
+            if message.method == "tools/call" and STATE_FIELD in message.params:
+                return await _resumed(request, pipeline, message, ctx)
     except GatewayError as exc:
         ctx = RequestContext("mcp", "mcp:(unreadable)", request.headers, input_error=exc)
     finish = stateless_era.finish if stateless else _unchanged
@@ -278,10 +287,14 @@ async def mcp_post(request: Request) -> Response:
     elif message is not None and message.id is not None and accepts_stream(request):
         # Runs the call as it is sent, streaming its events if it has any (call_stream).
         state = request.app.state
-        # The client features its servers may ask it: the handshake era's, from initialize
-        # (a 2026-07-28 client is asked nothing mid-call).
-        asked = {} if stateless else session_capabilities(request.headers.get(SESSION_HEADER))
-        return CallStream(pipeline, ctx, answer, state.log_levels, state.client_requests, asked)
+        # The client features its servers may ask it: from the handshake era's initialize,
+        # or the 2026-07-28 request's own _meta (asked in rounds: input_rounds).
+        if stateless:
+            asked, rounds = declared, state.input_rounds if declared else None
+        else:
+            asked, rounds = session_capabilities(request.headers.get(SESSION_HEADER)), None
+        requests = state.client_requests
+        return CallStream(pipeline, ctx, answer, state.log_levels, requests, asked, rounds)
     else:  # a tool call: a client that closes its connection cancels it
         async with cancel_when_client_goes(request.scope, request.receive, ctx.cancel):
             await pipeline.run(ctx)
@@ -361,6 +374,39 @@ async def _client_answer(request: Request, pipeline: Pipeline, answer: McpAnswer
             headers=challenge(ctx.error),
         )
     return Response(status_code=202)
+
+
+def _declared(message: McpMessage) -> dict[str, Any]:
+    """The client features a 2026-07-28 request's `_meta` declares."""
+    meta = message.params.get("_meta")
+    return (
+        client_capabilities(meta.get(stateless_era.META_CAPABILITIES))
+        if isinstance(meta, dict)
+        else {}
+    )
+
+
+async def _resumed(
+    request: Request, pipeline: Pipeline, message: McpMessage, call: RequestContext
+) -> Response:
+    """A 2026-07-28 client's retry of a call that asked it something (`input_rounds`)."""
+    rounds: InputRounds = request.app.state.input_rounds
+    ctx = RequestContext("mcp", "mcp:tools/call", request.headers, input_error=call.input_error)
+    ctx.request_id = message.id
+    params = message.params
+
+    async def resume(ctx: RequestContext) -> dict[str, Any]:
+        return await rounds.resume(ctx, params)
+
+    ctx.action = resume
+    await pipeline.run(ctx)
+    if ctx.error is not None:
+        return JSONResponse(
+            rpc_error(message.id, ctx.error),
+            status_code=rpc_status(ctx.error),
+            headers=challenge(ctx.error),
+        )
+    return JSONResponse(ctx.result["body"], status_code=ctx.result["status"])
 
 
 def _unchanged(_: str, result: dict[str, Any]) -> dict[str, Any]:
