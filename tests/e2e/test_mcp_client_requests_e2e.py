@@ -2,8 +2,8 @@
 real HTTP (gateways under uvicorn), for both remote source kinds.
 
 The conformance suite's fixture server is federated twice: as the `mcp_http` source `fx` (in
-a child process) and as the `mcp_stdio` source `fxs` (in the caller's own sandbox, on the
-process backend: the fixture needs the host's fastmcp). The official `mcp` client's
+a child process) and as the `mcp_stdio` source `fxs` (in the caller's own bwrap sandbox,
+run by the host's interpreter, which has fastmcp). The official `mcp` client's
 `sampling_callback` and `elicitation_callback` answer what the server asks mid-call, and the
 server gets the answers. A client that did not declare elicitation is never sent one. A
 response POSTed by another identity is refused; the gateway's request ids are its own. The
@@ -19,8 +19,7 @@ import json
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from pathlib import Path
+from contextlib import ExitStack, asynccontextmanager
 from typing import Any
 
 import httpx
@@ -30,14 +29,12 @@ from mcp import types
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from conclave.bench.conformance_suite import running_fixture
+from conclave.bench.conformance_suite import SANDBOX_FIXTURE, running_fixture
 from conclave.stack import EmbeddedStack
 from tests.e2e.conftest import e2e_settings
 
 pytestmark = pytest.mark.anyio
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = ROOT / "tools" / "harness" / "conformance_server.py"
 SOURCES = ("fx", "fxs")  # the fixture as mcp_http, and as mcp_stdio
 STREAM = {"Accept": "application/json, text/event-stream"}
 ELICITED = {"username": "ada", "email": "ada@example.org"}
@@ -49,21 +46,26 @@ def _config(fixture_url: str) -> str:
         f'[[source]]\nname = "fx"\nkind = "mcp_http"\nurl = "{fixture_url}"\n'
         "intent = { timeout_ms = 20000 }\n"
         f'[[source]]\nname = "fxs"\nkind = "mcp_stdio"\n'
-        f'command = ["{sys.executable}", "{FIXTURE}", "--stdio"]\n'
+        f'command = ["{sys.executable}", "{SANDBOX_FIXTURE}", "--stdio"]\n'
         "intent = { timeout_ms = 60000, memory_mb = 1024 }\n"
     )
 
 
 @pytest.fixture(scope="module")
 def replicas(
-    redis_url: str, tmp_path_factory: pytest.TempPathFactory
+    redis_url: str, tmp_path_factory: pytest.TempPathFactory, bwrap_available: None
 ) -> Iterator[tuple[EmbeddedStack, EmbeddedStack]]:
     """Two gateways on one Redis, the fixture federated behind each."""
     with running_fixture() as fixture_url:
         config = tmp_path_factory.mktemp("client-requests") / "conclave.toml"
         config.write_text(_config(fixture_url))
-        settings = e2e_settings(redis_url, "process", config=config)
-        with EmbeddedStack(settings) as first, EmbeddedStack(settings) as second:
+        settings = e2e_settings(redis_url, "bwrap", config=config)
+        with ExitStack() as stacks:
+            # Each starts the stdio fixture once (fastmcp's import): seconds on a loaded box.
+            first, second = EmbeddedStack(settings), EmbeddedStack(settings)
+            for gateway in (first, second):
+                gateway.start(timeout_s=180)
+                stacks.callback(gateway.stop)
             yield first, second
 
 
@@ -163,15 +165,25 @@ def _call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("source", SOURCES)
-def test_a_client_that_did_not_declare_elicitation_is_never_asked_for_it(
+def test_only_a_client_that_declared_elicitation_is_asked_for_it(
     replicas: tuple[EmbeddedStack, EmbeddedStack], source: str
 ) -> None:
     stack = replicas[0]
+    call = _call(f"{source}__test_elicitation", {"message": "who?"})
     with httpx.Client(base_url=stack.url, timeout=90) as http:
-        headers = _initialize(http, _token(stack, f"no-elicit-{source}"), {"sampling": {}})
-        call = _call(f"{source}__test_elicitation", {"message": "who?"})
-        with http.stream("POST", "/mcp", json=call, headers=headers) as answer:
-            said = list(_events(answer.iter_lines()))
+        declared = _initialize(http, _token(stack, f"elicit-{source}"), {"elicitation": {}})
+        with http.stream("POST", "/mcp", json=call, headers=declared) as answer:
+            events = _events(answer.iter_lines())
+            request = next(events)
+            assert request["method"] == "elicitation/create"
+            decline = {"jsonrpc": "2.0", "id": request["id"], "result": {"action": "decline"}}
+            assert http.post("/mcp", json=decline, headers=declared).status_code == 202
+            (declined,) = list(events)
+        assert declined["result"]["isError"] is False
+        silent = _initialize(http, _token(stack, f"no-elicit-{source}"), {"sampling": {}})
+        answer = http.post("/mcp", json=call, headers=silent)
+    streamed = answer.headers["content-type"].startswith("text/event-stream")
+    said = list(_events(iter(answer.text.splitlines()))) if streamed else [answer.json()]
     assert [m.get("method") for m in said if "method" in m] == []  # no request, no notice
     (result,) = said
     assert result["id"] == 1 and result["result"]["isError"] is True

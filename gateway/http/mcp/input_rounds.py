@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import secrets
 import time
 from collections.abc import Callable
@@ -38,12 +39,15 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 from starlette.responses import JSONResponse, Response
 
 from gateway.gateway_error import GatewayError
 from gateway.http.mcp.client_requests import ClientRequests
 from gateway.pipeline import Pipeline, RequestContext
 from protocol import ErrorCode, Principal, RequestId
+
+log = logging.getLogger("conclave.gateway.mcp")
 
 OUTCOMES = "conclave:mcp:round:{%s}"  # a parked call's next outcomes, JSON, oldest first
 OUTCOME_TTL_S = 60  # an outcome nobody retried for is dropped this long after the call
@@ -77,7 +81,10 @@ class RoundTrip:
         assert group is not None, "InputRounds.run is not running"
         group.start_soon(self._run, pipeline, answer)
         with self._first_outcome:
-            outcome = await self._first_outcome.receive()
+            try:
+                outcome = await self._first_outcome.receive()
+            except anyio.EndOfStream:
+                raise RuntimeError("the call ended without an outcome") from None
         if isinstance(outcome, Response):
             return outcome
         return JSONResponse(
@@ -91,12 +98,21 @@ class RoundTrip:
             self.expires = time.time() + self.ctx.invocation.limits.timeout_ms / 1000
         key = self.rounds.requests.issue(principal)
         with self.rounds.requests.waiting(principal, key) as answers:
-            await self._deliver(_Input(key, {"method": method, "params": params}))
+            try:
+                await self._deliver(_Input(key, {"method": method, "params": params}))
+            except (RedisError, OSError):
+                return {"error": {"code": -32603, "message": "the client cannot be reached"}}
             return await answers.receive()
 
     async def _run(self, pipeline: Pipeline, answer: Callable[[], Response]) -> None:
-        await pipeline.run(self.ctx)
-        await self._deliver(answer())
+        """The call, in the rounds' task group: whatever happens, nothing escapes into it."""
+        try:
+            await pipeline.run(self.ctx)  # never raises for a refusal or a tool's failure
+            await self._deliver(answer())
+        except Exception:  # a lost Redis at the last outcome: its retry times out
+            log.exception("a call answered in rounds could not deliver its outcome")
+        finally:
+            self._first.close()  # a first round still waiting is not left waiting
 
     async def _deliver(self, outcome: _Input | Response) -> None:
         """The first outcome to the request waiting here; later ones to the retry's list."""
