@@ -41,6 +41,8 @@ from gateway.egress import EgressLimits, EgressProxy
 from gateway.http import ConnectionAudit, build_http_app
 from gateway.http.mcp import (
     CallerStreams,
+    ClientRequests,
+    InputRounds,
     LogLevels,
     McpCatalog,
     ResourceSubscriptions,
@@ -133,6 +135,11 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
         # /mcp's GET streams, fed from any replica, and the subscriptions the upstreams'
         # news goes to
         state.caller_streams = CallerStreams(state.redis, state.upstreams.sees)
+        # Requests a call's servers send its client, answered through any replica
+        secret = settings.secret.get_secret_value().encode()
+        state.client_requests = ClientRequests(state.redis, secret)
+        # ... and, for a 2026-07-28 client, in rounds (InputRequiredResult, then its retry)
+        state.input_rounds = InputRounds(state.redis, state.client_requests, secret)
         subscriptions = ResourceSubscriptions(state.redis, state.caller_streams, state.upstreams)
         state.upstreams.events = subscriptions
         state.mcp_catalog = McpCatalog(state.upstreams, state.stdio, subscriptions)
@@ -147,6 +154,8 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
                 await background.start(state.inflight.listen)  # cancels from any replica
                 await background.start(state.caller_streams.listen)  # news from any replica
                 await background.start(state.tasks.run)  # MCP tasks' calls run in its group
+                await background.start(state.client_requests.listen)  # clients' answers
+                await background.start(state.input_rounds.run)  # calls between rounds
                 yield
                 background.cancel_scope.cancel()
         finally:

@@ -11,6 +11,12 @@ from protocol.call_events import (
     log_notification,
     progress_notification,
 )
+from protocol.client_capabilities import (
+    FEATURE_OF_METHOD,
+    capabilities_of_flags,
+    capability_flags,
+    client_capabilities,
+)
 from protocol.content import (
     AudioContent,
     ContentBlock,
@@ -92,6 +98,7 @@ __all__ = [
     "CODE_TABLE",
     "DEADLINE_HEADER",
     "DEBUG_HEADER",
+    "FEATURE_OF_METHOD",
     "HEDGE_HEADER",
     "KEY_PATTERN",
     "NAME_PATTERN",
@@ -158,6 +165,9 @@ __all__ = [
     "ToolLatency",
     "ToolSpec",
     "Write",
+    "capabilities_of_flags",
+    "capability_flags",
+    "client_capabilities",
     "content_json",
     "jsonrpc",
     "log_notification",

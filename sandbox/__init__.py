@@ -10,7 +10,7 @@ from sandbox.backend import (
     SandboxStartError,
     WorkspaceQuota,
 )
-from sandbox.call_events import MAX_EVENT_BYTES, CallEvents
+from sandbox.call_events import MAX_EVENT_BYTES, Ask, CallEvents, answer_deadline
 from sandbox.detect import BackendChoice, bwrap_status, docker_status, strongest_available
 from sandbox.docker_client import docker_client
 from sandbox.executor import NOT_RUN, CallLimits, Invocation, Outcome, ToolExecutor
@@ -37,6 +37,7 @@ __all__ = [
     "MAX_EVENT_BYTES",
     "MCP_STDIO_ENTRYPOINT",
     "NOT_RUN",
+    "Ask",
     "BackendChoice",
     "CallEvents",
     "CallLimits",
@@ -58,6 +59,7 @@ __all__ = [
     "TimeLimit",
     "ToolExecutor",
     "WorkspaceQuota",
+    "answer_deadline",
     "backend_named",
     "bwrap_status",
     "collect_orphans",

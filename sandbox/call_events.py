@@ -10,6 +10,15 @@ servers are hostile, so a call may send at most `MAX_EVENTS` events of at most
 `MAX_EVENT_BYTES` each; the rest are dropped and counted (`dropped`). Events are shown to
 the caller only: nothing in them is used for accounting.
 
+Requests to the client: a server may ask the calling client something during the call
+(sampling, elicitation, roots: `request`). It is passed on (`ask`, given by the transport that
+can reach the client: `/mcp` streaming the call) only when the client declared that feature
+(`capabilities`, `protocol.client_capabilities`); else, or past `MAX_PENDING_REQUESTS`
+waiting at once, `REQUEST_LIMIT` bytes or the call's share of events, the server gets a
+JSON-RPC error at once. An answer the client does not give by `answer_deadline` (most of the
+call's time limit, so the server has the rest to finish) is an error too: a server never
+waits on a client that does not answer. `ping` is answered here.
+
 `deliver` must not block: the runner's channel is read in the call's own task, so a slow
 client must cost dropped events, never a late kill.
 """
@@ -17,25 +26,56 @@ client must cost dropped events, never a late kill.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
+import anyio
 from pydantic import ValidationError
 
-from protocol import CALL_EVENT, LogEvent, ProgressEvent
-from sandbox.runner_wire import EVENT_LIMIT, MAX_EVENTS, NOTIFICATIONS
+from protocol import CALL_EVENT, FEATURE_OF_METHOD, LogEvent, ProgressEvent, jsonrpc
+from sandbox.runner_wire import (
+    EVENT_LIMIT,
+    MAX_EVENTS,
+    MAX_PENDING_REQUESTS,
+    NOTIFICATIONS,
+    REQUEST_LIMIT,
+)
 
 MAX_EVENT_BYTES = EVENT_LIMIT
 PROGRESS, MESSAGE = NOTIFICATIONS
 
-Deliver = Callable[[ProgressEvent | LogEvent], None]
+ANSWER_SHARE = 0.9  # of a call's time limit a server may wait for the client's answer
+REQUEST_TIMEOUT = -32001  # the JSON-RPC code MCP's SDKs use for a request that timed out
+
+Deliver = Callable[[ProgressEvent | LogEvent], object]  # what it returns is not read
+# Send the client a request (method, params) and return its response message, as it came.
+Ask = Callable[[str, dict[str, Any]], Awaitable[object]]
+
+
+def answer_deadline(started: float, timeout_ms: int) -> float:
+    """When a server's request to the client of a call that `started` (anyio's clock) with a
+    limit of `timeout_ms` is answered with an error if the client has not answered."""
+    return started + timeout_ms / 1000 * ANSWER_SHARE
 
 
 class CallEvents:
-    def __init__(self, deliver: Deliver, *, max_events: int = MAX_EVENTS) -> None:
+    def __init__(
+        self,
+        deliver: Deliver,
+        *,
+        max_events: int = MAX_EVENTS,
+        ask: Ask | None = None,
+        capabilities: Mapping[str, Any] | None = None,
+    ) -> None:
         self._deliver = deliver
         self.max_events = max_events
         self.accepted = 0
         self.dropped = 0
+        self._ask = ask
+        # What the calling client declared of MCP's client features (what its servers may
+        # ask); none when nobody can be asked.
+        self.capabilities: Mapping[str, Any] = (capabilities or {}) if ask is not None else {}
+        self.pending = 0  # requests to the client waiting for its answer
 
     def emit(self, event: ProgressEvent | LogEvent) -> None:
         """Pass `event` on, unless the call has sent its share already."""
@@ -82,3 +122,68 @@ class CallEvents:
             self.emit_untrusted({"kind": "log", **{k: params.get(k) for k in fields}})
         else:
             self.dropped += 1
+
+    async def request(self, message: object, deadline: float) -> dict[str, Any]:
+        """The answer to a server's request `message` (a JSON-RPC request, as it came): the
+        response's `result` or `error` field, from the calling client or refused here, by
+        `deadline` (anyio's clock) at the latest. Never raises but for cancellation."""
+        method = message.get("method") if isinstance(message, dict) else None
+        params = message.get("params", {}) if isinstance(message, dict) else None
+        if method == "ping":
+            return {"result": {}}
+        feature = FEATURE_OF_METHOD.get(method) if isinstance(method, str) else None
+        if (
+            not isinstance(method, str)
+            or feature is None
+            or feature not in self.capabilities
+            or not isinstance(params, dict)
+        ):
+            shown = method[:64] if isinstance(method, str) else "(no method)"
+            return _error(jsonrpc.METHOD_NOT_FOUND, f"the calling client does not take {shown}")
+        if _size(message) > REQUEST_LIMIT:
+            self.dropped += 1
+            return _error(
+                jsonrpc.INVALID_PARAMS, f"a request to the client is at most {REQUEST_LIMIT} bytes"
+            )
+        if self.accepted >= self.max_events or self.pending >= MAX_PENDING_REQUESTS:
+            self.dropped += 1
+            return _error(
+                jsonrpc.INVALID_REQUEST,
+                f"at most {MAX_PENDING_REQUESTS} requests to the client wait at once, and a"
+                f" call sends at most {self.max_events} events and requests",
+            )
+        assert self._ask is not None  # capabilities are empty without it
+        self.accepted += 1
+        self.pending += 1
+        try:
+            with anyio.move_on_after(deadline - anyio.current_time()):
+                return _answer_of(await self._ask(method, params))
+        finally:
+            self.pending -= 1
+        return _error(REQUEST_TIMEOUT, "the client did not answer within the call's time limit")
+
+
+def _size(message: object) -> int:
+    try:
+        return len(json.dumps(message, separators=(",", ":")))
+    except (TypeError, ValueError):
+        return REQUEST_LIMIT + 1
+
+
+def _error(code: int, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+def _answer_of(response: object) -> dict[str, Any]:
+    """The `result` or `error` of the client's response, in JSON-RPC's shape; an error when it
+    has neither in that shape."""
+    if isinstance(response, dict):
+        result, error = response.get("result"), response.get("error")
+        if isinstance(result, dict) and "error" not in response:
+            return {"result": result}
+        if isinstance(error, dict) and isinstance(error.get("code"), int):
+            answer = {"code": error["code"], "message": str(error.get("message", ""))[:500]}
+            if "data" in error:
+                answer["data"] = error["data"]
+            return {"error": answer}
+    return _error(jsonrpc.INTERNAL_ERROR, "the client's response was not a JSON-RPC response")

@@ -36,17 +36,21 @@ class OversizedFrame(Exception):
 
 
 class RunnerChannel:
-    """One connected runner. Not safe for concurrent calls: the pool gives each call its own."""
+    """One connected runner. Not safe for concurrent calls: the pool gives each call its own
+    (within a call, frames sent at once go one after the other)."""
 
     def __init__(self, stream: SocketStream) -> None:
         self._stream = stream
         self._reader = BufferedByteReceiveStream(stream)
+        # A call's answers to its server's requests may go at once; uncontended, no yield.
+        self._sending = anyio.Lock(fast_acquire=True)
         self.last_frame_size = 0  # the length of the frame `receive` returned last
 
     async def send(self, message: dict[str, Any]) -> None:
         data = json.dumps(message, separators=(",", ":")).encode()
         try:
-            await self._stream.send(HEADER.pack(len(data)) + data)
+            async with self._sending:
+                await self._stream.send(HEADER.pack(len(data)) + data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             raise ChannelClosed(f"the runner is gone ({type(exc).__name__})") from exc
 

@@ -32,11 +32,16 @@ and checks them. They are the tool's word: nothing in them is recorded as usage.
 
 MCP servers: an invocation whose entrypoint starts with `MCP_STDIO_ENTRYPOINT` is sent as a
 request of type "mcp": its arguments are the server's spec and one JSON-RPC message, which
-the runner relays to the server it keeps in this sandbox (started on first use).
+the runner relays to the server it keeps in this sandbox (started on first use). The server's
+requests to the calling client (sampling, elicitation, roots) come as server-request frames
+before the reply; each goes to the invocation's `events` (`CallEvents.request`, which asks
+the client or refuses) and its answer back to the runner as a server-answer frame, while the
+call's other frames are read on: a client's slow answer holds up nothing else.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -47,6 +52,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+from anyio.abc import TaskGroup
 from pydantic_core import to_jsonable_python
 
 from protocol import CallUsage, ErrorCode, ExitReason, SerfError
@@ -59,6 +65,7 @@ from sandbox.backend import (
     SandboxSpec,
     SandboxStartError,
 )
+from sandbox.call_events import CallEvents, answer_deadline
 from sandbox.channel import ChannelClosed, OversizedFrame, RunnerChannel, accept, listen
 from sandbox.executor import CallLimits, Invocation, Outcome
 from sandbox.runner_wire import (
@@ -68,8 +75,12 @@ from sandbox.runner_wire import (
     EVENT_FIELD,
     MAX_EVENTS,
     MCP,
+    MESSAGE_FIELD,
     NOTIFICATION_FIELD,
     OUTPUT,
+    REQUEST_FIELD,
+    SERVER_ANSWER,
+    SERVER_REQUEST,
     frame_limit,
 )
 from sandbox.time_limit import TimeLimit
@@ -268,15 +279,41 @@ class Sandbox:
         self, channel: RunnerChannel, invocation: Invocation, call_id: int
     ) -> dict[str, Any] | None:
         """The call's reply; the events the runner sends before it go to the invocation's
-        `events` (checked there). A runner sending more than `MAX_EVENTS`, or an event of
-        another call, breaks the protocol: its sandbox is torn down."""
-        events = 0
+        `events` (checked there), its server's requests to the client are answered. A runner
+        sending more than `MAX_EVENTS` of them, or one of another call, breaks the protocol:
+        its sandbox is torn down."""
+        events = invocation.events
+        deadline = answer_deadline(anyio.current_time(), invocation.limits.timeout_ms)
+        if events is None or not events.capabilities:  # every request is refused at once
+            return await self._read_events(channel, invocation, call_id, None, deadline)
+        reply: dict[str, Any] | None = None
+        failed: Exception | None = None
+        async with anyio.create_task_group() as asking:
+            try:
+                reply = await self._read_events(channel, invocation, call_id, asking, deadline)
+            except Exception as exc:  # raised outside the group, not as an ExceptionGroup
+                failed = exc
+            asking.cancel_scope.cancel()  # questions still open are moot once it answered
+        if failed is not None:
+            raise failed
+        return reply
+
+    async def _read_events(
+        self,
+        channel: RunnerChannel,
+        invocation: Invocation,
+        call_id: int,
+        asking: TaskGroup | None,
+        deadline: float,
+    ) -> dict[str, Any] | None:
+        frames = 0
         while True:
             frame = await self._receive_reply(channel, invocation.limits)
-            if frame is None or frame.get("type") != EVENT:
+            kind = frame.get("type") if frame is not None else None
+            if frame is None or kind not in (EVENT, SERVER_REQUEST):
                 return frame
-            events += 1
-            if events > MAX_EVENTS or frame.get("id") != call_id:
+            frames += 1
+            if frames > MAX_EVENTS or frame.get("id") != call_id:
                 message = (
                     f"the sandbox's runner sent call {call_id} more than {MAX_EVENTS} events or"
                     " an event of another call: a protocol violation; the sandbox was torn down"
@@ -284,9 +321,15 @@ class Sandbox:
                 details = {"sandbox_killed": True, "protocol_violation": "events"}
                 error = SerfError.of(ErrorCode.SANDBOX_KILLED, message, details=details)
                 raise _ProtocolViolation(error)
-            if invocation.events is None:
+            if kind == SERVER_REQUEST:
+                ask = (channel, call_id, frame, invocation.events, deadline)
+                if asking is None:
+                    await _answer_server(*ask)
+                else:
+                    asking.start_soon(_answer_server, *ask)
+            elif invocation.events is None:
                 continue
-            if NOTIFICATION_FIELD in frame:
+            elif NOTIFICATION_FIELD in frame:
                 invocation.events.emit_notification(frame[NOTIFICATION_FIELD])
             else:
                 invocation.events.emit_untrusted(frame.get(EVENT_FIELD))
@@ -315,7 +358,8 @@ class Sandbox:
                     reply = await self._receive_reply(self.channel, limits)
                     if reply is None:  # the engine stopped answering
                         break
-                    if reply.get("type") != EVENT and reply.get("id") == call_id:
+                    kind = reply.get("type")
+                    if kind not in (EVENT, SERVER_REQUEST) and reply.get("id") == call_id:
                         self.last_used = time.monotonic()
                         return True
             except (ChannelClosed, OversizedFrame):
@@ -499,6 +543,25 @@ class _ProtocolViolation(Exception):
     def __init__(self, error: SerfError) -> None:
         super().__init__(error.message)
         self.error = error
+
+
+async def _answer_server(
+    channel: RunnerChannel,
+    call_id: int,
+    frame: dict[str, Any],
+    events: CallEvents | None,
+    deadline: float,
+) -> None:
+    """Answer a server's request to the client (`frame`), by `deadline` at the latest."""
+    if events is None:
+        refused = "the caller takes no requests: it does not listen to the call's events"
+        answer: dict[str, Any] = {"error": {"code": -32601, "message": refused}}
+    else:
+        answer = await events.request(frame.get(MESSAGE_FIELD), deadline)
+    reply = {"type": SERVER_ANSWER, "id": call_id, REQUEST_FIELD: frame.get(REQUEST_FIELD)}
+    with anyio.CancelScope(shield=True), contextlib.suppress(ChannelClosed):
+        # A frame goes whole; a runner gone is found by the call's own read.
+        await channel.send({**reply, **answer})
 
 
 def _check_reply(

@@ -35,6 +35,11 @@ non-JSON output, on a line longer than the output cap or when the server exits, 
 server's process group and the next call starts it again. The server lives as long as the
 sandbox. A cancel while the server works on a call is passed on to it as
 `notifications/cancelled` for that request; the server keeps running for the next call.
+The server is initialized with the client capabilities the request's spec names (the calling
+client's: sampling, elicitation, roots), and started again when a call names others. Its
+requests to the client (`wire.CLIENT_METHODS`) go to the host as server-request frames and
+the host's answers back to it under its own id; `ping` is answered here, anything else, or
+more than `wire.MAX_PENDING_REQUESTS` waiting at once, is refused to it (-32601).
 
 The runner is a boundary against the tool: it makes itself non-dumpable before it forks any
 child, so tool code (same user, no capabilities) can neither ptrace it, read or write its
@@ -224,20 +229,7 @@ class Runner:
 
     def _forward(self, request: dict[str, Any]) -> Any:
         """What sends the host an event of `request`'s call (nothing without a host)."""
-        host, call_id, sent = self.host, request.get("id"), [0]
-
-        def forward(event: dict[str, Any], field: str = wire.EVENT_FIELD) -> None:
-            if host is None or sent[0] >= wire.MAX_EVENTS:
-                return
-            try:
-                size = len(json.dumps(event, separators=(",", ":")))
-            except (TypeError, ValueError):
-                return
-            if size <= wire.EVENT_LIMIT:
-                sent[0] += 1
-                send_frame(host, {"type": wire.EVENT, "id": call_id, field: event})
-
-        return forward
+        return _HostEvents(self.host, request.get("id")).forward
 
     def _watch(self, request: dict[str, Any]) -> _HostWatch | None:
         return None if self.host is None else _HostWatch(self.host, request.get("id"))
@@ -290,11 +282,16 @@ class Runner:
         spec = request["arguments"]
         name = str(spec["source"])
         server = self._servers.get(name)
+        asked = spec.get("capabilities")  # None: whatever the running server declared
         try:
+            if server is not None and asked is not None and server.capabilities != asked:
+                server.kill()  # it told the server other capabilities than this caller has
+                server = None
             if server is None or not server.alive():
                 if server is not None:
                     server.kill()
                 server = self._servers[name] = _McpServer.start(spec, self.workspace)
+                server.capabilities = asked if isinstance(asked, dict) else {}
             before = server.cpu_ms()
             server.initialize(deadline, int(limits["max_output_bytes"]))
             message = spec["message"]
@@ -302,12 +299,14 @@ class Runner:
                 answer: dict[str, Any] = {"result": server.initialized}
             else:
                 cap = int(limits["max_output_bytes"])
+                to_host = _HostEvents(self.host, request.get("id"))
                 answer = server.request(
                     message,
                     deadline,
                     cap,
                     watch=self._watch(request),
-                    on_event=self._forward(request),
+                    on_event=to_host.forward,
+                    on_request=to_host.ask,
                 )
         except _CallCancelled:
             usage = {"wall_ms": (time.monotonic() - started) * 1000, "cpu_ms": 0.0}
@@ -492,13 +491,50 @@ class _HostWatch:
 
     def cancels(self) -> bool:
         """Read the frame the host sent: True when it cancels this call, or the host is gone."""
+        return self.cancelled_by(self.read())
+
+    def read(self) -> dict[str, Any] | None:
+        """The frame the host sent; None when the host is gone."""
         try:
-            frame = recv_frame(self.host)
+            return recv_frame(self.host)
         except (OSError, ValueError):
-            frame = None
+            return None
+
+    def cancelled_by(self, frame: dict[str, Any] | None) -> bool:
         if frame is None:  # the host went away: nobody waits for the call
             return True
         return frame.get("type") == wire.CANCEL and frame.get("id") == self.call_id
+
+
+class _HostEvents:
+    """What goes to the host while call `call_id` runs, before its reply: the call's events
+    and its server's requests to the client, at most `wire.MAX_EVENTS` of them together."""
+
+    def __init__(self, host: socket.socket | None, call_id: Any) -> None:
+        self.host = host
+        self.call_id = call_id
+        self.sent = 0
+
+    def forward(self, event: dict[str, Any], field: str = wire.EVENT_FIELD) -> None:
+        self._send(event, wire.EVENT_LIMIT, {"type": wire.EVENT, field: event})
+
+    def ask(self, number: int, message: dict[str, Any]) -> bool:
+        """Send the host a server's request to the client; False when it was not sent."""
+        frame = {"type": wire.SERVER_REQUEST, wire.REQUEST_FIELD: number}
+        return self._send(message, wire.REQUEST_LIMIT, {**frame, wire.MESSAGE_FIELD: message})
+
+    def _send(self, payload: Any, limit: int, frame: dict[str, Any]) -> bool:
+        if self.host is None or self.sent >= wire.MAX_EVENTS:
+            return False
+        try:
+            size = len(json.dumps(payload, separators=(",", ":")))
+        except (TypeError, ValueError):
+            return False
+        if size > limit:
+            return False
+        self.sent += 1
+        send_frame(self.host, {**frame, "id": self.call_id})
+        return True
 
 
 def _supervise(
@@ -884,6 +920,9 @@ class _McpServer:
         self._buffer = bytearray()
         self._ids = 0
         self.initialized: dict[str, Any] | None = None
+        self.capabilities: dict[str, Any] = {}  # the client capabilities it was told
+        self._asked: dict[int, Any] = {}  # its requests the host was sent: number -> its id
+        self._asks = 0
 
     @classmethod
     def start(cls, spec: dict[str, Any], workspace: str) -> _McpServer:
@@ -931,7 +970,7 @@ class _McpServer:
             return
         params = {
             "protocolVersion": MCP_PROTOCOL_VERSION,
-            "capabilities": {},
+            "capabilities": self.capabilities,
             "clientInfo": {"name": "conclave", "version": "1"},
         }
         answer = self.request(
@@ -950,13 +989,30 @@ class _McpServer:
         phase: str = "call",
         watch: _HostWatch | None = None,
         on_event: Any = None,
+        on_request: Any = None,
     ) -> dict[str, Any]:
         """The server's response to `message` (a JSON-RPC request without its id); a cancel
         from the host (`watch`) is passed on to the server as `notifications/cancelled`; its
-        progress and log notifications meanwhile go to `on_event`."""
+        progress and log notifications meanwhile go to `on_event`, its requests to the
+        client to `on_request` (answered by the host through `watch`)."""
         self._ids += 1
         sent_id = self._ids
         self._send({"jsonrpc": "2.0", "id": sent_id, **message}, phase)
+        try:
+            return self._response(sent_id, deadline, cap, phase, watch, on_event, on_request)
+        finally:
+            self._asked.clear()  # answers to come are for a call that is over
+
+    def _response(
+        self,
+        sent_id: int,
+        deadline: float,
+        cap: int,
+        phase: str,
+        watch: _HostWatch | None,
+        on_event: Any,
+        on_request: Any,
+    ) -> dict[str, Any]:
         while True:
             try:
                 line = self._line(deadline, cap, phase, watch)
@@ -978,11 +1034,42 @@ class _McpServer:
                 if on_event is not None and received.get("method") in wire.NOTIFICATIONS:
                     on_event(received, wire.NOTIFICATION_FIELD)  # the host reads it
                 if "id" in received:
-                    refusal = {"code": -32601, "message": "the gateway offers no client features"}
-                    self._send({"jsonrpc": "2.0", "id": received["id"], "error": refusal}, phase)
+                    self._asks_client(received, phase, on_request)
                 continue
             if received.get("id") == sent_id:
                 return received
+
+    def _asks_client(self, received: dict[str, Any], phase: str, on_request: Any) -> None:
+        """Pass the server's request on to the host, or answer it here."""
+        method, server_id = received.get("method"), received["id"]
+        if method == "ping":
+            self._send({"jsonrpc": "2.0", "id": server_id, "result": {}}, phase)
+            return
+        if (
+            on_request is not None
+            and method in wire.CLIENT_METHODS
+            and len(self._asked) < wire.MAX_PENDING_REQUESTS
+        ):
+            self._asks += 1
+            asked = {"method": method, "params": received.get("params") or {}}
+            if on_request(self._asks, asked):
+                self._asked[self._asks] = server_id
+                return
+        refusal = {"code": -32601, "message": f"the gateway's caller does not take {method}"}
+        self._send({"jsonrpc": "2.0", "id": server_id, "error": refusal}, phase)
+
+    def _answered(self, frame: dict[str, Any], phase: str) -> None:
+        """Hand the server the host's answer to one of its requests (`frame`)."""
+        server_id = self._asked.pop(frame.get(wire.REQUEST_FIELD), None)  # type: ignore[arg-type]
+        if server_id is None:
+            return  # not one of its requests, or answered already
+        answer: dict[str, Any] = {"jsonrpc": "2.0", "id": server_id}
+        if isinstance(frame.get("result"), dict):
+            answer["result"] = frame["result"]
+        else:
+            error = frame.get("error")
+            answer["error"] = error if isinstance(error, dict) else {"code": -32603, "message": ""}
+        self._send(answer, phase)
 
     def _send(self, message: dict[str, Any], phase: str) -> None:
         try:
@@ -1018,8 +1105,13 @@ class _McpServer:
             ready, _, _ = select.select(watched, [], [], remaining)
             if not ready:
                 raise self._timeout(phase)
-            if watch is not None and watch.fd in ready and watch.cancels():
-                raise _CallCancelled
+            if watch is not None and watch.fd in ready:
+                frame = watch.read()
+                if watch.cancelled_by(frame):
+                    raise _CallCancelled
+                answers = frame is not None and frame.get("type") == wire.SERVER_ANSWER
+                if answers and frame is not None and frame.get("id") == watch.call_id:
+                    self._answered(frame, phase)
             if fd not in ready:
                 continue
             chunk = _read_some(fd)
@@ -1139,8 +1231,8 @@ def main(argv: list[str] | None = None) -> int:
         send_frame(sock, runner.hello())
         runner.prepare()
         while (request := recv_frame(sock)) is not None:
-            if request.get("type") == wire.CANCEL:
-                continue  # its call was answered before the cancel arrived
+            if request.get("type") in (wire.CANCEL, wire.SERVER_ANSWER):
+                continue  # its call was answered before it arrived
             send_frame(sock, runner.handle(request))
             runner.finish()
     except (ConnectionResetError, BrokenPipeError):

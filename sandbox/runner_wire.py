@@ -17,6 +17,15 @@ id>, "event": {...}}` before its reply: what the tool reported through its conte
 "event", one of `NOTIFICATIONS` its MCP server sent, as it came (the host reads it). The
 runner forwards at most `MAX_EVENTS` of a call, each at most `EVENT_LIMIT` bytes long; the
 host checks both again.
+
+Requests to the client: while an `mcp_stdio` call runs, its server may ask the calling client
+something (one of `CLIENT_METHODS`: sampling, elicitation, roots). The runner sends
+`{"type": "server_request", "id": <the call's id>, "request": <n>, "message": {"method",
+"params"}}` (`n` is the runner's own number for it: the server's id never leaves the sandbox);
+the host answers `{"type": "server_answer", "id": <the call's id>, "request": <n>, "result":
+...}` (or `"error": {...}`), and the runner hands that to the server under the server's id. At
+most `MAX_PENDING_REQUESTS` of a call wait at once, each at most `REQUEST_LIMIT` bytes; the
+runner refuses the rest to the server itself (-32601), and the host checks both again.
 Inside the sandbox, a call's child writes its events to the runner on a pipe of their own,
 each a 4-byte big-endian length, then UTF-8 JSON.
 """
@@ -40,6 +49,13 @@ EVENT = "event"  # an event of a running call, before its reply
 EVENT_FIELD = "event"  # an event frame's field holding what the tool reported
 NOTIFICATION_FIELD = "notification"  # ... or what its MCP server notified
 NOTIFICATIONS = ("notifications/progress", "notifications/message")
+SERVER_REQUEST = "server_request"  # an MCP server asks the calling client, during a call
+SERVER_ANSWER = "server_answer"  # the host's answer to a server request
+REQUEST_FIELD = "request"  # the runner's number for a server request
+MESSAGE_FIELD = "message"  # a server request's {"method", "params"}
+CLIENT_METHODS = ("sampling/createMessage", "elicitation/create", "roots/list")
+MAX_PENDING_REQUESTS = 4  # a call's server requests waiting for their answer at once
+REQUEST_LIMIT = 256 * 1024  # one server request's JSON (a sampling request carries messages)
 OUTPUT = "output"  # a reply's field holding a registered tool's result as MCP content
 
 # The host's Unix socket, and the egress proxy's, in the host directory the runner reaches.

@@ -147,18 +147,18 @@ def run_direct(suite: ConformanceSuite = DEFAULT_SUITE) -> ConformanceRun:
         return _run(DIRECT, url, suite)
 
 
-def run_via_gateway(
+@contextlib.contextmanager
+def through_gateway(
     kind: str,
     base: Settings,
     scratch: Path,
-    suite: ConformanceSuite = DEFAULT_SUITE,
     *,
     log_path: Path | None = None,
     rename: bool = True,
-) -> ConformanceRun:
-    """The suite through a gateway of its own (on `base`'s Redis) with the fixture as a
-    `kind` source: "mcp_http" (fixture in a child process, no sandbox in the path) or
-    "mcp_stdio" (the fixture in each caller's bwrap sandbox)."""
+) -> Iterator[str]:
+    """A gateway of its own (on `base`'s Redis) with the fixture as a `kind` source, behind
+    the token proxy: "mcp_http" (fixture in a child process, no sandbox in the path) or
+    "mcp_stdio" (the fixture in each caller's bwrap sandbox); yields the proxy's MCP URL."""
     config = scratch / f"conformance-{kind}.toml"
     with contextlib.ExitStack() as stack:
         if kind == "mcp_http":
@@ -172,7 +172,21 @@ def run_via_gateway(
         # (Not `with EmbeddedStack(...)`: entering starts it again, a second gateway.)
         gateway.start(timeout_s=120)
         stack.callback(gateway.stop)
-        url = stack.enter_context(proxied(gateway, scratch, rename=rename))
+        yield stack.enter_context(proxied(gateway, scratch, rename=rename))
+
+
+def run_via_gateway(
+    kind: str,
+    base: Settings,
+    scratch: Path,
+    suite: ConformanceSuite = DEFAULT_SUITE,
+    *,
+    log_path: Path | None = None,
+    rename: bool = True,
+) -> ConformanceRun:
+    """The suite through a gateway of its own with the fixture as a `kind` source
+    (`through_gateway`)."""
+    with through_gateway(kind, base, scratch, log_path=log_path, rename=rename) as url:
         return _run(VIA_HTTP if kind == "mcp_http" else VIA_STDIO, url, suite)
 
 

@@ -18,14 +18,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
 from redis.asyncio import Redis
 
 from gateway.cancellation.call_cancel import CallCancel
-from gateway.redis_io import listen_channel
+from gateway.redis_io import listen_to_channel
 from protocol import Principal
 
 CHANNEL = "conclave:cancel"  # pub/sub: [tenant, agent, request id (JSON), reason]
@@ -75,12 +74,12 @@ class InflightCalls:
     async def listen(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Apply the cancels published on `CHANNEL` for good; `task_status` is told once
         subscribed (a cancel published after that reaches this replica)."""
-        await listen_channel(self.redis, CHANNEL, self._apply, task_status=task_status)
+        await listen_to_channel(self.redis, CHANNEL, self._apply, task_status=task_status)
 
-    def _apply(self, message: dict[str, Any]) -> None:
+    def _apply(self, data: bytes | str) -> None:
         try:
-            tenant, agent, request_id, reason = json.loads(message["data"])
-        except (KeyError, TypeError, ValueError):
+            tenant, agent, request_id, reason = json.loads(data)
+        except (TypeError, ValueError):
             return  # not ours: the channel's name is public to whoever shares the Redis
         self.cancel_here((str(tenant), str(agent), str(request_id)), str(reason))
 

@@ -1,7 +1,8 @@
 """Talking to Redis: the client (standalone or cluster, MOVED retried), the coalesced
-connection the hot path shares, and the loader of the Lua scripts."""
+connection the hot path shares, the loader of the Lua scripts, and the loop that reads a
+pub/sub channel for good."""
 
-from gateway.redis_io.channel_listener import listen_channel
+from gateway.redis_io.channel_listener import listen_to_channel
 from gateway.redis_io.client import PooledScript, ReplicaWait, connect_redis
 from gateway.redis_io.lua_files import lua_text
 
@@ -9,6 +10,6 @@ __all__ = [
     "PooledScript",
     "ReplicaWait",
     "connect_redis",
-    "listen_channel",
+    "listen_to_channel",
     "lua_text",
 ]

@@ -1,19 +1,18 @@
-"""`listen_channel`: one Redis pub/sub channel, read for good, each message handed to a
-function; the one loop every replica-wide channel of the gateway runs (the MCP news relay,
-`gateway.http.mcp.caller_streams`; the cancel channel, `gateway.cancellation`).
+"""`listen_to_channel`: read one Redis pub/sub channel for good, on every replica.
 
-A lost connection is logged and the channel subscribed to again `RELISTEN_S` later: what
-was published meanwhile is lost, which each channel's owner allows for (news and cancels
-are advisory). `task_status` is told once the first subscription holds (or the first try
-failed), so a caller that starts it with `TaskGroup.start` knows that what is published
-from then on is heard.
+The gateway's cross-replica signals (a call's cancel, news for a caller's stream, a client's
+answer to a request the gateway sent it) are each one pub/sub channel: whichever replica
+learns something publishes it, and every replica applies what it reads to what it holds.
+This is the one loop that reads such a channel: it subscribes, tells its starter once
+subscribed (a message published after that reaches this replica), passes each message's
+data to `apply`, and after a lost connection subscribes again `RELISTEN_S` later. What was
+published while it was away is lost, which each channel's users allow for.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
@@ -24,15 +23,18 @@ log = logging.getLogger("conclave.gateway.redis")
 
 RELISTEN_S = 1.0  # after the channel's connection is lost, listen again this soon
 
+Apply = Callable[[bytes | str], None]
 
-async def listen_channel(
+
+async def listen_to_channel(
     redis: Redis,
     channel: str,
-    apply: Callable[[dict[str, Any]], None],
+    apply: Apply,
     *,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Hand every message published on `channel` to `apply`, for good."""
+    """Pass each message published on `channel` to `apply` (its data, as Redis gave it), for
+    good; `task_status` is told once subscribed, or after the first attempt failed."""
     started = False
     while True:
         pubsub = redis.pubsub(ignore_subscribe_messages=True)
@@ -45,7 +47,9 @@ async def listen_channel(
                 started = True
                 task_status.started()
             async for message in pubsub.listen():
-                apply(message)
+                data = message.get("data") if isinstance(message, dict) else None
+                if isinstance(data, bytes | str):
+                    apply(data)
         except (RedisError, OSError) as exc:
             log.warning("channel %s lost (%s); listening again in %s s", channel, exc, RELISTEN_S)
         finally:
@@ -57,4 +61,4 @@ async def listen_channel(
         await anyio.sleep(RELISTEN_S)
 
 
-__all__ = ["RELISTEN_S", "listen_channel"]
+__all__ = ["RELISTEN_S", "Apply", "listen_to_channel"]

@@ -37,15 +37,13 @@ class ClientRequestCheck:
     stop: Callable[[], None]
     missing: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def heard(self, message: dict[str, Any]) -> bool:
-        """Whether `message` is a request to the client (a notification is not)."""
-        if "id" not in message:
-            return False
+    def asked(self, message: dict[str, Any]) -> None:
+        """The upstream sent the client the request `message` (on a session that declared no
+        client features: what a call without them runs on)."""
         needed = NEEDS.get(str(message.get("method")))
         if needed is not None and self.declared is not None and needed not in self.declared:
             self.missing[needed] = {}
             self.stop()
-        return True
 
 
 def capability_missing(source: str, tool: str, missing: Mapping[str, Any]) -> SerfError:

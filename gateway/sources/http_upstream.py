@@ -13,15 +13,24 @@ call's output cap (SANDBOX_OUTPUT_LIMIT: a hostile upstream's endless answer is 
 whole); while someone listens to the call's events, the call carries a `progressToken` and
 the upstream's progress and log notifications on its answer's event stream become the
 call's events.
+
+Requests to the client: the pool's sessions declare no client capabilities. A call whose
+caller declared some (sampling, elicitation, roots: `CallEvents.capabilities`) runs on a
+session opened with exactly those (one per shape, opened on first use and kept with the
+pool), so the upstream asks only what the caller can answer. The upstream's requests on the
+call's answer stream go to the caller (`CallEvents.request`), each answered on the session
+(`McpSession.respond`) by `answer_deadline` at the latest; those still waiting when the call
+ends are dropped with it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +45,7 @@ from gateway.sources.mcp_session import PARSE_ERROR, McpSession, RpcError, Upstr
 from gateway.sources.upstream_failure import tool_error, unavailable, upstream_failure
 from gateway.sources.upstream_tool import UpstreamTool
 from protocol import CallUsage, ErrorCode, ExitReason, SerfError
-from sandbox import Invocation, Outcome, frame_limit
+from sandbox import CallEvents, Invocation, Outcome, answer_deadline, frame_limit
 from tools import ToolResult
 from tools.sources import McpHttpSource
 
@@ -102,6 +111,11 @@ class HttpUpstream:
         self.templates: list[dict[str, Any]] = []  # resource templates, as listed
         self.prompts: dict[str, dict[str, Any]] = {}  # by the upstream's own name
         self._sessions: list[McpSession] = []
+        # Sessions declaring a caller's client capabilities, by their shape (JSON), on the
+        # pool's connections and task group while it is open.
+        self._asking: dict[str, McpSession] = {}
+        self._pool: tuple[Http1Pool, TaskGroup] | None = None
+        self._opening = anyio.Lock()
         self._turn = 0
         self._reopen = anyio.Event()
 
@@ -122,16 +136,17 @@ class HttpUpstream:
                 async with _closing(self._http()) as http, anyio.create_task_group() as background:
                     sessions = await self._open(http, background, self.source.sessions)
                     try:
-                        self._sessions = sessions
+                        self._sessions, self._pool = sessions, (http, background)
                         on_discovered(self)
                         if not started:
                             started = True
                             task_status.started()
                         await self._reopen.wait()
                     finally:
-                        self._sessions = []
+                        asking = list(self._asking.values())
+                        self._sessions, self._pool, self._asking = [], None, {}
                         with anyio.CancelScope(shield=True):
-                            for session in sessions:
+                            for session in [*sessions, *asking]:
                                 await session.close()
             except Exception as exc:
                 log.warning(
@@ -192,9 +207,30 @@ class HttpUpstream:
         self._turn = (self._turn + 1) % len(self._sessions)
         return self._sessions[self._turn]
 
+    async def _session_for(self, capabilities: dict[str, Any]) -> McpSession | None:
+        """A session declaring `capabilities` (the pool's own when there are none)."""
+        if not capabilities:
+            return self._next_session()
+        shape = json.dumps(capabilities, sort_keys=True)
+        async with self._opening:
+            session = self._asking.get(shape)
+            if session is None and self._pool is not None:
+                http, background = self._pool
+                session = McpSession(
+                    http,
+                    background,
+                    notify_timeout_s=self.timeout_s,
+                    client_capabilities=capabilities,
+                )
+                with anyio.fail_after(self.timeout_s):
+                    await session.open()
+                self._asking[shape] = session
+            return session
+
     async def call(self, invocation: Invocation) -> Outcome:
         """Call the tool on the upstream within the call's grant; its failures as SERF."""
         began = time.perf_counter()
+        started = anyio.current_time()
         # The upstream's own name, from the entrypoint `mcp_http:<source>/<tool>` (the served
         # name may have had characters replaced).
         tool = invocation.entrypoint.partition("/")[2]
@@ -202,25 +238,30 @@ class HttpUpstream:
         meta: dict[str, Any] = {TIMEOUT_META: timeout_ms}
         if invocation.context.deadline_ms is not None:
             meta[DEADLINE_META] = invocation.context.deadline_ms
-        session = self._next_session()
+        events = invocation.events
+        try:
+            session = await self._session_for(dict(events.capabilities) if events else {})
+        except Exception as exc:
+            return self._failed(began, upstream_failure(self.name, exc))
         if session is None:
             return self._failed(began, unavailable(self.name, "no open session; reconnecting"))
-        events = invocation.events
         if events is not None:  # the upstream reports progress only when asked
             meta["progressToken"] = invocation.context.trace_id
         params = {"name": tool, "arguments": invocation.arguments, "_meta": meta}
         result: dict[str, Any] | None = None
         limit = frame_limit(invocation.limits.max_output_bytes)
+        notified = None if events is None else events.emit_notification
         stopped = anyio.CancelScope()
         asks = ClientRequestCheck(invocation.client_capabilities, stopped.cancel)
-
-        def notified(message: dict[str, Any]) -> None:
-            if not asks.heard(message) and events is not None:
-                events.emit_notification(message)
-
         try:
             with stopped, anyio.move_on_after(timeout_ms / 1000):
-                result = await self._request(session, "tools/call", params, limit, notified)
+                if events is None or not events.capabilities:
+                    result = await self._request(
+                        session, "tools/call", params, limit, notified, asks.asked
+                    )
+                else:
+                    deadline = answer_deadline(started, timeout_ms)
+                    result = await self._asking_call(session, params, limit, events, deadline)
         except Exception as exc:
             return self._failed(began, upstream_failure(self.name, exc))
         if asks.missing:
@@ -238,6 +279,42 @@ class HttpUpstream:
             return self._failed(began, tool_error(self.name, invocation.tool, result))
         output = ToolResult.of_mcp(result, value=_value(result))
         return Outcome(usage=self._usage(began), result=output.value, output=output)
+
+    async def _asking_call(
+        self,
+        session: McpSession,
+        params: dict[str, Any],
+        limit: int,
+        events: CallEvents,
+        deadline: float,
+    ) -> dict[str, Any]:
+        """`tools/call` whose upstream may ask the caller things while it runs."""
+
+        async def answer(message: dict[str, Any]) -> None:
+            reply = await events.request(message, deadline)
+            # An upstream gone, or one that refuses the answer, is found by the call itself.
+            with anyio.move_on_after(self.timeout_s), suppress(OSError, UpstreamHttpError):
+                await session.respond(message["id"], reply)
+
+        failed: Exception | None = None
+        result: dict[str, Any] = {}
+        async with anyio.create_task_group() as asking:
+            try:
+                result = await session.request(
+                    "tools/call",
+                    params,
+                    limit=limit,
+                    on_notification=events.emit_notification,
+                    on_request=lambda message: asking.start_soon(answer, message),
+                )
+            except Exception as exc:  # raised outside the group, not as an ExceptionGroup
+                failed = exc
+            asking.cancel_scope.cancel()  # its questions are moot once the call is answered
+        if failed is not None:
+            if isinstance(failed, UpstreamHttpError) and failed.status == 404:
+                self._reopen.set()  # as `_request`: the upstream forgot the pool's sessions
+            raise failed
+        return result
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """One request to the upstream (a catalog method: read, complete, subscribe...)."""
@@ -260,10 +337,15 @@ class HttpUpstream:
         params: dict[str, Any],
         limit: int = ANSWER_LIMIT,
         on_notification: Callable[[dict[str, Any]], None] | None = None,
+        on_request: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         try:
             return await session.request(
-                method, params, limit=limit, on_notification=on_notification
+                method,
+                params,
+                limit=limit,
+                on_notification=on_notification,
+                on_request=on_request,
             )
         except UpstreamHttpError as exc:
             if exc.status == 404 and session.session_id is not None:

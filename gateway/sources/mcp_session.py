@@ -5,7 +5,10 @@ an SSE parser per call) cost the gateway several milliseconds a call. Each reque
 POST on the upstream's `Http1Pool` (shared by the source's sessions); the answer is read as
 JSON, or, when the upstream answers `text/event-stream`, from its events as they arrive (the
 upstream ends the stream after the response to the request, which is picked by its id; the
-notifications before it go to the request's `on_notification`, e.g. a call's progress). An
+notifications before it go to the request's `on_notification`, e.g. a call's progress, and
+the upstream's own requests to its `on_request`, e.g. an elicitation, answered by `respond`).
+A session tells the upstream it is a client with the `client_capabilities` it is opened with
+(the calling client's: sampling, elicitation, roots), and no other. An
 answer is read no further than the request's `limit` (`Http1Pool`). `open` runs
 `initialize` and keeps the `Mcp-Session-Id` the upstream issues (stateless upstreams issue
 none) and the negotiated protocol version for every later request. A request cancelled by
@@ -27,6 +30,7 @@ import itertools
 import json
 from collections.abc import Callable
 from contextlib import suppress
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -60,8 +64,16 @@ class UpstreamHttpError(Exception):
 
 
 class McpSession:
-    def __init__(self, http: Http1Pool, background: TaskGroup, *, notify_timeout_s: float) -> None:
+    def __init__(
+        self,
+        http: Http1Pool,
+        background: TaskGroup,
+        *,
+        notify_timeout_s: float,
+        client_capabilities: dict[str, Any] | None = None,
+    ) -> None:
         self.http = http
+        self.client_capabilities = client_capabilities or {}
         self.background = background
         self.notify_timeout_s = notify_timeout_s
         self.headers = {
@@ -83,11 +95,11 @@ class McpSession:
         headers = {k: v for k, v in self.headers.items() if k not in _SESSION_HEADERS}
         params = {
             "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
+            "capabilities": self.client_capabilities,
             "clientInfo": CLIENT_INFO,
         }
         request_id = next(self._ids)
-        events = _EventStream(request_id, None)
+        events = _EventStream(request_id)
         initialize = _request(request_id, "initialize", params)
         answer = await self.http.request("POST", headers, initialize, body_sink=events.sink_for)
         result = _result(answer, request_id, events)
@@ -106,20 +118,30 @@ class McpSession:
         *,
         limit: int = ANSWER_LIMIT,
         on_notification: Notified | None = None,
+        on_request: Notified | None = None,
     ) -> dict[str, Any]:
         """The result of `method`, its answer read to at most `limit` bytes; RpcError,
         UpstreamHttpError or OSError (`AnswerTooLarge`) if none. The upstream's
-        notifications while it answers go to `on_notification`."""
+        notifications while it answers go to `on_notification`, its requests to
+        `on_request` (each is answered with `respond`)."""
+        heard = _Heard(on_notification, on_request)
         if TRACING.on:
-            return await self._traced(method, params, limit, on_notification)
-        return await self._request(method, params, self.headers, limit, on_notification)
+            return await self._traced(method, params, limit, heard)
+        return await self._request(method, params, self.headers, limit, heard)
+
+    async def respond(self, request_id: object, answer: dict[str, Any]) -> None:
+        """Answer the upstream's request `request_id` (`answer`: its `result` or `error`)."""
+        message = {"jsonrpc": "2.0", "id": request_id, **answer}
+        posted = await self.http.request("POST", self.headers, json.dumps(message).encode())
+        if posted.status >= 400:
+            raise UpstreamHttpError(posted.status, _shown(posted.body))
 
     async def _traced(
         self,
         method: str,
         params: dict[str, Any],
         limit: int = ANSWER_LIMIT,
-        on_notification: Notified | None = None,
+        heard: _Heard | None = None,
     ) -> dict[str, Any]:
         """The request in a client span, whose W3C `traceparent` the upstream receives."""
         attributes: dict[str, str | int] = {
@@ -132,7 +154,7 @@ class McpSession:
             headers = dict(self.headers)
             inject(headers)
             try:
-                return await self._request(method, params, headers, limit, on_notification)
+                return await self._request(method, params, headers, limit, heard)
             except Exception as exc:
                 mark_raised(span, exc)
                 raise
@@ -143,19 +165,17 @@ class McpSession:
         params: dict[str, Any],
         headers: dict[str, str],
         limit: int = ANSWER_LIMIT,
-        on_notification: Notified | None = None,
+        heard: _Heard | None = None,
     ) -> dict[str, Any]:
         sent_session = headers.get(_SESSION_HEADER)
-        request_id, answer, events = await self._post(
-            method, params, headers, limit, on_notification
-        )
+        request_id, answer, events = await self._post(method, params, headers, limit, heard)
         if answer.status == 404 and sent_session is not None:
             # The upstream forgot the session (it expired or the server restarted): it did
             # not process the request, so a new session may send it again.
             await self._reopen(sent_session)
             kept = {k: v for k, v in headers.items() if k not in _SESSION_HEADERS}
             request_id, answer, events = await self._post(
-                method, params, {**kept, **self.headers}, limit, on_notification
+                method, params, {**kept, **self.headers}, limit, heard
             )
         return _result(answer, request_id, events)
 
@@ -165,10 +185,10 @@ class McpSession:
         params: dict[str, Any],
         headers: dict[str, str],
         limit: int,
-        on_notification: Notified | None,
+        heard: _Heard | None,
     ) -> tuple[int, Http1Answer, _EventStream]:
         request_id = next(self._ids)
-        events = _EventStream(request_id, on_notification)
+        events = _EventStream(request_id, heard)
         try:
             answer = await self.http.request(
                 "POST",
@@ -217,18 +237,24 @@ def _request(request_id: int, method: str, params: dict[str, Any]) -> bytes:
     return json.dumps(message).encode()
 
 
-Notified = Callable[[dict[str, Any]], None]
+Notified = Callable[[dict[str, Any]], object]  # what it returns is not read
+
+
+@dataclass(frozen=True)
+class _Heard:
+    """Where the upstream's messages while it answers a request go (None: nowhere)."""
+
+    notification: Notified | None = None
+    request: Notified | None = None
 
 
 class _EventStream:
     """An event-stream answer read as it arrives: the response to `request_id` kept, the
-    upstream's notifications before it passed to `on_notification`, and its own requests to
-    the client too (they carry an `id`: `sampling/createMessage`, `elicitation/create`,
-    `roots/list`; the gateway answers none of them itself)."""
+    upstream's notifications and requests before it passed to `heard`."""
 
-    def __init__(self, request_id: int, on_notification: Notified | None) -> None:
+    def __init__(self, request_id: int, heard: _Heard | None = None) -> None:
         self.request_id = request_id
-        self.on_notification = on_notification
+        self.heard = heard or _Heard()
         self.response: dict[str, Any] | None = None
         self._buffer = bytearray()
 
@@ -262,8 +288,10 @@ class _EventStream:
         message = _message("\n".join(data))
         if message.get("id") == self.request_id and ("result" in message or "error" in message):
             self.response = message
-        elif isinstance(message.get("method"), str) and self.on_notification is not None:
-            self.on_notification(message)
+        elif "id" not in message and self.heard.notification is not None:
+            self.heard.notification(message)
+        elif "method" in message and "id" in message and self.heard.request is not None:
+            self.heard.request(message)
 
     def finish(self) -> dict[str, Any]:
         if self._buffer.strip():

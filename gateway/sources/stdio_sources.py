@@ -14,7 +14,9 @@ The gateway is each server's MCP client: `StdioRouter` turns a call of a source'
 a `tools/call` message that the sandbox pool runs in the caller's own sandbox, where the
 runner keeps the server warm (`sandbox.runner`), and reads the server's result. While someone
 listens to the call's events, the message carries a `progressToken` and the runner relays the
-server's `notifications/progress` and `notifications/message` as the call's events. Resources and
+server's `notifications/progress` and `notifications/message` as the call's events, and the
+message names the caller's client capabilities, so the server asks the caller (sampling,
+elicitation, roots) only what it declared (`sandbox.runner_wire`). Resources and
 prompts are served at `/mcp` (`gateway.http.mcp.catalog`) to the principals whose scopes
 cover the source (`tool:<source>.*` or `tool:<source>__*`), read in the caller's sandbox too.
 """
@@ -263,9 +265,13 @@ class StdioSources:
         params: dict[str, Any] = {"name": tool, "arguments": invocation.arguments}
         if invocation.events is not None:  # the server reports progress only when asked
             params["_meta"] = {"progressToken": invocation.context.trace_id}
-        outcome = await executor.execute(
-            replace(invocation, arguments=server.message("tools/call", params))
-        )
+        message = server.message("tools/call", params)
+        if invocation.events is not None:
+            # What the server may ask this caller (it is started again if it was told other
+            # capabilities); a caller nobody listens to leaves the server as it is, and is
+            # asked nothing.
+            message["capabilities"] = dict(invocation.events.capabilities)
+        outcome = await executor.execute(replace(invocation, arguments=message))
         if outcome.error is not None or not isinstance(outcome.result, dict):
             return outcome
         result = outcome.result

@@ -3,9 +3,12 @@
 from gateway.http.mcp.call_stream import CallStream
 from gateway.http.mcp.caller_streams import CallerStreams
 from gateway.http.mcp.catalog import McpCatalog
+from gateway.http.mcp.client_requests import ClientRequests
 from gateway.http.mcp.endpoint import SUPPORTED_VERSIONS, router
+from gateway.http.mcp.input_rounds import InputRounds
 from gateway.http.mcp.log_levels import LogLevels
 from gateway.http.mcp.messages import (
+    McpAnswer,
     McpMessage,
     parse_message,
     rpc_error,
@@ -19,7 +22,10 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "CallStream",
     "CallerStreams",
+    "ClientRequests",
+    "InputRounds",
     "LogLevels",
+    "McpAnswer",
     "McpCatalog",
     "McpMessage",
     "ResourceSubscriptions",

@@ -11,6 +11,11 @@ the caller's level (`level_of`, asked once per call, at its first log message: t
 era's `logging/setLevel` of the identity, the 2026-07-28 wire's `_meta` level of the
 request, where a request without one is sent no log message).
 
+A request one of the call's servers sends the client (sampling, elicitation, roots; only
+those the client declared, `CallEvents.request`) makes the answer a stream too: it goes out
+as a JSON-RPC request under an id the gateway issues (`ClientRequests`), and the call waits
+for the client to POST its response, which may reach any replica.
+
 The call runs in the request's own task; a forwarder task starts at its first event only, so
 a call that reports nothing costs what a plain JSON answer costs. Events wait in a buffer of
 `BUFFERED_EVENTS` between the call and the forwarder: a client that reads slowly loses
@@ -21,8 +26,7 @@ that goes away stops the call, streaming or not.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
-from contextlib import suppress
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -33,6 +37,8 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from gateway.cancellation import cancel_when_client_goes
+from gateway.http.mcp.client_requests import ClientRequests
+from gateway.http.mcp.input_rounds import InputRounds
 from gateway.pipeline import Pipeline, RequestContext
 from protocol import (
     LogEvent,
@@ -48,6 +54,8 @@ BUFFERED_EVENTS = 64
 # The lowest level of log message a caller's call sends it; None: it sends none.
 LevelOf = Callable[[Principal], Awaitable[LogLevel | None]]
 _UNASKED = object()
+# What goes to the client: a call's event, or a server's request (JSON-RPC, with our id).
+Outgoing = ProgressEvent | LogEvent | dict[str, Any]
 EVENT_STREAM = "text/event-stream"
 _HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -74,33 +82,46 @@ class CallStream(Response):
         ctx: RequestContext,
         answer: Callable[[], Response],
         level_of: LevelOf,
+        requests: ClientRequests,
+        capabilities: Mapping[str, Any],
+        rounds: InputRounds | None = None,
     ) -> None:
         super().__init__()
         self.pipeline = pipeline
         self.ctx = ctx
         self.answer = answer  # the call's JSON-RPC answer, once it has run
         self.level_of = level_of
+        self.requests = requests
+        self.capabilities = capabilities  # what the client declared of MCP's client features
+        # A 2026-07-28 client's call: its server's requests go out as InputRequiredResult.
+        self.rounds = rounds
         self.token = progress_token(ctx)
         self._level: LogLevel | object | None = _UNASKED
         self._streaming = False  # the answer is an event stream: its head was sent
+        self._offer: Callable[[Outgoing], bool] = _closed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         ctx = self.ctx
         assert ctx.cancel is not None  # a tool call
-        sender, events = anyio.create_memory_object_stream[ProgressEvent | LogEvent](
-            BUFFERED_EVENTS
-        )
+        sender, events = anyio.create_memory_object_stream[Outgoing](BUFFERED_EVENTS)
         async with (
             cancel_when_client_goes(scope, receive, ctx.cancel),
             events,  # closed after the forwarder is done with it
             anyio.create_task_group() as forwarding,
         ):
-            ctx.events = CallEvents(
-                _offer_to(sender, partial(forwarding.start_soon, self._forward, events, send))
+            self._offer = _offer_to(
+                sender, partial(forwarding.start_soon, self._forward, events, send)
             )
+            call = None if self.rounds is None else self.rounds.round_trip(ctx)
+            ask = self._ask if call is None else call.ask
+            ctx.events = CallEvents(self._offer, ask=ask, capabilities=self.capabilities)
             with sender:
-                await self.pipeline.run(ctx)
-        answer = self.answer()
+                if call is None:
+                    await self.pipeline.run(ctx)
+                    answer = self.answer()
+                else:  # answered at its end, or at its server's first request
+                    answer = await call.first_round(self.pipeline, self.answer)
+            self._offer = _closed
         if not self._streaming:
             await answer(scope, receive, send)
             return
@@ -108,12 +129,21 @@ class CallStream(Response):
             {"type": "http.response.body", "body": _sse_raw(answer.body), "more_body": False}
         )
 
-    async def _forward(
-        self, events: MemoryObjectReceiveStream[ProgressEvent | LogEvent], send: Send
-    ) -> None:
+    async def _ask(self, method: str, params: dict[str, Any]) -> object:
+        """Send the client a server's request on this stream; its response, from any replica
+        (`CallEvents.request` bounds the wait)."""
+        principal = self.ctx.require_principal()
+        request_id = self.requests.issue(principal)
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        with self.requests.waiting(principal, request_id) as answers:
+            if not self._offer(message):
+                return {"error": {"code": -32603, "message": "the client's stream is full"}}
+            return await answers.receive()
+
+    async def _forward(self, events: MemoryObjectReceiveStream[Outgoing], send: Send) -> None:
         """Send the client each event it takes, starting the event stream at the first."""
         async for event in events:
-            note = await self._notification(event)
+            note = event if isinstance(event, dict) else await self._notification(event)
             if note is None:
                 continue
             if not self._streaming:
@@ -134,20 +164,28 @@ class CallStream(Response):
 
 
 def _offer_to(
-    sender: MemoryObjectSendStream[ProgressEvent | LogEvent], start_forwarding: Callable[[], Any]
-) -> Callable[[ProgressEvent | LogEvent], None]:
+    sender: MemoryObjectSendStream[Outgoing], start_forwarding: Callable[[], Any]
+) -> Callable[[Outgoing], bool]:
     started = False
 
-    def offer(event: ProgressEvent | LogEvent) -> None:
+    def offer(event: Outgoing) -> bool:
+        """Queue `event` for the client; False when it was dropped (the client reads slower
+        than the call reports, or the call is over)."""
         nonlocal started
+        try:
+            sender.send_nowait(event)
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return False
         if not started:
             started = True
             start_forwarding()
-        # Dropped when the client reads slower than the call reports, or the call is over.
-        with suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            sender.send_nowait(event)
+        return True
 
     return offer
+
+
+def _closed(_: Outgoing) -> bool:
+    return False
 
 
 def _sse(message: dict[str, Any]) -> bytes:

@@ -34,7 +34,7 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from redis.asyncio import Redis
 
-from gateway.redis_io import listen_channel
+from gateway.redis_io import listen_to_channel
 from protocol import Principal
 
 CHANNEL = "conclave:mcp:notify"  # pub/sub: [tenant | null, agent | null, source, message]
@@ -123,12 +123,12 @@ class CallerStreams:
     async def listen(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Deliver what is published on `CHANNEL` for good; `task_status` is told once
         subscribed."""
-        await listen_channel(self.redis, CHANNEL, self._apply, task_status=task_status)
+        await listen_to_channel(self.redis, CHANNEL, self._apply, task_status=task_status)
 
-    def _apply(self, published: dict[str, Any]) -> None:
+    def _apply(self, data: bytes | str) -> None:
         try:
-            tenant, agent, source, message = json.loads(published["data"])
-        except (KeyError, TypeError, ValueError):
+            tenant, agent, source, message = json.loads(data)
+        except (TypeError, ValueError):
             return  # not ours: the channel's name is public to whoever shares the Redis
         if not isinstance(message, dict) or not isinstance(source, str):
             return

@@ -19,12 +19,20 @@ not served here is answered with the newest one served. A tool outside the scope
 from the OAuth authorization server is 403 `insufficient_scope` (the client may step up);
 for every other token it is a tool error (`isError`).
 
+A POSTed JSON-RPC response is a client's answer to a request one of its calls' servers sent
+it (`call_stream`, `client_requests`): it passes the pipeline as `mcp:response`, is refused
+(400) unless its id was issued to the same identity, and is handed to the call waiting for it
+on whichever replica runs it; accepted, it is answered 202.
+
 A request on MCP 2026-07-28's stateless wire (its version in `params._meta`) is decided per
 request and checked and answered by `stateless_era` (`server/discover` by `discover`); the
 pipeline and everything above hold for it unchanged. On that wire a `tools/call` may be
 answered with a task (`task_methods`: the call runs on in `gateway.tasks.TaskRunner`, and a
 client that goes away does not cancel it), and `tasks/get`, `tasks/update` and `tasks/cancel`
-are pipeline operations.
+are pipeline operations. Its server-to-client requests are the
+revision's multi round-trip requests (`input_rounds`): a streamed `tools/call` whose client
+declared client features is answered `InputRequiredResult` when its server asks, and the
+client's retry carrying `requestState` resumes that call, on any replica.
 """
 
 from __future__ import annotations
@@ -44,10 +52,18 @@ from gateway.http.mcp import stateless_era, subscriptions_listen, task_methods
 from gateway.http.mcp.call_stream import CallStream, LevelOf, accepts_stream, fixed_level
 from gateway.http.mcp.cancel_notice import CANCELLED_METHOD, cancel_notice
 from gateway.http.mcp.catalog import CAPABILITIES, UPSTREAM_OPERATIONS
+from gateway.http.mcp.client_requests import ClientRequests
 from gateway.http.mcp.discover import discover
-from gateway.http.mcp.listen_stream import SESSION_HEADER, listen, new_session_id
+from gateway.http.mcp.input_rounds import STATE_FIELD, InputRounds
+from gateway.http.mcp.listen_stream import (
+    SESSION_HEADER,
+    listen,
+    new_session_id,
+    session_capabilities,
+)
 from gateway.http.mcp.log_levels import SET_LEVEL_METHOD
 from gateway.http.mcp.messages import (
+    McpAnswer,
     McpMessage,
     is_tool_failure,
     parse_message,
@@ -70,6 +86,7 @@ from protocol import (
     JsonRpcResponse,
     SerfError,
     ToolSpec,
+    client_capabilities,
 )
 from tools import ToolRegistry
 
@@ -79,6 +96,7 @@ router = APIRouter(tags=["mcp"])
 SUPPORTED_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 NEWEST_VERSION = SUPPORTED_VERSIONS[-1]
 VERSION_HEADER = "mcp-protocol-version"
+RESPONSE_OPERATION = "mcp:response"
 _OPERATIONS = (
     "initialize",
     "ping",
@@ -262,14 +280,17 @@ async def mcp_post(request: Request) -> Response:
     message: McpMessage | None = None
     stateless, refusal, as_task = False, None, False
     level_of: LevelOf = request.app.state.log_levels.level_of  # the identity's setLevel
+    declared: dict[str, Any] = {}  # a 2026-07-28 client's features, from its _meta
     try:
         await refuse_before_body(request, "mcp:*")  # a large body from a refused caller: unread
         body = await read_body(request, request.app.state.settings.max_body_bytes)
-        message = parse_message(body)
-        if message is None:  # a client's response: nothing to answer
-            return Response(status_code=202)
+        parsed = parse_message(body)
+        if isinstance(parsed, McpAnswer):
+            return await _client_answer(request, pipeline, parsed)
+        message = parsed
         ctx = _context(request, message, registry)
         if stateless := stateless_era.speaks_stateless(request.headers, message):
+            declared = _declared(message)
             refusal = _stateless(request, message, ctx, registry)
             long_running_ms = request.app.state.settings.task_long_running_ms
             as_task = refusal is None and task_methods.runs_as_task(
@@ -278,6 +299,8 @@ async def mcp_post(request: Request) -> Response:
             level_of = fixed_level(stateless_era.log_level(message))  # the request's own
             ctx.client_capabilities = stateless_era.client_capabilities(message)
             stateless_era.consume_envelope(message)  # upstreams speak the handshake era
+            if message.method == "tools/call" and STATE_FIELD in message.params:
+                return await _resumed(request, pipeline, message, ctx)
     except GatewayError as exc:
         ctx = RequestContext("mcp", "mcp:(unreadable)", request.headers, input_error=exc)
     finish = stateless_era.finish if stateless else _unchanged
@@ -305,7 +328,15 @@ async def mcp_post(request: Request) -> Response:
             )
     elif message is not None and message.id is not None and accepts_stream(request):
         # Runs the call as it is sent, streaming its events if it has any (call_stream).
-        return CallStream(pipeline, ctx, answer, level_of)
+        state = request.app.state
+        # The client features its servers may ask it: from the handshake era's initialize,
+        # or the 2026-07-28 request's own _meta (asked in rounds: input_rounds).
+        if stateless:
+            asked, rounds = declared, state.input_rounds if declared else None
+        else:
+            asked, rounds = session_capabilities(request.headers.get(SESSION_HEADER)), None
+        requests = state.client_requests
+        return CallStream(pipeline, ctx, answer, level_of, requests, asked, rounds)
     else:  # a tool call: a client that closes its connection cancels it
         async with cancel_when_client_goes(request.scope, request.receive, ctx.cancel):
             await pipeline.run(ctx)
@@ -356,9 +387,65 @@ def _answer(
         answer = tool_result(ctx.result, ctx.trace_id, ctx.usage)
         return JSONResponse(rpc_result(message.id, finish("tools/call", answer)))
     if message.method == "initialize":  # the transport's cue to open the GET stream
-        headers = {SESSION_HEADER: new_session_id()}
+        headers = {SESSION_HEADER: new_session_id(message.params.get("capabilities"))}
         return JSONResponse(rpc_result(message.id, ctx.result), headers=headers)
     return JSONResponse(rpc_result(message.id, finish(message.method, ctx.result)))
+
+
+async def _client_answer(request: Request, pipeline: Pipeline, answer: McpAnswer) -> Response:
+    """A client's response: handed to the call waiting for it (202), once the pipeline
+    admitted the caller and the id was issued to it."""
+    requests: ClientRequests = request.app.state.client_requests
+    ctx = RequestContext("mcp", RESPONSE_OPERATION, request.headers)
+
+    async def deliver(ctx: RequestContext) -> dict[str, Any]:
+        principal = ctx.require_principal()
+        if not requests.issued_to(principal, answer.id):
+            raise GatewayError.of(
+                ErrorCode.INVALID_REQUEST,
+                f"no request with id {_shown(str(answer.id))!r} was sent to you: a response"
+                " answers a request the gateway sent on one of your calls' streams",
+            )
+        await requests.answer(principal, str(answer.id), answer.response)
+        return {}
+
+    ctx.action = deliver
+    await pipeline.run(ctx)
+    if ctx.error is not None:
+        return JSONResponse(
+            rpc_error(None, ctx.error),
+            status_code=rpc_status(ctx.error, notification=True),
+            headers=challenge(ctx.error),
+        )
+    return Response(status_code=202)
+
+
+def _declared(message: McpMessage) -> dict[str, Any]:
+    """The client features a 2026-07-28 request's `_meta` declares (those MCP defines)."""
+    return client_capabilities(stateless_era.client_capabilities(message))
+
+
+async def _resumed(
+    request: Request, pipeline: Pipeline, message: McpMessage, call: RequestContext
+) -> Response:
+    """A 2026-07-28 client's retry of a call that asked it something (`input_rounds`)."""
+    rounds: InputRounds = request.app.state.input_rounds
+    ctx = RequestContext("mcp", "mcp:tools/call", request.headers, input_error=call.input_error)
+    ctx.request_id = message.id
+    params = message.params
+
+    async def resume(ctx: RequestContext) -> dict[str, Any]:
+        return await rounds.resume(ctx, params)
+
+    ctx.action = resume
+    await pipeline.run(ctx)
+    if ctx.error is not None:
+        return JSONResponse(
+            rpc_error(message.id, ctx.error),
+            status_code=rpc_status(ctx.error),
+            headers=challenge(ctx.error),
+        )
+    return JSONResponse(ctx.result["body"], status_code=ctx.result["status"])
 
 
 def _unchanged(_: str, result: dict[str, Any]) -> dict[str, Any]:

@@ -11,8 +11,12 @@ against the agent's; each keep-alive also keeps the caller's resource subscripti
 `text/event-stream` is refused (400).
 
 `initialize` answers carry an `Mcp-Session-Id` (`new_session_id`): the transport's clients
-open this stream only within a session. The id is only that cue: the gateway keeps nothing
-per session (any replica serves any message), so an id it did not issue is as good.
+open this stream only within a session. The gateway keeps nothing per session (any replica
+serves any message), so the id carries what the client declared at `initialize` of MCP's
+client features (`protocol.capability_flags`, after a dot): its calls' servers may ask it
+those (`session_capabilities`), and nothing else. It is the client's own claim, as it was at
+`initialize`: a client that changes it changes only what it may be asked; an id without them
+(or one the gateway did not issue) declares none.
 """
 
 from __future__ import annotations
@@ -34,15 +38,27 @@ from gateway.http.mcp.subscriptions import ResourceSubscriptions
 from gateway.http.responses import challenge, serf_response
 from gateway.identity import generation_key
 from gateway.pipeline import Pipeline, RequestContext
-from protocol import ErrorCode, Principal
+from protocol import ErrorCode, Principal, capabilities_of_flags, capability_flags
 
 OPERATION = "mcp:listen"
 KEEPALIVE_S = 15.0
 SESSION_HEADER = "Mcp-Session-Id"
 
 
-def new_session_id() -> str:
-    return secrets.token_hex(16)
+def new_session_id(capabilities: object = None) -> str:
+    """A session id carrying the client features `capabilities` declares."""
+    return f"{secrets.token_hex(16)}.{capability_flags(capabilities):x}"
+
+
+def session_capabilities(session_id: str | None) -> dict[str, Any]:
+    """What the client of `session_id` declared of MCP's client features."""
+    _, dot, flags = (session_id or "").rpartition(".")
+    if not dot or not 0 < len(flags) <= 4:
+        return {}
+    try:
+        return capabilities_of_flags(int(flags, 16))
+    except ValueError:
+        return {}
 
 
 async def listen(request: Request) -> Response:
@@ -117,5 +133,6 @@ __all__ = [
     "listen",
     "new_session_id",
     "revoked",
+    "session_capabilities",
     "still_listening",
 ]

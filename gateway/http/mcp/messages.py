@@ -78,12 +78,20 @@ def rpc_status(error: SerfError, *, notification: bool = False) -> int:
 @dataclass(frozen=True)
 class McpMessage:
     method: str
-    id: RequestId | None  # None: a notification (or a client's response), answered with 202
+    id: RequestId | None  # None: a notification, answered with 202
     params: dict[str, Any]
 
 
-def parse_message(body: bytes) -> McpMessage | None:
-    """The message in `body`; None for a client's response (we never ask the client)."""
+@dataclass(frozen=True)
+class McpAnswer:
+    """A client's response to a request the gateway sent it (`ClientRequests`)."""
+
+    id: RequestId
+    response: dict[str, Any]  # the JSON-RPC response, as it came
+
+
+def parse_message(body: bytes) -> McpMessage | McpAnswer:
+    """The message in `body`: a request or notification, or a client's response."""
     try:
         raw = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -93,7 +101,12 @@ def parse_message(body: bytes) -> McpMessage | None:
             ErrorCode.INVALID_REQUEST, "send one JSON-RPC 2.0 object per POST (no batches)"
         )
     if "method" not in raw and "id" in raw and ("result" in raw or "error" in raw):
-        return None
+        answered = raw["id"]
+        if isinstance(answered, int | str) and not isinstance(answered, bool):
+            return McpAnswer(answered, raw)
+        raise GatewayError.of(
+            ErrorCode.INVALID_REQUEST, "a response's id must be the id of the request it answers"
+        )
     try:
         if "id" in raw:
             request = JsonRpcRequest.model_validate(raw)

@@ -41,7 +41,9 @@ What this module implements of MCP 2026-07-28 (spec `docs/specification/2026-07-
 Every message still runs through the pipeline (identity, policy, budgets, audit); a refusal
 here is the scope stage's input error, so an unauthenticated request still gets its 401.
 Tasks (`tasks/get`, `tasks/update`, `tasks/cancel`, a `tools/call` answered with a task) are
-`task_methods`'. Not implemented here: multi-round-trip `InputRequiredResult`.
+`task_methods`'. Multi round-trip requests: a handshake-era server's request to the client
+during a call is turned into `InputRequiredResult` (`input_rounds`). Not implemented: an
+upstream's own `InputRequiredResult`.
 """
 
 from __future__ import annotations

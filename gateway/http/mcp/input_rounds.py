@@ -1,0 +1,209 @@
+"""`InputRounds`: a 2026-07-28 client's tool call whose handshake-era server asks the client
+something mid-call (sampling, elicitation, roots), turned into that revision's multi
+round-trip requests.
+
+The 2026-07-28 wire has no server-to-client requests: a server answers `InputRequiredResult`
+and the client retries the call with `inputResponses`. A handshake-era server instead asks
+and waits, mid-call. So a stateless-era `tools/call` whose client declared client features
+(its `_meta` capabilities) runs in this object's task group, not in its request's task: the
+request waits for the call's first outcome (`RoundTrip.first_round`). The call's result is
+the answer, as for any call. A request of its server's is answered instead with
+`InputRequiredResult`: the request under a gateway-issued key (`ClientRequests.issue`) in
+`inputRequests`, and a `requestState` naming the running call, bound by an HMAC (a key
+derived from the gateway's secret) to the caller's identity and an expiry: opaque to the
+client and tamper-evident. The call keeps running, its server waiting for the answer.
+
+The client's retry (`tools/call` with that `requestState` and `inputResponses`), on any
+replica (`resume`), hands each response to the waiting call (`ClientRequests.answer`), then
+waits for the call's next outcome, which the call pushes to a Redis list of its own
+(`OUTCOMES`): its result (the answer, under the retry's id), or its server's next request
+(another round, the same `requestState`). A retry whose state is not the caller's, forged or
+expired is refused; one whose call ended without anyone reading its result waits for nothing
+longer than the state's expiry (the call's time limit). The call's server never waits on a
+client that does not retry: `CallEvents.request` answers it with an error by its deadline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from starlette.responses import JSONResponse, Response
+
+from gateway.gateway_error import GatewayError
+from gateway.http.mcp.client_requests import ClientRequests
+from gateway.pipeline import Pipeline, RequestContext
+from protocol import ErrorCode, Principal, RequestId
+
+log = logging.getLogger("conclave.gateway.mcp")
+
+OUTCOMES = "conclave:mcp:round:{%s}"  # a parked call's next outcomes, JSON, oldest first
+OUTCOME_TTL_S = 60  # an outcome nobody retried for is dropped this long after the call
+GRACE_S = 5.0  # a retry waits this much past its call's time limit for its outcome
+STATE_FIELD, RESPONSES_FIELD = "requestState", "inputResponses"
+INPUT_REQUIRED = "input_required"
+
+
+@dataclass(frozen=True)
+class _Input:
+    """A server's request, for the client to answer in its next round."""
+
+    key: str
+    request: dict[str, Any]  # {"method", "params"}
+
+
+class RoundTrip:
+    """One call that may take rounds: its side of `InputRounds`."""
+
+    def __init__(self, rounds: InputRounds, ctx: RequestContext) -> None:
+        self.rounds = rounds
+        self.ctx = ctx
+        self.id = secrets.token_urlsafe(16)
+        self.expires = time.time() + 60.0  # the call's time limit, once dispatch knows it
+        self._first, self._first_outcome = anyio.create_memory_object_stream[_Input | Response](1)
+        self._answered_first = False
+
+    async def first_round(self, pipeline: Pipeline, answer: Callable[[], Response]) -> Response:
+        """Start the call; its answer, or `InputRequiredResult` for its server's request."""
+        group = self.rounds.group
+        assert group is not None, "InputRounds.run is not running"
+        group.start_soon(self._run, pipeline, answer)
+        with self._first_outcome:
+            try:
+                outcome = await self._first_outcome.receive()
+            except anyio.EndOfStream:
+                raise RuntimeError("the call ended without an outcome") from None
+        if isinstance(outcome, Response):
+            return outcome
+        return JSONResponse(
+            _rpc(self.ctx.request_id, self.rounds.input_required(self.ctx, self, outcome))
+        )
+
+    async def ask(self, method: str, params: dict[str, Any]) -> object:
+        """The client's answer to a server's request, from the round it answers it in."""
+        principal = self.ctx.require_principal()
+        if self.ctx.invocation is not None:
+            self.expires = time.time() + self.ctx.invocation.limits.timeout_ms / 1000
+        key = self.rounds.requests.issue(principal)
+        with self.rounds.requests.waiting(principal, key) as answers:
+            try:
+                await self._deliver(_Input(key, {"method": method, "params": params}))
+            except (RedisError, OSError):
+                return {"error": {"code": -32603, "message": "the client cannot be reached"}}
+            return await answers.receive()
+
+    async def _run(self, pipeline: Pipeline, answer: Callable[[], Response]) -> None:
+        """The call, in the rounds' task group: whatever happens, nothing escapes into it."""
+        try:
+            await pipeline.run(self.ctx)  # never raises for a refusal or a tool's failure
+            await self._deliver(answer())
+        except Exception:  # a lost Redis at the last outcome: its retry times out
+            log.exception("a call answered in rounds could not deliver its outcome")
+        finally:
+            self._first.close()  # a first round still waiting is not left waiting
+
+    async def _deliver(self, outcome: _Input | Response) -> None:
+        """The first outcome to the request waiting here; later ones to the retry's list."""
+        if not self._answered_first:
+            self._answered_first = isinstance(outcome, _Input)
+            # Refused only when the request is gone (its client went: the call is cancelled).
+            with suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._first.send_nowait(outcome)
+            return
+        if isinstance(outcome, _Input):
+            pushed: dict[str, Any] = {"input": {outcome.key: outcome.request}}
+        else:
+            pushed = {"status": outcome.status_code, "body": json.loads(bytes(outcome.body))}
+        key = OUTCOMES % self.id
+        await self.rounds.redis.rpush(key, json.dumps(pushed))
+        await self.rounds.redis.expire(key, OUTCOME_TTL_S + int(self.expires - time.time()))
+
+
+class InputRounds:
+    def __init__(self, redis: Redis, requests: ClientRequests, secret: bytes) -> None:
+        self.redis = redis
+        self.requests = requests
+        self._key = hmac.new(secret, b"conclave: request state", hashlib.sha256).digest()
+        self.group: TaskGroup | None = None
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Hold the calls that run between their rounds, for good."""
+        async with anyio.create_task_group() as group:
+            self.group = group
+            task_status.started()
+            await anyio.sleep_forever()
+
+    def round_trip(self, ctx: RequestContext) -> RoundTrip:
+        return RoundTrip(self, ctx)
+
+    def input_required(
+        self, ctx: RequestContext, call: RoundTrip, asked: _Input | dict[str, Any]
+    ) -> dict[str, Any]:
+        requests = asked if isinstance(asked, dict) else {asked.key: asked.request}
+        state = self._state(ctx.require_principal(), call.id, call.expires)
+        return {"resultType": INPUT_REQUIRED, "inputRequests": requests, STATE_FIELD: state}
+
+    def _state(self, principal: Principal, call_id: str, expires: float) -> str:
+        body = f"{call_id}.{int(expires)}"
+        return f"{body}.{self._mac(principal, body)}"
+
+    def _mac(self, principal: Principal, body: str) -> str:
+        signed = "\0".join((principal.tenant, principal.agent, body)).encode()
+        return hmac.new(self._key, signed, hashlib.sha256).hexdigest()[:32]
+
+    def _opened(self, principal: Principal, state: object) -> tuple[str, float]:
+        """The call and expiry `state` names, if it is one this gateway gave `principal`."""
+        if isinstance(state, str) and state.count(".") == 2:
+            call_id, expires, mac = state.split(".")
+            body = f"{call_id}.{expires}"
+            good = hmac.compare_digest(mac.encode(), self._mac(principal, body).encode())
+            if good and expires.isdigit() and int(expires) + GRACE_S > time.time():
+                return call_id, float(expires)
+        raise GatewayError.of(
+            ErrorCode.INVALID_REQUEST,
+            "requestState is not one this gateway gave you for a call still running (it was"
+            " changed, is another caller's, or its call's time ran out): call the tool again",
+            param_hints={STATE_FIELD: "the requestState of your last InputRequiredResult"},
+        )
+
+    async def resume(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        """A retry's action: hand the call its client's responses, then its next outcome
+        (the JSON-RPC answer under the retry's id)."""
+        principal = ctx.require_principal()
+        call_id, expires = self._opened(principal, params.get(STATE_FIELD))
+        responses = params.get(RESPONSES_FIELD)
+        for key, response in (responses if isinstance(responses, dict) else {}).items():
+            if self.requests.issued_to(principal, key) and isinstance(response, dict):
+                await self.requests.answer(principal, key, {"result": response})
+        wait_s = max(1.0, expires + GRACE_S - time.time())
+        popped = await self.redis.blpop([OUTCOMES % call_id], timeout=wait_s)
+        if popped is None:
+            raise GatewayError.of(
+                ErrorCode.TOOL_TIMEOUT,
+                "the call this requestState names gave no outcome before its time ran out",
+            )
+        outcome = json.loads(popped[1])
+        if "input" in outcome:
+            state = self._state(principal, call_id, expires)
+            result = {"resultType": INPUT_REQUIRED, "inputRequests": outcome["input"]}
+            return {"status": 200, "body": _rpc(ctx.request_id, {**result, STATE_FIELD: state})}
+        return {"status": outcome["status"], "body": {**outcome["body"], "id": ctx.request_id}}
+
+
+def _rpc(request_id: RequestId | None, result: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+__all__ = ["OUTCOMES", "RESPONSES_FIELD", "STATE_FIELD", "InputRounds", "RoundTrip"]
