@@ -261,7 +261,9 @@ class HttpUpstream:
                     )
                 else:
                     deadline = answer_deadline(started, timeout_ms)
-                    result = await self._asking_call(session, params, limit, events, deadline)
+                    result = await self._asking_call(
+                        session, params, limit, events, deadline, asks
+                    )
         except Exception as exc:
             return self._failed(began, upstream_failure(self.name, exc))
         if asks.missing:
@@ -287,8 +289,15 @@ class HttpUpstream:
         limit: int,
         events: CallEvents,
         deadline: float,
+        asks: ClientRequestCheck,
     ) -> dict[str, Any]:
-        """`tools/call` whose upstream may ask the caller things while it runs."""
+        """`tools/call` whose upstream may ask the caller things while it runs (what the
+        request did not declare it may not ask: `asks` stops the call)."""
+
+        def asked(message: dict[str, Any]) -> None:
+            asks.asked(message)
+            if not asks.missing:
+                asking.start_soon(answer, message)
 
         async def answer(message: dict[str, Any]) -> None:
             reply = await events.request(message, deadline)
@@ -305,7 +314,7 @@ class HttpUpstream:
                     params,
                     limit=limit,
                     on_notification=events.emit_notification,
-                    on_request=lambda message: asking.start_soon(answer, message),
+                    on_request=asked,
                 )
             except Exception as exc:  # raised outside the group, not as an ExceptionGroup
                 failed = exc

@@ -123,7 +123,7 @@ async def _undeclared(settings: Settings, redis: Redis, client: httpx.AsyncClien
     # elicitation (tests/gateway/test_mcp_streaming.py drives this through a real upstream).
     stopped: list[bool] = []
     check = ClientRequestCheck({"elicitation": {}}, lambda: stopped.append(True))
-    assert check.heard({"jsonrpc": "2.0", "id": 0, "method": "sampling/createMessage"})
+    check.asked({"jsonrpc": "2.0", "id": 0, "method": "sampling/createMessage"})
     assert stopped == [True]
     return capability_missing("fx", "fx__test_sampling", check.missing)
 
