@@ -215,7 +215,6 @@ def _pipeline(
         registry,
         margin_ms=settings.budget_margin_ms,
         min_grant_ms=settings.budget_min_grant_ms,
-        plan_bounds=PlanBounds(settings.budget_plan_max, settings.budget_plan_name_max),
         hedges=hedges,
         hedge_quantile=settings.hedge_quantile,
     )
@@ -226,7 +225,7 @@ def _pipeline(
     pipeline = Pipeline(
         stages=[
             authenticate,
-            ScopeStage(),
+            ScopeStage(PlanBounds(settings.budget_plan_max, settings.budget_plan_name_max)),
             AuthorizeStage(registry),
             budget,
             DispatchStage(
