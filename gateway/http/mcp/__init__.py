@@ -1,9 +1,15 @@
-"""The MCP endpoint: streamable HTTP at `/mcp`, JSON-RPC 2.0, through the pipeline."""
+"""The MCP endpoint: streamable HTTP at `/mcp`, JSON-RPC 2.0, through the pipeline.
+
+The endpoint's route is loaded when the app includes it (`mcp_router`), not with the package:
+the endpoint reads its parts from `gateway.http.gateway_parts`, whose `GatewayParts` names this
+package's streams, catalog and log levels, so this package must load without the endpoint.
+"""
+
+from fastapi import APIRouter as _APIRouter
 
 from gateway.http.mcp.call_stream import CallStream
 from gateway.http.mcp.caller_streams import CallerStreams
 from gateway.http.mcp.catalog import McpCatalog
-from gateway.http.mcp.endpoint import SUPPORTED_VERSIONS, router
 from gateway.http.mcp.log_levels import LogLevels
 from gateway.http.mcp.messages import (
     McpMessage,
@@ -15,16 +21,22 @@ from gateway.http.mcp.messages import (
 from gateway.http.mcp.subscriptions import ResourceSubscriptions
 
 __all__ = [
-    "SUPPORTED_VERSIONS",
     "CallStream",
     "CallerStreams",
     "LogLevels",
     "McpCatalog",
     "McpMessage",
     "ResourceSubscriptions",
+    "mcp_router",
     "parse_message",
-    "router",
     "rpc_error",
     "tool_failure",
     "tool_result",
 ]
+
+
+def mcp_router() -> _APIRouter:
+    """The `/mcp` route, for the app to include."""
+    from gateway.http.mcp.endpoint import router
+
+    return router

@@ -34,8 +34,10 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from gateway.cancellation import CallCancel, cancel_when_client_goes
+from gateway.config import app_settings
 from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body, refuse_before_body
+from gateway.http.gateway_parts import gateway_parts
 from gateway.http.hot_routes import hot_route
 from gateway.http.mcp import stateless_era
 from gateway.http.mcp.call_stream import CallStream, accepts_stream
@@ -178,7 +180,7 @@ def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> R
     elif method == "tools/list":
         ctx.action = _listing(registry)
     elif method in UPSTREAM_OPERATIONS:
-        ctx.action = request.app.state.mcp_catalog.operation(method, message.params)
+        ctx.action = gateway_parts(request.app).mcp_catalog.operation(method, message.params)
     elif method == "initialize":
         params = message.params
 
@@ -187,9 +189,9 @@ def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> R
 
         ctx.action = initialize
     elif method == SET_LEVEL_METHOD:
-        ctx.action = request.app.state.log_levels.action(message.params)
+        ctx.action = gateway_parts(request.app).log_levels.action(message.params)
     elif method == CANCELLED_METHOD:
-        ctx.action = cancel_notice(request.app.state.inflight, message.params)
+        ctx.action = cancel_notice(gateway_parts(request.app).inflight, message.params)
     elif method == "ping" or method.startswith("notifications/"):
 
         async def empty(_: RequestContext) -> dict[str, Any]:
@@ -237,14 +239,14 @@ async def mcp_post(request: Request) -> Response:
     """`POST /mcp`: one JSON-RPC message in, its answer (or 202 for a notification) out."""
     if (refused := _origin_refused(request)) is not None:
         return refused
-    pipeline: Pipeline = request.app.state.pipeline
-    registry: ToolRegistry = request.app.state.registry
+    pipeline: Pipeline = gateway_parts(request.app).pipeline
+    registry: ToolRegistry = gateway_parts(request.app).registry
     body = b""
     message: McpMessage | None = None
     stateless, refusal = False, None
     try:
         await refuse_before_body(request, "mcp:*")  # a large body from a refused caller: unread
-        body = await read_body(request, request.app.state.settings.max_body_bytes)
+        body = await read_body(request, app_settings(request.app).max_body_bytes)
         message = parse_message(body)
         if message is None:  # a client's response: nothing to answer
             return Response(status_code=202)
@@ -263,7 +265,7 @@ async def mcp_post(request: Request) -> Response:
         await pipeline.run(ctx)
     elif message is not None and message.id is not None and accepts_stream(request):
         # Runs the call as it is sent, streaming its events if it has any (call_stream).
-        return CallStream(pipeline, ctx, answer, request.app.state.log_levels)
+        return CallStream(pipeline, ctx, answer, gateway_parts(request.app).log_levels)
     else:  # a tool call: a client that closes its connection cancels it
         async with cancel_when_client_goes(request.scope, request.receive, ctx.cancel):
             await pipeline.run(ctx)

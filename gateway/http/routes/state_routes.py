@@ -27,8 +27,10 @@ from typing import TypeVar
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ValidationError
 
+from gateway.config import app_settings
 from gateway.gateway_error import GatewayError, validation_hints
 from gateway.http.body import read_body, refuse_before_body
+from gateway.http.gateway_parts import gateway_parts
 from gateway.http.hot_routes import hot_route
 from gateway.http.responses import refusal
 from gateway.pipeline import Pipeline, RequestContext
@@ -50,12 +52,12 @@ Operation = Callable[[Actor], Awaitable[Response]]
 
 
 def _store(request: Request) -> StateStore:
-    store: StateStore = request.app.state.state_store
+    store: StateStore = gateway_parts(request.app).state_store
     return store
 
 
 async def _body(request: Request, model: type[Body], *, empty_ok: bool = False) -> Body:
-    raw = await read_body(request, request.app.state.settings.max_body_bytes)
+    raw = await read_body(request, app_settings(request.app).max_body_bytes)
     if empty_ok and not raw.strip():
         raw = b"{}"
     try:
@@ -98,7 +100,7 @@ async def _through_pipeline(
         action=perform,
         input_error=input_error,
     )
-    pipeline: Pipeline = request.app.state.pipeline
+    pipeline: Pipeline = gateway_parts(request.app).pipeline
     await pipeline.run(ctx)
     if ctx.error is not None:
         return refusal(ctx.error)
