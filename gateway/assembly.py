@@ -7,7 +7,8 @@ the audit writer, the table of in-flight calls that cancels reach from any repli
 egress proxy that sandboxes reach the network through, the tool
 sources (python and mcp_stdio run in sandboxes, mcp_http upstreams), the time
 budgets (latency windows, breakers, the allocator) and the six-stage pipeline over all of
-them. Nothing else constructs these parts.
+them, kept on the app as one frozen `GatewayParts` (`gateway.http.gateway_parts`), which
+handlers read through `gateway_parts(app)`. Nothing else constructs these parts.
 """
 
 from __future__ import annotations
