@@ -28,8 +28,8 @@ from fastapi import FastAPI
 
 from conclave.settings_pipe import read_settings
 from gateway import create_app
-from gateway.http import BoundedHttpToolsProtocol, ConnectionLimits
-from gateway.http.mcp import CallerStreams
+from gateway.config import app_settings
+from gateway.http import BoundedHttpToolsProtocol, ConnectionAudit, ConnectionLimits, gateway_parts
 from sandbox import SandboxPool
 
 INSTANCE_HEADER = "X-Conclave-Instance"
@@ -52,10 +52,9 @@ class _GatewayServer(uvicorn.Server):
         os.close(self.ready_fd)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        grace_s = self.app.state.settings.shutdown_grace_s
-        streams = getattr(self.app.state, "caller_streams", None)
-        if isinstance(streams, CallerStreams):  # /mcp's event streams never end by themselves
-            streams.close_all()
+        grace_s = app_settings(self.app).shutdown_grace_s
+        # Shut down after the lifespan started (uvicorn never shuts down a failed start-up).
+        gateway_parts(self.app).caller_streams.close_all()  # /mcp's streams never end alone
         loop = asyncio.get_running_loop()
         interrupt = loop.call_later(grace_s, lambda: loop.create_task(self._interrupt_calls()))
         try:
@@ -64,7 +63,7 @@ class _GatewayServer(uvicorn.Server):
             interrupt.cancel()
 
     async def _interrupt_calls(self) -> None:
-        executor = getattr(self.app.state, "executor", None)
+        executor = gateway_parts(self.app).executor
         if isinstance(executor, SandboxPool):
             await executor.interrupt()
 
@@ -74,7 +73,8 @@ def main() -> None:
     settings = read_settings(int(sys.argv[2]))
     ready_fd = int(sys.argv[3])
     instance = f"{socket.gethostname()}:{os.getpid()}"
-    app = create_app(settings)
+    connection_audit = ConnectionAudit()  # the server's protocol writes its refusals through it
+    app = create_app(settings, connection_audit=connection_audit)
     # loop "auto" picks uvloop (a dependency); httptools parses, as "auto" would pick.
     # No proxy-header rewriting: nothing reads the client address, and it ran on every request.
     config = uvicorn.Config(
@@ -85,7 +85,7 @@ def main() -> None:
         # One socket write per answer, not two; heads, time and connections bounded, and
         # their refusals audited (rate limited) through the app's audit writer.
         http=BoundedHttpToolsProtocol.bound_to(
-            ConnectionLimits.from_settings(settings), app.state.connection_audit
+            ConnectionLimits.from_settings(settings), connection_audit
         ),
         headers=[(INSTANCE_HEADER, instance)],  # uvicorn's default headers: no per-call cost
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_s + _BACKSTOP_S),

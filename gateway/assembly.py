@@ -7,7 +7,8 @@ the audit writer, the table of in-flight calls that cancels reach from any repli
 egress proxy that sandboxes reach the network through, the tool
 sources (python and mcp_stdio run in sandboxes, mcp_http upstreams), the time
 budgets (latency windows, breakers, the allocator) and the six-stage pipeline over all of
-them. Nothing else constructs these parts.
+them, kept on the app as one frozen `GatewayParts` (`gateway.http.gateway_parts`), which
+handlers read through `gateway_parts(app)`. Nothing else constructs these parts.
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ from gateway.budgets import (
     RateLimit,
 )
 from gateway.cancellation import InflightCalls
-from gateway.config import Settings
+from gateway.config import Settings, keep_settings
 from gateway.egress import EgressLimits, EgressProxy
-from gateway.http import ConnectionAudit, build_http_app
+from gateway.http import ConnectionAudit, GatewayParts, build_http_app, keep_parts
 from gateway.http.mcp import (
     CallerStreams,
     ClientRequests,
@@ -99,7 +100,14 @@ def _task_store(settings: Settings, redis: Redis) -> TaskStore:
     )
 
 
-def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] = ()) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    sources: Sequence[ToolSource] = (),
+    *,
+    connection_audit: ConnectionAudit | None = None,
+) -> FastAPI:
+    """The gateway's app for `settings`; `connection_audit` is the one the server's protocol
+    writes its refusals through, when the server is built before the app (a new one if not)."""
     settings = settings or Settings()
     if not settings.redis_url:
         raise ConfigurationError(
@@ -111,67 +119,101 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
         sources = load_config(settings.config).source
     config_dir = settings.config.parent if settings.config is not None else Path.cwd()
 
+    registry = served_tools(settings.tool_modules)
+    metrics = GatewayMetrics(registry)
+    connection_audit = connection_audit or ConnectionAudit()
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         install_json_logging(level=settings.log_level.upper())
-        state = app.state
-        state.redis = connect_redis(redis_url)
-        state.audit = AuditWriter(AuditLog(state.redis, settings.audit_stream_max))
-        state.audit.start()
-        state.connection_audit.attach(state.audit)  # the connection layer's refusals too
-        state.inflight = InflightCalls(state.redis)  # notifications/cancelled finds calls here
-        state.log_levels = LogLevels(state.redis)  # each caller's logging/setLevel
-        state.egress = EgressProxy(state.audit, _egress_limits(settings))
+        redis = connect_redis(redis_url)
+        audit = AuditWriter(AuditLog(redis, settings.audit_stream_max))
+        audit.start()
+        connection_audit.attach(audit)  # the connection layer's refusals too
+        inflight = InflightCalls(redis)  # notifications/cancelled finds calls here
+        log_levels = LogLevels(redis)  # each caller's logging/setLevel
+        egress = EgressProxy(audit, _egress_limits(settings))
         python = await open_python_sources(sources, config_dir, settings)  # in a sandbox
-        register_sources(state.registry, python.reports)
-        state.stdio = StdioSources(sources, state.registry)  # mcp_stdio sources
-        sandbox_settings = await state.stdio.open(python.sandbox_settings)
-        state.executor = _tool_executor(sandbox_settings, state.registry, state.egress)
-        state.agents = AgentDirectory(state.redis, settings)
-        state.state_store = StateStore.from_settings(state.redis, settings)
-        state.latency_window = _latency_window(settings, state.redis)
-        state.breaker = _circuit_breaker(settings, state.redis)
-        state.upstreams = UpstreamSet(sources, state.registry)  # mcp_http sources
+        register_sources(registry, python.reports)
+        stdio = StdioSources(sources, registry)  # mcp_stdio sources
+        sandbox_settings = await stdio.open(python.sandbox_settings)
+        executor = _tool_executor(sandbox_settings, registry, egress)
+        agents = AgentDirectory(redis, settings)
+        state_store = StateStore.from_settings(redis, settings)
+        latency_window = _latency_window(settings, redis)
+        breaker = _circuit_breaker(settings, redis)
+        upstreams = UpstreamSet(sources, registry)  # mcp_http sources
         # /mcp's GET streams, fed from any replica, and the subscriptions the upstreams'
         # news goes to
-        state.caller_streams = CallerStreams(state.redis, state.upstreams.sees)
+        caller_streams = CallerStreams(redis, upstreams.sees)
         # Requests a call's servers send its client, answered through any replica
         secret = settings.secret.get_secret_value().encode()
-        state.client_requests = ClientRequests(state.redis, secret)
+        client_requests = ClientRequests(redis, secret)
         # ... and, for a 2026-07-28 client, in rounds (InputRequiredResult, then its retry)
-        state.input_rounds = InputRounds(state.redis, state.client_requests, secret)
-        subscriptions = ResourceSubscriptions(state.redis, state.caller_streams, state.upstreams)
-        state.upstreams.events = subscriptions
-        state.mcp_catalog = McpCatalog(state.upstreams, state.stdio, subscriptions)
-        state.pipeline, state.header_check = _pipeline(settings, state.redis, state.registry, app)
-        tasks = _task_store(settings, state.redis)
-        state.tasks = TaskRunner(tasks, state.pipeline, task_outcome_of)  # MCP tasks' calls
+        input_rounds = InputRounds(redis, client_requests, secret)
+        subscriptions = ResourceSubscriptions(redis, caller_streams, upstreams)
+        upstreams.events = subscriptions
+        mcp_catalog = McpCatalog(upstreams, stdio, subscriptions)
+        pipeline, header_check = _pipeline(
+            settings,
+            redis,
+            registry,
+            executor=UpstreamRouter(StdioRouter(executor, stdio), upstreams),
+            inflight=inflight,
+            audit=audit,
+            metrics=metrics,
+            latency_window=latency_window,
+            breaker=breaker,
+        )
+        tasks = TaskRunner(_task_store(settings, redis), pipeline, task_outcome_of)  # MCP tasks
+        parts = GatewayParts(
+            sandbox_name=settings.sandbox_backend,
+            registry=registry,
+            metrics=metrics,
+            connection_audit=connection_audit,
+            redis=redis,
+            audit=audit,
+            inflight=inflight,
+            log_levels=log_levels,
+            egress=egress,
+            stdio=stdio,
+            executor=executor,
+            agents=agents,
+            state_store=state_store,
+            latency_window=latency_window,
+            breaker=breaker,
+            upstreams=upstreams,
+            caller_streams=caller_streams,
+            mcp_catalog=mcp_catalog,
+            pipeline=pipeline,
+            header_check=header_check,
+            client_requests=client_requests,
+            input_rounds=input_rounds,
+            tasks=tasks,
+        )
+        keep_parts(app, parts)
         try:
             async with anyio.create_task_group() as background:
-                if isinstance(state.executor, SandboxPool):
-                    background.start_soon(state.executor.run_reaper)  # reaps idle sandboxes
-                await background.start(state.upstreams.run)  # each upstream tried once
-                await background.start(state.inflight.listen)  # cancels from any replica
-                await background.start(state.caller_streams.listen)  # news from any replica
-                await background.start(state.tasks.run)  # MCP tasks' calls run in its group
-                await background.start(state.client_requests.listen)  # clients' answers
-                await background.start(state.input_rounds.run)  # calls between rounds
+                if isinstance(executor, SandboxPool):
+                    background.start_soon(executor.run_reaper)  # reaps idle sandboxes
+                await background.start(upstreams.run)  # each upstream tried once
+                await background.start(inflight.listen)  # cancels from any replica
+                await background.start(caller_streams.listen)  # news from any replica
+                await background.start(tasks.run)  # MCP tasks' calls run in its group
+                await background.start(client_requests.listen)  # clients' answers
+                await background.start(input_rounds.run)  # calls between rounds
                 yield
                 background.cancel_scope.cancel()
         finally:
-            state.stdio.close()
-            await state.executor.aclose()
-            await state.egress.aclose()
-            state.connection_audit.attach(None)
-            await state.audit.aclose()
-            await state.redis.aclose()
+            stdio.close()
+            await executor.aclose()
+            await egress.aclose()
+            connection_audit.attach(None)
+            await audit.aclose()
+            await redis.aclose()
 
     app = build_http_app(traced_lifespan(lifespan))  # traces while it runs if OTEL_* ask
-    app.state.settings = settings
-    app.state.sandbox_name = settings.sandbox_backend
-    app.state.registry = served_tools(settings.tool_modules)
-    app.state.metrics = GatewayMetrics(app.state.registry)
-    app.state.connection_audit = ConnectionAudit()  # the server's protocol writes through it
+    keep_settings(app, settings)
     return app
 
 
@@ -230,11 +272,20 @@ def _circuit_breaker(settings: Settings, redis: Redis) -> CircuitBreaker:
 
 
 def _pipeline(
-    settings: Settings, redis: Redis, registry: ToolRegistry, app: FastAPI
+    settings: Settings,
+    redis: Redis,
+    registry: ToolRegistry,
+    *,
+    executor: ToolExecutor,
+    inflight: InflightCalls,
+    audit: AuditWriter,
+    metrics: GatewayMetrics,
+    latency_window: LatencyWindow,
+    breaker: CircuitBreaker,
 ) -> tuple[Pipeline, HeaderCheck]:
     """The six stages in DESIGN.md's order, account running whatever happened; and what
-    authenticate and budget decide from a request's headers before its body is read."""
-    state = app.state
+    authenticate and budget decide from a request's headers before its body is read.
+    `executor` runs every tool, wherever it is served from."""
     jwks = JwksVerifier(settings) if settings.jwks_url else None
     admission = Admission(
         redis,
@@ -245,37 +296,35 @@ def _pipeline(
     )
     hedges = _hedge_budget(settings, redis)
     allocator = AtbaAllocator(
-        state.latency_window,
-        state.breaker,
+        latency_window,
+        breaker,
         registry,
         margin_ms=settings.budget_margin_ms,
         min_grant_ms=settings.budget_min_grant_ms,
-        plan_bounds=PlanBounds(settings.budget_plan_max, settings.budget_plan_name_max),
         hedges=hedges,
         hedge_quantile=settings.hedge_quantile,
     )
-    executor = UpstreamRouter(StdioRouter(state.executor, state.stdio), state.upstreams)
-    hedging = HedgeRace(executor, hedges, state.latency_window) if hedges else None
+    hedging = HedgeRace(executor, hedges, latency_window) if hedges else None
     authenticate = AuthenticateStage(settings, jwks)
     budget = BudgetStage(admission, allocator)
     pipeline = Pipeline(
         stages=[
             authenticate,
-            ScopeStage(),
+            ScopeStage(PlanBounds(settings.budget_plan_max, settings.budget_plan_name_max)),
             AuthorizeStage(registry),
             budget,
             DispatchStage(
                 executor,
                 reply_margin_ms=settings.budget_margin_ms,
-                inflight=state.inflight,
+                inflight=inflight,
                 hedging=hedging,
             ),
         ],
         closing=[
             AccountStage(
-                state.audit,
-                state.metrics,
-                CallFeedback(state.latency_window, state.breaker, hedges),
+                audit,
+                metrics,
+                CallFeedback(latency_window, breaker, hedges),
                 admission,
             )
         ],

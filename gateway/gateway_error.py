@@ -43,6 +43,30 @@ def validation_hints(exc: ValidationError | RequestValidationError) -> dict[str,
     return hints
 
 
+def _malformed(exc: RequestValidationError | ValidationError, trace_id: str | None) -> SerfError:
+    """The one answer to a request that does not parse, on every route: not JSON is
+    PARSE_ERROR, JSON of the wrong shape INVALID_REQUEST (400: the caller's request is wrong;
+    INVALID_ARGUMENTS is for a tool's arguments its schema refuses, and for a bad name)."""
+    hints = validation_hints(exc)
+    if any(e.get("type") == "json_invalid" for e in exc.errors()):
+        return SerfError.of(
+            ErrorCode.PARSE_ERROR,
+            "the request body is not valid JSON",
+            param_hints=hints,
+            trace_id=trace_id,
+        )
+    if isinstance(exc, ValidationError):  # pydantic's own: its title names the model
+        what = f"the request body is not a valid {exc.title}"
+    else:  # FastAPI's, over the body, the query and the path at once
+        what = "the request is malformed"
+    return SerfError.of(
+        ErrorCode.INVALID_REQUEST,
+        what,
+        param_hints=hints,
+        trace_id=trace_id,
+    )
+
+
 def translate(exc: BaseException, trace_id: str | None = None) -> SerfError:
     """Map any exception to its SERF envelope. The only place foreign exceptions are read."""
     if isinstance(exc, GatewayError):
@@ -73,14 +97,7 @@ def translate(exc: BaseException, trace_id: str | None = None) -> SerfError:
     if (unavailable := unavailable_error(exc)) is not None:  # the sandbox layer's, or Docker's
         return unavailable.model_copy(update={"trace_id": trace_id})
     if isinstance(exc, RequestValidationError | ValidationError):
-        hints = validation_hints(exc)
-        json_broken = any(e.get("type") == "json_invalid" for e in exc.errors())
-        return SerfError.of(
-            ErrorCode.PARSE_ERROR if json_broken else ErrorCode.INVALID_REQUEST,
-            "the request body is not valid JSON" if json_broken else "the request is malformed",
-            param_hints=hints,
-            trace_id=trace_id,
-        )
+        return _malformed(exc, trace_id)
     log.exception("unexpected error", exc_info=exc)
     return SerfError.of(
         ErrorCode.INTERNAL,

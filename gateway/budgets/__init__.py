@@ -2,7 +2,8 @@
 
 Each idea has its module: `admission` (one script per request), `latency_window` (p50/p95
 per tenant and tool, Kaplan-Meier over censored samples), `grant_rule` (the pure ATBA rule),
-`allocator` (the budget stage's seam over the rule), `breaker` (per tenant and tool),
+`time_ask` (what a caller asks of a request's time: deadline, plan, reserve, read once by the
+scope stage), `allocator` (the budget stage's seam over the rule), `breaker` (per tenant and tool),
 `outcome` (what the account stage records of each finished call: its sample, its kill's
 lateness, the breaker's evidence and the caller's hedge share, one round trip); hedging an
 idempotent tool's call has `hedge_rule` (ATBA's wait-or-hedge choice), `hedge_budget` (each
@@ -18,7 +19,7 @@ from gateway.budgets.admission import (
     RateLimit,
     in_flight_key,
 )
-from gateway.budgets.allocator import AtbaAllocator, PlanBounds, TimeGrant
+from gateway.budgets.allocator import AtbaAllocator, TimeGrant
 from gateway.budgets.breaker import BreakerState, CircuitBreaker, breaker_key, counts_against_tool
 from gateway.budgets.grant_rule import Allocation, allocate_budget, best_attempt, planned_chain
 from gateway.budgets.hedge_budget import HedgeBudget, hedge_key
@@ -35,6 +36,7 @@ from gateway.budgets.latency_window import (
     window_key,
 )
 from gateway.budgets.outcome import CallFeedback, OutcomeRecorder
+from gateway.budgets.time_ask import PlanBounds, TimeAsk, TimedCall, read_time_ask
 
 __all__ = [
     "KILL_OVERSHOOT",
@@ -57,7 +59,9 @@ __all__ = [
     "OutcomeRecorder",
     "PlanBounds",
     "RateLimit",
+    "TimeAsk",
     "TimeGrant",
+    "TimedCall",
     "allocate_budget",
     "best_attempt",
     "breaker_key",
@@ -70,5 +74,6 @@ __all__ = [
     "plan_fixed_hedge",
     "plan_hedge",
     "planned_chain",
+    "read_time_ask",
     "window_key",
 ]

@@ -3,8 +3,8 @@
 `build_http_app` includes every router, in `gateway.http.routes.ROUTERS`'s order, and the
 error handlers. A hot route is declared with `@hot_route` where it is declared; the fast path
 is built from the app's route table on its first call. What the routes reach through
-`app.state` (the pipeline, the registry, Redis) is put there by the lifespan that
-`gateway.assembly` passes in.
+`gateway_parts(app)` (the pipeline, the registry, Redis) is built by the lifespan that
+`gateway.assembly` passes in; the settings (`app_settings(app)`) are there before it runs.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from starlette.types import Receive, Send
 from starlette.types import Scope as AsgiScope
 
+from gateway.config import app_settings
 from gateway.http.body import as_json_body
 from gateway.http.console import ConsoleHeaders
 from gateway.http.console import router as console_router
@@ -46,7 +47,7 @@ class GatewayApp(FastAPI):
     def host_check(self) -> HostCheck | None:
         """The gateway's Host (and Origin) allow-list, once its settings are known."""
         if self._host_check is None and hasattr(self.state, "settings"):
-            settings = self.state.settings
+            settings = app_settings(self)
             self._host_check = HostCheck(settings.allowed_hosts, settings.host)
         return self._host_check
 
@@ -68,7 +69,7 @@ class GatewayApp(FastAPI):
                 as_json_body(scope)
             await super().__call__(scope, receive, send)
             return
-        scope["app"] = self  # what Starlette sets: handlers reach app.state through it
+        scope["app"] = self  # what Starlette sets: handlers reach the app's parts through it
         await serve_hot(handler, scope, receive, send)
 
     def openapi(self) -> dict[str, Any]:

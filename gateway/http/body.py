@@ -25,6 +25,7 @@ from fastapi import Request
 from starlette.types import Scope
 
 from gateway.gateway_error import GatewayError
+from gateway.http.gateway_parts import gateway_parts
 from gateway.pipeline import HeaderCheck
 from protocol import ErrorCode
 
@@ -86,7 +87,7 @@ async def refuse_before_body(request: Request, target: str) -> None:
     """Raise what the request's headers already refuse (no token or a bad one, a revoked
     agent, a caller over its rate for `target`) when its body may be large: it is then
     never read."""
-    check: HeaderCheck = request.app.state.header_check
+    check: HeaderCheck = gateway_parts(request.app).header_check
     if check.wanted(request.headers) and (refused := await check.refusal(request.headers, target)):
         raise refused
 

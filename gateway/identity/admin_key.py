@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from fastapi import Request
 
-from gateway.config import Settings
+from gateway.config import Settings, app_settings
 from gateway.gateway_error import GatewayError
 from protocol import ADMIN_KEY_HEADER, DEBUG_HEADER, ErrorCode
 
@@ -29,7 +29,7 @@ def shows_traceback(headers: Mapping[str, str], settings: Settings) -> bool:
 
 async def require_admin(request: Request) -> None:
     """FastAPI dependency: ADMIN_REQUIRED unless the admin key header matches."""
-    settings: Settings = request.app.state.settings
+    settings: Settings = app_settings(request.app)
     if not holds_admin_key(request.headers, settings):
         raise GatewayError.of(
             ErrorCode.ADMIN_REQUIRED,

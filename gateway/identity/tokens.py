@@ -19,7 +19,7 @@ import jwt
 from fastapi import Request
 from pydantic import ValidationError
 
-from gateway.config import Settings
+from gateway.config import Settings, app_settings
 from gateway.gateway_error import GatewayError
 from protocol import ErrorCode, Principal, TokenClaims
 
@@ -138,5 +138,5 @@ def bearer_token(request: Request) -> str:
 
 async def authenticated(request: Request) -> Principal:
     """FastAPI dependency: the caller's principal, or a SERF AUTH_* error."""
-    settings: Settings = request.app.state.settings
+    settings: Settings = app_settings(request.app)
     return verify_token(settings, bearer_token(request))

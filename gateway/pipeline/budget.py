@@ -30,6 +30,7 @@ from gateway.budgets import (
     CallReads,
     HedgeReport,
     InFlight,
+    TimedCall,
     TimeGrant,
 )
 from gateway.gateway_error import GatewayError
@@ -41,22 +42,22 @@ from protocol import ErrorCode, Principal
 class TimeAllocator(Protocol):
     """Decides how long a call may run; raises GatewayError(BUDGET_EXHAUSTED) to refuse."""
 
-    def reads(self, ctx: RequestContext) -> CallReads:
+    def reads(self, call: TimedCall) -> CallReads:
         """What admission must read for `allocate` (a breaker, latency windows)."""
         ...
 
-    async def allocate(self, ctx: RequestContext, admitted: AdmissionDecision) -> TimeGrant: ...
+    async def allocate(self, call: TimedCall, admitted: AdmissionDecision) -> TimeGrant: ...
 
 
 class DeadlineClamp:
     """The tool's declared timeout, never past the deadline; a passed deadline refuses."""
 
-    def reads(self, ctx: RequestContext) -> CallReads:
+    def reads(self, call: TimedCall) -> CallReads:
         return CallReads()
 
-    async def allocate(self, ctx: RequestContext, admitted: AdmissionDecision) -> TimeGrant:
-        declared = ctx.tool.spec.intent.timeout_ms if ctx.tool is not None else None
-        deadline = ctx.tool_context.deadline_ms if ctx.tool_context is not None else None
+    async def allocate(self, call: TimedCall, admitted: AdmissionDecision) -> TimeGrant:
+        declared = call.tool.spec.intent.timeout_ms if call.tool is not None else None
+        deadline = call.ask.deadline_ms
         if deadline is None:
             return TimeGrant(declared)
         left = deadline - int(time.time() * 1000)
@@ -95,8 +96,10 @@ class BudgetStage:
         target = _bucket_of(ctx)
         if ctx.tool is not None:  # a tool call holds a place among its tenant's in flight
             ctx.in_flight = InFlight.for_call(ctx.tool.spec.intent.timeout_ms)
+        asked_ms = ctx.limits.timeout_ms if ctx.limits is not None else None
+        call = TimedCall(p, ctx.tool, asked_ms, ctx.time_ask)
         decision = await self.admission.admit(
-            p.tenant, p.agent, p.generation, target, self.allocator.reads(ctx), ctx.in_flight
+            p.tenant, p.agent, p.generation, target, self.allocator.reads(call), ctx.in_flight
         )
         if not decision.allowed:
             ctx.in_flight = None  # refused before a place was taken: nothing to give back
@@ -104,7 +107,7 @@ class BudgetStage:
             raise refused
         if ctx.tool_refusal is not None:
             raise ctx.tool_refusal
-        grant = await self.allocator.allocate(ctx, decision)
+        grant = await self.allocator.allocate(call, decision)
         ctx.granted_ms, ctx.kill_margin_ms = grant.granted_ms, grant.kill_margin_ms
         ctx.hedge = HedgeReport(grant.hedge) if grant.hedge is not None else None
 

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from gateway.budgets import HedgeReport, InFlight
+from gateway.budgets import HedgeReport, InFlight, TimeAsk
 from gateway.cancellation import CallCancel
 from gateway.gateway_error import GatewayError
 from gateway.telemetry import TRACING, current_trace
@@ -35,6 +35,8 @@ from tools import RegisteredTool
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
 # "console": an admin's call through the console's "try this tool" form, as an agent.
+_NOTHING_ASKED = TimeAsk()  # a request scope has not read (frozen: one serves all)
+
 Transport = Literal["http", "mcp", "console"]
 Operation = Callable[["RequestContext"], Awaitable[Any]]
 
@@ -81,6 +83,7 @@ class RequestContext:
     principal: Principal | None = None
     oauth: bool = False  # the token came from the OAuth authorization server (can step up)
     tool_context: ToolContext | None = None
+    time_ask: TimeAsk = _NOTHING_ASKED  # the caller's deadline, plan, reserve: read by scope
     trace_id: str = ""
     traceparent: str = ""  # what our span hands on to the tool: the caller's trace, our span id
     tool: RegisteredTool | None = None

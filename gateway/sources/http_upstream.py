@@ -261,9 +261,7 @@ class HttpUpstream:
                     )
                 else:
                     deadline = answer_deadline(started, timeout_ms)
-                    result = await self._asking_call(
-                        session, params, limit, events, deadline, asks
-                    )
+                    result = await self._asking_call(session, params, limit, events, deadline, asks)
         except Exception as exc:
             return self._failed(began, upstream_failure(self.name, exc))
         if asks.missing:

@@ -27,14 +27,12 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from redis.asyncio import Redis
 
 if TYPE_CHECKING:
     from redis.asyncio.client import Pipeline
-
-    from gateway.telemetry.audit import AuditRecord
 
 SERIES_MINUTES = 60
 FLOOR_MS = 0.1
@@ -67,7 +65,22 @@ def bucket_middle_ms(bucket: int) -> float:
     return upper if bucket == 0 else upper / math.sqrt(GROWTH)
 
 
-def count_records(pipe: Pipeline, records: Sequence[AuditRecord]) -> None:
+class CountedRecord(Protocol):
+    """What the series read of an audit record (`gateway.telemetry.audit.AuditRecord`)."""
+
+    @property
+    def at_ms(self) -> int: ...
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def duration_ms(self) -> float: ...
+
+
+def count_records(pipe: Pipeline, records: Sequence[CountedRecord]) -> None:
     """Add the commands counting `records` to `pipe` (the audit's own pipeline)."""
     tenants: Counter[tuple[str, int, str]] = Counter()
     tools: Counter[tuple[int, str]] = Counter()

@@ -19,13 +19,12 @@ import struct
 import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-if TYPE_CHECKING:
-    from gateway.telemetry.tracing import RequestTrace, SpanRecord
+from gateway.telemetry.span_records import RequestTrace, SpanRecord
 
 log = logging.getLogger("conclave.gateway.tracing")
 

@@ -11,10 +11,11 @@ provider of one's own (tests pass one with an in-memory exporter).
 Cheap by construction (issue 17: on costs <= 10% calls/s, off <= 1%). Whether a request is
 traced is decided once, as it arrives: by its caller's W3C `traceparent` flag when it sent
 one, else by the provider's sampler; a request left out makes no span at all. A traced
-request's spans are recorded as small `SpanRecord`s, with the current one in a context
-variable (no OpenTelemetry context attach, no SDK span), and handed to the provider's span
-processors as SDK `ReadableSpan`s in one go when the request's span ends; the processors
-(BatchSpanProcessor, an exporter) see what SDK spans would have given them.
+request's spans are recorded as small `SpanRecord`s (`gateway.telemetry.span_records`), with
+the current one in a context variable (no OpenTelemetry context attach, no SDK span), and
+handed to the provider's span processors as SDK `ReadableSpan`s in one go when the request's
+span ends; the processors (BatchSpanProcessor, an exporter) see what SDK spans would have
+given them.
 
 The gateway keeps its provider to itself rather than installing it as OpenTelemetry's global
 one: a process may hold several gateways (tests, the bench) and an agent's own provider.
@@ -26,10 +27,8 @@ from __future__ import annotations
 import os
 import random
 import re
-import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
-from contextvars import ContextVar, Token
 from typing import Any
 
 from opentelemetry.context import Context
@@ -45,6 +44,14 @@ from opentelemetry.trace import (
 from starlette.types import ASGIApp as Asgi
 from starlette.types import Message, Receive, Scope, Send
 
+from gateway.telemetry.span_records import (
+    CURRENT_SPAN,
+    NOT_RECORDED,
+    AttributeValue,
+    RequestTrace,
+    SpanRecord,
+    SpanSink,
+)
 from protocol import SerfError
 
 _EXPORTERS = ("otlp", "console")
@@ -52,144 +59,12 @@ _DEFAULT_SERVICE = "conclave-gateway"
 _SCOPE = "conclave.gateway"  # the instrumentation scope of every span
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
-_UNSET = Status(StatusCode.UNSET)
 _NO_PARENT = Context()  # the sampler's parent for a request that arrives without a trace
 
-AttributeValue = str | bool | int | float
 Lifespan = Callable[[Any], AbstractAsyncContextManager[None]]
 
 
-class SpanRecord:
-    """One span of a traced request, as plain fields: entered, it is the current span (a
-    context variable) until it exits; its request hands it on when the request's span ends."""
-
-    __slots__ = (
-        "_token",
-        "attributes",
-        "end_ns",
-        "kind",
-        "name",
-        "parent_id",
-        "request",
-        "span_id",
-        "start_ns",
-        "status",
-    )
-
-    def __init__(
-        self,
-        request: RequestTrace,
-        name: str,
-        parent_id: int,
-        attributes: Mapping[str, AttributeValue] | None,
-        kind: SpanKind,
-    ) -> None:
-        self.request = request
-        self.name = name
-        self.span_id = random.getrandbits(64) or 1
-        self.parent_id = parent_id
-        self.attributes: dict[str, AttributeValue] = dict(attributes) if attributes else {}
-        self.kind = kind
-        self.status = _UNSET
-        self.start_ns = self.end_ns = 0
-        self._token: Token[SpanRecord | None] | None = None
-
-    def __enter__(self) -> SpanRecord:
-        self.start_ns = time.time_ns()
-        self._token = _CURRENT.set(self)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        # An exception leaves no trace of its own (its message may quote a caller's input):
-        # the instrumented code sets the status, with `mark_failed` or `mark_raised`.
-        self.end_ns = time.time_ns()
-        if self._token is not None:
-            _CURRENT.reset(self._token)
-        self.request.ended(self)
-
-    def set_attribute(self, name: str, value: AttributeValue) -> None:
-        self.attributes[name] = value
-
-    def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
-        self.attributes.update(attributes)
-
-    def set_status(self, status: Status) -> None:
-        self.status = status
-
-    @property
-    def traceparent(self) -> str:
-        """The W3C `traceparent` naming this span, for whatever it calls."""
-        return f"00-{self.request.trace_hex}-{self.span_id:016x}-01"
-
-
-class _Unrecorded(SpanRecord):
-    """What `Tracing.span` gives outside a traced request: takes every call, keeps nothing."""
-
-    def __init__(self) -> None:
-        pass
-
-    def __enter__(self) -> SpanRecord:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def set_attribute(self, name: str, value: AttributeValue) -> None:
-        return None
-
-    def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
-        return None
-
-    def set_status(self, status: Status) -> None:
-        return None
-
-
-class RequestTrace:
-    """The spans of one traced request, handed to the span processors as `ReadableSpan`s
-    when its first span (the request's) ends; a span ending later is handed on alone."""
-
-    __slots__ = ("_finished", "_sink", "remote_parent", "trace_hex", "trace_id", "trace_state")
-
-    def __init__(
-        self,
-        sink: _Sink,
-        trace_id: int,
-        remote_parent: SpanContext | None,
-        trace_state: TraceState | None,
-    ) -> None:
-        self._sink = sink
-        self.trace_id = trace_id
-        self.trace_hex = f"{trace_id:032x}"
-        self.remote_parent = remote_parent
-        self.trace_state = trace_state
-        self._finished: list[SpanRecord] | None = []
-
-    def ended(self, span: SpanRecord) -> None:
-        finished = self._finished
-        if finished is None:  # after the request's span: a straggler, sent on its own
-            self._sink.export(self, [span])
-        elif span.parent_id == self._root_parent_id:
-            finished.append(span)
-            self._finished = None
-            self._sink.export(self, finished)
-        else:
-            finished.append(span)
-
-    @property
-    def _root_parent_id(self) -> int:
-        return 0 if self.remote_parent is None else self.remote_parent.span_id
-
-
-class _Sink:
-    """Where a traced request's finished spans go, and the sampler of new traces."""
-
-    sampler: Any
-
-    def export(self, request: RequestTrace, spans: list[SpanRecord]) -> None:
-        raise NotImplementedError
-
-
-class _ProcessorSink(_Sink):
+class _ProcessorSink(SpanSink):
     """An SDK provider's span processors, handed SDK `ReadableSpan`s (tests, `console`)."""
 
     def __init__(self, provider: Any) -> None:
@@ -227,7 +102,7 @@ class _ProcessorSink(_Sink):
             self.processor.on_end(readable)
 
 
-class _WireSink(_Sink):
+class _WireSink(SpanSink):
     """The OTLP/HTTP exporter of `gateway.telemetry.otlp_wire`: spans queued as recorded."""
 
     def __init__(self, sampler: Any, wire: Any) -> None:
@@ -243,7 +118,7 @@ class Tracing:
 
     def __init__(self) -> None:
         self.on = False
-        self._sink: _Sink | None = None
+        self._sink: SpanSink | None = None
 
     def span(
         self,
@@ -254,9 +129,9 @@ class Tracing:
         """A child of the current span, current itself while the block runs. Outside a
         traced request (the sampler left it out, or work outside a request) nothing is made:
         a request left out costs a context variable read per instrumented step."""
-        parent = _CURRENT.get()
+        parent = CURRENT_SPAN.get()
         if parent is None:
-            return _NOT_RECORDED
+            return NOT_RECORDED
         return SpanRecord(parent.request, name, parent.span_id, attributes, kind)
 
     def request_span(
@@ -267,32 +142,30 @@ class Tracing:
         the provider's sampler (`OTEL_TRACES_SAMPLER`) for a new trace."""
         sink = self._sink
         if sink is None:
-            return _NOT_RECORDED
+            return NOT_RECORDED
         match = _TRACEPARENT.match(traceparent) if traceparent else None
         remote = None
         if match is not None and (trace_id := int(match.group(1), 16)) and int(match.group(2), 16):
             if not int(match.group(3), 16) & 1:
-                return _NOT_RECORDED  # the caller does not sample this trace
+                return NOT_RECORDED  # the caller does not sample this trace
             state = TraceState.from_header([tracestate]) if tracestate else None
             remote = SpanContext(trace_id, int(match.group(2), 16), True, _SAMPLED, state)
         else:
             trace_id, state = random.getrandbits(128) or 1, None
             decision = sink.sampler.should_sample(_NO_PARENT, trace_id, name, SpanKind.SERVER)
             if not decision.decision.is_sampled():
-                return _NOT_RECORDED
+                return NOT_RECORDED
         request = RequestTrace(sink, trace_id, remote, state)
         parent_id = 0 if remote is None else remote.span_id
         return SpanRecord(request, name, parent_id, None, SpanKind.SERVER)
 
 
-_CURRENT: ContextVar[SpanRecord | None] = ContextVar("conclave_current_span", default=None)
 TRACING = Tracing()
-_NOT_RECORDED = _Unrecorded()
 
 
 def recording_span() -> SpanRecord | None:
     """The current span of a traced request, or None (not traced, or outside a request)."""
-    return _CURRENT.get()
+    return CURRENT_SPAN.get()
 
 
 def start_tracing(provider: TracerProvider) -> None:
@@ -357,7 +230,7 @@ def traced_lifespan(lifespan: Lifespan) -> Lifespan:
     return traced
 
 
-def _sink(exporter: str) -> tuple[_Sink, Callable[[], None]]:
+def _sink(exporter: str) -> tuple[SpanSink, Callable[[], None]]:
     """The sink `exporter` names, with the SDK's sampler (`OTEL_TRACES_SAMPLER`) and resource
     (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`), and what shuts it down."""
     # Imported here: a gateway that does not trace never loads the SDK.
@@ -389,7 +262,7 @@ async def serve_traced(serve: Asgi, scope: Scope, receive: Receive, send: Send) 
             tracestate = value.decode("latin-1")
     method, path = scope["method"], scope["path"]
     span = TRACING.request_span(f"{method} {path}", traceparent, tracestate)
-    if span is _NOT_RECORDED:
+    if span is NOT_RECORDED:
         await serve(scope, receive, send)
         return
     span.attributes = {"http.request.method": method, "url.path": path}
@@ -409,7 +282,7 @@ async def serve_traced(serve: Asgi, scope: Scope, receive: Receive, send: Send) 
 def current_trace() -> tuple[str, str] | None:
     """(trace id, W3C `traceparent`) of the current span, to hand on to whatever it calls;
     None outside a traced request."""
-    span = _CURRENT.get()
+    span = CURRENT_SPAN.get()
     if span is None:
         return None
     return span.request.trace_hex, span.traceparent
@@ -418,7 +291,7 @@ def current_trace() -> tuple[str, str] | None:
 def inject(headers: dict[str, str]) -> None:
     """Add the current span's W3C `traceparent` (and the caller's `tracestate`) to `headers`,
     for an upstream request; nothing outside a traced request."""
-    span = _CURRENT.get()
+    span = CURRENT_SPAN.get()
     if span is None:
         return
     headers["traceparent"] = span.traceparent

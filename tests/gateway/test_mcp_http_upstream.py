@@ -34,6 +34,7 @@ from conclave.bench.mcp_upstream import running_upstream
 from conclave.ports import free_port
 from gateway.assembly import create_app
 from gateway.config import Settings
+from gateway.http import gateway_parts
 from gateway.identity.tokens import issue_token
 from tools.sources import McpHttpSource, load_config
 
@@ -409,7 +410,7 @@ async def test_a_call_cancelled_at_the_gateway_is_cancelled_on_the_upstream(
     with running_upstream(stateful=True) as url:
         async with _gateway(settings, _source(url)) as app, _client(app) as client:
             headers = _auth(settings, "tool:up.*", agent="canceller")
-            inflight = app.state.inflight
+            inflight = gateway_parts(app).inflight
             params = {"name": "up.wait_cancel", "arguments": {"tag": "from-the-agent"}}
             call = {"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": params}
             notice = {

@@ -21,6 +21,7 @@ from redis.asyncio import Redis
 
 from gateway.assembly import create_app
 from gateway.config import Settings
+from gateway.http import gateway_parts
 from gateway.identity.tokens import issue_token
 from gateway.telemetry import AuditLog, AuditRecord
 from tools.harness.egress import EGRESS_TEST_PORT
@@ -105,7 +106,7 @@ async def gateway(
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
-            yield EgressGateway(client, settings, app.state.audit)
+            yield EgressGateway(client, settings, gateway_parts(app).audit)
 
 
 def _refused(result: dict[str, Any], because: str) -> None:

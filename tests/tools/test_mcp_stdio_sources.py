@@ -30,6 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from conclave.config_file import settings_from
 from conclave.stack import EmbeddedStack
 from gateway import Settings, create_app, issue_token
+from gateway.http import gateway_parts
 from protocol import ResourceIntent
 from tools.sources import McpStdioSource
 
@@ -275,7 +276,7 @@ async def test_a_cancelled_call_is_cancelled_on_the_server_which_stays_warm(
     async with _gateway(settings, _source("odd", HARNESS)) as app, _rest(app) as client:
         headers = _auth(settings, "tool:odd.*", agent="canceller")
         pid = (await _call(client, headers, "odd.pid")).json()["result"]
-        inflight = app.state.inflight
+        inflight = gateway_parts(app).inflight
         params = {"name": "odd.wait_cancel", "arguments": {}}
         call = {"jsonrpc": "2.0", "id": "stop-me", "method": "tools/call", "params": params}
         notice = {

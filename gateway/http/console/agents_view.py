@@ -8,11 +8,12 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 
 from gateway.http.console.page_layout import esc, page, post_button, table
+from gateway.http.gateway_parts import gateway_parts
 from gateway.identity import AgentDirectory
 
 
 async def agents_page(request: Request, form_token: str, notice: str = "") -> HTMLResponse:
-    directory: AgentDirectory = request.app.state.agents
+    directory: AgentDirectory = gateway_parts(request.app).agents
     rows = []
     for record in await directory.list():
         revoke = (

@@ -16,6 +16,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 
 from gateway.http.console.page_layout import esc, page, table
+from gateway.http.gateway_parts import gateway_parts
 from gateway.telemetry import AuditLog, AuditRecord
 
 WINDOW_RECORDS = 2000
@@ -68,8 +69,8 @@ def _burn_down(calls: list[AuditRecord]) -> str:
 
 
 async def chains_page(request: Request) -> HTMLResponse:
-    await request.app.state.audit.flush()
-    records = await AuditLog(request.app.state.redis).newest(WINDOW_RECORDS)
+    await gateway_parts(request.app).audit.flush()
+    records = await AuditLog(gateway_parts(request.app).redis).newest(WINDOW_RECORDS)
     parts = []
     for calls in _chains(records):
         first = calls[0]

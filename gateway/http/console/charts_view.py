@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse
 
 from gateway.http.console.chart_svg import Series, line_chart
 from gateway.http.console.page_layout import esc, page
+from gateway.http.gateway_parts import gateway_parts
 from gateway.identity import AgentDirectory
 from gateway.telemetry import SERIES_MINUTES, CallSeries, TenantMinute, ToolMinute
 
@@ -67,9 +68,9 @@ def _tenant_charts(minutes: list[int], tenants: dict[str, list[TenantMinute]]) -
 
 
 async def charts_page(request: Request) -> HTMLResponse:
-    await request.app.state.audit.flush()  # this replica's own records, up to now
-    directory: AgentDirectory = request.app.state.agents
-    series = CallSeries(request.app.state.redis)
+    await gateway_parts(request.app).audit.flush()  # this replica's own records, up to now
+    directory: AgentDirectory = gateway_parts(request.app).agents
+    series = CallSeries(gateway_parts(request.app).redis)
     minutes = series.window(int(time.time() * 1000))
     tenants = sorted({r.tenant for r in await directory.list()})[:MAX_TENANTS]
     body = (

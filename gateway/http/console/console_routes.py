@@ -19,7 +19,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import RedirectResponse, StreamingResponse
 from redis.asyncio import Redis
 
-from gateway.config import Settings
+from gateway.config import Settings, app_settings
 from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body
 from gateway.http.console.agents_view import agents_page
@@ -46,6 +46,7 @@ from gateway.http.console.page_layout import esc, page
 from gateway.http.console.sandboxes_view import sandboxes_page
 from gateway.http.console.tools_view import tools_page
 from gateway.http.console.try_view import call_as_agent, try_page
+from gateway.http.gateway_parts import gateway_parts
 from gateway.identity import AgentDirectory
 from protocol import ADMIN_KEY_HEADER, ErrorCode
 
@@ -88,7 +89,7 @@ async def _acting(
 
 
 def _token(request: Request, session: ConsoleSession) -> str:
-    settings: Settings = request.app.state.settings
+    settings: Settings = app_settings(request.app)
     return session.form_token(settings)
 
 
@@ -106,8 +107,8 @@ async def login_form(request: Request) -> Response:
 
 @router.post("/login")
 async def login(request: Request) -> Response:
-    settings: Settings = request.app.state.settings
-    redis: Redis = request.app.state.redis
+    settings: Settings = app_settings(request.app)
+    redis: Redis = gateway_parts(request.app).redis
     address = request.client.host if request.client else ""
     await refuse_if_throttled(redis, settings, address)  # before the key is looked at
     form = await _form(request)
@@ -168,7 +169,7 @@ router.add_api_route(
 
 @router.post("/try")
 async def try_tool(request: Request) -> Response:
-    settings: Settings = request.app.state.settings
+    settings: Settings = app_settings(request.app)
     acting = await _acting(request, settings.max_body_bytes)  # arguments may be long
     if isinstance(acting, Response):
         return acting
@@ -202,7 +203,7 @@ async def revoke(request: Request) -> Response:
         return acting
     session, form = acting
     tenant, agent = form.get("tenant", ""), form.get("agent", "")
-    directory: AgentDirectory = request.app.state.agents
+    directory: AgentDirectory = gateway_parts(request.app).agents
     record = await directory.revoke(tenant, agent)
     notice = (
         f"Revoked {tenant}/{agent}: its next call is refused."

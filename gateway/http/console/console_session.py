@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from fastapi import Request
 from redis.asyncio import Redis
 
-from gateway.config import Settings
+from gateway.config import Settings, app_settings
+from gateway.http.gateway_parts import gateway_parts
 from protocol import ADMIN_KEY_HEADER
 
 SESSION_COOKIE = "conclave_console"
@@ -71,7 +72,7 @@ def new_session(settings: Settings) -> tuple[ConsoleSession, str]:
 async def session_of(request: Request) -> ConsoleSession | None:
     """The request's admin session: its valid cookie of a session not ended, or (for scripts
     and the bench) the admin key in its header; None when it has neither."""
-    settings: Settings = request.app.state.settings
+    settings: Settings = app_settings(request.app)
     if admin_key_matches(settings, request.headers.get(ADMIN_KEY_HEADER, "")):
         return ConsoleSession(_ADMIN_KEY_NONCE, int(time.time()) + SESSION_TTL_S)
     expires, _, rest = request.cookies.get(SESSION_COOKIE, "").partition(".")
@@ -82,7 +83,7 @@ async def session_of(request: Request) -> ConsoleSession | None:
         return None
     if int(expires) < time.time():
         return None
-    redis: Redis = request.app.state.redis
+    redis: Redis = gateway_parts(request.app).redis
     if await redis.exists(_ended_key(nonce)):
         return None
     return ConsoleSession(nonce, int(expires))
@@ -93,10 +94,10 @@ async def end_session(request: Request, session: ConsoleSession) -> None:
     left_s = session.expires_at - int(time.time())
     if session.nonce == _ADMIN_KEY_NONCE or left_s <= 0:
         return
-    redis: Redis = request.app.state.redis
+    redis: Redis = gateway_parts(request.app).redis
     await redis.set(_ended_key(session.nonce), 1, ex=left_s)
 
 
 def form_token_matches(request: Request, session: ConsoleSession, presented: str) -> bool:
-    settings: Settings = request.app.state.settings
+    settings: Settings = app_settings(request.app)
     return hmac.compare_digest(presented.encode(), session.form_token(settings).encode())

@@ -22,6 +22,7 @@ from fastapi.responses import HTMLResponse, StreamingResponse
 
 from gateway.gateway_error import GatewayError
 from gateway.http.console.page_layout import esc, page, table
+from gateway.http.gateway_parts import gateway_parts
 from gateway.telemetry import AuditLog, AuditRecord
 from protocol import ErrorCode
 
@@ -70,8 +71,8 @@ def feed_cells(record: AuditRecord) -> list[str | float]:
 
 
 async def feed_page(request: Request, before: str | None) -> HTMLResponse:
-    await request.app.state.audit.flush()  # this replica's own records, up to now
-    audit = AuditLog(request.app.state.redis)
+    await gateway_parts(request.app).audit.flush()  # this replica's own records, up to now
+    audit = AuditLog(gateway_parts(request.app).redis)
     cursor = before if before and _ENTRY_ID.match(before) else None
     records = await audit.newest(PAGE_RECORDS, before=cursor)
     older = (
@@ -90,7 +91,7 @@ async def feed_page(request: Request, before: str | None) -> HTMLResponse:
 
 
 async def feed_events(request: Request) -> StreamingResponse:
-    state = request.app.state
+    state = request.app.state  # the count of open feeds: this replica's, kept as it runs
     open_feeds = getattr(state, "console_feeds", 0)
     if open_feeds >= MAX_FEEDS:
         raise GatewayError.of(
@@ -98,7 +99,7 @@ async def feed_events(request: Request) -> StreamingResponse:
             f"{MAX_FEEDS} live feeds are open on this gateway already: close one, or read"
             " GET /v1/audit",
         )
-    audit = AuditLog(state.redis)
+    audit = AuditLog(gateway_parts(request.app).redis)
     resumed = request.headers.get("last-event-id", "")
     after = resumed if _ENTRY_ID.match(resumed) else await audit.last_id()
     state.console_feeds = open_feeds + 1

@@ -18,6 +18,7 @@ from fastapi.responses import HTMLResponse
 from redis.asyncio import Redis
 
 from gateway.http.console.page_layout import esc, page, post_button, table
+from gateway.http.gateway_parts import gateway_parts
 from gateway.state import CheckReport, NamespaceKeys, check_namespace, check_namespace_history
 
 MAX_NAMESPACES = 200
@@ -51,7 +52,7 @@ def _detail_url(tenant: str, namespace: str) -> str:
 
 
 async def namespaces_page(request: Request) -> HTMLResponse:
-    redis: Redis = request.app.state.redis
+    redis: Redis = gateway_parts(request.app).redis
     found = [_namespace_of(k) for k in await _scan(redis, "cc:{t:*}:ns:*:cfg", MAX_NAMESPACES)]
     rows = [
         [tenant, f'<a href="{esc(_detail_url(tenant, ns))}">{esc(ns)}</a>'] for tenant, ns in found
@@ -65,7 +66,7 @@ async def namespaces_page(request: Request) -> HTMLResponse:
 async def namespace_page(
     request: Request, tenant: str, namespace: str, form_token: str, report: CheckReport | None
 ) -> HTMLResponse:
-    redis: Redis = request.app.state.redis
+    redis: Redis = gateway_parts(request.app).redis
     keys = NamespaceKeys(tenant, check_namespace(namespace))
     config = await redis.hgetall(keys.config)
     if not config:
@@ -140,4 +141,4 @@ def _report(report: CheckReport) -> str:
 
 async def check_namespace_of(request: Request, tenant: str, namespace: str) -> CheckReport:
     keys = NamespaceKeys(tenant, check_namespace(namespace))
-    return await check_namespace_history(request.app.state.redis, keys)
+    return await check_namespace_history(gateway_parts(request.app).redis, keys)

@@ -7,14 +7,16 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 
 from gateway.http.console.page_layout import page, table
+from gateway.http.gateway_parts import gateway_parts
 from sandbox import SandboxPool
 
 
 async def sandboxes_page(request: Request) -> HTMLResponse:
-    executor = request.app.state.executor
+    parts = gateway_parts(request.app)
+    executor = parts.executor
     if not isinstance(executor, SandboxPool):
         body = (
-            f"<p>Tools run on the {request.app.state.sandbox_name!s} executor here: no sandbox"
+            f"<p>Tools run on the {parts.sandbox_name!s} executor here: no sandbox"
             " pool, no isolation.</p>"
         )
         return page("sandboxes", "Sandboxes", body)

@@ -10,6 +10,7 @@ from fastapi.responses import HTMLResponse
 
 from gateway.budgets import BreakerState, CircuitBreaker, LatencyEstimate, LatencyWindow
 from gateway.http.console.page_layout import page, table
+from gateway.http.gateway_parts import gateway_parts
 from gateway.identity import AgentDirectory
 from tools import ToolRegistry
 
@@ -17,11 +18,11 @@ MAX_TENANTS = 20  # a page, not a dump: the first tenants by name
 
 
 async def tools_page(request: Request) -> HTMLResponse:
-    state = request.app.state
-    registry: ToolRegistry = state.registry
-    directory: AgentDirectory = state.agents
-    window: LatencyWindow = state.latency_window
-    breaker: CircuitBreaker = state.breaker
+    parts = gateway_parts(request.app)
+    registry: ToolRegistry = parts.registry
+    directory: AgentDirectory = parts.agents
+    window: LatencyWindow = parts.latency_window
+    breaker: CircuitBreaker = parts.breaker
     tools = sorted(registry, key=lambda t: t.name)
     tool_rows = [
         [t.name, t.entrypoint.partition(":")[0], t.spec.intent.timeout_ms, t.spec.description]

@@ -22,6 +22,7 @@ from gateway.cancellation import CallCancel
 from gateway.gateway_error import GatewayError
 from gateway.http.console.argument_fields import arguments_of, fields_html
 from gateway.http.console.page_layout import esc, page
+from gateway.http.gateway_parts import gateway_parts
 from gateway.identity import AgentDirectory
 from gateway.pipeline import Pipeline, RequestContext
 from protocol import SerfError
@@ -33,7 +34,7 @@ MAX_SHOWN_CHARS = 20_000  # a page, not a dump: a longer answer is cut, saying s
 
 
 def _tool(request: Request, name: str) -> RegisteredTool | None:
-    registry: ToolRegistry = request.app.state.registry
+    registry: ToolRegistry = gateway_parts(request.app).registry
     return next((t for t in registry if t.name == name), None)
 
 
@@ -49,7 +50,7 @@ def _chooser(tools: list[str], chosen: str) -> str:
 
 
 async def _agent_options(request: Request, chosen: str) -> str:
-    directory: AgentDirectory = request.app.state.agents
+    directory: AgentDirectory = gateway_parts(request.app).agents
     names = [f"{r.tenant}/{r.agent}" for r in await directory.list() if not r.revoked]
     return "".join(
         f'<option value="{esc(n)}"{" selected" if n == chosen else ""}>{esc(n)}</option>'
@@ -93,7 +94,7 @@ async def try_page(
     posted: dict[str, str] | None = None,
     outcome: str = "",
 ) -> HTMLResponse:
-    registry: ToolRegistry = request.app.state.registry
+    registry: ToolRegistry = gateway_parts(request.app).registry
     names = sorted(t.name for t in registry)
     chosen = tool_name if tool_name in names else (names[0] if names else "")
     body = _chooser(names, chosen)
@@ -123,7 +124,7 @@ async def call_as_agent(request: Request, form: dict[str, str]) -> str:
     """Call the posted tool as the posted agent; the outcome as markup."""
     tool = _tool(request, form.get("tool", ""))
     tenant, _, agent = form.get("agent", "").partition("/")
-    directory: AgentDirectory = request.app.state.agents
+    directory: AgentDirectory = gateway_parts(request.app).agents
     try:
         token = await directory.issue(tenant, agent, ttl_s=TOKEN_TTL_S)
     except GatewayError as exc:  # not registered, or revoked: nothing to call as
@@ -143,6 +144,6 @@ async def call_as_agent(request: Request, form: dict[str, str]) -> str:
         ctx.input_error = exc
     else:
         ctx.cancel = CallCancel()
-    pipeline: Pipeline = request.app.state.pipeline
+    pipeline: Pipeline = gateway_parts(request.app).pipeline
     await pipeline.run(ctx)
     return _outcome_html(ctx)

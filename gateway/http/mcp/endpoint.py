@@ -45,8 +45,10 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from gateway.cancellation import CallCancel, cancel_when_client_goes
+from gateway.config import app_settings
 from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body, refuse_before_body
+from gateway.http.gateway_parts import gateway_parts
 from gateway.http.hot_routes import hot_route
 from gateway.http.mcp import stateless_era, subscriptions_listen, task_methods
 from gateway.http.mcp.call_stream import CallStream, LevelOf, accepts_stream, fixed_level
@@ -201,7 +203,7 @@ def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> R
     elif method == "tools/list":
         ctx.action = _listing(registry)
     elif method in UPSTREAM_OPERATIONS:
-        ctx.action = request.app.state.mcp_catalog.operation(method, message.params)
+        ctx.action = gateway_parts(request.app).mcp_catalog.operation(method, message.params)
     elif method == "initialize":
         params = message.params
 
@@ -210,9 +212,9 @@ def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> R
 
         ctx.action = initialize
     elif method == SET_LEVEL_METHOD:
-        ctx.action = request.app.state.log_levels.action(message.params)
+        ctx.action = gateway_parts(request.app).log_levels.action(message.params)
     elif method == CANCELLED_METHOD:
-        ctx.action = cancel_notice(request.app.state.inflight, message.params)
+        ctx.action = cancel_notice(gateway_parts(request.app).inflight, message.params)
     elif method == "ping" or method.startswith("notifications/"):
 
         async def empty(_: RequestContext) -> dict[str, Any]:
@@ -241,15 +243,15 @@ def _stateless(
         if not task_methods.declares_tasks(message.params):
             refusal = stateless_era.missing_capability(task_methods.TASKS_EXTENSION)
         else:
-            runner: TaskRunner = request.app.state.tasks
+            runner: TaskRunner = gateway_parts(request.app).tasks
             ctx.input_error = None
             ctx.action = task_methods.task_action(
-                message.method, message.params, runner, request.app.state.inflight
+                message.method, message.params, runner, gateway_parts(request.app).inflight
             )
             ctx.operation = f"mcp:{message.method}"
     elif refusal is None and message.method == LISTEN_METHOD:
         ctx.input_error = None
-        ctx.action = admit(request.app.state.mcp_catalog, message.params)
+        ctx.action = admit(gateway_parts(request.app).mcp_catalog, message.params)
         ctx.operation = subscriptions_listen.OPERATION
     elif refusal is None and _not_found(ctx.input_error):
         refusal = stateless_era.not_found(message.method)
@@ -274,16 +276,16 @@ async def mcp_post(request: Request) -> Response:
     """`POST /mcp`: one JSON-RPC message in, its answer (or 202 for a notification) out."""
     if (refused := _origin_refused(request)) is not None:
         return refused
-    pipeline: Pipeline = request.app.state.pipeline
-    registry: ToolRegistry = request.app.state.registry
+    pipeline: Pipeline = gateway_parts(request.app).pipeline
+    registry: ToolRegistry = gateway_parts(request.app).registry
     body = b""
     message: McpMessage | None = None
     stateless, refusal, as_task = False, None, False
-    level_of: LevelOf = request.app.state.log_levels.level_of  # the identity's setLevel
+    level_of: LevelOf = gateway_parts(request.app).log_levels.level_of  # the identity's setLevel
     declared: dict[str, Any] = {}  # a 2026-07-28 client's features, from its _meta
     try:
         await refuse_before_body(request, "mcp:*")  # a large body from a refused caller: unread
-        body = await read_body(request, request.app.state.settings.max_body_bytes)
+        body = await read_body(request, app_settings(request.app).max_body_bytes)
         parsed = parse_message(body)
         if isinstance(parsed, McpAnswer):
             return await _client_answer(request, pipeline, parsed)
@@ -292,7 +294,7 @@ async def mcp_post(request: Request) -> Response:
         if stateless := stateless_era.speaks_stateless(request.headers, message):
             declared = _declared(message)
             refusal = _stateless(request, message, ctx, registry)
-            long_running_ms = request.app.state.settings.task_long_running_ms
+            long_running_ms = app_settings(request.app).task_long_running_ms
             as_task = refusal is None and task_methods.runs_as_task(
                 message, registry, long_running_ms
             )
@@ -310,7 +312,7 @@ async def mcp_post(request: Request) -> Response:
     answer = partial(_answer, ctx, message, body, bad_version, refusal, finish)
     if as_task and message is not None and message.id is not None:
         # Answered once the call is admitted and its task recorded; it runs on (task_methods).
-        record = await request.app.state.tasks.start(ctx, new_task_id())
+        record = await gateway_parts(request.app).tasks.start(ctx, new_task_id())
         if record is None:  # refused before it ran: answered as any refusal
             return answer()
         created = {**finish("tools/call", task_methods.created(record)), "resultType": "task"}
@@ -328,14 +330,14 @@ async def mcp_post(request: Request) -> Response:
             )
     elif message is not None and message.id is not None and accepts_stream(request):
         # Runs the call as it is sent, streaming its events if it has any (call_stream).
-        state = request.app.state
+        parts = gateway_parts(request.app)
         # The client features its servers may ask it: from the handshake era's initialize,
         # or the 2026-07-28 request's own _meta (asked in rounds: input_rounds).
         if stateless:
-            asked, rounds = declared, state.input_rounds if declared else None
+            asked, rounds = declared, parts.input_rounds if declared else None
         else:
             asked, rounds = session_capabilities(request.headers.get(SESSION_HEADER)), None
-        requests = state.client_requests
+        requests = parts.client_requests
         return CallStream(pipeline, ctx, answer, level_of, requests, asked, rounds)
     else:  # a tool call: a client that closes its connection cancels it
         async with cancel_when_client_goes(request.scope, request.receive, ctx.cancel):
@@ -395,7 +397,7 @@ def _answer(
 async def _client_answer(request: Request, pipeline: Pipeline, answer: McpAnswer) -> Response:
     """A client's response: handed to the call waiting for it (202), once the pipeline
     admitted the caller and the id was issued to it."""
-    requests: ClientRequests = request.app.state.client_requests
+    requests: ClientRequests = gateway_parts(request.app).client_requests
     ctx = RequestContext("mcp", RESPONSE_OPERATION, request.headers)
 
     async def deliver(ctx: RequestContext) -> dict[str, Any]:
@@ -429,7 +431,7 @@ async def _resumed(
     request: Request, pipeline: Pipeline, message: McpMessage, call: RequestContext
 ) -> Response:
     """A 2026-07-28 client's retry of a call that asked it something (`input_rounds`)."""
-    rounds: InputRounds = request.app.state.input_rounds
+    rounds: InputRounds = gateway_parts(request.app).input_rounds
     ctx = RequestContext("mcp", "mcp:tools/call", request.headers, input_error=call.input_error)
     ctx.request_id = message.id
     params = message.params

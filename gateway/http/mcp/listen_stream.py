@@ -33,6 +33,7 @@ from fastapi.responses import StreamingResponse
 from redis.asyncio import Redis
 
 from gateway.gateway_error import GatewayError
+from gateway.http.gateway_parts import gateway_parts
 from gateway.http.mcp.caller_streams import CallerStreams
 from gateway.http.mcp.subscriptions import ResourceSubscriptions
 from gateway.http.responses import challenge, serf_response
@@ -75,13 +76,13 @@ async def listen(request: Request) -> Response:
         return {}
 
     ctx.action = admitted
-    pipeline: Pipeline = request.app.state.pipeline
+    pipeline: Pipeline = gateway_parts(request.app).pipeline
     await pipeline.run(ctx)
     if ctx.error is not None:
         return serf_response(ctx.error, challenge(ctx.error))
-    streams: CallerStreams = request.app.state.caller_streams
+    streams: CallerStreams = gateway_parts(request.app).caller_streams
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    subscriptions = request.app.state.mcp_catalog.subscriptions
+    subscriptions = gateway_parts(request.app).mcp_catalog.subscriptions
     events = _events(streams, subscriptions, ctx.require_principal())
     return StreamingResponse(events, media_type="text/event-stream", headers=headers)
 

@@ -1,6 +1,6 @@
 """The gateway's HTTP routes, one module per resource, and the order the app matches them in."""
 
-from gateway.http.mcp import router as _mcp_router
+from gateway.http.mcp import mcp_router as _mcp_router
 from gateway.http.routes import (
     agent_routes,
     api_docs_routes,
@@ -20,7 +20,7 @@ from gateway.http.routes import (
 # (tool calls, /mcp) first.
 ROUTERS = (
     tool_routes.router,
-    _mcp_router,
+    _mcp_router(),
     latency_routes.router,
     health_routes.router,
     state_routes.router,

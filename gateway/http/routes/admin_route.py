@@ -16,6 +16,7 @@ from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from starlette.types import Message
 
+from gateway.config import app_settings
 from gateway.http.body import read_body
 from gateway.identity import require_admin
 
@@ -30,7 +31,7 @@ class AdminRoute(APIRoute):
 
         async def admin_first(request: Request) -> Response:
             await require_admin(request)
-            body = await read_body(request, request.app.state.settings.max_body_bytes)
+            body = await read_body(request, app_settings(request.app).max_body_bytes)
             return await handler(_replaying(request, body))
 
         return admin_first

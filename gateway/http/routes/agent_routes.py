@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from gateway.gateway_error import GatewayError
+from gateway.http.gateway_parts import gateway_parts
 from gateway.http.routes.admin_route import AdminRoute
 from gateway.identity import AgentDirectory
 from protocol import AgentRecord, AgentRegistration, AgentToken, ErrorCode
@@ -14,7 +15,7 @@ router = APIRouter(prefix="/v1/agents", tags=["agents"], route_class=AdminRoute)
 
 
 def _directory(request: Request) -> AgentDirectory:
-    directory: AgentDirectory = request.app.state.agents
+    directory: AgentDirectory = gateway_parts(request.app).agents
     return directory
 
 

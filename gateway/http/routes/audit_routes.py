@@ -12,6 +12,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
+from gateway.http.gateway_parts import gateway_parts
 from gateway.http.routes.admin_route import AdminRoute
 from gateway.telemetry import AuditLog, AuditRecord, Outcome
 
@@ -30,8 +31,8 @@ async def read_audit(
     until_ms: Annotated[int | None, Query(ge=0)] = None,
     limit: Annotated[int, Query(gt=0, le=1000)] = 100,
 ) -> list[AuditRecord]:
-    await request.app.state.audit.flush()  # this replica's own records, up to now
-    audit = AuditLog(request.app.state.redis)
+    await gateway_parts(request.app).audit.flush()  # this replica's own records, up to now
+    audit = AuditLog(gateway_parts(request.app).redis)
     return await audit.query(
         tenant=tenant,
         agent=agent,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
+from gateway.http.gateway_parts import gateway_parts
 from gateway.http.routes.admin_route import AdminRoute
 from protocol import ToolSpec
 from tools import ToolRegistry
@@ -17,5 +18,5 @@ router = APIRouter(prefix="/v1/catalog", tags=["catalog"], route_class=AdminRout
 
 @router.get("/tools")
 async def served_tools(request: Request) -> list[ToolSpec]:
-    registry: ToolRegistry = request.app.state.registry
+    registry: ToolRegistry = gateway_parts(request.app).registry
     return sorted((tool.spec for tool in registry), key=lambda spec: spec.name)

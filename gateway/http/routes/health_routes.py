@@ -15,6 +15,7 @@ from fastapi import APIRouter, Request
 from redis.asyncio.cluster import RedisCluster
 
 from gateway.gateway_error import GatewayError
+from gateway.http.gateway_parts import gateway_parts
 from protocol import ErrorCode
 
 router = APIRouter(tags=["health"])
@@ -27,7 +28,7 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> dict[str, Any]:
-    redis = request.app.state.redis
+    redis = gateway_parts(request.app).redis
     # Connection errors become STATE_UNAVAILABLE (gateway_error.translate).
     if isinstance(redis, RedisCluster):
         answers = await redis.info(target_nodes=RedisCluster.PRIMARIES)
@@ -43,7 +44,7 @@ async def readyz(request: Request) -> dict[str, Any]:
                 retry_after_ms=1000,
                 details={"redis": refusal},
             )
-    return {"status": "ready", "redis": "ok", "sandbox": request.app.state.sandbox_name}
+    return {"status": "ready", "redis": "ok", "sandbox": gateway_parts(request.app).sandbox_name}
 
 
 def write_refusal(info: dict[str, Any]) -> str | None:

@@ -12,7 +12,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from gateway.budgets import CircuitBreaker, LatencyWindow
-from gateway.config import Settings
+from gateway.config import Settings, app_settings
+from gateway.http.gateway_parts import gateway_parts
 from gateway.http.responses import refusal
 from gateway.pipeline import Pipeline, RequestContext, find_tool
 from protocol import ToolLatency
@@ -23,15 +24,15 @@ router = APIRouter(prefix="/v1/tools", tags=["tools"])
 
 @router.get("/{name}/latency", response_model=ToolLatency)
 async def tool_latency(name: str, request: Request) -> Any:
-    settings: Settings = request.app.state.settings
-    registry: ToolRegistry = request.app.state.registry
+    settings: Settings = app_settings(request.app)
+    registry: ToolRegistry = gateway_parts(request.app).registry
 
     async def report(ctx: RequestContext) -> ToolLatency:
         principal = ctx.require_principal()
         registered = find_tool(registry, principal, name)
-        window: LatencyWindow = request.app.state.latency_window
+        window: LatencyWindow = gateway_parts(request.app).latency_window
         estimate = await window.estimate(principal.tenant, name, registered.spec.intent.timeout_ms)
-        breaker_of: CircuitBreaker = request.app.state.breaker
+        breaker_of: CircuitBreaker = gateway_parts(request.app).breaker
         breaker = await breaker_of.state(principal.tenant, name)
         return ToolLatency(
             tool=name,
@@ -45,7 +46,7 @@ async def tool_latency(name: str, request: Request) -> Any:
         )
 
     ctx = RequestContext("http", "tools:latency", request.headers, action=report)
-    pipeline: Pipeline = request.app.state.pipeline
+    pipeline: Pipeline = gateway_parts(request.app).pipeline
     await pipeline.run(ctx)
     if ctx.error is not None:
         return refusal(ctx.error)

@@ -12,8 +12,9 @@ import hmac
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from gateway.config import Settings
+from gateway.config import Settings, app_settings
 from gateway.gateway_error import GatewayError
+from gateway.http.gateway_parts import gateway_parts
 from protocol import ADMIN_KEY_HEADER, ErrorCode
 
 router = APIRouter(tags=["metrics"])
@@ -37,7 +38,7 @@ def _may_read_metrics(request: Request, settings: Settings) -> bool:
 
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
-    settings: Settings = request.app.state.settings
+    settings: Settings = app_settings(request.app)
     if not _may_read_metrics(request, settings):
         raise GatewayError.of(
             ErrorCode.ADMIN_REQUIRED,
@@ -45,5 +46,5 @@ async def metrics(request: Request) -> Response:
             f" 'Authorization: Bearer', or the admin key in {ADMIN_KEY_HEADER};"
             " CONCLAVE_METRICS_PUBLIC=true opens them",
         )
-    payload = generate_latest(request.app.state.metrics.registry)
+    payload = generate_latest(gateway_parts(request.app).metrics.registry)
     return Response(payload, media_type=CONTENT_TYPE_LATEST)

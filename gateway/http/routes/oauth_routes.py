@@ -11,6 +11,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from gateway.config import app_settings
 from gateway.identity import MCP_PATH, METADATA_PATH, resource_metadata
 
 router = APIRouter(tags=["oauth"])
@@ -22,4 +23,4 @@ async def protected_resource_metadata(request: Request) -> dict[str, Any]:
     """This gateway as an OAuth protected resource: its resource URL, the authorization
     server that issues its tokens, the scopes it understands."""
     origin = f"{request.url.scheme}://{request.url.netloc}"
-    return resource_metadata(request.app.state.settings, origin)
+    return resource_metadata(app_settings(request.app), origin)

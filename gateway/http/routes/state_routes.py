@@ -11,7 +11,9 @@ addressed within the caller's tenant only (another tenant's namespace is simply 
 404); without read scope on a namespace the caller gets the same 404 `NAMESPACE_NOT_FOUND` as
 for a missing one, so scopes do not leak what exists; with read but not write scope, writes
 (namespace creation, leases, commits) are 403 `NAMESPACE_FORBIDDEN`. Bodies: not JSON is 400
-`PARSE_ERROR`, wrong shape or a bad key is 422 `INVALID_ARGUMENTS`, over `max_body_bytes` (or
+`PARSE_ERROR`, the wrong shape (a bad key in it too) is 400 `INVALID_REQUEST`, as on every
+route (`gateway.gateway_error.translate`); a bad key or name in the path is 422
+`INVALID_ARGUMENTS`; over `max_body_bytes` (or
 a value over `max_value_bytes`, a commit over `state_max_writes` or `state_max_read_set`) is
 413 `PAYLOAD_TOO_LARGE`; a read of one more key than a session's read log holds
 (`state_max_read_log`) is 400 `INVALID_REQUEST`; a commit that would take the tenant over its
@@ -27,8 +29,10 @@ from typing import TypeVar
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ValidationError
 
-from gateway.gateway_error import GatewayError, validation_hints
+from gateway.config import app_settings
+from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body, refuse_before_body
+from gateway.http.gateway_parts import gateway_parts
 from gateway.http.hot_routes import hot_route
 from gateway.http.responses import refusal
 from gateway.pipeline import Pipeline, RequestContext
@@ -37,7 +41,6 @@ from protocol import (
     Access,
     CommitRequest,
     CommitResult,
-    ErrorCode,
     LeaseGrants,
     LeaseRequest,
     NamespaceConfig,
@@ -50,28 +53,17 @@ Operation = Callable[[Actor], Awaitable[Response]]
 
 
 def _store(request: Request) -> StateStore:
-    store: StateStore = request.app.state.state_store
+    store: StateStore = gateway_parts(request.app).state_store
     return store
 
 
 async def _body(request: Request, model: type[Body], *, empty_ok: bool = False) -> Body:
-    raw = await read_body(request, request.app.state.settings.max_body_bytes)
+    """The body as `model`; one that does not parse raises pydantic's ValidationError, which
+    `gateway.gateway_error.translate` answers as it does for every route."""
+    raw = await read_body(request, app_settings(request.app).max_body_bytes)
     if empty_ok and not raw.strip():
         raw = b"{}"
-    try:
-        return model.model_validate_json(raw)
-    except ValidationError as exc:
-        if any(e["type"] == "json_invalid" for e in exc.errors()):
-            raise GatewayError.of(
-                ErrorCode.PARSE_ERROR,
-                "the request body is not valid JSON",
-                param_hints=validation_hints(exc),
-            ) from exc
-        raise GatewayError.of(
-            ErrorCode.INVALID_ARGUMENTS,
-            f"the request body is not a valid {model.__name__}",
-            param_hints=validation_hints(exc),
-        ) from exc
+    return model.model_validate_json(raw)
 
 
 async def _through_pipeline(
@@ -98,7 +90,7 @@ async def _through_pipeline(
         action=perform,
         input_error=input_error,
     )
-    pipeline: Pipeline = request.app.state.pipeline
+    pipeline: Pipeline = gateway_parts(request.app).pipeline
     await pipeline.run(ctx)
     if ctx.error is not None:
         return refusal(ctx.error)
@@ -120,7 +112,7 @@ async def _write_with_body(
     try:
         await refuse_before_body(request, "state:*")
         body = await _body(request, model, empty_ok=empty_ok)
-    except GatewayError as exc:
+    except (GatewayError, ValidationError) as exc:
         return await _through_pipeline(request, name, namespace, "write", None, exc)
 
     async def perform(actor: Actor) -> Response:

@@ -14,6 +14,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
 
+from gateway.http.gateway_parts import gateway_parts
 from gateway.http.routes.admin_route import AdminRoute
 from gateway.state import StateStore
 from protocol import NAME_PATTERN, ReadResult
@@ -28,5 +29,5 @@ async def read_tenant_key(
     key: str,
     request: Request,
 ) -> ReadResult:
-    store: StateStore = request.app.state.state_store
+    store: StateStore = gateway_parts(request.app).state_store
     return await store.peek(tenant, namespace, key)

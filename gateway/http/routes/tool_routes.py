@@ -7,7 +7,9 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from gateway.cancellation import CallCancel, cancel_when_client_goes
+from gateway.config import app_settings
 from gateway.http.body import read_body, refuse_before_body
+from gateway.http.gateway_parts import gateway_parts
 from gateway.http.hot_routes import hot_route
 from gateway.http.responses import refusal
 from gateway.identity import shows_traceback
@@ -20,7 +22,7 @@ router = APIRouter(prefix="/v1/tools", tags=["tools"])
 
 @router.get("", response_model=list[ToolSpec])
 async def list_tools(request: Request) -> Any:
-    registry: ToolRegistry = request.app.state.registry
+    registry: ToolRegistry = gateway_parts(request.app).registry
 
     async def listing(ctx: RequestContext) -> list[ToolSpec]:
         return allowed_specs(registry, ctx)
@@ -37,10 +39,10 @@ async def call_tool(request: Request) -> Response:
     """`POST /v1/tools/{name}/call`: ToolCallRequest in, ToolCallResult or a SERF envelope out."""
     name: str = request.path_params["name"]
     ctx = RequestContext("http", name, request.headers, tool_name=name)
-    ctx.show_traceback = shows_traceback(request.headers, request.app.state.settings)
+    ctx.show_traceback = shows_traceback(request.headers, app_settings(request.app))
     try:
         await refuse_before_body(request, name)
-        body = await read_body(request, request.app.state.settings.max_body_bytes)
+        body = await read_body(request, app_settings(request.app).max_body_bytes)
         call = ToolCallRequest.model_validate_json(body or b"{}")
     except Exception as exc:  # refused by the scope stage, once we know who sent it
         ctx.input_error = exc
@@ -69,5 +71,5 @@ async def call_tool(request: Request) -> Response:
 
 
 def _pipeline(request: Request) -> Pipeline:
-    pipeline: Pipeline = request.app.state.pipeline
+    pipeline: Pipeline = gateway_parts(request.app).pipeline
     return pipeline
