@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 
 from gateway.assembly import create_app
 from gateway.config import Settings
+from gateway.http import gateway_parts
 from gateway.http.mcp import ClientRequests
 from gateway.identity.tokens import issue_token
 from protocol import Principal
@@ -53,7 +54,7 @@ async def test_the_callers_answer_reaches_the_call_on_another_replica_anothers_i
     settings: Settings, replicas: list[Any]
 ) -> None:
     holding, other = replicas
-    requests: ClientRequests = holding.state.client_requests
+    requests: ClientRequests = gateway_parts(holding).client_requests
     request_id = requests.issue(_principal("caller"))
     answer = {"jsonrpc": "2.0", "id": request_id, "result": {"action": "accept"}}
     with requests.waiting(_principal("caller"), request_id) as answers:
@@ -75,6 +76,6 @@ async def test_an_id_the_gateway_never_issued_and_an_unauthenticated_answer_are_
     app = replicas[0]
     made_up = {"jsonrpc": "2.0", "id": 3, "result": {}}
     assert (await _post(app, _headers(settings, "caller"), made_up)).status_code == 400
-    issued = app.state.client_requests.issue(_principal("caller"))
+    issued = gateway_parts(app).client_requests.issue(_principal("caller"))
     anonymous = await _post(app, {}, {"jsonrpc": "2.0", "id": issued, "result": {}})
     assert anonymous.status_code == 401

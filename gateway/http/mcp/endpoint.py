@@ -321,12 +321,12 @@ async def mcp_post(request: Request) -> Response:
         await pipeline.run(ctx)
         listening = message is not None and message.method == LISTEN_METHOD
         if stateless and listening and ctx.error is None:  # answered by its own stream
-            state = request.app.state
-            subscriptions = state.mcp_catalog.subscriptions
+            parts = gateway_parts(request.app)
+            subscriptions = parts.mcp_catalog.subscriptions
             principal = ctx.require_principal()
             assert message is not None
             return listen_response(
-                state.caller_streams, subscriptions, principal, message.id, ctx.result
+                parts.caller_streams, subscriptions, principal, message.id, ctx.result
             )
     elif message is not None and message.id is not None and accepts_stream(request):
         # Runs the call as it is sent, streaming its events if it has any (call_stream).
