@@ -84,6 +84,10 @@ class Settings(BaseSettings):
     # (unset: a quarter, so one agent cannot take all of its tenant's half).
     sandbox_tenant_max: int | None = Field(default=None, gt=0)
     sandbox_agent_max: int | None = Field(default=None, gt=0)
+    # Of those, how many one tenant may have starting at once (0: no cap but its share): a
+    # cold start's CPU (the engine's, the runtime's, the runner's imports) is in no tenant's
+    # CPU share, so a tenant cycling calls through many agents must not spend it freely.
+    sandbox_tenant_starts_max: int = Field(default=0, ge=0)
     # A call that cannot have a sandbox waits up to this long (never past its deadline) in a
     # queue served round robin by tenant, then gets SANDBOX_UNAVAILABLE: long enough for a
     # warm call or two to finish, short enough that a refused agent backs off soon. At most
