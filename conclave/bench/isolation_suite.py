@@ -63,6 +63,7 @@ VICTIM_RATE_PER_S = 50.0
 GOAL_P99_RATIO = 2.0
 SCENARIOS = ("alone", *ATTACKS)  # the table's rows, in order
 IDLE_S = 2.0  # the suite's sandbox idle time: an attack's sandboxes are reaped soon after
+KEEP_WARM_S = 0.5  # between measured windows the victim calls this often: never idle IDLE_S
 LEFTOVERS_WITHIN_S = 15.0
 BUILD_UP_S = 2.0  # the attacker's agents register and its attack builds up
 
@@ -88,25 +89,44 @@ class Row:
     cores: tuple[float, float] = (0.0, 0.0)
 
 
-async def _victim_calls(victim: GatewayClient, seconds: float) -> VictimCalls:
+@dataclass
+class Victim:
+    """The victim tenant's agent: in service the whole run, so its sandbox stays warm."""
+
+    client: GatewayClient
+    lock: anyio.Lock = field(default_factory=anyio.Lock)  # one call at a time, one sandbox
+
+    async def keep_warm(self) -> None:
+        """Between measured windows (an attacker setting up, leftovers being counted) the
+        agent goes on at a slow pace, so its sandbox is never reaped as idle and no row
+        starts with its cold start; run it in the suite's task group, cancelled at the end."""
+        while True:
+            async with self.lock:
+                with contextlib.suppress(GatewayCallError):
+                    await self.client.call_tool("echo", {"message": "warm"})
+            await anyio.sleep(KEEP_WARM_S)
+
+
+async def _victim_calls(victim: Victim, seconds: float) -> VictimCalls:
     """Echo calls at `VICTIM_RATE_PER_S` for `seconds`, each once its predecessor answered (an
     agent waits for its tool's answer). A call late to its slot starts at once, and the pace
     resumes from there (no burst to catch up)."""
     calls = VictimCalls()
     interval = 1.0 / VICTIM_RATE_PER_S
-    stop = time.monotonic() + seconds
-    due = time.monotonic()
-    while due < stop:
-        await anyio.sleep(max(0.0, due - time.monotonic()))
-        budget = Budget(deadline_ms=int(time.time() * 1000) + VICTIM_BUDGET_MS)
-        began = time.perf_counter()
-        try:
-            await victim.call_tool("echo", {"message": "ping"}, budget=budget)
-        except GatewayCallError as exc:
-            calls.failures[exc.code.value] += 1
-            calls.messages.setdefault(exc.code.value, exc.serf.message[:200])
-        calls.latencies.append((time.perf_counter() - began) * 1000)
-        due = max(due + interval, time.monotonic())
+    async with victim.lock:
+        stop = time.monotonic() + seconds
+        due = time.monotonic()
+        while due < stop:
+            await anyio.sleep(max(0.0, due - time.monotonic()))
+            budget = Budget(deadline_ms=int(time.time() * 1000) + VICTIM_BUDGET_MS)
+            began = time.perf_counter()
+            try:
+                await victim.client.call_tool("echo", {"message": "ping"}, budget=budget)
+            except GatewayCallError as exc:
+                calls.failures[exc.code.value] += 1
+                calls.messages.setdefault(exc.code.value, exc.serf.message[:200])
+            calls.latencies.append((time.perf_counter() - began) * 1000)
+            due = max(due + interval, time.monotonic())
     return calls
 
 
@@ -230,7 +250,7 @@ async def _revoke_works(target: Target, revokee: str, token: str) -> bool:
 
 
 async def _run_attack(
-    name: str, stack: EmbeddedStack, target: Target, victim: GatewayClient, seconds: float
+    name: str, stack: EmbeddedStack, target: Target, victim: Victim, seconds: float
 ) -> Row:
     revokee = f"revokee-{time.monotonic_ns()}"
     token = (await new_client(target, "noisy", ["echo"], agent=revokee)).token or ""
@@ -245,7 +265,7 @@ async def _run_attack(
         return receive.recv() if receive.poll(wait_s) else {"no report": 1}
 
     await anyio.to_thread.run_sync(reported, 120.0)  # "started": its agents are registered
-    await _victim_calls(victim, BUILD_UP_S)  # the attack builds up; the victim stays warm
+    await _victim_calls(victim, BUILD_UP_S)  # the attack builds up; not measured
     watched = [attacker.pid or 0], _gateway_pids(stack)
     cpu_before, began = [_cpu_s(pids) for pids in watched], time.monotonic()
     calls = await _victim_calls(victim, seconds)
@@ -308,8 +328,12 @@ async def _measure(stack: EmbeddedStack, seconds: float) -> dict[str, Any]:
     rows: dict[str, Row] = {}
     await _warm_pools(target)
     await anyio.sleep(IDLE_S + 4.0)  # the burst's sandboxes are reaped before anyone measures
-    victim = await new_client(target, "victim", ["echo"])
-    async with victim:
+    async with (
+        await new_client(target, "victim", ["echo"]) as client,
+        anyio.create_task_group() as group,
+    ):
+        victim = Victim(client)
+        group.start_soon(victim.keep_warm)
         await _victim_calls(victim, 1.0)  # its sandbox starts warm, as a running agent's is
         gateway, began = _gateway_pids(stack), time.monotonic()
         cpu_before = _cpu_s(gateway)
@@ -318,6 +342,7 @@ async def _measure(stack: EmbeddedStack, seconds: float) -> dict[str, Any]:
         rows["alone"] = alone
         for name in ATTACKS:
             rows[name] = await _run_attack(name, stack, target, victim, seconds)
+        group.cancel_scope.cancel()
     return {"rows": rows, "secrets": await _secrets_found(target, stack)}
 
 
@@ -415,8 +440,9 @@ def run(ctx: BenchContext) -> SuiteResult:
     result.notes.append(
         f"the victim calls at {VICTIM_RATE_PER_S:.0f}/s, each call once the previous one "
         f"answered (a {seconds:.0f} s row: about {VICTIM_RATE_PER_S * seconds:.0f} calls); "
-        "no call is retried, the victim's nor the attacker's; the victim's sandbox is warm "
-        "before each attack, as a running agent's would be, and the gateway's connection pools "
+        "no call is retried, the victim's nor the attacker's; between rows the victim calls "
+        f"every {KEEP_WARM_S} s, so its sandbox stays warm, as a running agent's would, and "
+        "the gateway's connection pools are "
         "warmed by a burst of calls first; the suite's tenant rate limit "
         "is 100/s (burst 100) and idle sandboxes go after 2 s, so an attack's are reaped "
         "before its leftovers are counted; descriptors are the gateway's less its Redis "
