@@ -38,6 +38,8 @@ class SandboxSettings(Protocol):
     @property
     def sandbox_agent_max(self) -> int | None: ...
     @property
+    def sandbox_tenant_starts_max(self) -> int: ...
+    @property
     def sandbox_queue_ms(self) -> int: ...
     @property
     def sandbox_queue_max(self) -> int: ...
@@ -111,6 +113,7 @@ def create_executor(
         agent_max=settings.sandbox_agent_max,
         queue_ms=settings.sandbox_queue_ms,
         queue_max=settings.sandbox_queue_max,
+        tenant_starts_max=settings.sandbox_tenant_starts_max or None,
         idle_s=settings.sandbox_idle_s,
         recycle_after=settings.sandbox_recycle_after,
         replace_killed=replace_killed,

@@ -14,7 +14,11 @@ kill invites is warm. A call's wall limit and how long the pool waits for a sand
 
 Fair sharing: at most `max_sandboxes` exist at once (an idle one of anyone is torn down to
 make room), and of those in use (busy or starting) a tenant holds at most `tenant_max` and
-an agent at most `agent_max`, so one tenant's flood cannot take every sandbox. A call that
+an agent at most `agent_max`, so one tenant's flood cannot take every sandbox. Of those, a
+tenant may have at most `tenant_starts_max` starting at once: a cold start's CPU is spent
+by the engine, the runtime and the runner's imports, in no tenant's CPU share, so a tenant
+cycling calls through more agents than its share (each needing a sandbox of its own) would
+otherwise buy with starts the cores every other tenant's calls run on. A call that
 cannot have one waits up to `queue_ms` (never past its deadline) in a queue served round
 robin by tenant (`sandbox.fair_queue`), at most `queue_max` calls per tenant; then it gets
 `SANDBOX_UNAVAILABLE` (retryable), or the deadline error if its deadline came first. A call
@@ -125,6 +129,7 @@ class SandboxPool:
         agent_max: int | None = None,
         queue_ms: int = 0,
         queue_max: int = 32,
+        tenant_starts_max: int | None = None,
         egress: EgressGate | None = None,
         spares: Iterable[SandboxProfile] | None = (),
         workspace_quota: WorkspaceQuota | None = None,
@@ -132,6 +137,8 @@ class SandboxPool:
         """`tenant_max`, `agent_max`: None is half and a quarter of `max_sandboxes` (at least
         one). `queue_ms`: 0 refuses at once when no sandbox can be had. `spares`: the
         profiles to keep a pre-started spare of; None: the profile of the last cold start.
+        `tenant_starts_max`: cold starts one tenant may have at once (None: no cap but
+        `tenant_max`); a call that needs one past it waits in the queue as for a sandbox.
         `workspace_quota`: what each sandbox's workspace may hold (None: unbounded)."""
         self.backend = backend
         self.tool_modules = tuple(tool_modules)
@@ -143,6 +150,8 @@ class SandboxPool:
         # Sandboxes in use (busy or starting) per tenant and per (tenant, agent).
         self._tenant_in_use: Counter[str] = Counter()
         self._agent_in_use: Counter[tuple[str, str]] = Counter()
+        self.tenant_starts_max = tenant_starts_max
+        self._tenant_starting: Counter[str] = Counter()  # cold starts per tenant, now
         self.idle_s = idle_s
         self.recycle_after = recycle_after
         self.startup_timeout_s = startup_timeout_s
@@ -397,12 +406,16 @@ class SandboxPool:
             self._last_cold = key[2]
             grant = _Grant(sandbox=spare)
         else:
+            starts_max = self.tenant_starts_max
+            if starts_max is not None and self._tenant_starting[tenant] >= starts_max:
+                return None
             grant = _Grant()
             if self.size >= self.max_sandboxes:
                 grant.evicted = self._spare_for_room() or self._oldest_idle()
                 if grant.evicted is None:
                     return None
             self._starting += 1
+            self._tenant_starting[tenant] += 1
         self._tenant_in_use[tenant] += 1
         self._agent_in_use[(tenant, agent)] += 1
         return grant
@@ -424,10 +437,16 @@ class SandboxPool:
             self._busy.discard(grant.sandbox)
             self._idle.setdefault(key, []).append(grant.sandbox)
         else:
-            self._starting -= 1
+            self._started_or_not(key[0])
             if grant.evicted is not None:
                 self._in_background(self._destroy(grant.evicted))
         self._release(key)
+
+    def _started_or_not(self, tenant: str) -> None:
+        """A cold start of this tenant's is over (started, failed or given back)."""
+        self._starting -= 1
+        self._tenant_starting[tenant] -= 1
+        self._tenant_starting = +self._tenant_starting  # drops counts of zero
 
     def _refusal(self, key: PoolKey) -> str:
         """Why no sandbox could be had for this identity, and what to do about it."""
@@ -442,6 +461,13 @@ class SandboxPool:
             return (
                 f"agent {agent!r} already has its share of {self.agent_max} sandboxes in "
                 f"use {waited}; retry shortly (or raise CONCLAVE_SANDBOX_AGENT_MAX)"
+            )
+        starts_max = self.tenant_starts_max
+        if starts_max is not None and self._tenant_starting[tenant] >= starts_max:
+            return (
+                f"tenant {tenant!r} already has {starts_max} sandboxes starting {waited}; "
+                "retry shortly, or keep calls on fewer agents, whose sandboxes stay warm "
+                "(or raise CONCLAVE_SANDBOX_TENANT_STARTS_MAX)"
             )
         return (
             f"all {self.max_sandboxes} sandboxes are busy {waited}; retry shortly "
@@ -458,13 +484,15 @@ class SandboxPool:
             sandbox = await self._start(key)
         except BaseException:
             async with self._lock:
-                self._starting -= 1
+                self._started_or_not(key[0])
                 self._release(key)
             raise
         async with self._lock:
-            self._starting -= 1
+            self._started_or_not(key[0])
             self._busy.add(sandbox)
             self._last_cold = key[2]
+            if self.tenant_starts_max is not None:
+                self._queue.serve(self._admit)  # the tenant's next start may go now
         return sandbox
 
     async def _start(self, key: PoolKey) -> Sandbox:

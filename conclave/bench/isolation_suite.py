@@ -1,17 +1,19 @@
 """`conclave bench isolation`: does a noisy tenant, or a stranger, move a victim tenant's service?
 
-A victim tenant calls `echo` (sandboxed, with a time budget) one call after another, first
-alone, then while a noisy tenant (or an unauthenticated stranger), on the same gateway, Redis
-and sandbox backend, runs one attack of issue 26 (`conclave.bench.isolation_attacks`): floods
-tool calls, holds slow sandboxes, commits huge read sets, forges results, fills Redis through
-state, floods huge plans, fills its workspace, floods the egress proxy with connections (the
-gateway's descriptors), floods connections without a token, floods the audit with
-unauthenticated refusals, forges runner replies past the output cap, or calls an `mcp_http`
-upstream that answers without end (`conclave.bench.hostile_upstream`).
+A victim tenant calls `echo` (sandboxed, with a time budget) as an agent in service does, at a
+steady pace well within its limits (`VICTIM_RATE_PER_S`), first alone, then while a noisy
+tenant (or an unauthenticated stranger), on the same gateway, Redis and sandbox backend, runs
+one attack of issue 26 (`conclave.bench.isolation_attacks`): floods tool calls, holds slow
+sandboxes, commits huge read sets, forges results, fills Redis through state, floods huge
+plans, fills its workspace, floods the egress proxy with connections (the gateway's
+descriptors), floods connections without a token, floods the audit with unauthenticated
+refusals, forges runner replies past the output cap, or calls an `mcp_http` upstream that
+answers without end (`conclave.bench.hostile_upstream`).
 
 The attacker runs in its own process, as a real client would. Every call, the victim's and
 the attacker's, is made once: no retries, so a refusal the victim gets is counted, not hidden.
-Reported per attack: the victim's success rate, p50 and p99, its p99 alone and the ratio;
+Reported per attack: the victim's success rate and the SERF codes of its failures, p50 and
+p99, its p99 alone and the ratio;
 whether the attacker was refused with the SERF error that defends against it; whether an
 operator could revoke one of the noisy tenant's agents while the attack ran (the revocation
 answered and the agent's token then refused AUTH_REVOKED); and what was left once the attack
@@ -29,7 +31,7 @@ import os
 import statistics
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -54,36 +56,78 @@ TOOL_MODULES = (
     "tools.harness.egress",
 )
 VICTIM_BUDGET_MS = 5_000
+# The victim's pace: one call every 20 ms, a busy agent in service. That is half the suite's
+# tenant rate (100/s) and a quarter of an agent's (200/s), so its own limits never refuse it,
+# and 300 calls in a quick row's 6 s, so its p99 is the 4th slowest call, not the slowest.
+VICTIM_RATE_PER_S = 50.0
 GOAL_P99_RATIO = 2.0
 SCENARIOS = ("alone", *ATTACKS)  # the table's rows, in order
 IDLE_S = 2.0  # the suite's sandbox idle time: an attack's sandboxes are reaped soon after
+KEEP_WARM_S = 0.5  # between measured windows the victim calls this often: never idle IDLE_S
 LEFTOVERS_WITHIN_S = 15.0
 BUILD_UP_S = 2.0  # the attacker's agents register and its attack builds up
 
 
 @dataclass
+class VictimCalls:
+    """The victim's calls in one row: each one's latency (ms), its failures by SERF code, and
+    the first message of each code (what the victim was told)."""
+
+    latencies: list[float] = field(default_factory=list)
+    failures: Counter[str] = field(default_factory=Counter)
+    messages: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class Row:
-    latencies: list[float]
-    failures: int
+    victim: VictimCalls
     seen: Counter[str]
     revoked: bool | None = None
     leftovers: tuple[int, int, int] = (0, 0, 0)  # descriptors, processes, bytes
+    # Cores the attacker's own process and the gateway's used while the victim was measured:
+    # the attacker's client shares the machine's cores with the gateway.
+    cores: tuple[float, float] = (0.0, 0.0)
 
 
-async def _victim_calls(victim: GatewayClient, seconds: float) -> tuple[list[float], int]:
-    """Echo calls one after another for `seconds`: each call's latency (ms), and failures."""
-    latencies: list[float] = []
-    failures = 0
-    stop = time.monotonic() + seconds
-    while time.monotonic() < stop:
-        budget = Budget(deadline_ms=int(time.time() * 1000) + VICTIM_BUDGET_MS)
-        began = time.perf_counter()
-        try:
-            await victim.call_tool("echo", {"message": "ping"}, budget=budget)
-        except GatewayCallError:
-            failures += 1
-        latencies.append((time.perf_counter() - began) * 1000)
-    return latencies, failures
+@dataclass
+class Victim:
+    """The victim tenant's agent: in service the whole run, so its sandbox stays warm."""
+
+    client: GatewayClient
+    lock: anyio.Lock = field(default_factory=anyio.Lock)  # one call at a time, one sandbox
+
+    async def keep_warm(self) -> None:
+        """Between measured windows (an attacker setting up, leftovers being counted) the
+        agent goes on at a slow pace, so its sandbox is never reaped as idle and no row
+        starts with its cold start; run it in the suite's task group, cancelled at the end."""
+        while True:
+            async with self.lock:
+                with contextlib.suppress(GatewayCallError):
+                    await self.client.call_tool("echo", {"message": "warm"})
+            await anyio.sleep(KEEP_WARM_S)
+
+
+async def _victim_calls(victim: Victim, seconds: float) -> VictimCalls:
+    """Echo calls at `VICTIM_RATE_PER_S` for `seconds`, each once its predecessor answered (an
+    agent waits for its tool's answer). A call late to its slot starts at once, and the pace
+    resumes from there (no burst to catch up)."""
+    calls = VictimCalls()
+    interval = 1.0 / VICTIM_RATE_PER_S
+    async with victim.lock:
+        stop = time.monotonic() + seconds
+        due = time.monotonic()
+        while due < stop:
+            await anyio.sleep(max(0.0, due - time.monotonic()))
+            budget = Budget(deadline_ms=int(time.time() * 1000) + VICTIM_BUDGET_MS)
+            began = time.perf_counter()
+            try:
+                await victim.client.call_tool("echo", {"message": "ping"}, budget=budget)
+            except GatewayCallError as exc:
+                calls.failures[exc.code.value] += 1
+                calls.messages.setdefault(exc.code.value, exc.serf.message[:200])
+            calls.latencies.append((time.perf_counter() - began) * 1000)
+            due = max(due + interval, time.monotonic())
+    return calls
 
 
 def _attack_process(name: str, target: Target, duration_s: float, report: Connection) -> None:
@@ -97,6 +141,16 @@ def _attack_process(name: str, target: Target, duration_s: float, report: Connec
         run.seen[f"attack failed: {type(exc).__name__}: {exc}"[:120]] += 1
     run.start()  # never set up: the suite is not left waiting
     report.send(dict(run.seen))
+
+
+def _cpu_s(pids: list[int]) -> float:
+    """CPU seconds (user and system) the processes `pids` have used so far."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _gateway_pids(stack: EmbeddedStack) -> list[int]:
@@ -196,7 +250,7 @@ async def _revoke_works(target: Target, revokee: str, token: str) -> bool:
 
 
 async def _run_attack(
-    name: str, stack: EmbeddedStack, target: Target, victim: GatewayClient, seconds: float
+    name: str, stack: EmbeddedStack, target: Target, victim: Victim, seconds: float
 ) -> Row:
     revokee = f"revokee-{time.monotonic_ns()}"
     token = (await new_client(target, "noisy", ["echo"], agent=revokee)).token or ""
@@ -211,12 +265,16 @@ async def _run_attack(
         return receive.recv() if receive.poll(wait_s) else {"no report": 1}
 
     await anyio.to_thread.run_sync(reported, 120.0)  # "started": its agents are registered
-    await _victim_calls(victim, BUILD_UP_S)  # the attack builds up; the victim stays warm
-    latencies, failures = await _victim_calls(victim, seconds)
+    await _victim_calls(victim, BUILD_UP_S)  # the attack builds up; not measured
+    watched = [attacker.pid or 0], _gateway_pids(stack)
+    cpu_before, began = [_cpu_s(pids) for pids in watched], time.monotonic()
+    calls = await _victim_calls(victim, seconds)
+    elapsed = time.monotonic() - began
+    attacker_cpu, gateway_cpu = (_cpu_s(p) - b for p, b in zip(watched, cpu_before, strict=True))
     revoked = await _revoke_works(target, revokee, token)  # the attack still runs
     seen: dict[str, int] = await anyio.to_thread.run_sync(reported, seconds + 120.0)
     await anyio.to_thread.run_sync(attacker.join)
-    row = Row(latencies, failures, Counter(seen), revoked)
+    row = Row(calls, Counter(seen), revoked, cores=(attacker_cpu / elapsed, gateway_cpu / elapsed))
     row.leftovers = await _leftovers(stack, before)
     return row
 
@@ -270,13 +328,21 @@ async def _measure(stack: EmbeddedStack, seconds: float) -> dict[str, Any]:
     rows: dict[str, Row] = {}
     await _warm_pools(target)
     await anyio.sleep(IDLE_S + 4.0)  # the burst's sandboxes are reaped before anyone measures
-    victim = await new_client(target, "victim", ["echo"])
-    async with victim:
+    async with (
+        await new_client(target, "victim", ["echo"]) as client,
+        anyio.create_task_group() as group,
+    ):
+        victim = Victim(client)
+        group.start_soon(victim.keep_warm)
         await _victim_calls(victim, 1.0)  # its sandbox starts warm, as a running agent's is
-        latencies, failures = await _victim_calls(victim, seconds)
-        rows["alone"] = Row(latencies, failures, Counter())
+        gateway, began = _gateway_pids(stack), time.monotonic()
+        cpu_before = _cpu_s(gateway)
+        alone = Row(await _victim_calls(victim, seconds), Counter())
+        alone.cores = (0.0, (_cpu_s(gateway) - cpu_before) / (time.monotonic() - began))
+        rows["alone"] = alone
         for name in ATTACKS:
             rows[name] = await _run_attack(name, stack, target, victim, seconds)
+        group.cancel_scope.cancel()
     return {"rows": rows, "secrets": await _secrets_found(target, stack)}
 
 
@@ -285,7 +351,7 @@ def _yes(flag: bool | None) -> str:
 
 
 def run(ctx: BenchContext) -> SuiteResult:
-    seconds = 3.0 if ctx.quick else 15.0
+    seconds = 6.0 if ctx.quick else 15.0
     answer_mb = 64 if ctx.quick else 300
     base = ctx.stack.settings
     task = ctx.progress.add_task("isolation: a victim tenant beside a noisy one", total=1)
@@ -313,17 +379,23 @@ def run(ctx: BenchContext) -> SuiteResult:
     table = Table(
         "isolation: the victim tenant's echo calls (ms), alone and beside an attacker",
         [
-            "attack", "calls", "succeeded", "p50", "p99", "alone p99", "p99 / alone",
-            "attacker refused (SERF)", "revoke works", "left: fds/procs/bytes",
+            "attack", "calls", "succeeded", "victim failed (SERF)", "p50", "p99", "alone p99",
+            "p99 / alone",
+            "CPU: attacker / gateway", "attacker refused (SERF)", "revoke works",
+            "left: fds/procs/bytes",
         ],
     )  # fmt: skip
     result = SuiteResult("isolation", tables=[table])
     rows: dict[str, Row] = measured["rows"]
-    alone_p99 = percentile(rows["alone"].latencies, 0.99)
+    alone_p99 = percentile(rows["alone"].victim.latencies, 0.99)
+    told: dict[str, str] = {}  # what the victim was told, per code, over all rows
     for name, row in rows.items():
-        calls = len(row.latencies)
-        success = (calls - row.failures) / calls if calls else 0.0
-        p50, p99 = statistics.median(row.latencies), percentile(row.latencies, 0.99)
+        latencies, failures = row.victim.latencies, row.victim.failures
+        calls = len(latencies)
+        success = (calls - failures.total()) / calls if calls else 0.0
+        failed = ", ".join(f"{c} x{n}" for c, n in failures.most_common()) or "-"
+        told |= {c: f"{c} ({name}): {m}" for c, m in row.victim.messages.items() if c not in told}
+        p50, p99 = statistics.median(latencies), percentile(latencies, 0.99)
         ratio = p99 / alone_p99
         refused: bool | None = None
         left = "-"
@@ -335,13 +407,17 @@ def run(ctx: BenchContext) -> SuiteResult:
             left = "/".join(str(n) for n in row.leftovers)
         table.rows.append(
             [
-                name, calls, f"{success:.1%}", p50, p99, alone_p99, f"{ratio:.2f}x",
+                name, calls, f"{success:.1%}", failed, p50, p99, alone_p99, f"{ratio:.2f}x",
+                f"{row.cores[0]:.2f} / {row.cores[1]:.2f}",
                 "-" if refused is None else f"{_yes(refused)} ({codes or 'none'})",
                 _yes(row.revoked), left,
             ]
         )  # fmt: skip
         result.figures[f"{name} success"] = success
         result.figures[f"{name} p99_ratio"] = ratio
+        result.figures[f"{name} attacker_cores"], result.figures[f"{name} gateway_cores"] = (
+            row.cores
+        )
         result.goals.append(
             Goal(f"{name}: victim calls succeeded", "100%", f"{success:.1%}", success == 1.0)
         )
@@ -362,8 +438,11 @@ def run(ctx: BenchContext) -> SuiteResult:
         Goal(f"gateway secrets readable by a tool ({backend})", "0", str(found), found == 0)
     )
     result.notes.append(
-        "no call is retried, the victim's nor the attacker's; the victim's sandbox is warm "
-        "before each attack, as a running agent's would be, and the gateway's connection pools "
+        f"the victim calls at {VICTIM_RATE_PER_S:.0f}/s, each call once the previous one "
+        f"answered (a {seconds:.0f} s row: about {VICTIM_RATE_PER_S * seconds:.0f} calls); "
+        "no call is retried, the victim's nor the attacker's; between rows the victim calls "
+        f"every {KEEP_WARM_S} s, so its sandbox stays warm, as a running agent's would, and "
+        "the gateway's connection pools are "
         "warmed by a burst of calls first; the suite's tenant rate limit "
         "is 100/s (burst 100) and idle sandboxes go after 2 s, so an attack's are reaped "
         "before its leftovers are counted; descriptors are the gateway's less its Redis "
@@ -371,4 +450,10 @@ def run(ctx: BenchContext) -> SuiteResult:
         "sandboxes' workspaces "
         "(Redis bytes are the tenants' quotas', not counted here)"
     )
+    result.notes.append(
+        "CPU: the cores (1.00: one core busy) the attacker's own process and the gateway's "
+        f"used while the victim was measured, of the machine's {os.cpu_count()}; an attacker "
+        "that takes the cores with its own client slows every process on the machine"
+    )
+    result.notes += [f"the victim was told {message}" for message in told.values()]
     return result

@@ -84,6 +84,10 @@ class Settings(BaseSettings):
     # (unset: a quarter, so one agent cannot take all of its tenant's half).
     sandbox_tenant_max: int | None = Field(default=None, gt=0)
     sandbox_agent_max: int | None = Field(default=None, gt=0)
+    # Of those, how many one tenant may have starting at once (0: no cap but its share): a
+    # cold start's CPU (the engine's, the runtime's, the runner's imports) is in no tenant's
+    # CPU share, so a tenant cycling calls through many agents must not spend it freely.
+    sandbox_tenant_starts_max: int = Field(default=0, ge=0)
     # A call that cannot have a sandbox waits up to this long (never past its deadline) in a
     # queue served round robin by tenant, then gets SANDBOX_UNAVAILABLE: long enough for a
     # warm call or two to finish, short enough that a refused agent backs off soon. At most
@@ -125,6 +129,11 @@ class Settings(BaseSettings):
     http_idle_timeout_s: float = Field(default=5.0, gt=0)
     http_max_connections: int = Field(default=4096, gt=0)
     http_max_connections_per_address: int = Field(default=1024, gt=0)
+    # 401 answers (no token, a bad one) to one client address: at most this many a second (a
+    # burst of twice that), the rest wait for their turn (gateway.http.stranger_pacing), so
+    # a stranger's flood of refusals takes no more of the gateway's CPU. Behind a proxy
+    # every client shares its address: raise it there.
+    http_unauthenticated_per_s: float = Field(default=20.0, gt=0)
     max_body_bytes: int = Field(default=1_048_576, gt=0)
     audit_stream_max: int = Field(default=100_000, gt=0)  # ~records the audit stream keeps
     max_value_bytes: int = Field(default=262_144, gt=0)

@@ -26,6 +26,7 @@ from gateway.http.host_check import HostCheck
 from gateway.http.openapi_document import complete_document
 from gateway.http.responses import install_error_handlers, with_resource_metadata
 from gateway.http.routes import ROUTERS
+from gateway.http.stranger_pacing import StrangerPacing
 from gateway.telemetry import TRACING, serve_traced
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
@@ -36,6 +37,7 @@ class GatewayApp(FastAPI):
 
     _fast_path: FastPath | None = None
     _host_check: HostCheck | None = None
+    _stranger_pacing: StrangerPacing | None = None
 
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
         if TRACING.on and scope["type"] == "http":  # one span per request (telemetry.tracing)
@@ -51,6 +53,13 @@ class GatewayApp(FastAPI):
             self._host_check = HostCheck(settings.allowed_hosts, settings.host)
         return self._host_check
 
+    @property
+    def stranger_pacing(self) -> StrangerPacing | None:
+        """The pace of 401 answers per client address, once the app's settings are known."""
+        if self._stranger_pacing is None and hasattr(self.state, "settings"):
+            self._stranger_pacing = StrangerPacing(self.state.settings.http_unauthenticated_per_s)
+        return self._stranger_pacing
+
     async def _serve(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
         # The DNS-rebinding guard, ahead of everything, once the app's settings are known.
         check = self.host_check
@@ -59,6 +68,8 @@ class GatewayApp(FastAPI):
             return
         if scope["type"] == "http":  # every Bearer challenge names our OAuth metadata
             send = with_resource_metadata(scope, send)
+            if (pacing := self.stranger_pacing) is not None:  # a stranger's 401s, paced
+                send = pacing.pace(scope, send)
         # Built once, on the first call, as Starlette builds its middleware stack: every route
         # is declared by then, wherever it was declared from.
         if self._fast_path is None:

@@ -6,6 +6,7 @@ import os
 import signal
 import time
 from dataclasses import replace
+from typing import Any
 
 import anyio
 import docker
@@ -247,3 +248,46 @@ async def test_nothing_is_left_after_the_pool_closes_with_spares(
             assert not {c.labels["conclave.sandbox_id"] for c in mine} & ids
         finally:
             client.close()
+
+
+async def test_a_tenants_cold_starts_go_one_at_a_time_and_never_hold_up_another_tenants(
+    make_pool: PoolFactory,
+) -> None:
+    """A tenant cycling calls through many agents needs a cold start for each; the start's
+    CPU is in no tenant's share, so its starts run one at a time (the rest wait in the
+    queue), while another tenant's first call starts its sandbox beside them (issue 26)."""
+    pool = make_pool(
+        "process", max_sandboxes=8, tenant_max=4, agent_max=1, queue_ms=30_000,
+        tenant_starts_max=1, spares=[],
+    )  # fmt: skip
+    launches: list[tuple[str, float]] = []
+    launch = pool.backend.launch
+
+    async def recorded(spec: Any) -> Any:
+        launches.append((spec.tenant, time.monotonic()))
+        return await launch(spec)
+
+    pool.backend.launch = recorded  # type: ignore[method-assign]
+    ready: dict[str, tuple[float, float]] = {}  # per agent: its launch began, its sandbox ready
+
+    async def call(tenant: str, agent: str) -> None:
+        began = time.monotonic()
+        outcome = await pool.execute(invocation("whoami", tenant=tenant, agent=agent))
+        assert outcome.ok, outcome.error
+        assert outcome.waited_ms is not None
+        ready[agent] = (began, began + outcome.waited_ms / 1000)
+
+    async with anyio.create_task_group() as group:
+        for i in range(4):
+            group.start_soon(call, "noisy", f"n{i}")
+        with anyio.fail_after(10):
+            while not launches:  # noqa: ASYNC110 (polling the pool's own state)
+                await anyio.sleep(0.005)
+        group.start_soon(call, "victim", "v")
+    noisy_launches = sorted(at for tenant, at in launches if tenant == "noisy")
+    noisy_ready = sorted(ready[f"n{i}"][1] for i in range(4))
+    assert len(noisy_launches) == 4
+    for launched, previous_ready in zip(noisy_launches[1:], noisy_ready, strict=False):
+        assert launched >= previous_ready - 0.05  # each start after the previous one's end
+    (victim_launch,) = [at for tenant, at in launches if tenant == "victim"]
+    assert victim_launch < noisy_ready[-2]  # not queued behind the noisy tenant's starts

@@ -31,7 +31,11 @@ async def gateway(
     redis_url: str, redis: Redis
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Settings]]:
     settings = Settings(
-        redis_url=redis_url, port=0, sandbox_backend="process", audit_stream_max=CAP
+        redis_url=redis_url,
+        port=0,
+        sandbox_backend="process",
+        audit_stream_max=CAP,
+        http_unauthenticated_per_s=10_000,  # the flood's refusals unpaced: this is the audit
     )
     app = create_app(settings)
     async with app.router.lifespan_context(app):

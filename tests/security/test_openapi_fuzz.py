@@ -25,10 +25,16 @@ from protocol import SerfError
 
 @pytest.fixture(scope="module")
 def fuzz_stack(redis_url: str) -> Iterator[EmbeddedStack]:
-    # Rate limits high enough that the fuzzer meets the routes, not the limiter.
-    with EmbeddedStack(
-        Settings(redis_url=redis_url, port=0, rate_limit_per_s=10_000, rate_limit_burst=10_000)
-    ) as stack:
+    # Rate limits (and the pace of 401s) high enough that the fuzzer meets the routes, not
+    # the limiter.
+    settings = Settings(
+        redis_url=redis_url,
+        port=0,
+        rate_limit_per_s=10_000,
+        rate_limit_burst=10_000,
+        http_unauthenticated_per_s=10_000,
+    )
+    with EmbeddedStack(settings) as stack:
         yield stack
 
 
