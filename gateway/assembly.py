@@ -133,7 +133,7 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
 
     app = build_http_app(traced_lifespan(lifespan))  # traces while it runs if OTEL_* ask
     app.state.settings = settings
-    app.state.sandbox_name = settings.sandbox_backend
+    app.state.sandbox_name = settings.sandbox.backend
     app.state.registry = served_tools(settings.tool_modules)
     app.state.metrics = GatewayMetrics(app.state.registry)
     app.state.connection_audit = ConnectionAudit()  # the server's protocol writes through it
@@ -155,12 +155,18 @@ def served_tools(modules: Sequence[str]) -> ToolRegistry:
 
 
 def _tool_executor(settings: Settings, registry: ToolRegistry, egress: EgressProxy) -> ToolExecutor:
-    if settings.sandbox_backend == "inprocess":  # no isolation: measures the gateway alone
+    if settings.sandbox.backend == "inprocess":  # no isolation: measures the gateway alone
         return InProcessExecutor(registry)
     # The sandbox's runner imports the same tool modules. A sandbox a kill tore down is
     # replaced at once: ATBA's kills invite retries, which should find it warm.
     # Each sandbox's egress socket is served by the gateway's egress proxy.
-    return create_executor(settings, replace_killed=True, egress=egress)
+    return create_executor(
+        settings.sandbox,
+        settings.engine_hosts,
+        settings.tool_modules,
+        replace_killed=True,
+        egress=egress,
+    )
 
 
 def _egress_limits(settings: Settings) -> EgressLimits:

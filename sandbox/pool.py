@@ -12,7 +12,7 @@ choice), a sandbox a kill tore down is replaced in the background at once, so th
 kill invites is warm. A call's wall limit and how long the pool waits for a sandbox are read from
 `sandbox.time_limit`.
 
-Fair sharing: at most `max_sandboxes` exist at once (an idle one of anyone is torn down to
+Fair sharing: at most `pool_max` exist at once (an idle one of anyone is torn down to
 make room), and of those in use (busy or starting) a tenant holds at most `tenant_max` and
 an agent at most `agent_max`, so one tenant's flood cannot take every sandbox. A call that
 cannot have one waits up to `queue_ms` (never past its deadline) in a queue served round
@@ -21,11 +21,13 @@ robin by tenant (`sandbox.fair_queue`), at most `queue_max` calls per tenant; th
 that may not queue (`Invocation.may_queue`: a hedge, the gateway's second attempt of a slow
 call) is refused at once instead, so it only ever takes a free slot of its caller's share.
 
+The caps, the queue, the spares and the workspace quota are the pool's `SandboxConfig`.
+
 Spares: with `spares`, the pool keeps one pre-started sandbox per chosen profile that belongs
 to nobody (it has never served a call). An identity with no warm sandbox of that profile
 takes it (its workspace becomes that identity's; it never returns to being a spare), so its
 first call skips the start, and a new spare starts in the background once the call is done.
-A spare counts against `max_sandboxes`, is the first torn down when a call needs room, is
+A spare counts against `pool_max`, is the first torn down when a call needs room, is
 started only while there is room, is never reaped as idle, and is torn down with the pool.
 """
 
@@ -44,13 +46,8 @@ from typing import Any
 import anyio
 
 from protocol import CallUsage, ErrorCode, ExitReason, SerfError
-from sandbox.backend import (
-    SandboxBackend,
-    SandboxError,
-    SandboxProfile,
-    SandboxSpec,
-    WorkspaceQuota,
-)
+from sandbox.backend import SandboxBackend, SandboxError, SandboxProfile, SandboxSpec
+from sandbox.config import DIRECT_POOL, SandboxConfig
 from sandbox.executor import CallLimits, Invocation, Outcome
 from sandbox.fair_queue import FairQueue, Waiter
 from sandbox.instance import CANCEL_ANSWER_S, EgressGate, Sandbox, StaleSandboxError
@@ -113,41 +110,28 @@ class SandboxPool:
     def __init__(
         self,
         backend: SandboxBackend,
+        config: SandboxConfig = DIRECT_POOL,
         *,
         tool_modules: Iterable[str] = ("tools.builtin",),
-        max_sandboxes: int = 32,
-        idle_s: float = 300.0,
-        recycle_after: int = 500,
         startup_timeout_s: float = 30.0,
         workspace_root: Path | None = None,
         replace_killed: bool = False,
-        tenant_max: int | None = None,
-        agent_max: int | None = None,
-        queue_ms: int = 0,
-        queue_max: int = 32,
         egress: EgressGate | None = None,
-        spares: Iterable[SandboxProfile] | None = (),
-        workspace_quota: WorkspaceQuota | None = None,
     ) -> None:
-        """`tenant_max`, `agent_max`: None is half and a quarter of `max_sandboxes` (at least
-        one). `queue_ms`: 0 refuses at once when no sandbox can be had. `spares`: the
-        profiles to keep a pre-started spare of; None: the profile of the last cold start.
-        `workspace_quota`: what each sandbox's workspace may hold (None: unbounded)."""
+        """`config`: the operator's caps, queue, spares and workspace quota (the gateway's
+        `settings.sandbox`); its `tenant_max`, `agent_max` unset are half and a quarter of
+        `pool_max` (at least one)."""
         self.backend = backend
+        self.config = config
         self.tool_modules = tuple(tool_modules)
-        self.max_sandboxes = max_sandboxes
-        self.tenant_max = tenant_max or max(1, max_sandboxes // 2)
-        self.agent_max = agent_max or max(1, max_sandboxes // 4)
-        self.queue_ms = queue_ms
-        self._queue: FairQueue[PoolKey, _Grant] = FairQueue(queue_max)
+        self.tenant_max = config.tenant_max or max(1, config.pool_max // 2)
+        self.agent_max = config.agent_max or max(1, config.pool_max // 4)
+        self._queue: FairQueue[PoolKey, _Grant] = FairQueue(config.queue_max)
         # Sandboxes in use (busy or starting) per tenant and per (tenant, agent).
         self._tenant_in_use: Counter[str] = Counter()
         self._agent_in_use: Counter[tuple[str, str]] = Counter()
-        self.idle_s = idle_s
-        self.recycle_after = recycle_after
         self.startup_timeout_s = startup_timeout_s
         self.workspace_root = workspace_root or DEFAULT_ROOT
-        self.workspace_quota = workspace_quota
         # Start a replacement in the background when a kill tears a sandbox down (the gateway
         # turns this on: ATBA's kills invite retries, which should find a warm sandbox).
         self.replace_killed = replace_killed
@@ -155,7 +139,10 @@ class SandboxPool:
         self._idle: dict[PoolKey, list[Sandbox]] = {}
         self._busy: set[Sandbox] = set()
         self._starting = 0
-        self._spare_profiles = None if spares is None else frozenset(spares)
+        spares = config.spares
+        self._spare_profiles = (
+            None if spares is None else frozenset(profile_for_memory(mb) for mb in spares)
+        )
         self._last_cold: SandboxProfile | None = None  # the profile a cold start last had
         self._spares: dict[SandboxProfile, Sandbox] = {}  # started, never used
         self._spares_starting: set[SandboxProfile] = set()
@@ -219,7 +206,7 @@ class SandboxPool:
             waited_ms = (time.monotonic() - started) * 1000
             try:
                 result = await sandbox.call(within_deadline(invocation))
-                recycle = result.recycle or sandbox.calls >= self.recycle_after
+                recycle = result.recycle or sandbox.calls >= self.config.recycle_after
                 lost = result.torn_down_at_timeout
                 return replace(self._cut_by_shutdown(result.outcome), waited_ms=waited_ms)
             except StaleSandboxError:
@@ -258,7 +245,7 @@ class SandboxPool:
         tear it down (and replace it) if it did not."""
         try:
             warm = await sandbox.settle_cancelled()
-            recycle = not warm or sandbox.calls >= self.recycle_after
+            recycle = not warm or sandbox.calls >= self.config.recycle_after
             await self._checkin(key, sandbox, recycle=recycle)
         finally:
             settled.set()
@@ -304,7 +291,7 @@ class SandboxPool:
         if key in self._settling and invocation.may_queue:
             await self._await_settling(key, limit)
         left_s = limit.left_s()
-        queue_s = self.queue_ms / 1000 if invocation.may_queue else 0.0
+        queue_s = self.config.queue_ms / 1000 if invocation.may_queue else 0.0
         grant = await self._admission(key, queue_s if left_s is None else min(queue_s, left_s))
         if grant is None:
             if left_s is not None and left_s <= queue_s:
@@ -398,7 +385,7 @@ class SandboxPool:
             grant = _Grant(sandbox=spare)
         else:
             grant = _Grant()
-            if self.size >= self.max_sandboxes:
+            if self.size >= self.config.pool_max:
                 grant.evicted = self._spare_for_room() or self._oldest_idle()
                 if grant.evicted is None:
                     return None
@@ -432,7 +419,7 @@ class SandboxPool:
     def _refusal(self, key: PoolKey) -> str:
         """Why no sandbox could be had for this identity, and what to do about it."""
         tenant, agent, _ = key
-        waited = f"after waiting {self.queue_ms} ms " if self.queue_ms else ""
+        waited = f"after waiting {self.config.queue_ms} ms " if self.config.queue_ms else ""
         if self._tenant_in_use[tenant] >= self.tenant_max:
             return (
                 f"tenant {tenant!r} already has its share of {self.tenant_max} sandboxes in "
@@ -444,7 +431,7 @@ class SandboxPool:
                 f"use {waited}; retry shortly (or raise CONCLAVE_SANDBOX_AGENT_MAX)"
             )
         return (
-            f"all {self.max_sandboxes} sandboxes are busy {waited}; retry shortly "
+            f"all {self.config.pool_max} sandboxes are busy {waited}; retry shortly "
             "(or raise CONCLAVE_SANDBOX_POOL_MAX)"
         )
 
@@ -470,7 +457,7 @@ class SandboxPool:
     async def _start(self, key: PoolKey) -> Sandbox:
         tenant, agent, profile = key
         sandbox_id = f"sbx-{uuid.uuid4().hex[:12]}"
-        quota = self.workspace_quota
+        quota = self.config.workspace_quota
         workspace = create_workspace(self.workspace_root, sandbox_id, quota)
         spec = SandboxSpec(sandbox_id, tenant, agent, profile, workspace, self.tool_modules, quota)
         try:
@@ -505,7 +492,7 @@ class SandboxPool:
         for profile in [p for p in self._spares if p not in wanted]:
             self._in_background(self._destroy(self._spares.pop(profile)))
         for profile in wanted - self._spares.keys() - self._spares_starting:
-            if self.size >= self.max_sandboxes:
+            if self.size >= self.config.pool_max:
                 return
             self._spares_starting.add(profile)
             self._in_background(self._start_spare(profile))
@@ -535,8 +522,8 @@ class SandboxPool:
         now = time.monotonic()
         expired: list[Sandbox] = []
         for key, sandboxes in list(self._idle.items()):
-            keep = [s for s in sandboxes if now - s.last_used < self.idle_s]
-            expired += [s for s in sandboxes if now - s.last_used >= self.idle_s]
+            keep = [s for s in sandboxes if now - s.last_used < self.config.idle_s]
+            expired += [s for s in sandboxes if now - s.last_used >= self.config.idle_s]
             if keep:
                 self._idle[key] = keep
             else:
@@ -575,7 +562,7 @@ class SandboxPool:
         while True:
             async with self._lock:
                 self._top_up_spares()
-            await anyio.sleep(interval_s or max(1.0, self.idle_s / 4))
+            await anyio.sleep(interval_s or max(1.0, self.config.idle_s / 4))
             await self.reap_idle()
 
     async def _destroy(self, sandbox: Sandbox) -> None:

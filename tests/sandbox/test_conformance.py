@@ -126,7 +126,7 @@ async def test_identities_never_share_a_sandbox(backend: str, make_pool: PoolFac
 async def test_pool_cap_recycling_reaping_and_shutdown(
     backend: str, make_pool: PoolFactory
 ) -> None:
-    pool = make_pool(backend, max_sandboxes=1, recycle_after=2, idle_s=60)
+    pool = make_pool(backend, pool_max=1, recycle_after=2, idle_s=60)
     results: dict[str, object] = {}
 
     async def slow() -> None:
@@ -144,7 +144,7 @@ async def test_pool_cap_recycling_reaping_and_shutdown(
     assert first.usage.sandbox == results["slow"].usage.sandbox  # type: ignore[attr-defined]
     fresh = await pool.execute(invocation("whoami"))
     assert fresh.usage.sandbox != first.usage.sandbox
-    pool.idle_s = 0.01
+    pool.config = pool.config.model_copy(update={"idle_s": 0.01})
     reaped = 0
     with anyio.fail_after(5):
         while not reaped:

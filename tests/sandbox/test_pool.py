@@ -62,7 +62,7 @@ def test_profiles_round_memory_up_to_a_tier_plus_the_runner() -> None:
 async def test_a_tenant_with_many_waiters_cannot_starve_one_with_a_single_waiter(
     make_pool: PoolFactory,
 ) -> None:
-    pool = make_pool("process", max_sandboxes=2, tenant_max=2, agent_max=2, queue_ms=10_000)
+    pool = make_pool("process", pool_max=2, tenant_max=2, agent_max=2, queue_ms=10_000)
     finished: list[str] = []
 
     async def call(name: str, tenant: str, seconds: float) -> None:
@@ -91,7 +91,7 @@ async def test_a_tenant_with_many_waiters_cannot_starve_one_with_a_single_waiter
 async def test_a_queued_call_leaves_at_its_deadline_and_a_full_queue_refuses_at_once(
     make_pool: PoolFactory,
 ) -> None:
-    pool = make_pool("process", max_sandboxes=1, queue_ms=10_000, queue_max=1)
+    pool = make_pool("process", pool_max=1, queue_ms=10_000, queue_max=1)
     holder = invocation("sleep", {"seconds": 3.0}, tenant="noisy")
     async with anyio.create_task_group() as group:
         group.start_soon(pool.execute, holder)
@@ -124,7 +124,7 @@ async def test_a_queued_call_leaves_at_its_deadline_and_a_full_queue_refuses_at_
 async def test_an_agent_past_its_share_is_refused_after_the_queue_wait(
     make_pool: PoolFactory,
 ) -> None:
-    pool = make_pool("process", max_sandboxes=4, queue_ms=300)  # agent share: 1, tenant: 2
+    pool = make_pool("process", pool_max=4, queue_ms=300)  # agent share: 1, tenant: 2
     async with anyio.create_task_group() as group:
         group.start_soon(pool.execute, invocation("sleep", {"seconds": 3.0}))
         with anyio.fail_after(30):
@@ -144,7 +144,7 @@ async def test_an_agent_past_its_share_is_refused_after_the_queue_wait(
 async def test_room_is_made_from_the_tenant_holding_most_not_a_small_tenants_warm_one(
     make_pool: PoolFactory,
 ) -> None:
-    pool = make_pool("process", max_sandboxes=3, tenant_max=3, agent_max=1)
+    pool = make_pool("process", pool_max=3, tenant_max=3, agent_max=1)
     victim = await pool.execute(invocation("whoami", tenant="small", agent="v"))
     for agent in ("n1", "n2"):  # the noisy tenant fills the pool, then goes idle
         assert (await pool.execute(invocation("whoami", tenant="noisy", agent=agent))).ok
@@ -196,7 +196,7 @@ async def test_a_spare_serves_one_identity_only(make_pool: PoolFactory) -> None:
 
 
 async def test_a_spare_is_evicted_first_and_never_evicts(make_pool: PoolFactory) -> None:
-    pool = make_pool("process", max_sandboxes=3, tenant_max=3, agent_max=1, spares=None)
+    pool = make_pool("process", pool_max=3, tenant_max=3, agent_max=1, spares=None)
     alice = await pool.execute(invocation("whoami"))
     await _ready_spare(pool)
     bob = await pool.execute(invocation("whoami", agent="bob"))
@@ -214,7 +214,7 @@ async def test_a_spare_is_evicted_first_and_never_evicts(make_pool: PoolFactory)
 
 
 async def test_configured_spares_start_before_any_call(make_pool: PoolFactory) -> None:
-    pool = make_pool("process", spares=[profile_for(DEFAULT_LIMITS)])
+    pool = make_pool("process", spares=(DEFAULT_LIMITS.memory_mb,))
     async with anyio.create_task_group() as group:
         group.start_soon(pool.run_reaper)  # the gateway runs it: it starts the spares
         spare = await _ready_spare(pool)
