@@ -65,7 +65,7 @@ from gateway.telemetry import (
     install_json_logging,
     traced_lifespan,
 )
-from sandbox import InProcessExecutor, SandboxPool, ToolExecutor, create_executor
+from sandbox import InProcessExecutor, ToolExecutor, create_executor
 from tools import ToolRegistry, default_registry
 from tools.sources import ToolSource, load_config
 
@@ -101,7 +101,7 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
         register_sources(state.registry, python.reports)
         state.stdio = StdioSources(sources, state.registry)  # mcp_stdio sources
         sandbox_settings = await state.stdio.open(python.sandbox_settings)
-        state.executor = _tool_executor(sandbox_settings, state.registry, state.egress)
+        state.executor = await _tool_executor(sandbox_settings, state.registry, state.egress)
         state.agents = AgentDirectory(state.redis, settings)
         state.state_store = StateStore.from_settings(state.redis, settings)
         state.latency_window = _latency_window(settings, state.redis)
@@ -116,8 +116,6 @@ def create_app(settings: Settings | None = None, sources: Sequence[ToolSource] =
         state.pipeline, state.header_check = _pipeline(settings, state.redis, state.registry, app)
         try:
             async with anyio.create_task_group() as background:
-                if isinstance(state.executor, SandboxPool):
-                    background.start_soon(state.executor.run_reaper)  # reaps idle sandboxes
                 await background.start(state.upstreams.run)  # each upstream tried once
                 await background.start(state.inflight.listen)  # cancels from any replica
                 await background.start(state.caller_streams.listen)  # news from any replica
@@ -154,19 +152,23 @@ def served_tools(modules: Sequence[str]) -> ToolRegistry:
     return registry
 
 
-def _tool_executor(settings: Settings, registry: ToolRegistry, egress: EgressProxy) -> ToolExecutor:
+async def _tool_executor(
+    settings: Settings, registry: ToolRegistry, egress: EgressProxy
+) -> ToolExecutor:
     if settings.sandbox.backend == "inprocess":  # no isolation: measures the gateway alone
         return InProcessExecutor(registry)
     # The sandbox's runner imports the same tool modules. A sandbox a kill tore down is
     # replaced at once: ATBA's kills invite retries, which should find it warm.
     # Each sandbox's egress socket is served by the gateway's egress proxy.
-    return create_executor(
+    # Opened here, in the lifespan's task, which closes it: its task group reaps idle sandboxes.
+    pool = create_executor(
         settings.sandbox,
         settings.engine_hosts,
         settings.tool_modules,
         replace_killed=True,
         egress=egress,
     )
+    return await pool.open()
 
 
 def _egress_limits(settings: Settings) -> EgressLimits:

@@ -79,7 +79,7 @@ def _pool(backend: SandboxBackend, spares: tuple[int, ...] | None) -> SandboxPoo
 
 async def _cold_with_spare(backend: SandboxBackend, quick: bool) -> list[float]:
     """A new identity's first call with the spare started (the one before it started it)."""
-    pool = _pool(backend, spares=None)  # a spare of the last cold start's profile
+    pool = await _pool(backend, spares=None).open()  # a spare of the last cold start's profile
     try:
         samples: list[float] = []
         for i in range(4 if quick else 11):
@@ -98,7 +98,7 @@ async def _cold_with_spare(backend: SandboxBackend, quick: bool) -> list[float]:
 
 async def _measure_backend(backend: SandboxBackend, quick: bool) -> dict[str, Any]:
     spare = await _cold_with_spare(backend, quick)
-    pool = _pool(backend, spares=())
+    pool = await _pool(backend, spares=()).open()
     try:
         cold: list[float] = []
         for i in range(3 if quick else 10):

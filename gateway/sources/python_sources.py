@@ -189,6 +189,7 @@ async def _discover(prepared: list[PreparedSource], settings: Settings) -> list[
         )
     except SandboxError as exc:  # no backend here: the sources wait for one
         return [_failed(p.source, f"no sandbox to import it in: {exc}") for p in prepared]
+    await executor.open()
     try:
         outcome = await executor.execute(_describe_call())
     finally:

@@ -175,6 +175,7 @@ class StdioSources:
             for server in ready:
                 self._refuse(server.source, f"no sandbox to start it in: {exc}")
             return
+        await executor.open()
         try:
             for server in ready:
                 try:

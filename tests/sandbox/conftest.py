@@ -6,7 +6,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,16 +67,17 @@ def invocation(
     return Invocation(tool, f"{module}:{tool}", arguments or {}, context, fitted)
 
 
-PoolFactory = Callable[..., SandboxPool]
+PoolFactory = Callable[..., Awaitable[SandboxPool]]
 
 
 @pytest.fixture
 async def make_pool(request: pytest.FixtureRequest) -> AsyncIterator[PoolFactory]:
-    """Build pools on the test's backend (`request.param` via `backend_name`); all closed after."""
+    """Build and open pools on the test's backend (`request.param` via `backend_name`); all
+    closed after, the last opened first (each pool's task group was entered in turn)."""
     pools: list[SandboxPool] = []
     roots: list[Path] = []
 
-    def build(backend_name: str, **config: Any) -> SandboxPool:
+    async def build(backend_name: str, **config: Any) -> SandboxPool:
         """A pool of `DIRECT_POOL`'s configuration, with `config`'s fields changed."""
         # Short enough for a Unix socket path, and outside pytest's 0700 temp tree: the
         # process backend's runner (uid 65534 under root) must pass through to its workspace.
@@ -85,11 +86,11 @@ async def make_pool(request: pytest.FixtureRequest) -> AsyncIterator[PoolFactory
         changed = SandboxConfig.model_validate({**DIRECT_POOL.model_dump(), **config})
         backend = make_backend(backend_name, request)
         pool = SandboxPool(backend, changed, tool_modules=TOOL_MODULES, workspace_root=root)
-        pools.append(pool)
+        pools.append(await pool.open())
         return pool
 
     yield build
-    for pool in pools:
+    for pool in reversed(pools):
         await pool.aclose()
     for root in roots:
         shutil.rmtree(root, ignore_errors=True)

@@ -133,6 +133,7 @@ async def fleet_pool(docker_engine: str, engine_b: EngineB) -> AsyncIterator[San
     root = Path(tempfile.mkdtemp(prefix="conclave-fleet-"))
     config = DIRECT_POOL.model_copy(update={"pool_max": 16})
     pool = SandboxPool(fleet, config, tool_modules=TOOL_MODULES, workspace_root=root)
+    await pool.open()
     try:
         yield pool
     finally:
@@ -232,6 +233,7 @@ async def test_conclave_docker_hosts_builds_a_pool_over_every_engine(
     pool = create_executor(
         settings.sandbox.model_copy(update={"spares": ()}), settings.engine_hosts, TOOL_MODULES
     )
+    await pool.open()
     try:
         outcomes = await run_all(pool, [call(f"configured-{n}") for n in range(2)])
         assert all(outcome.ok for outcome in outcomes), outcomes
@@ -289,6 +291,7 @@ async def _restart_under_calls(docker_engine: str) -> None:
         tool_modules=TOOL_MODULES,
         workspace_root=root,
     )
+    await pool.open()
     answers: Counter[str] = Counter()
     restarted = anyio.Event()
     try:
