@@ -147,9 +147,9 @@ async def test_pool_cap_recycling_reaping_and_shutdown(
     pool.config = pool.config.model_copy(update={"idle_s": 0.01})
     reaped = 0
     with anyio.fail_after(5):
-        while not reaped:
-            reaped = await pool.reap_idle()
-    assert reaped == 1 and pool.size == 0
+        while pool.size:  # the pool's own reaper (in its task group) may come first
+            reaped += await pool.reap_idle()
+    assert reaped <= 1 and pool.size == 0
     await pool.execute(invocation("whoami"))
     await pool.aclose()
     assert processes_mentioning(str(pool.workspace_root)) == []
