@@ -135,7 +135,7 @@ def serve(
         raise typer.Exit(1) from exc
     if not settings.redis_url and not settings.redis_data_dir and not ephemeral:
         settings = settings.model_copy(update={"redis_data_dir": str(settings.data_dir / "redis")})
-    if settings.sandbox_backend == "process" and not unisolated_process_backend:
+    if settings.sandbox.backend == "process" and not unisolated_process_backend:
         _refuse_to_serve(
             "the process backend does not isolate tools: add --unisolated-process-backend"
         )

@@ -31,7 +31,7 @@ def settings_from(config: Path | None, **overrides: Any) -> Settings:
         return Settings(**overrides)
     path = config.resolve()
     table = load_config(path).gateway
-    unknown = sorted(set(table) - set(Settings.model_fields) - {"config"})
+    unknown = sorted(set(table) - Settings.setting_names() - {"config"})
     if unknown:
         raise ConfigError("\n".join(f"{path}: gateway.{k}: not a gateway setting" for k in unknown))
     from_file = {k: v for k, v in table.items() if not _set_in_environment(k)}
@@ -47,7 +47,8 @@ def settings_from(config: Path | None, **overrides: Any) -> Settings:
 
 def _set_in_environment(field: str) -> bool:
     """Whether an environment variable sets this setting (it then beats the file)."""
-    alias = Settings.model_fields[field].validation_alias
+    declared = Settings.model_fields.get(field)  # None: a flat sandbox_* name
+    alias = declared.validation_alias if declared is not None else None
     names = [str(a) for a in alias.choices] if isinstance(alias, AliasChoices) else []
     prefix = str(Settings.model_config.get("env_prefix", ""))
     names.append(f"{prefix}{field}")

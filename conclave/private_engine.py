@@ -88,7 +88,7 @@ def find_engine(
     """`settings`, pointing at the private engine once it answers, when the docker backend is
     wanted and the configured engine does not answer; unchanged otherwise. Not root: says how
     to start it and leaves the choice to the backend (auto: bwrap; docker: refused)."""
-    if settings.sandbox_backend not in ("auto", "docker") or settings.docker_hosts:
+    if settings.sandbox.backend not in ("auto", "docker") or settings.docker_hosts:
         return settings
     chosen = settings.docker_host
     if chosen != engine.host and "docker_host" in settings.model_fields_set:

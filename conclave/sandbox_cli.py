@@ -46,7 +46,7 @@ def build_image(
     began = time.monotonic()
     builder = RuntimeImageBuilder(
         settings.engine_hosts[0],
-        settings.sandbox_image,
+        settings.sandbox.image,
         cache_dir=cache_dir,
         mirror=mirror,
         say=lambda line: console.print(f"[bold]build-image[/] {line}"),
@@ -59,7 +59,7 @@ def build_image(
         console.print(f"[red]build-image failed:[/] {exc}")
         raise typer.Exit(1) from exc
     if built:
-        console.print(f"built {settings.sandbox_image} in {time.monotonic() - began:.1f} s")
+        console.print(f"built {settings.sandbox.image} in {time.monotonic() - began:.1f} s")
     if settings.config is not None and not _prepare_sources(settings, cache_dir):
         raise typer.Exit(1)
 
@@ -87,7 +87,7 @@ def _prepare_sources(settings: Settings, cache_dir: Path | None) -> bool:
         why = stdio.refused.get(source.name)
         line = f"cannot be served: {why}" if why else "ready"
         console.print(f"source {source.name}: {line}", markup=False)
-    console.print(f"sources' image: {ready.sandbox_image}")
+    console.print(f"sources' image: {ready.sandbox.image}")
     return all(report.error is None for report in found.reports) and not stdio.refused
 
 

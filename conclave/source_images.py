@@ -36,7 +36,7 @@ def prepare_source_images(settings: Settings, say: Callable[[str], None]) -> Non
     sources = load_config(settings.config).source
     wanted = [s for s in sources if isinstance(s, PythonSource | McpStdioSource)]
     settings = effective_backend(settings)
-    if not wanted or settings.sandbox_backend == "inprocess":
+    if not wanted or settings.sandbox.backend == "inprocess":
         return
     step = ["starting"]
 
@@ -57,7 +57,7 @@ def prepare_source_images(settings: Settings, say: Callable[[str], None]) -> Non
             for name, why in stdio.refused.items():
                 say(f"source {name}: cannot be prepared: {why}")
 
-    say(f"preparing {len(wanted)} tool source(s) of {settings.config} ({settings.sandbox_backend})")
+    say(f"preparing {len(wanted)} tool source(s) of {settings.config} ({settings.sandbox.backend})")
     try:
         # In a thread of its own: a stack may be started from code already running an event
         # loop in this thread (an async test, an application), where anyio.run cannot run.

@@ -101,14 +101,14 @@ class EmbeddedStack:
                 "CONCLAVE_SECRET and CONCLAVE_ADMIN_KEY (long random values) to bind beyond "
                 "loopback"
             )
-        if base.sandbox_backend == "auto":
-            self.backend = strongest_available(base.docker_host, base.sandbox_image)
-        elif base.sandbox_backend == "inprocess":
+        if base.sandbox.backend == "auto":
+            self.backend = strongest_available(base.docker_host, base.sandbox.image)
+        elif base.sandbox.backend == "inprocess":
             log.warning(INPROCESS_WARNING)
             self.backend = BackendChoice("inprocess", INPROCESS_WARNING)
         else:
             self._check_backend_runs(base)
-            self.backend = BackendChoice(base.sandbox_backend, "chosen by configuration")
+            self.backend = BackendChoice(base.sandbox.backend, "chosen by configuration")
         try:  # image builds can take minutes: before the readiness clock, with progress
             prepare_source_images(
                 base.model_copy(update={"sandbox_backend": self.backend.name}), self.say
@@ -180,13 +180,13 @@ class EmbeddedStack:
         """A configured docker or bwrap backend that cannot run here is refused before the
         gateway starts, with the fix, rather than by a traceback from the gateway's start-up."""
         missing = None
-        if settings.sandbox_backend == "docker":
-            missing = docker_status(settings.docker_host, settings.sandbox_image)
-        elif settings.sandbox_backend == "bwrap":
+        if settings.sandbox.backend == "docker":
+            missing = docker_status(settings.docker_host, settings.sandbox.image)
+        elif settings.sandbox.backend == "bwrap":
             missing = bwrap_status()
         if missing is not None:
             raise StackError(
-                f"the {settings.sandbox_backend} sandbox backend cannot run: {missing}"
+                f"the {settings.sandbox.backend} sandbox backend cannot run: {missing}"
             )
 
     def _gateway_env(self) -> dict[str, str]:

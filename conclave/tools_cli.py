@@ -250,8 +250,8 @@ def _open_stdio(settings: Settings) -> StdioSources:
 
 
 def _where(settings: Settings) -> str:
-    backend = settings.sandbox_backend
-    return f"docker ({settings.sandbox_image})" if backend == "docker" else backend
+    backend = settings.sandbox.backend
+    return f"docker ({settings.sandbox.image})" if backend == "docker" else backend
 
 
 def _intent(intent: ResourceIntent) -> str:

@@ -78,7 +78,7 @@ from gateway.telemetry import (
     install_json_logging,
     traced_lifespan,
 )
-from sandbox import InProcessExecutor, SandboxPool, ToolExecutor, create_executor
+from sandbox import InProcessExecutor, ToolExecutor, create_executor
 from tools import ToolRegistry, default_registry
 from tools.sources import ToolSource, load_config
 
@@ -137,7 +137,7 @@ def create_app(
         register_sources(registry, python.reports)
         stdio = StdioSources(sources, registry)  # mcp_stdio sources
         sandbox_settings = await stdio.open(python.sandbox_settings)
-        executor = _tool_executor(sandbox_settings, registry, egress)
+        executor = await _tool_executor(sandbox_settings, registry, egress)
         agents = AgentDirectory(redis, settings)
         state_store = StateStore.from_settings(redis, settings)
         latency_window = _latency_window(settings, redis)
@@ -167,7 +167,7 @@ def create_app(
         )
         tasks = TaskRunner(_task_store(settings, redis), pipeline, task_outcome_of)  # MCP tasks
         parts = GatewayParts(
-            sandbox_name=settings.sandbox_backend,
+            sandbox_name=settings.sandbox.backend,
             registry=registry,
             metrics=metrics,
             connection_audit=connection_audit,
@@ -194,8 +194,6 @@ def create_app(
         keep_parts(app, parts)
         try:
             async with anyio.create_task_group() as background:
-                if isinstance(executor, SandboxPool):
-                    background.start_soon(executor.run_reaper)  # reaps idle sandboxes
                 await background.start(upstreams.run)  # each upstream tried once
                 await background.start(inflight.listen)  # cancels from any replica
                 await background.start(caller_streams.listen)  # news from any replica
@@ -231,13 +229,23 @@ def served_tools(modules: Sequence[str]) -> ToolRegistry:
     return registry
 
 
-def _tool_executor(settings: Settings, registry: ToolRegistry, egress: EgressProxy) -> ToolExecutor:
-    if settings.sandbox_backend == "inprocess":  # no isolation: measures the gateway alone
+async def _tool_executor(
+    settings: Settings, registry: ToolRegistry, egress: EgressProxy
+) -> ToolExecutor:
+    if settings.sandbox.backend == "inprocess":  # no isolation: measures the gateway alone
         return InProcessExecutor(registry)
     # The sandbox's runner imports the same tool modules. A sandbox a kill tore down is
     # replaced at once: ATBA's kills invite retries, which should find it warm.
     # Each sandbox's egress socket is served by the gateway's egress proxy.
-    return create_executor(settings, replace_killed=True, egress=egress)
+    # Opened here, in the lifespan's task, which closes it: its task group reaps idle sandboxes.
+    pool = create_executor(
+        settings.sandbox,
+        settings.engine_hosts,
+        settings.tool_modules,
+        replace_killed=True,
+        egress=egress,
+    )
+    return await pool.open()
 
 
 def _egress_limits(settings: Settings) -> EgressLimits:

@@ -11,6 +11,7 @@ from sandbox.backend import (
     WorkspaceQuota,
 )
 from sandbox.call_events import MAX_EVENT_BYTES, Ask, CallEvents, answer_deadline
+from sandbox.config import SandboxChoice, SandboxConfig
 from sandbox.detect import BackendChoice, bwrap_status, docker_status, strongest_available
 from sandbox.docker_client import docker_client
 from sandbox.executor import NOT_RUN, CallLimits, Invocation, Outcome, ToolExecutor
@@ -51,6 +52,8 @@ __all__ = [
     "RuntimeImageMissing",
     "Sandbox",
     "SandboxBackend",
+    "SandboxChoice",
+    "SandboxConfig",
     "SandboxError",
     "SandboxPool",
     "SandboxProfile",

@@ -1,70 +1,35 @@
 """`create_executor`: the sandbox pool for a configuration, on the backend it names.
 
-The settings object is the gateway's `Settings`; only the fields below are read, so this
-package does not import the gateway.
+The pool is built from the sandbox's own `SandboxConfig` (the gateway's `settings.sandbox`),
+the Docker engines it may run on and the tool modules its runner imports; this package does
+not import the gateway.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Protocol
 
-from sandbox.backend import SandboxBackend, SandboxStartError, WorkspaceQuota
+from sandbox.backend import SandboxBackend, SandboxStartError
+from sandbox.config import SandboxConfig
 from sandbox.detect import bwrap_status, docker_status, strongest_available
 from sandbox.instance import EgressGate
-from sandbox.pool import SandboxPool, profile_for_memory
+from sandbox.pool import SandboxPool
 
 log = logging.getLogger("conclave.sandbox")
 
 
-class SandboxSettings(Protocol):
-    @property
-    def sandbox_backend(self) -> str: ...
-    @property
-    def docker_host(self) -> str: ...
-    @property
-    def sandbox_image(self) -> str: ...
-    @property
-    def engine_hosts(self) -> tuple[str, ...]: ...
-    @property
-    def sandbox_engine_capacity(self) -> int | None: ...
-    @property
-    def tool_modules(self) -> tuple[str, ...]: ...
-    @property
-    def sandbox_pool_max(self) -> int: ...
-    @property
-    def sandbox_tenant_max(self) -> int | None: ...
-    @property
-    def sandbox_agent_max(self) -> int | None: ...
-    @property
-    def sandbox_tenant_starts_max(self) -> int: ...
-    @property
-    def sandbox_queue_ms(self) -> int: ...
-    @property
-    def sandbox_queue_max(self) -> int: ...
-    @property
-    def sandbox_idle_s(self) -> float: ...
-    @property
-    def sandbox_recycle_after(self) -> int: ...
-    @property
-    def sandbox_spares(self) -> tuple[int, ...] | None: ...
-    @property
-    def sandbox_workspace_mb(self) -> int: ...
-    @property
-    def sandbox_workspace_inodes(self) -> int: ...
-
-
-def create_backend(settings: SandboxSettings) -> SandboxBackend:
-    choice = settings.sandbox_backend
+def create_backend(config: SandboxConfig, engines: Sequence[str]) -> SandboxBackend:
+    """The backend `config` names (`auto`: the strongest here) on `engines`, the Docker
+    engines (the first one alone unless the backend is docker over several)."""
+    choice: str = config.backend
     if choice == "auto":
-        picked = strongest_available(settings.docker_host, settings.sandbox_image)
+        picked = strongest_available(engines[0], config.image)
         log.info("sandbox backend %s: %s", picked.name, picked.reason)
         choice = picked.name
-    if choice == "docker" and len(settings.engine_hosts) > 1:
-        capacity = settings.sandbox_engine_capacity or settings.sandbox_pool_max
-        return docker_fleet(settings.engine_hosts, settings.sandbox_image, capacity)
-    return backend_named(choice, settings.docker_host, settings.sandbox_image)
+    if choice == "docker" and len(engines) > 1:
+        return docker_fleet(engines, config.image, config.engine_capacity or config.pool_max)
+    return backend_named(choice, engines[0], config.image)
 
 
 def docker_fleet(docker_hosts: Sequence[str], image: str, capacity: int) -> SandboxBackend:
@@ -102,29 +67,18 @@ def backend_named(name: str, docker_host: str, image: str) -> SandboxBackend:
 
 
 def create_executor(
-    settings: SandboxSettings, *, replace_killed: bool = False, egress: EgressGate | None = None
+    config: SandboxConfig,
+    engines: Sequence[str],
+    tool_modules: Sequence[str],
+    *,
+    replace_killed: bool = False,
+    egress: EgressGate | None = None,
 ) -> SandboxPool:
-    spares = settings.sandbox_spares
+    """The pool `config` describes, on its backend over `engines`, importing `tool_modules`."""
     return SandboxPool(
-        create_backend(settings),
-        tool_modules=settings.tool_modules,
-        max_sandboxes=settings.sandbox_pool_max,
-        tenant_max=settings.sandbox_tenant_max,
-        agent_max=settings.sandbox_agent_max,
-        queue_ms=settings.sandbox_queue_ms,
-        queue_max=settings.sandbox_queue_max,
-        tenant_starts_max=settings.sandbox_tenant_starts_max or None,
-        idle_s=settings.sandbox_idle_s,
-        recycle_after=settings.sandbox_recycle_after,
+        create_backend(config, engines),
+        config,
+        tool_modules=tool_modules,
         replace_killed=replace_killed,
         egress=egress,
-        spares=None if spares is None else [profile_for_memory(mb) for mb in spares],
-        workspace_quota=workspace_quota(settings),
     )
-
-
-def workspace_quota(settings: SandboxSettings) -> WorkspaceQuota | None:
-    """Each sandbox's workspace quota; None when the operator turned it off (0 MiB)."""
-    if settings.sandbox_workspace_mb <= 0:
-        return None
-    return WorkspaceQuota(settings.sandbox_workspace_mb, settings.sandbox_workspace_inodes)

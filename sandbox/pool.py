@@ -12,7 +12,7 @@ choice), a sandbox a kill tore down is replaced in the background at once, so th
 kill invites is warm. A call's wall limit and how long the pool waits for a sandbox are read from
 `sandbox.time_limit`.
 
-Fair sharing: at most `max_sandboxes` exist at once (an idle one of anyone is torn down to
+Fair sharing: at most `pool_max` exist at once (an idle one of anyone is torn down to
 make room), and of those in use (busy or starting) a tenant holds at most `tenant_max` and
 an agent at most `agent_max`, so one tenant's flood cannot take every sandbox. Of those, a
 tenant may have at most `tenant_starts_max` starting at once: a cold start's CPU is spent
@@ -25,36 +25,32 @@ robin by tenant (`sandbox.fair_queue`), at most `queue_max` calls per tenant; th
 that may not queue (`Invocation.may_queue`: a hedge, the gateway's second attempt of a slow
 call) is refused at once instead, so it only ever takes a free slot of its caller's share.
 
+The caps, the queue, the spares and the workspace quota are the pool's `SandboxConfig`.
+
 Spares: with `spares`, the pool keeps one pre-started sandbox per chosen profile that belongs
 to nobody (it has never served a call). An identity with no warm sandbox of that profile
 takes it (its workspace becomes that identity's; it never returns to being a spare), so its
 first call skips the start, and a new spare starts in the background once the call is done.
-A spare counts against `max_sandboxes`, is the first torn down when a call needs room, is
+A spare counts against `pool_max`, is the first torn down when a call needs room, is
 started only while there is room, is never reaped as idle, and is torn down with the pool.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Coroutine, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import anyio
 
 from protocol import CallUsage, ErrorCode, ExitReason, SerfError
-from sandbox.backend import (
-    SandboxBackend,
-    SandboxError,
-    SandboxProfile,
-    SandboxSpec,
-    WorkspaceQuota,
-)
+from sandbox.backend import SandboxBackend, SandboxError, SandboxProfile, SandboxSpec
+from sandbox.background import BackgroundWork
+from sandbox.config import DIRECT_POOL, SandboxConfig
 from sandbox.executor import CallLimits, Invocation, Outcome
 from sandbox.fair_queue import FairQueue, Waiter
 from sandbox.instance import CANCEL_ANSWER_S, EgressGate, Sandbox, StaleSandboxError
@@ -72,6 +68,16 @@ log = logging.getLogger("conclave.sandbox")
 
 class PoolFullError(SandboxError):
     retry_after_ms = 250  # a busy pool frees a sandbox within a call or two
+
+
+@dataclass
+class _Start:
+    """A cold start run in the pool's task group for a caller that waits until its deadline."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    sandbox: Sandbox | None = None
+    error: Exception | None = None
+    abandoned: bool = False  # the caller stopped waiting: the sandbox goes to the idle pool
 
 
 @dataclass
@@ -117,46 +123,30 @@ class SandboxPool:
     def __init__(
         self,
         backend: SandboxBackend,
+        config: SandboxConfig = DIRECT_POOL,
         *,
         tool_modules: Iterable[str] = ("tools.builtin",),
-        max_sandboxes: int = 32,
-        idle_s: float = 300.0,
-        recycle_after: int = 500,
         startup_timeout_s: float = 30.0,
         workspace_root: Path | None = None,
         replace_killed: bool = False,
-        tenant_max: int | None = None,
-        agent_max: int | None = None,
-        queue_ms: int = 0,
-        queue_max: int = 32,
-        tenant_starts_max: int | None = None,
         egress: EgressGate | None = None,
-        spares: Iterable[SandboxProfile] | None = (),
-        workspace_quota: WorkspaceQuota | None = None,
     ) -> None:
-        """`tenant_max`, `agent_max`: None is half and a quarter of `max_sandboxes` (at least
-        one). `queue_ms`: 0 refuses at once when no sandbox can be had. `spares`: the
-        profiles to keep a pre-started spare of; None: the profile of the last cold start.
-        `tenant_starts_max`: cold starts one tenant may have at once (None: no cap but
-        `tenant_max`); a call that needs one past it waits in the queue as for a sandbox.
-        `workspace_quota`: what each sandbox's workspace may hold (None: unbounded)."""
+        """`config`: the operator's caps, queue, spares and workspace quota (the gateway's
+        `settings.sandbox`); its `tenant_max`, `agent_max` unset are half and a quarter of
+        `pool_max` (at least one)."""
         self.backend = backend
+        self.config = config
         self.tool_modules = tuple(tool_modules)
-        self.max_sandboxes = max_sandboxes
-        self.tenant_max = tenant_max or max(1, max_sandboxes // 2)
-        self.agent_max = agent_max or max(1, max_sandboxes // 4)
-        self.queue_ms = queue_ms
-        self._queue: FairQueue[PoolKey, _Grant] = FairQueue(queue_max)
+        self.tenant_max = config.tenant_max or max(1, config.pool_max // 2)
+        self.agent_max = config.agent_max or max(1, config.pool_max // 4)
+        self._queue: FairQueue[PoolKey, _Grant] = FairQueue(config.queue_max)
         # Sandboxes in use (busy or starting) per tenant and per (tenant, agent).
         self._tenant_in_use: Counter[str] = Counter()
         self._agent_in_use: Counter[tuple[str, str]] = Counter()
-        self.tenant_starts_max = tenant_starts_max
+        self.tenant_starts_max = config.tenant_starts_max or None
         self._tenant_starting: Counter[str] = Counter()  # cold starts per tenant, now
-        self.idle_s = idle_s
-        self.recycle_after = recycle_after
         self.startup_timeout_s = startup_timeout_s
         self.workspace_root = workspace_root or DEFAULT_ROOT
-        self.workspace_quota = workspace_quota
         # Start a replacement in the background when a kill tears a sandbox down (the gateway
         # turns this on: ATBA's kills invite retries, which should find a warm sandbox).
         self.replace_killed = replace_killed
@@ -164,18 +154,20 @@ class SandboxPool:
         self._idle: dict[PoolKey, list[Sandbox]] = {}
         self._busy: set[Sandbox] = set()
         self._starting = 0
-        self._spare_profiles = None if spares is None else frozenset(spares)
+        spares = config.spares
+        self._spare_profiles = (
+            None if spares is None else frozenset(profile_for_memory(mb) for mb in spares)
+        )
         self._last_cold: SandboxProfile | None = None  # the profile a cold start last had
         self._spares: dict[SandboxProfile, Sandbox] = {}  # started, never used
         self._spares_starting: set[SandboxProfile] = set()
         self._lock = anyio.Lock()
         self._closed = False
         self._interrupted = False  # `interrupt` killed the busy sandboxes: a shutdown
-        self._background: set[asyncio.Task[None]] = set()
+        self._work = BackgroundWork()  # the pool's task group: everything off the callers' path
         # Per identity, the cancelled calls' sandboxes still settling (their runners asked to
         # kill the call): the identity's next call waits for them, briefly, to find one warm.
         self._settling: dict[PoolKey, list[anyio.Event]] = {}
-        self._late_starts: set[asyncio.Task[Sandbox]] = set()  # outlived their call's deadline
         self.started = 0  # sandboxes ever started, for tests and the bench
         self.recycled = 0
 
@@ -228,7 +220,7 @@ class SandboxPool:
             waited_ms = (time.monotonic() - started) * 1000
             try:
                 result = await sandbox.call(within_deadline(invocation))
-                recycle = result.recycle or sandbox.calls >= self.recycle_after
+                recycle = result.recycle or sandbox.calls >= self.config.recycle_after
                 lost = result.torn_down_at_timeout
                 return replace(self._cut_by_shutdown(result.outcome), waited_ms=waited_ms)
             except StaleSandboxError:
@@ -241,12 +233,12 @@ class SandboxPool:
                     # warm once it answers, off the cancelled caller's path.
                     settled = anyio.Event()
                     self._settling.setdefault(key, []).append(settled)
-                    self._in_background(self._settle_cancelled(key, sandbox, settled))
+                    self._work.start(self._settle_cancelled, key, sandbox, settled)
                 else:
                     with anyio.CancelScope(shield=True):
                         await self._checkin(key, sandbox, recycle)
                     if lost and self.replace_killed:
-                        self._in_background(self._replace(key))
+                        self._work.start(self._replace, key)
         raise AssertionError("unreachable")
 
     def _cut_by_shutdown(self, outcome: Outcome) -> Outcome:
@@ -267,7 +259,7 @@ class SandboxPool:
         tear it down (and replace it) if it did not."""
         try:
             warm = await sandbox.settle_cancelled()
-            recycle = not warm or sandbox.calls >= self.recycle_after
+            recycle = not warm or sandbox.calls >= self.config.recycle_after
             await self._checkin(key, sandbox, recycle=recycle)
         finally:
             settled.set()
@@ -297,11 +289,6 @@ class SandboxPool:
         except Exception:  # a warm start is a courtesy; the next call starts one anyway
             log.info("could not replace a killed sandbox for %s/%s", *key[:2], exc_info=True)
 
-    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
     async def _checkout_by_deadline(self, key: PoolKey, invocation: Invocation) -> Sandbox | None:
         """A sandbox, or None when none is ready before the call's deadline.
 
@@ -313,34 +300,63 @@ class SandboxPool:
         if key in self._settling and invocation.may_queue:
             await self._await_settling(key, limit)
         left_s = limit.left_s()
-        queue_s = self.queue_ms / 1000 if invocation.may_queue else 0.0
+        queue_s = self.config.queue_ms / 1000 if invocation.may_queue else 0.0
         grant = await self._admission(key, queue_s if left_s is None else min(queue_s, left_s))
         if grant is None:
             if left_s is not None and left_s <= queue_s:
                 return None  # the deadline ended the wait
             raise PoolFullError(self._refusal(key))
-        if left_s is None:
-            return await self._fulfil(key, grant)
-        start = asyncio.get_running_loop().create_task(self._fulfil(key, grant))
-        try:
-            done, _ = await asyncio.wait({start}, timeout=limit.left_s())
-        finally:
-            if not start.done():
-                self._late_starts.add(start)
-                start.add_done_callback(self._late_starts.discard)
-                start.add_done_callback(lambda task: self._keep_late_start(key, task))
-        if not done:
-            return None
-        sandbox = start.result()
-        if (limit.left_s() or 0.0) < 0.001:  # under a millisecond left: too late to start
+        if left_s is None or grant.sandbox is not None:
+            sandbox = await self._fulfil(key, grant)  # no deadline, or nothing to start
+        else:
+            started = await self._start_by_deadline(key, grant, limit)
+            if started is None:
+                return None
+            sandbox = started
+        if left_s is not None and (limit.left_s() or 0.0) < 0.001:  # too late to start
             await self._checkin(key, sandbox, recycle=False)
             return None
         return sandbox
 
-    def _keep_late_start(self, key: PoolKey, start: asyncio.Task[Sandbox]) -> None:
-        if start.cancelled() or start.exception() is not None:
-            return  # nothing was started; the next call reports its own failure
-        self._in_background(self._checkin(key, start.result(), recycle=False))
+    async def _start_by_deadline(
+        self, key: PoolKey, grant: _Grant, limit: TimeLimit
+    ) -> Sandbox | None:
+        """The sandbox a grant starts, or None when the deadline came first: the start goes
+        on in the pool's task group, and the sandbox then goes to the idle pool warm."""
+        start = _Start()
+        self._work.start(self._start_for, key, grant, start)
+        taken = False
+        try:
+            with anyio.move_on_after(limit.left_s()):
+                await start.done.wait()
+            taken = start.done.is_set()
+        finally:
+            if not taken:  # the deadline, or the caller cancelled: nobody takes it
+                self._abandon(key, start)
+        if not taken:
+            return None
+        if start.error is not None:
+            raise start.error
+        if start.sandbox is None:
+            raise PoolFullError("the sandbox pool shut down while this call's sandbox started")
+        return start.sandbox
+
+    async def _start_for(self, key: PoolKey, grant: _Grant, start: _Start) -> None:
+        try:
+            start.sandbox = await self._fulfil(key, grant)
+        except Exception as exc:  # the waiting caller reports it; nobody else has to
+            start.error = exc
+        finally:
+            start.done.set()
+        if start.abandoned and start.sandbox is not None:
+            await self._checkin(key, start.sandbox, recycle=False)
+
+    def _abandon(self, key: PoolKey, start: _Start) -> None:
+        """The caller stopped waiting: a sandbox started for it goes to the idle pool."""
+        if not start.done.is_set():
+            start.abandoned = True  # `_start_for` checks it in when it is up
+        elif start.sandbox is not None:
+            self._work.start(self._checkin, key, start.sandbox, False)
 
     async def prewarm(self, tenant: str, agent: str, limits: CallLimits) -> None:
         """Start a sandbox for this identity and profile now, so its first call is warm."""
@@ -359,7 +375,7 @@ class SandboxPool:
             if self._closed:
                 raise PoolFullError("the sandbox pool is shut down")
             for expired in self._take_expired():
-                self._in_background(self._destroy(expired))
+                self._work.start(self._destroy, expired)
             grant = self._admit(key)
             if grant is not None or wait_s <= 0:
                 return grant
@@ -410,7 +426,7 @@ class SandboxPool:
             if starts_max is not None and self._tenant_starting[tenant] >= starts_max:
                 return None
             grant = _Grant()
-            if self.size >= self.max_sandboxes:
+            if self.size >= self.config.pool_max:
                 grant.evicted = self._spare_for_room() or self._oldest_idle()
                 if grant.evicted is None:
                     return None
@@ -439,7 +455,7 @@ class SandboxPool:
         else:
             self._started_or_not(key[0])
             if grant.evicted is not None:
-                self._in_background(self._destroy(grant.evicted))
+                self._work.start(self._destroy, grant.evicted)
         self._release(key)
 
     def _started_or_not(self, tenant: str) -> None:
@@ -451,7 +467,7 @@ class SandboxPool:
     def _refusal(self, key: PoolKey) -> str:
         """Why no sandbox could be had for this identity, and what to do about it."""
         tenant, agent, _ = key
-        waited = f"after waiting {self.queue_ms} ms " if self.queue_ms else ""
+        waited = f"after waiting {self.config.queue_ms} ms " if self.config.queue_ms else ""
         if self._tenant_in_use[tenant] >= self.tenant_max:
             return (
                 f"tenant {tenant!r} already has its share of {self.tenant_max} sandboxes in "
@@ -470,7 +486,7 @@ class SandboxPool:
                 "(or raise CONCLAVE_SANDBOX_TENANT_STARTS_MAX)"
             )
         return (
-            f"all {self.max_sandboxes} sandboxes are busy {waited}; retry shortly "
+            f"all {self.config.pool_max} sandboxes are busy {waited}; retry shortly "
             "(or raise CONCLAVE_SANDBOX_POOL_MAX)"
         )
 
@@ -498,7 +514,7 @@ class SandboxPool:
     async def _start(self, key: PoolKey) -> Sandbox:
         tenant, agent, profile = key
         sandbox_id = f"sbx-{uuid.uuid4().hex[:12]}"
-        quota = self.workspace_quota
+        quota = self.config.workspace_quota
         workspace = create_workspace(self.workspace_root, sandbox_id, quota)
         spec = SandboxSpec(sandbox_id, tenant, agent, profile, workspace, self.tool_modules, quota)
         try:
@@ -520,7 +536,7 @@ class SandboxPool:
             self.recycled += 1
             # Off the caller's path: a killed call answers at its limit, not after the
             # teardown (which under load takes longer than the calls a deadline allows).
-            self._in_background(self._destroy(sandbox))
+            self._work.start(self._destroy, sandbox)
 
     def _top_up_spares(self) -> None:
         """Start each wanted spare that is missing, while there is room (a spare never evicts
@@ -531,12 +547,12 @@ class SandboxPool:
         if wanted is None:
             wanted = frozenset() if self._last_cold is None else frozenset({self._last_cold})
         for profile in [p for p in self._spares if p not in wanted]:
-            self._in_background(self._destroy(self._spares.pop(profile)))
+            self._work.start(self._destroy, self._spares.pop(profile))
         for profile in wanted - self._spares.keys() - self._spares_starting:
-            if self.size >= self.max_sandboxes:
+            if self.size >= self.config.pool_max:
                 return
             self._spares_starting.add(profile)
-            self._in_background(self._start_spare(profile))
+            self._work.start(self._start_spare, profile)
 
     async def _start_spare(self, profile: SandboxProfile) -> None:
         sandbox: Sandbox | None = None
@@ -563,8 +579,8 @@ class SandboxPool:
         now = time.monotonic()
         expired: list[Sandbox] = []
         for key, sandboxes in list(self._idle.items()):
-            keep = [s for s in sandboxes if now - s.last_used < self.idle_s]
-            expired += [s for s in sandboxes if now - s.last_used >= self.idle_s]
+            keep = [s for s in sandboxes if now - s.last_used < self.config.idle_s]
+            expired += [s for s in sandboxes if now - s.last_used >= self.config.idle_s]
             if keep:
                 self._idle[key] = keep
             else:
@@ -597,20 +613,24 @@ class SandboxPool:
             await self._destroy(sandbox)
         return len(expired)
 
-    async def run_reaper(self, interval_s: float | None = None) -> None:
+    async def _reap_forever(self) -> None:
         """Start the configured spares, then reap idle sandboxes forever (and start spares
-        again where reaping made room); run it in the owner's task group."""
+        again where reaping made room)."""
         while True:
             async with self._lock:
                 self._top_up_spares()
-            await anyio.sleep(interval_s or max(1.0, self.idle_s / 4))
-            await self.reap_idle()
+            await anyio.sleep(max(1.0, self.config.idle_s / 4))
+            try:
+                await self.reap_idle()
+            except Exception:  # a teardown that failed; the next round tries the others
+                log.warning("reaping idle sandboxes failed", exc_info=True)
 
     async def _destroy(self, sandbox: Sandbox) -> None:
-        try:
-            await sandbox.close()
-        finally:
-            remove_workspace(sandbox.spec.workspace)
+        with anyio.CancelScope(shield=True):  # a teardown begun is finished: nothing leaks
+            try:
+                await sandbox.close()
+            finally:
+                remove_workspace(sandbox.spec.workspace)
 
     async def interrupt(self) -> None:
         """Take no more calls and kill the busy sandboxes: each call in them ends now with a
@@ -619,21 +639,44 @@ class SandboxPool:
             self._closed = self._interrupted = True
             busy = list(self._busy)
         with anyio.CancelScope(shield=True):
-            await asyncio.gather(*(sandbox.close() for sandbox in busy), return_exceptions=True)
+            async with anyio.create_task_group() as closing:
+                for sandbox in busy:
+                    closing.start_soon(_close_quietly, sandbox)
+
+    async def open(self) -> SandboxPool:
+        """Enter the pool's task group, in the task that will `aclose` the pool: the reaper
+        and all the pool's work off its callers' path run in it. `async with pool` opens it."""
+        await self._work.open()
+        await self._work.start_forever(self._reap_forever)
+        return self
+
+    async def __aenter__(self) -> SandboxPool:
+        return await self.open()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     async def aclose(self) -> None:
-        """Tear down every sandbox (idle and busy) and the backend."""
-        with anyio.CancelScope(shield=True):  # late starts land in the idle pool first
-            await asyncio.gather(*self._late_starts, return_exceptions=True)
-            await asyncio.gather(*self._background, return_exceptions=True)
-        async with self._lock:
-            self._closed = True
-            everything = [s for v in self._idle.values() for s in v] + list(self._busy)
-            everything += self._spares.values()
-            self._idle.clear()
-            self._spares.clear()
+        """Tear down every sandbox (idle and busy) and the backend, and leave the task group
+        once the work still running in it has ended."""
         with anyio.CancelScope(shield=True):
+            await self._work.settled()  # late starts land in the idle pool first
+            async with self._lock:
+                self._closed = True
+                everything = [s for v in self._idle.values() for s in v] + list(self._busy)
+                everything += self._spares.values()
+                self._idle.clear()
+                self._spares.clear()
             for sandbox in everything:
                 await self._destroy(sandbox)
-            await asyncio.gather(*self._background, return_exceptions=True)
+        # Outside the shield: a task group is left from the cancel scope it was entered in.
+        await self._work.aclose()
+        with anyio.CancelScope(shield=True):
             await self.backend.aclose()
+
+
+async def _close_quietly(sandbox: Sandbox) -> None:
+    try:
+        await sandbox.close()
+    except Exception:  # one sandbox's failure must not keep the others running
+        log.warning("could not kill sandbox %s", sandbox.label, exc_info=True)

@@ -99,7 +99,7 @@ def _need(what: str, missing: str | None) -> None:
 def docker_engine() -> str:
     """The Docker host to use; fails in CI and skips elsewhere when the engine is missing."""
     settings = Settings()
-    _need("Docker", docker_status(settings.docker_host, settings.sandbox_image))
+    _need("Docker", docker_status(settings.docker_host, settings.sandbox.image))
     return settings.docker_host
 
 

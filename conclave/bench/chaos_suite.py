@@ -386,7 +386,7 @@ def _run_mode(ctx: BenchContext, mode: str, task: TaskID) -> ModeResult:
     """One mode's run on a spare engine of its own."""
     base = ctx.stack.settings
     started = time.monotonic()
-    spare = SpareEngine(base.docker_host, base.sandbox_image).start()
+    spare = SpareEngine(base.docker_host, base.sandbox.image).start()
     try:
         chaos = ChaosRun(ctx, mode, spare)
         chaos.result.seconds["spare dockerd up"] = time.monotonic() - started

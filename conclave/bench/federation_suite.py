@@ -98,9 +98,9 @@ def _gateway_settings(base: Settings, config: Path, *, sandboxed: bool = False) 
     inprocess, no sandbox in the path (upstream calls never use one)."""
     return measuring_settings(
         base,
-        sandbox_backend=base.sandbox_backend if sandboxed else "inprocess",
+        sandbox_backend=base.sandbox.backend if sandboxed else "inprocess",
         docker_host=base.docker_host,
-        sandbox_image=base.sandbox_image,
+        sandbox_image=base.sandbox.image,
         config=config,
     )
 
@@ -233,7 +233,7 @@ def _stdio_rows(ctx: BenchContext) -> tuple[dict[str, Any], list[float]]:
     with tempfile.TemporaryDirectory(prefix="conclave-bench-time-") as scratch:
         path = _time_server_path(Path(scratch))
         rows[STDIO_DIRECT] = anyio.run(_direct_stdio_rows, path, count, seconds)
-    if ctx.stack.settings.sandbox_backend == "inprocess":
+    if ctx.stack.settings.sandbox.backend == "inprocess":
         return rows, []
     config = ctx.out_dir / "federation-stdio-conclave.toml"
     config.write_text(
@@ -274,7 +274,7 @@ def _add_stdio(ctx: BenchContext, result: SuiteResult) -> None:
         p50 = statistics.median(samples)
         table.rows.append([path, p50, percentile(samples, 0.99), p50 - direct_p50, round(rate)])
         result.series[path] = {"p50": p50, "rate": rate}
-    backend = ctx.stack.settings.sandbox_backend
+    backend = ctx.stack.settings.sandbox.backend
     if STDIO_GATEWAY not in rows:
         result.notes.append(
             "mcp_stdio: no gateway rows, the bench stack has no sandbox (inprocess): run the"

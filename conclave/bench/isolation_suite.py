@@ -176,7 +176,7 @@ def _descendants(pids: list[int]) -> int:
 
 
 def _containers(stack: EmbeddedStack, pids: list[int]) -> int:
-    if stack.settings.sandbox_backend != "docker":
+    if stack.settings.sandbox.backend != "docker":
         return 0
     import docker  # only where the docker backend runs
 
@@ -324,7 +324,7 @@ async def _warm_pools(target: Target) -> None:
 
 async def _measure(stack: EmbeddedStack, seconds: float) -> dict[str, Any]:
     admin_key = stack.admin_headers[ADMIN_KEY_HEADER]
-    target = Target(stack.url, admin_key, stack.settings.sandbox_pool_max)
+    target = Target(stack.url, admin_key, stack.settings.sandbox.pool_max)
     rows: dict[str, Row] = {}
     await _warm_pools(target)
     await anyio.sleep(IDLE_S + 4.0)  # the burst's sandboxes are reaped before anyone measures

@@ -32,8 +32,8 @@ from sandbox import (
     CallLimits,
     Invocation,
     SandboxBackend,
+    SandboxConfig,
     SandboxPool,
-    SandboxProfile,
     SandboxStartError,
     backend_named,
     docker_client,
@@ -68,17 +68,18 @@ def _backends(docker_host: str, image: str) -> dict[str, SandboxBackend | str]:
     return found
 
 
-def _pool(backend: SandboxBackend, spares: list[SandboxProfile] | None) -> SandboxPool:
+def _pool(backend: SandboxBackend, spares: tuple[int, ...] | None) -> SandboxPool:
     root = Path(tempfile.mkdtemp(prefix="conclave-bench-"))
+    config = SandboxConfig(pool_max=64, queue_ms=0, spares=spares, workspace_mb=0)
     return SandboxPool(
-        backend, tool_modules=("tools.builtin", "tools.harness.misbehaving"), max_sandboxes=64,
-        workspace_root=root, spares=spares,
+        backend, config, tool_modules=("tools.builtin", "tools.harness.misbehaving"),
+        workspace_root=root,
     )  # fmt: skip
 
 
 async def _cold_with_spare(backend: SandboxBackend, quick: bool) -> list[float]:
     """A new identity's first call with the spare started (the one before it started it)."""
-    pool = _pool(backend, spares=None)  # a spare of the last cold start's profile
+    pool = await _pool(backend, spares=None).open()  # a spare of the last cold start's profile
     try:
         samples: list[float] = []
         for i in range(4 if quick else 11):
@@ -97,7 +98,7 @@ async def _cold_with_spare(backend: SandboxBackend, quick: bool) -> list[float]:
 
 async def _measure_backend(backend: SandboxBackend, quick: bool) -> dict[str, Any]:
     spare = await _cold_with_spare(backend, quick)
-    pool = _pool(backend, spares=[])
+    pool = await _pool(backend, spares=()).open()
     try:
         cold: list[float] = []
         for i in range(3 if quick else 10):
@@ -170,7 +171,7 @@ def run(ctx: BenchContext) -> SuiteResult:
          "kill after deadline p50", "kill max", f"{AGENTS} agents p50", f"{AGENTS} agents p99",
          "calls/s"],
     )  # fmt: skip
-    for name, backend in _backends(settings.docker_host, settings.sandbox_image).items():
+    for name, backend in _backends(settings.docker_host, settings.sandbox.image).items():
         if isinstance(backend, str):
             result.notes.append(f"{name} skipped: {backend}")
             continue
@@ -220,7 +221,7 @@ def run(ctx: BenchContext) -> SuiteResult:
     if "docker" not in {row[0] for row in latency.rows}:
         result.notes.append("docker exec baseline skipped: no docker backend")
     else:
-        exec_samples = _docker_exec(settings.docker_host, settings.sandbox_image, ctx.quick)
+        exec_samples = _docker_exec(settings.docker_host, settings.sandbox.image, ctx.quick)
         latency.rows.append(
             ["plain docker exec `true`", "", "", round(statistics.median(exec_samples), 2),
              round(percentile(exec_samples, 0.99), 2), "", "", "", "", ""],
@@ -233,7 +234,7 @@ def run(ctx: BenchContext) -> SuiteResult:
 
 def _cancel_latency(ctx: BenchContext, result: SuiteResult) -> Table:
     """The cancel rows, through the stack's gateway, on its backend."""
-    backend = ctx.stack.settings.sandbox_backend
+    backend = ctx.stack.settings.sandbox.backend
     table = Table(
         f"Cancel to the call's processes gone, through the gateway ({backend}, ms)",
         ["cancelled by", "calls", "p50", "p99", "max"],

@@ -29,9 +29,9 @@ from redis.asyncio import Redis
 from gateway.budgets.breaker import breaker_key
 from gateway.budgets.latency_window import window_key
 from gateway.identity import generation_key
-from gateway.redis_io import PooledScript, lua_text
+from gateway.redis_io import PooledScript, lua_script
 
-_ADMIT = lua_text("gateway.budgets", "breaker_gate", "admission")
+_ADMIT = lua_script("gateway.budgets", "breaker_gate", "admission")
 
 
 def bucket_key(tenant: str, agent: str, target: str) -> str:
@@ -113,7 +113,7 @@ class Admission:
         self.tenant = tenant
         self.in_flight_max = in_flight_max
         self.redis = redis
-        self._admit = PooledScript(redis, _ADMIT, name="admission")
+        self._admit = PooledScript(redis, _ADMIT.text, name="admission")
 
     async def admit(
         self,
@@ -131,7 +131,7 @@ class Admission:
         calls in flight; then read what `reads` names. With `peek`, only check the
         generation and the buckets, and take nothing."""
         counted = in_flight is not None and self.in_flight_max > 0 and not peek
-        keys = [generation_key(tenant, agent)]
+        keys: list[str] = []  # the parts, in the script's order
         buckets = 0
         if target is not None:
             keys.append(bucket_key(tenant, agent, target))
@@ -147,15 +147,18 @@ class Admission:
         tenant_limit = self.tenant or RateLimit(self.rate_per_s, self.burst)
         now = int(time.time() * 1000)
         reply = await self._admit(
-            keys=keys,
-            args=[
-                generation, buckets, self.rate_per_s, self.burst, tenant_limit.per_s,
-                tenant_limit.burst, "1" if reads.breaker_tool else "0", now,
-                max(1, reads.probe_ttl_ms), now - reads.window_ms,
-                self.in_flight_max if counted else 0,
-                in_flight.call_id if in_flight else "", in_flight.hold_ms if in_flight else 0,
-                IN_FLIGHT_RETRY_MS, "1" if peek else "0",
-            ],
+            keys=_ADMIT.keys(generation=generation_key(tenant, agent), parts=keys),
+            args=_ADMIT.argv(
+                token_generation=generation, buckets=buckets, agent_rate=self.rate_per_s,
+                agent_burst=self.burst, tenant_rate=tenant_limit.per_s,
+                tenant_burst=tenant_limit.burst,
+                breaker_asked="1" if reads.breaker_tool else "0", now_ms=now,
+                probe_lease_ms=max(1, reads.probe_ttl_ms), windows_after=now - reads.window_ms,
+                in_flight_max=self.in_flight_max if counted else 0,
+                call_id=in_flight.call_id if in_flight else "",
+                hold_ms=in_flight.hold_ms if in_flight else 0,
+                in_flight_wait_ms=IN_FLIGHT_RETRY_MS, peek="1" if peek else "0",
+            ),
         )  # fmt: skip
         revoked, allowed, wait, limited_by, admitted, breaker_wait, state = reply[:7]
         members = reply[7:]

@@ -25,13 +25,13 @@ from typing import Literal
 from redis.asyncio import Redis
 
 from gateway.gateway_error import GatewayError
-from gateway.redis_io import lua_text
+from gateway.redis_io import lua_script
 from protocol import ErrorCode, RecoveryAction
 
 KEY_PREFIX = "conclave:breaker:"
 
-_ADMIT = lua_text("gateway.budgets", "breaker_gate", "breaker_admit")
-_RECORD = lua_text("gateway.budgets", "record_outcome", "breaker_record")
+_ADMIT = lua_script("gateway.budgets", "breaker_gate", "breaker_admit")
+_RECORD = lua_script("gateway.budgets", "record_outcome", "breaker_record")
 
 BreakerStateName = Literal["closed", "open", "half_open"]
 
@@ -72,8 +72,8 @@ class CircuitBreaker:
         self._redis = redis
         self.threshold = failures
         self.cooldown_ms = cooldown_ms
-        self._admit = redis.register_script(_ADMIT)
-        self._record = redis.register_script(_RECORD)
+        self._admit = redis.register_script(_ADMIT.text)
+        self._record = redis.register_script(_RECORD.text)
 
     async def admit(
         self,
@@ -91,7 +91,8 @@ class CircuitBreaker:
         """
         now = now_ms if now_ms is not None else _now_ms()
         admitted, wait_ms, state = await self._admit(
-            keys=[breaker_key(tenant, tool)], args=[now, max(1, probe_ttl_ms)]
+            keys=_ADMIT.keys(breaker=breaker_key(tenant, tool)),
+            args=_ADMIT.argv(now_ms=now, probe_lease_ms=max(1, probe_ttl_ms)),
         )
         if int(admitted):
             return bool(state == "probe")
@@ -118,8 +119,13 @@ class CircuitBreaker:
     ) -> BreakerStateName:
         now = now_ms if now_ms is not None else _now_ms()
         state = await self._record(
-            keys=[breaker_key(tenant, tool)],
-            args=[now, "1" if ok else "0", self.threshold, self.cooldown_ms],
+            keys=_RECORD.keys(breaker=breaker_key(tenant, tool)),
+            args=_RECORD.argv(
+                now_ms=now,
+                healthy="1" if ok else "0",
+                failure_threshold=self.threshold,
+                cooldown_ms=self.cooldown_ms,
+            ),
         )
         return "closed" if state == "closed" else "open"
 

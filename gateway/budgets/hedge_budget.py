@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from gateway.redis_io import PooledScript, lua_text
+from gateway.redis_io import PooledScript, lua_script
 
 UNIT = 1_000_000  # a hedge, in the bucket's integer units
 DEFAULT_SHARE = 0.05
 DEFAULT_CAP = 2.0
-_TAKE = lua_text("gateway.budgets", "hedge_take")
+_TAKE = lua_script("gateway.budgets", "hedge_take")
 
 
 def hedge_key(tenant: str, agent: str) -> str:
@@ -54,7 +54,7 @@ class HedgeBudget:
         self.share = share
         self.cap = cap
         self.ttl_ms = ttl_ms
-        self._take = PooledScript(redis, _TAKE, name="hedge_take")
+        self._take = PooledScript(redis, _TAKE.text, name="hedge_take")
 
     def deposit(self, tenant: str, agent: str) -> HedgeDeposit:
         return HedgeDeposit(
@@ -71,7 +71,9 @@ class HedgeBudget:
 
     async def take(self, tenant: str, agent: str) -> bool:
         """Spend one hedge; False when the identity holds none."""
-        taken = await self._take(keys=[hedge_key(tenant, agent)], args=[UNIT])
+        taken = await self._take(
+            keys=_TAKE.keys(bucket=hedge_key(tenant, agent)), args=_TAKE.argv(cost=UNIT)
+        )
         return bool(int(taken))
 
     async def counts(self, tenant: str, agent: str) -> tuple[int, int]:

@@ -26,7 +26,7 @@ from typing import Literal
 
 from redis.asyncio import Redis
 
-from gateway.redis_io import lua_text
+from gateway.redis_io import lua_script
 
 KEY_PREFIX = "conclave:lat:"
 # The prefix of a pseudo-tool (tool names start with a letter or digit): how late a tool's
@@ -113,7 +113,7 @@ def _quantile(curve: Sequence[tuple[float, float]], q: float, longest_ms: float)
     return longest_ms
 
 
-_RECORD = lua_text("gateway.budgets", "record_sample", "latency_record")
+_RECORD = lua_script("gateway.budgets", "record_sample", "latency_record")
 
 
 def window_key(tenant: str, tool: str) -> str:
@@ -147,7 +147,7 @@ class LatencyWindow:
         self.window_ms = int(window_s * 1000)
         self.max_samples = max_samples
         self.min_samples = min_samples
-        self._record = redis.register_script(_RECORD)
+        self._record = redis.register_script(_RECORD.text)
 
     @property
     def redis(self) -> Redis:
@@ -165,8 +165,10 @@ class LatencyWindow:
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         member = sample_member(LatencySample(max(0.0, duration_ms), censored))
         await self._record(
-            keys=[window_key(tenant, tool)],
-            args=[member, now, self.window_ms, self.max_samples],
+            keys=_RECORD.keys(window=window_key(tenant, tool)),
+            args=_RECORD.argv(
+                member=member, now_ms=now, window_ms=self.window_ms, max_samples=self.max_samples
+            ),
         )
 
     async def samples(

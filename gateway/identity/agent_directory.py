@@ -24,7 +24,7 @@ from redis.asyncio import Redis
 from gateway.config import Settings
 from gateway.gateway_error import GatewayError
 from gateway.identity.tokens import issue_token
-from gateway.redis_io import PooledScript, lua_text
+from gateway.redis_io import PooledScript, lua_script
 from protocol import AgentRecord, AgentRegistration, AgentToken, ErrorCode, Principal
 
 _TENANTS = "conclave:tenants"  # set: every tenant that registered an agent
@@ -49,13 +49,14 @@ def token_revoked(principal: Principal) -> GatewayError:
     )
 
 
+_NEXT_GENERATION = lua_script("gateway.identity", "next_generation")
+
+
 class AgentDirectory:
     def __init__(self, redis: Redis, settings: Settings) -> None:
         self.redis = redis
         self.settings = settings
-        self._next_generation = PooledScript(
-            redis, lua_text("gateway.identity", "next_generation"), name="next_generation"
-        )
+        self._next_generation = PooledScript(redis, _NEXT_GENERATION.text, name="next_generation")
 
     async def register(self, registration: AgentRegistration) -> AgentToken:
         """Record the agent's rights, start its next generation and issue its token."""
@@ -146,7 +147,9 @@ class AgentDirectory:
             record = AgentRecord.model_validate_json(raw).model_copy(update={"revoked": True})
             await self.redis.hset(_agents_key(tenant), agent, record.model_dump_json())
         await self._next_generation(
-            [generation_key(tenant, agent)], [], wait=self.settings.replica_wait
+            _NEXT_GENERATION.keys(generation=generation_key(tenant, agent)),
+            _NEXT_GENERATION.argv(),
+            wait=self.settings.replica_wait,
         )
         return record
 

@@ -4,12 +4,22 @@ pub/sub channel for good."""
 
 from gateway.redis_io.channel_listener import listen_to_channel
 from gateway.redis_io.client import PooledScript, ReplicaWait, connect_redis
-from gateway.redis_io.lua_files import lua_text
+from gateway.redis_io.lua_files import (
+    LuaScript,
+    ScriptArguments,
+    ScriptArgumentsError,
+    lua_script,
+    lua_text,
+)
 
 __all__ = [
+    "LuaScript",
     "PooledScript",
     "ReplicaWait",
+    "ScriptArguments",
+    "ScriptArgumentsError",
     "connect_redis",
     "listen_to_channel",
+    "lua_script",
     "lua_text",
 ]

@@ -75,9 +75,9 @@ class PythonSources:
 
 def effective_backend(settings: Settings) -> Settings:
     """The settings with `auto` resolved to the backend that will run the tools."""
-    if settings.sandbox_backend != "auto":
+    if settings.sandbox.backend != "auto":
         return settings
-    picked = strongest_available(settings.docker_host, settings.sandbox_image)
+    picked = strongest_available(settings.docker_host, settings.sandbox.image)
     return settings.model_copy(update={"sandbox_backend": picked.name})
 
 
@@ -97,14 +97,14 @@ async def open_python_sources(
     sources = [s for s in config_sources if isinstance(s, PythonSource)]
     if not sources:
         return PythonSources((), settings)
-    if settings.sandbox_backend == "inprocess":
+    if settings.sandbox.backend == "inprocess":
         reason = "python sources run in a sandbox; the inprocess backend has none"
         return PythonSources(tuple(_failed(s, reason) for s in sources), settings)
-    cache = cache_dir or cache_root(settings.sandbox_backend)
+    cache = cache_dir or cache_root(settings.sandbox.backend)
     failed: list[SourceReport] = []
     prepared: list[PreparedSource] = []
-    image = settings.sandbox_image
-    on_docker = settings.sandbox_backend == "docker"
+    image = settings.sandbox.image
+    on_docker = settings.sandbox.backend == "docker"
     for source in sources:
         try:
             prepare = partial(
@@ -182,9 +182,14 @@ async def _discover(prepared: list[PreparedSource], settings: Settings) -> list[
         return []
     try:
         # One call: no spare sandbox to start (and wait for at close) after it.
-        executor = create_executor(settings.model_copy(update={"sandbox_spares": ()}))
+        executor = create_executor(
+            settings.sandbox.model_copy(update={"spares": ()}),
+            settings.engine_hosts,
+            settings.tool_modules,
+        )
     except SandboxError as exc:  # no backend here: the sources wait for one
         return [_failed(p.source, f"no sandbox to import it in: {exc}") for p in prepared]
+    await executor.open()
     try:
         outcome = await executor.execute(_describe_call())
     finally:

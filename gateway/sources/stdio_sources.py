@@ -121,13 +121,13 @@ class StdioSources:
         settings = effective_backend(settings)
         if not self.sources:
             return settings
-        if settings.sandbox_backend == "inprocess":
+        if settings.sandbox.backend == "inprocess":
             for source in self.sources:
                 self._refuse(source, "mcp_stdio sources run in a sandbox; inprocess has none")
             return settings
-        cache = cache_dir or cache_root(settings.sandbox_backend)
-        on_docker = settings.sandbox_backend == "docker"
-        image, modules, ready = settings.sandbox_image, list(settings.tool_modules), []
+        cache = cache_dir or cache_root(settings.sandbox.backend)
+        on_docker = settings.sandbox.backend == "docker"
+        image, modules, ready = settings.sandbox.image, list(settings.tool_modules), []
         for source in self.sources:
             try:
                 prepare = partial(prepare_stdio_source, source, cache, install_pypi=not on_docker)
@@ -171,11 +171,13 @@ class StdioSources:
         if not ready:
             return
         try:
-            executor = create_executor(settings)
+            sandbox, engines = settings.sandbox, settings.engine_hosts
+            executor = create_executor(sandbox, engines, settings.tool_modules)
         except SandboxError as exc:
             for server in ready:
                 self._refuse(server.source, f"no sandbox to start it in: {exc}")
             return
+        await executor.open()
         try:
             for server in ready:
                 try:

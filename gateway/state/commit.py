@@ -49,7 +49,7 @@ from gateway.state.refusals import (
     store_full,
     value_too_large,
 )
-from gateway.state.scripts import StateScripts
+from gateway.state.scripts import COMMIT, StateScripts
 from protocol import CommitRequest, CommitResult
 
 
@@ -82,37 +82,24 @@ async def commit(
     )
     history_ops = {w.key: {"op": w.op, "value": w.value} for w in request.writes if w.op}
     idem = request.idempotency_key
-    script_keys = [
-        keys.config,
-        keys.read_log(actor.agent, actor.session),
-        keys.history,
-        keys.idempotency(actor.agent, idem) if idem else keys.config,
-        keys.usage,
-        keys.expiring,
-        keys.expiring_bytes,
-        *(keys.data(w.key) for w in request.writes),
-        *(keys.data(k) for k in request.read_set),
-    ]
-    args: list[str | int] = [
-        actor.agent,
-        actor.session,
-        len(request.writes),
-        len(request.read_set),
-        "1" if idem else "0",
-        limits.read_log_ttl_s,
-        limits.idempotency_ttl_s,
-        "{" + history_values + "}",
-        keys.prefix,
-        limits.quota_keys,
-        limits.quota_bytes,
-        limits.history_max,
-        limits.max_read_log,
-        encode_value(history_ops),
-        limits.max_value_bytes,
-        limits.store_reserve_bytes,
-    ]
+    script_keys = COMMIT.keys(
+        cfg=keys.config,
+        read_log=keys.read_log(actor.agent, actor.session),
+        history=keys.history,
+        idempotency=keys.idempotency(actor.agent, idem) if idem else keys.config,
+        usage=keys.usage,
+        ledger=keys.expiring,
+        sizes=keys.expiring_bytes,
+        # The writes' data keys (in the writes' order), then the read set's (for the slot).
+        data=[
+            *(keys.data(w.key) for w in request.writes),
+            *(keys.data(k) for k in request.read_set),
+        ],
+    )
+    # 6 per write, then 2 per explicit read (commit.lua's `records`).
+    records: list[str | int] = []
     for write, text in zip(request.writes, encoded, strict=True):
-        args += [
+        records += [
             write.key,
             text,
             "1" if write.delete else "0",
@@ -121,7 +108,26 @@ async def commit(
             write.op or "",
         ]
     for key, version in request.read_set.items():
-        args += [key, version]
+        records += [key, version]
+    args = COMMIT.argv(
+        agent=actor.agent,
+        session=actor.session,
+        n_writes=len(request.writes),
+        n_reads=len(request.read_set),
+        has_idempotency="1" if idem else "0",
+        read_log_ttl_s=limits.read_log_ttl_s,
+        idempotency_ttl_s=limits.idempotency_ttl_s,
+        history_values="{" + history_values + "}",
+        key_prefix=keys.prefix,
+        quota_keys=limits.quota_keys,
+        quota_bytes=limits.quota_bytes,
+        history_len=limits.history_max,
+        read_log_max=limits.max_read_log,
+        history_ops=encode_value(history_ops),
+        value_max=limits.max_value_bytes,
+        reserve_bytes=limits.store_reserve_bytes,
+        records=records,
+    )
     reply = await scripts.commit(script_keys, args, wait=scripts.wait)
     status = reply[0]
     if status == "NSNF":

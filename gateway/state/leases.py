@@ -29,7 +29,7 @@ from gateway.state.refusals import (
     namespace_not_found,
     store_full,
 )
-from gateway.state.scripts import StateScripts
+from gateway.state.scripts import ACQUIRE, RELEASE, StateScripts
 from protocol import ErrorCode, LeaseGrant, LeaseGrants
 
 
@@ -43,8 +43,14 @@ async def acquire_leases(
 ) -> LeaseGrants:
     unique = list(dict.fromkeys(names))  # a key listed twice is one lease
     reply = await scripts.acquire(
-        [keys.config, keys.usage, *(keys.data(k) for k in unique)],
-        [actor.agent, ttl_ms, limits.quota_bytes, limits.store_reserve_bytes, *unique],
+        ACQUIRE.keys(cfg=keys.config, usage=keys.usage, data=[keys.data(k) for k in unique]),
+        ACQUIRE.argv(
+            agent=actor.agent,
+            ttl_ms=ttl_ms,
+            quota_bytes=limits.quota_bytes,
+            reserve_bytes=limits.store_reserve_bytes,
+            names=unique,
+        ),
         wait=scripts.wait,
     )
     if reply[0] == "NSNF":
@@ -61,7 +67,10 @@ async def acquire_leases(
 async def release_lease(
     scripts: StateScripts, keys: NamespaceKeys, actor: Actor, name: str
 ) -> None:
-    reply = await scripts.release(keys=[keys.config, keys.data(name)], args=[actor.agent])
+    reply = await scripts.release(
+        keys=RELEASE.keys(cfg=keys.config, data=keys.data(name)),
+        args=RELEASE.argv(agent=actor.agent),
+    )
     if reply[0] == "NSNF":
         raise namespace_not_found(keys.namespace)
     if reply[0] == "LEASE_HELD":

@@ -16,7 +16,7 @@ from gateway.gateway_error import GatewayError
 from gateway.state.keys import NamespaceKeys
 from gateway.state.limits import StateLimits
 from gateway.state.refusals import namespace_not_found, namespace_over_quota, store_full
-from gateway.state.scripts import StateScripts
+from gateway.state.scripts import NAMESPACE, StateScripts
 from protocol import ErrorCode, NamespaceConfig, NamespaceMode
 
 
@@ -29,13 +29,13 @@ async def create_namespace(
 ) -> bool:
     """Create the namespace; True if it was new, False if it existed with this config."""
     reply = await scripts.create_namespace(
-        keys=[keys.config, keys.usage],
-        args=[
-            config.mode.value,
-            _flag(config.validate_reads),
-            limits.quota_bytes,
-            limits.store_reserve_bytes,
-        ],
+        keys=NAMESPACE.keys(cfg=keys.config, usage=keys.usage),
+        args=NAMESPACE.argv(
+            mode=config.mode.value,
+            validate_reads=_flag(config.validate_reads),
+            quota_bytes=limits.quota_bytes,
+            reserve_bytes=limits.store_reserve_bytes,
+        ),
     )
     if reply[0] == "QUOTA":
         raise namespace_over_quota(keys.tenant, int(reply[1]), int(reply[2]), limits.quota_bytes)

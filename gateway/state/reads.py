@@ -29,7 +29,7 @@ from gateway.state.refusals import (
     read_log_over_quota,
     store_full,
 )
-from gateway.state.scripts import StateScripts
+from gateway.state.scripts import READ, StateScripts
 from protocol import ReadResult
 
 
@@ -42,15 +42,21 @@ async def read_key(
 ) -> ReadResult:
     log_ttl_s, max_log = limits.read_log_ttl_s, limits.max_read_log
     reply = await scripts.read(
-        keys=[
-            keys.config,
-            keys.data(key),
-            keys.read_log(actor.agent, actor.session),
-            keys.usage,
-            keys.expiring,
-            keys.expiring_bytes,
-        ],
-        args=[key, log_ttl_s, max_log, limits.quota_bytes, limits.store_reserve_bytes],
+        keys=READ.keys(
+            cfg=keys.config,
+            data=keys.data(key),
+            read_log=keys.read_log(actor.agent, actor.session),
+            usage=keys.usage,
+            ledger=keys.expiring,
+            sizes=keys.expiring_bytes,
+        ),
+        args=READ.argv(
+            key=key,
+            read_log_ttl_s=log_ttl_s,
+            read_log_max=max_log,
+            quota_bytes=limits.quota_bytes,
+            reserve_bytes=limits.store_reserve_bytes,
+        ),
     )
     if reply[0] == "NSNF":
         raise namespace_not_found(keys.namespace)

@@ -16,13 +16,19 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-from gateway.redis_io import PooledScript, ReplicaWait, lua_text
+from gateway.redis_io import PooledScript, ReplicaWait, lua_script
 
 # The files each composed script is made of, in order: shared functions first.
 READ_SCRIPT = ("gateway.state", "tenant_bytes", "read")
 COMMIT_SCRIPT = ("gateway.state", "state_ops", "tenant_bytes", "commit")
 ACQUIRE_SCRIPT = ("gateway.state", "tenant_bytes", "acquire")
 NAMESPACE_SCRIPT = ("gateway.state", "tenant_bytes", "namespace")
+# Each script's text and its declared arguments: callers lay out KEYS and ARGV by name.
+READ = lua_script(*READ_SCRIPT)
+COMMIT = lua_script(*COMMIT_SCRIPT)
+ACQUIRE = lua_script(*ACQUIRE_SCRIPT)
+RELEASE = lua_script("gateway.state", "release")
+NAMESPACE = lua_script(*NAMESPACE_SCRIPT)
 
 
 @dataclass(frozen=True)
@@ -37,10 +43,10 @@ class StateScripts:
     @classmethod
     def register(cls, redis: Redis, wait: ReplicaWait | None = None) -> StateScripts:
         return cls(
-            read=redis.register_script(lua_text(*READ_SCRIPT)),
-            commit=PooledScript(redis, lua_text(*COMMIT_SCRIPT), name="commit"),
-            acquire=PooledScript(redis, lua_text(*ACQUIRE_SCRIPT), name="acquire"),
-            release=redis.register_script(lua_text("gateway.state", "release")),
-            create_namespace=redis.register_script(lua_text(*NAMESPACE_SCRIPT)),
+            read=redis.register_script(READ.text),
+            commit=PooledScript(redis, COMMIT.text, name="commit"),
+            acquire=PooledScript(redis, ACQUIRE.text, name="acquire"),
+            release=redis.register_script(RELEASE.text),
+            create_namespace=redis.register_script(NAMESPACE.text),
             wait=wait,
         )

@@ -349,4 +349,4 @@ def test_a_conclave_toml_in_the_working_directory_is_read_without_config(
     monkeypatch.delenv("CONCLAVE_SANDBOX_POOL_MAX", raising=False)
     settings = settings_from(None)
     assert settings.config == tmp_path / "conclave.toml"
-    assert settings.sandbox_pool_max == 7
+    assert settings.sandbox.pool_max == 7

@@ -224,7 +224,7 @@ async def _pool_shut(settings: Settings, redis: Redis, client: httpx.AsyncClient
     from sandbox.pool import SandboxPool
     from tests.sandbox.conftest import invocation
 
-    pool = SandboxPool(ProcessBackend(), tool_modules=("tools.builtin",))
+    pool = await SandboxPool(ProcessBackend(), tool_modules=("tools.builtin",)).open()
     await pool.aclose()
     outcome = await pool.execute(invocation("echo", {"message": "x"}, module="tools.builtin"))
     assert outcome.error is not None
@@ -238,7 +238,7 @@ async def _shutdown(settings: Settings, redis: Redis, client: httpx.AsyncClient)
     from sandbox.pool import SandboxPool
     from tests.sandbox.conftest import invocation
 
-    pool = SandboxPool(ProcessBackend(), tool_modules=("tools.builtin",))
+    pool = await SandboxPool(ProcessBackend(), tool_modules=("tools.builtin",)).open()
     call = invocation("run_shell", {"command": "sleep 30"}, module="tools.builtin")
     outcomes = []
     try:

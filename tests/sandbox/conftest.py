@@ -6,7 +6,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ import pytest
 from protocol.identity import Principal
 from protocol.tools import ToolContext
 from sandbox.backend import SandboxBackend
+from sandbox.config import DIRECT_POOL, SandboxConfig
 from sandbox.executor import CallLimits, Invocation
 from sandbox.pool import SandboxPool
 
@@ -33,7 +34,7 @@ def make_backend(name: str, request: pytest.FixtureRequest) -> SandboxBackend:
         from gateway.config import Settings
         from sandbox.backends.docker import DockerBackend
 
-        return DockerBackend(host, Settings().sandbox_image)
+        return DockerBackend(host, Settings().sandbox.image)
     if name == "bwrap":
         request.getfixturevalue("bwrap_available")
         from sandbox.backends.bwrap import BwrapBackend
@@ -66,27 +67,30 @@ def invocation(
     return Invocation(tool, f"{module}:{tool}", arguments or {}, context, fitted)
 
 
-PoolFactory = Callable[..., SandboxPool]
+PoolFactory = Callable[..., Awaitable[SandboxPool]]
 
 
 @pytest.fixture
 async def make_pool(request: pytest.FixtureRequest) -> AsyncIterator[PoolFactory]:
-    """Build pools on the test's backend (`request.param` via `backend_name`); all closed after."""
+    """Build and open pools on the test's backend (`request.param` via `backend_name`); all
+    closed after, the last opened first (each pool's task group was entered in turn)."""
     pools: list[SandboxPool] = []
     roots: list[Path] = []
 
-    def build(backend_name: str, **options: Any) -> SandboxPool:
+    async def build(backend_name: str, **config: Any) -> SandboxPool:
+        """A pool of `DIRECT_POOL`'s configuration, with `config`'s fields changed."""
         # Short enough for a Unix socket path, and outside pytest's 0700 temp tree: the
         # process backend's runner (uid 65534 under root) must pass through to its workspace.
         root = Path(tempfile.mkdtemp(prefix="conclave-pool-"))
         roots.append(root)
-        options.setdefault("tool_modules", TOOL_MODULES)
-        pool = SandboxPool(make_backend(backend_name, request), workspace_root=root, **options)
-        pools.append(pool)
+        changed = SandboxConfig.model_validate({**DIRECT_POOL.model_dump(), **config})
+        backend = make_backend(backend_name, request)
+        pool = SandboxPool(backend, changed, tool_modules=TOOL_MODULES, workspace_root=root)
+        pools.append(await pool.open())
         return pool
 
     yield build
-    for pool in pools:
+    for pool in reversed(pools):
         await pool.aclose()
     for root in roots:
         shutil.rmtree(root, ignore_errors=True)

@@ -52,7 +52,7 @@ async def _assert_nothing_left(backend: str, pool: SandboxPool, ids: set[str]) -
 async def test_fork_bomb_is_contained_and_others_keep_working(
     backend: str, make_pool: PoolFactory
 ) -> None:
-    pool = make_pool(backend)
+    pool = await make_pool(backend)
     before = await _echo(pool)
     outcomes: dict[str, Outcome] = {}
 
@@ -76,7 +76,7 @@ async def test_fork_bomb_is_contained_and_others_keep_working(
 
 
 async def test_memory_past_the_sandbox_ceiling_is_oom(backend: str, make_pool: PoolFactory) -> None:
-    pool = make_pool(backend)
+    pool = await make_pool(backend)
     # Each child stays under the call's 256 MB; together they pass the 448 MB ceiling.
     hog = invocation("allocate_in_children", {"processes": 4, "megabytes": 200}, memory_mb=256)
     outcome = await pool.execute(hog)
@@ -90,7 +90,7 @@ async def test_memory_past_the_sandbox_ceiling_is_oom(backend: str, make_pool: P
 async def test_writes_outside_the_workspace_fail_and_the_host_is_untouched(
     backend: str, make_pool: PoolFactory, tmp_path: Path
 ) -> None:
-    pool = make_pool(backend)
+    pool = await make_pool(backend)
     escape = tmp_path / "escaped.txt"
     for target in ("/etc/conclave-pwned", "/opt/conclave/code/tools/pwned.py", str(escape)):
         outcome = await pool.execute(invocation("write_path", {"path": target}))
@@ -111,7 +111,7 @@ async def test_writes_outside_the_workspace_fail_and_the_host_is_untouched(
 async def test_the_hosts_files_are_not_visible(
     backend: str, make_pool: PoolFactory, tmp_path: Path
 ) -> None:
-    pool = make_pool(backend)
+    pool = await make_pool(backend)
     secret = tmp_path / "gateway-secret"
     secret.write_text("s3cr3t-signing-key")
     for path in (str(secret), "/root/.bash_history", "/etc/shadow"):
@@ -122,7 +122,7 @@ async def test_the_hosts_files_are_not_visible(
 
 
 async def test_no_network(backend: str, make_pool: PoolFactory) -> None:
-    pool = make_pool(backend)
+    pool = await make_pool(backend)
     accepted: list[object] = []
     async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
         port = listener.extra(anyio.abc.SocketAttribute.local_port)
@@ -145,7 +145,7 @@ async def test_no_network(backend: str, make_pool: PoolFactory) -> None:
 async def test_a_stopped_runner_does_not_disturb_other_agents(
     backend: str, make_pool: PoolFactory
 ) -> None:
-    pool = make_pool(backend)
+    pool = await make_pool(backend)
     other = await _echo(pool, agent="neighbour")
     stopped = await pool.execute(invocation("stop_runner", timeout_ms=300))
     assert stopped.error is not None and stopped.error.code == ErrorCode.TOOL_TIMEOUT

@@ -34,6 +34,7 @@ from protocol import ErrorCode
 from sandbox import SandboxStartError, create_executor
 from sandbox.backends.docker import OWNER_LABEL
 from sandbox.backends.docker_fleet import DockerFleet
+from sandbox.config import DIRECT_POOL
 from sandbox.executor import Invocation, Outcome
 from sandbox.image import RuntimeImageBuilder
 from sandbox.pool import SandboxPool
@@ -84,7 +85,7 @@ def engine_b(docker_engine: str) -> Iterator[EngineB]:
             if daemon.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"dockerd B did not start: {(scratch / 'dockerd.log').read_text()}")
             time.sleep(0.2)
-        builder = RuntimeImageBuilder(docker_engine, Settings().sandbox_image, say=lambda _: None)
+        builder = RuntimeImageBuilder(docker_engine, Settings().sandbox.image, say=lambda _: None)
         builder.copy_to(host)
         yield EngineB(host, daemon.pid)
     finally:
@@ -128,9 +129,11 @@ def call(agent: str, tool: str = "echo", deadline_s: float = 20, **arguments: An
 
 @pytest.fixture
 async def fleet_pool(docker_engine: str, engine_b: EngineB) -> AsyncIterator[SandboxPool]:
-    fleet = DockerFleet([docker_engine, engine_b.host], Settings().sandbox_image, capacity=8)
+    fleet = DockerFleet([docker_engine, engine_b.host], Settings().sandbox.image, capacity=8)
     root = Path(tempfile.mkdtemp(prefix="conclave-fleet-"))
-    pool = SandboxPool(fleet, tool_modules=TOOL_MODULES, workspace_root=root, max_sandboxes=16)
+    config = DIRECT_POOL.model_copy(update={"pool_max": 16})
+    pool = SandboxPool(fleet, config, tool_modules=TOOL_MODULES, workspace_root=root)
+    await pool.open()
     try:
         yield pool
     finally:
@@ -228,8 +231,9 @@ async def test_conclave_docker_hosts_builds_a_pool_over_every_engine(
     monkeypatch.setenv("CONCLAVE_DOCKER_HOSTS", f'["{docker_engine}", "{engine_b.host}"]')
     settings = Settings(sandbox_backend="docker", data_dir=tmp_path)
     pool = create_executor(
-        settings.model_copy(update={"tool_modules": TOOL_MODULES, "sandbox_spares": ()})
+        settings.sandbox.model_copy(update={"spares": ()}), settings.engine_hosts, TOOL_MODULES
     )
+    await pool.open()
     try:
         outcomes = await run_all(pool, [call(f"configured-{n}") for n in range(2)])
         assert all(outcome.ok for outcome in outcomes), outcomes
@@ -238,7 +242,7 @@ async def test_conclave_docker_hosts_builds_a_pool_over_every_engine(
         await pool.aclose()
     missing = settings.model_copy(update={"docker_hosts": (docker_engine, "unix:///nowhere.sock")})
     with pytest.raises(SandboxStartError, match=r"unix:///nowhere\.sock"):
-        create_executor(missing)
+        create_executor(missing.sandbox, missing.engine_hosts, TOOL_MODULES)
 
 
 def test_the_readme_example_copies_the_image_to_every_engine_and_sweeps_them(
@@ -278,15 +282,16 @@ async def _restart_under_calls(docker_engine: str) -> None:
     gets a result, a retryable SANDBOX_* error or its TOOL_TIMEOUT (the engine's socket
     missing for a moment is no INTERNAL error), calls succeed again after it, and a container
     whose removal failed while the engine was down is removed once it answers."""
-    image = Settings().sandbox_image
+    image = Settings().sandbox.image
     spare = await anyio.to_thread.run_sync(SpareEngine(docker_engine, image).start)
     root = Path(tempfile.mkdtemp(prefix="conclave-fleet-"))
     pool = SandboxPool(
         DockerFleet([spare.host], image, capacity=8),
+        DIRECT_POOL.model_copy(update={"pool_max": 16}),
         tool_modules=TOOL_MODULES,
         workspace_root=root,
-        max_sandboxes=16,
     )
+    await pool.open()
     answers: Counter[str] = Counter()
     restarted = anyio.Event()
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -16,6 +17,7 @@ from protocol import ErrorCode
 from sandbox.executor import CallLimits
 from sandbox.instance import Sandbox
 from sandbox.pool import MEMORY_TIERS_MB, RUNNER_OVERHEAD_MB, SandboxPool, profile_for
+from tests.helpers import until
 from tests.sandbox.conftest import (
     ALL_BACKENDS,
     DEFAULT_LIMITS,
@@ -31,7 +33,7 @@ pytestmark = pytest.mark.anyio
 async def test_a_runner_that_died_while_idle_is_replaced_transparently(
     make_pool: PoolFactory,
 ) -> None:
-    pool = make_pool("process")
+    pool = await make_pool("process")
     first = await pool.execute(invocation("whoami"))
     (idle,) = [s for sandboxes in pool._idle.values() for s in sandboxes]
     os.kill(idle.hello["pid"], signal.SIGKILL)
@@ -44,7 +46,7 @@ async def test_a_runner_that_died_while_idle_is_replaced_transparently(
 
 
 async def test_prewarm_makes_the_first_call_warm(make_pool: PoolFactory) -> None:
-    pool = make_pool("process")
+    pool = await make_pool("process")
     limits = CallLimits(memory_mb=256, cpu_seconds=10, timeout_ms=10_000, max_output_bytes=1024)
     await pool.prewarm("acme", "alice", limits)
     assert pool.started == 1
@@ -63,7 +65,7 @@ def test_profiles_round_memory_up_to_a_tier_plus_the_runner() -> None:
 async def test_a_tenant_with_many_waiters_cannot_starve_one_with_a_single_waiter(
     make_pool: PoolFactory,
 ) -> None:
-    pool = make_pool("process", max_sandboxes=2, tenant_max=2, agent_max=2, queue_ms=10_000)
+    pool = await make_pool("process", pool_max=2, tenant_max=2, agent_max=2, queue_ms=10_000)
     finished: list[str] = []
 
     async def call(name: str, tenant: str, seconds: float) -> None:
@@ -92,7 +94,7 @@ async def test_a_tenant_with_many_waiters_cannot_starve_one_with_a_single_waiter
 async def test_a_queued_call_leaves_at_its_deadline_and_a_full_queue_refuses_at_once(
     make_pool: PoolFactory,
 ) -> None:
-    pool = make_pool("process", max_sandboxes=1, queue_ms=10_000, queue_max=1)
+    pool = await make_pool("process", pool_max=1, queue_ms=10_000, queue_max=1)
     holder = invocation("sleep", {"seconds": 3.0}, tenant="noisy")
     async with anyio.create_task_group() as group:
         group.start_soon(pool.execute, holder)
@@ -125,7 +127,7 @@ async def test_a_queued_call_leaves_at_its_deadline_and_a_full_queue_refuses_at_
 async def test_an_agent_past_its_share_is_refused_after_the_queue_wait(
     make_pool: PoolFactory,
 ) -> None:
-    pool = make_pool("process", max_sandboxes=4, queue_ms=300)  # agent share: 1, tenant: 2
+    pool = await make_pool("process", pool_max=4, queue_ms=300)  # agent share: 1, tenant: 2
     async with anyio.create_task_group() as group:
         group.start_soon(pool.execute, invocation("sleep", {"seconds": 3.0}))
         with anyio.fail_after(30):
@@ -145,7 +147,7 @@ async def test_an_agent_past_its_share_is_refused_after_the_queue_wait(
 async def test_room_is_made_from_the_tenant_holding_most_not_a_small_tenants_warm_one(
     make_pool: PoolFactory,
 ) -> None:
-    pool = make_pool("process", max_sandboxes=3, tenant_max=3, agent_max=1)
+    pool = await make_pool("process", pool_max=3, tenant_max=3, agent_max=1)
     victim = await pool.execute(invocation("whoami", tenant="small", agent="v"))
     for agent in ("n1", "n2"):  # the noisy tenant fills the pool, then goes idle
         assert (await pool.execute(invocation("whoami", tenant="noisy", agent=agent))).ok
@@ -167,7 +169,7 @@ async def _ready_spare(pool: SandboxPool) -> Sandbox:
 async def test_a_new_identitys_first_call_takes_the_spare_and_a_new_one_starts_after(
     backend: str, make_pool: PoolFactory
 ) -> None:
-    pool = make_pool(backend, spares=None)  # a spare of the last cold start's profile
+    pool = await make_pool(backend, spares=None)  # a spare of the last cold start's profile
     assert pool.ready_spares == 0  # nobody called yet: no spare
     alice = await pool.execute(invocation("whoami"))
     spare = await _ready_spare(pool)
@@ -183,7 +185,7 @@ async def test_a_new_identitys_first_call_takes_the_spare_and_a_new_one_starts_a
 
 
 async def test_a_spare_serves_one_identity_only(make_pool: PoolFactory) -> None:
-    pool = make_pool("process", spares=None)
+    pool = await make_pool("process", spares=None)
     served: dict[str, set[str]] = {}
     for agent in ("a0", "a1", "a2", "a0", "a1", "a2"):
         if pool.started:
@@ -197,7 +199,7 @@ async def test_a_spare_serves_one_identity_only(make_pool: PoolFactory) -> None:
 
 
 async def test_a_spare_is_evicted_first_and_never_evicts(make_pool: PoolFactory) -> None:
-    pool = make_pool("process", max_sandboxes=3, tenant_max=3, agent_max=1, spares=None)
+    pool = await make_pool("process", pool_max=3, tenant_max=3, agent_max=1, spares=None)
     alice = await pool.execute(invocation("whoami"))
     await _ready_spare(pool)
     bob = await pool.execute(invocation("whoami", agent="bob"))
@@ -215,20 +217,17 @@ async def test_a_spare_is_evicted_first_and_never_evicts(make_pool: PoolFactory)
 
 
 async def test_configured_spares_start_before_any_call(make_pool: PoolFactory) -> None:
-    pool = make_pool("process", spares=[profile_for(DEFAULT_LIMITS)])
-    async with anyio.create_task_group() as group:
-        group.start_soon(pool.run_reaper)  # the gateway runs it: it starts the spares
-        spare = await _ready_spare(pool)
-        first = await pool.execute(invocation("whoami"))
-        assert first.usage.sandbox == spare.label and pool.started == 1
-        group.cancel_scope.cancel()
+    pool = await make_pool("process", spares=(DEFAULT_LIMITS.memory_mb,))  # its reaper starts it
+    spare = await _ready_spare(pool)
+    first = await pool.execute(invocation("whoami"))
+    assert first.usage.sandbox == spare.label and pool.started == 1
 
 
 @pytest.mark.parametrize("backend", ISOLATING)
 async def test_nothing_is_left_after_the_pool_closes_with_spares(
     backend: str, make_pool: PoolFactory
 ) -> None:
-    pool = make_pool(backend, spares=None)
+    pool = await make_pool(backend, spares=None)
     await pool.execute(invocation("whoami"))
     await _ready_spare(pool)
     await pool.execute(invocation("whoami", agent="bob"))  # takes the spare; another starts
@@ -256,8 +255,8 @@ async def test_a_tenants_cold_starts_go_one_at_a_time_and_never_hold_up_another_
     """A tenant cycling calls through many agents needs a cold start for each; the start's
     CPU is in no tenant's share, so its starts run one at a time (the rest wait in the
     queue), while another tenant's first call starts its sandbox beside them (issue 26)."""
-    pool = make_pool(
-        "process", max_sandboxes=8, tenant_max=4, agent_max=1, queue_ms=30_000,
+    pool = await make_pool(
+        "process", pool_max=8, tenant_max=4, agent_max=1, queue_ms=30_000,
         tenant_starts_max=1, spares=[],
     )  # fmt: skip
     launches: list[tuple[str, float]] = []
@@ -291,3 +290,34 @@ async def test_a_tenants_cold_starts_go_one_at_a_time_and_never_hold_up_another_
         assert launched >= previous_ready - 0.05  # each start after the previous one's end
     (victim_launch,) = [at for tenant, at in launches if tenant == "victim"]
     assert victim_launch < noisy_ready[-2]  # not queued behind the noisy tenant's starts
+
+
+async def test_a_call_whose_deadline_ends_in_a_cold_start_leaves_the_sandbox_warm(
+    make_pool: PoolFactory,
+) -> None:
+    """The caller answers at its deadline; the start goes on in the pool's task group and
+    the identity's next call finds that sandbox warm."""
+    pool = await make_pool("process")
+    hurried = invocation("whoami")
+    soon = int(time.time() * 1000) + 20  # a runner's start takes longer than 20 ms
+    hurried = replace(hurried, context=hurried.context.model_copy(update={"deadline_ms": soon}))
+    began = time.monotonic()
+    too_late = await pool.execute(hurried)
+    assert too_late.error is not None and too_late.error.code == ErrorCode.DEADLINE_EXCEEDED
+    assert time.monotonic() - began < 0.5  # at its deadline, not after the start
+    await until(lambda: sum(map(len, pool._idle.values())) == 1, timeout_s=30)
+    warm = await pool.execute(invocation("whoami"))
+    assert warm.ok and pool.started == 1
+
+
+async def test_an_open_pool_reaps_by_itself_and_its_close_leaves_no_task(
+    make_pool: PoolFactory,
+) -> None:
+    """Nobody runs a reaper beside the pool: opening it starts one in its task group, and
+    closing it ends everything the pool started."""
+    before = asyncio.all_tasks()
+    pool = await make_pool("process", idle_s=0.2)
+    assert (await pool.execute(invocation("whoami"))).ok and pool.size == 1
+    await until(lambda: pool.size == 0, timeout_s=10)  # torn down idle, by the pool itself
+    await pool.aclose()
+    assert asyncio.all_tasks() - before == set()

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.anyio
 async def test_a_sandbox_workspace_names_its_owner_and_leaves_with_it(
     make_pool: PoolFactory,
 ) -> None:
-    pool = make_pool("process")
+    pool = await make_pool("process")
     assert (await pool.execute(invocation("whoami"))).ok
     [workspace] = [p for p in pool.workspace_root.iterdir() if p.is_dir()]
     owner = workspace.with_name(workspace.name + ".owner")

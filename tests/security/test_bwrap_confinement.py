@@ -45,6 +45,7 @@ async def pool(bwrap_available: None) -> AsyncIterator[SandboxPool]:
     sandboxes = SandboxPool(
         BwrapBackend(), tool_modules=TOOL_MODULES, workspace_root=shared / "sandboxes"
     )
+    await sandboxes.open()
     try:
         yield sandboxes
     finally:

@@ -102,4 +102,4 @@ async def test_a_flooding_tenant_cannot_take_the_victims_sandboxes(
         assert answer.status_code == 503 and error["code"] == "SANDBOX_UNAVAILABLE", error
         assert error["retryable"] and error["retry_after_ms"] > 0
         assert "CONCLAVE_SANDBOX_TENANT_MAX" in error["message"]
-        assert waited >= fairness_settings.sandbox_queue_ms / 1000  # after the queue wait
+        assert waited >= fairness_settings.sandbox.queue_ms / 1000  # after the queue wait

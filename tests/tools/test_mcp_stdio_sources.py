@@ -124,7 +124,7 @@ async def _time_through_rest_and_mcp(settings: Settings) -> None:
         assert answer.status_code == 200, answer.text
         body = answer.json()
         assert body["result"]["timezone"] == "Europe/Paris"
-        assert body["usage"]["sandbox"].startswith(f"{settings.sandbox_backend}:")
+        assert body["usage"]["sandbox"].startswith(f"{settings.sandbox.backend}:")
         converted = await _call(
             client,
             headers,
@@ -314,7 +314,7 @@ async def test_server_everything_from_npm_on_docker_serves_tools_resources_and_p
     config = tmp_path / "conclave.toml"
     config.write_text(_readme_examples()["stdio-conclave.toml"])
     settings = settings_from(config, redis_url=redis_url, port=0, **SECRETS)
-    assert settings.sandbox_backend == "docker"
+    assert settings.sandbox.backend == "docker"
     with EmbeddedStack(settings) as stack:
         token = stack.token("acme", "ops", ["tool:everything.*", "tool:time.*"])
         headers = {"Authorization": f"Bearer {token}"}

@@ -70,7 +70,7 @@ def test_the_readme_example_runs_on_docker_with_its_dependency(
     try:  # the dependency is not in the runtime image: only the source's layer brings it
         with pytest.raises(ContainerError):
             client.containers.run(
-                Settings().sandbox_image, ["python3", "-c", "import humanize"], remove=True
+                Settings().sandbox.image, ["python3", "-c", "import humanize"], remove=True
             )
     finally:
         client.close()
@@ -85,7 +85,7 @@ def test_the_readme_example_runs_on_docker_with_its_dependency(
             assert re.search(r"human\s+human__natural_size\s+.*docker", done.stdout)
             assert "human__ordinal" not in done.stdout  # denied
     settings = settings_from(config, redis_url=redis_url, port=0, **SECRETS)
-    assert settings.sandbox_backend == "docker"  # from the file's [gateway] table
+    assert settings.sandbox.backend == "docker"  # from the file's [gateway] table
     with EmbeddedStack(settings) as stack:
         bearer = {"Authorization": f"Bearer {stack.token('acme', 'ops', ['tool:human.*'])}"}
         listed = httpx.get(f"{stack.url}/v1/tools", headers=bearer).json()

@@ -2,7 +2,9 @@
 -- the token's generation, one token from the agent's and from the tenant's rate bucket, a
 -- place among the tenant's calls in flight, the tool's circuit breaker, and the latency
 -- windows the grant is computed from.
--- KEYS: the agent's generation; then n buckets (agent x target, tenant x target); then the
+--- KEYS: generation, parts...
+--- ARGV: token_generation, buckets, agent_rate, agent_burst, tenant_rate, tenant_burst, breaker_asked, now_ms, probe_lease_ms, windows_after, in_flight_max, call_id, hold_ms, in_flight_wait_ms, peek
+-- KEYS: the agent's generation; then (`parts`) n buckets (agent x target, tenant x target); then the
 --       tenant's in-flight set, when asked; then the breaker, when asked; then the latency
 --       windows to read. All carry the tenant as hash tag: one cluster slot.
 -- ARGV: the token's generation, n buckets (0-2), agent rate per s, agent burst, tenant rate
@@ -22,24 +24,25 @@
 -- across every replica; the account stage removes a call when it ends, and a call whose
 -- replica died lapses at its score, so a crash never keeps a tenant's places. A tenant at
 -- its cap is refused before any bucket is taken.
-local stored = redis.call('GET', KEYS[1])
-if not stored and tonumber(ARGV[1]) > 0 then
+local stored = redis.call('GET', generation)
+if not stored and tonumber(token_generation) > 0 then
   -- Registering moves the generation to 1 or more: a token of a later generation whose
   -- agent has none here was issued against another store (reset, or another gateway's).
   return {2, 0, 0, '', 0, 0, ''}
 end
-if tonumber(stored or '0') ~= tonumber(ARGV[1]) then
+if tonumber(stored or '0') ~= tonumber(token_generation) then
   return {1, 0, 0, '', 0, 0, ''}
 end
 
 local t = redis.call('TIME')
 local clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local buckets = tonumber(ARGV[2])
+local buckets = tonumber(buckets)
+local limits = {{agent_rate, agent_burst}, {tenant_rate, tenant_burst}}
 local names = {'agent', 'tenant'}
 local levels = {}
 for i = 1, buckets do
-  local rate, burst = tonumber(ARGV[1 + i * 2]), tonumber(ARGV[2 + i * 2])
-  local state = redis.call('HMGET', KEYS[1 + i], 'tokens', 'at')
+  local rate, burst = tonumber(limits[i][1]), tonumber(limits[i][2])
+  local state = redis.call('HMGET', parts[i], 'tokens', 'at')
   local tokens = tonumber(state[1]) or burst
   local at = tonumber(state[2]) or clock
   tokens = math.min(burst, tokens + math.max(0, clock - at) * rate / 1000)
@@ -48,33 +51,33 @@ for i = 1, buckets do
   end
   levels[i] = {tokens - 1, math.ceil(burst * 1000 / rate) + 1000}
 end
-if ARGV[15] == '1' then return {0, 1, 0, '', 1, 0, 'closed'} end
-local next_key = 2 + buckets
-local in_flight_max = tonumber(ARGV[11])
+if peek == '1' then return {0, 1, 0, '', 1, 0, 'closed'} end
+local next_key = 1 + buckets
+in_flight_max = tonumber(in_flight_max)
 if in_flight_max > 0 then
-  local calls = KEYS[next_key]
+  local calls = parts[next_key]
   next_key = next_key + 1
   redis.call('ZREMRANGEBYSCORE', calls, '-inf', clock)
   if redis.call('ZCARD', calls) >= in_flight_max then
-    return {0, 0, tonumber(ARGV[14]), 'in_flight', 0, 0, ''}
+    return {0, 0, tonumber(in_flight_wait_ms), 'in_flight', 0, 0, ''}
   end
-  local hold = tonumber(ARGV[13])
-  redis.call('ZADD', calls, clock + hold, ARGV[12])
+  local hold = tonumber(hold_ms)
+  redis.call('ZADD', calls, clock + hold, call_id)
   if redis.call('PTTL', calls) < hold then redis.call('PEXPIRE', calls, hold) end
 end
 for i = 1, buckets do
-  redis.call('HSET', KEYS[1 + i], 'tokens', tostring(levels[i][1]), 'at', clock)
-  redis.call('PEXPIRE', KEYS[1 + i], levels[i][2])
+  redis.call('HSET', parts[i], 'tokens', tostring(levels[i][1]), 'at', clock)
+  redis.call('PEXPIRE', parts[i], levels[i][2])
 end
 
 local reply = {0, 1, 0, '', 1, 0, 'closed'}
-local now = tonumber(ARGV[8])
-if ARGV[7] == '1' then
-  reply[5], reply[6], reply[7] = breaker_gate(KEYS[next_key], now, tonumber(ARGV[9]))
+local now = tonumber(now_ms)
+if breaker_asked == '1' then
+  reply[5], reply[6], reply[7] = breaker_gate(parts[next_key], now, tonumber(probe_lease_ms))
   next_key = next_key + 1
   if reply[5] == 0 then return reply end
 end
-for k = next_key, #KEYS do
-  reply[#reply + 1] = redis.call('ZRANGEBYSCORE', KEYS[k], '(' .. ARGV[10], '+inf')
+for k = next_key, #parts do
+  reply[#reply + 1] = redis.call('ZRANGEBYSCORE', parts[k], '(' .. windows_after, '+inf')
 end
 return reply

@@ -1,5 +1,7 @@
 -- Add one sample to a tool's latency window (after record_sample.lua).
--- KEYS: latency window.  ARGV: sample member, now (ms), window (ms), max samples.
+--- KEYS: window
+--- ARGV: member, now_ms, window_ms, max_samples
+-- window: the latency window; member: the sample.
 -- Returns 1.
-record_sample(KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]))
+record_sample(window, member, tonumber(now_ms), tonumber(window_ms), tonumber(max_samples))
 return 1

@@ -2,6 +2,8 @@
 -- the breaker's evidence and what the call earns its identity's hedge budget (after
 -- record_sample.lua, record_outcome.lua and hedge_deposit.lua). All keys carry the tenant's
 -- hash tag, so the script touches a single cluster slot.
+--- KEYS: window, breaker, overshoot_window, hedge_bucket
+--- ARGV: now_ms, member, window_ms, max_samples, evidence, failure_threshold, cooldown_ms, overshoot_member, hedge_share, hedge_cap, hedge_ttl_ms
 -- KEYS: latency window, breaker, kill-overshoot window (all the tenant's, for this tool),
 --       the caller's hedge bucket (the tenant's too).
 -- ARGV: now (ms), sample member ('' = no sample), window (ms), max samples,
@@ -9,15 +11,15 @@
 --       kill-overshoot member ('' = none), hedge share ('' = no deposit), hedge cap, the
 --       hedge bucket's time to live (ms); share and cap in millionths of a hedge.
 -- Returns the breaker's state ('closed' or 'open'), or '' when there was no evidence.
-local now = tonumber(ARGV[1])
-if ARGV[2] ~= '' then
-  record_sample(KEYS[1], ARGV[2], now, tonumber(ARGV[3]), tonumber(ARGV[4]))
+local now = tonumber(now_ms)
+if member ~= '' then
+  record_sample(window, member, now, tonumber(window_ms), tonumber(max_samples))
 end
-if ARGV[8] ~= '' then
-  record_sample(KEYS[3], ARGV[8], now, tonumber(ARGV[3]), tonumber(ARGV[4]))
+if overshoot_member ~= '' then
+  record_sample(overshoot_window, overshoot_member, now, tonumber(window_ms), tonumber(max_samples))
 end
-if ARGV[9] ~= '' then
-  hedge_deposit(KEYS[4], tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11]))
+if hedge_share ~= '' then
+  hedge_deposit(hedge_bucket, tonumber(hedge_share), tonumber(hedge_cap), tonumber(hedge_ttl_ms))
 end
-if ARGV[5] == '' then return '' end
-return record_outcome(KEYS[2], now, ARGV[5] == '1', tonumber(ARGV[6]), tonumber(ARGV[7]))
+if evidence == '' then return '' end
+return record_outcome(breaker, now, evidence == '1', tonumber(failure_threshold), tonumber(cooldown_ms))

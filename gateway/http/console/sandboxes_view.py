@@ -25,7 +25,7 @@ async def sandboxes_page(request: Request) -> HTMLResponse:
         ["sandboxes (all states)", executor.size],
         ["ready spares", executor.ready_spares],
         ["cap: all / per tenant / per agent",
-         f"{executor.max_sandboxes} / {executor.tenant_max} / {executor.agent_max}"],
+         f"{executor.config.pool_max} / {executor.tenant_max} / {executor.agent_max}"],
         ["started since start-up", executor.started],
         ["recycled since start-up", executor.recycled],
     ]  # fmt: skip

@@ -1,5 +1,7 @@
 -- Commit several writes at once: every check and every write in this one script, so a commit
 -- is applied entirely or not at all, and nothing can change between the checks and the writes.
+--- KEYS: cfg, read_log, history, idempotency, usage, ledger, sizes, data...
+--- ARGV: agent, session, n_writes, n_reads, has_idempotency, read_log_ttl_s, idempotency_ttl_s, history_values, key_prefix, quota_keys, quota_bytes, history_len, read_log_max, history_ops, value_max, reserve_bytes, records...
 -- KEYS: cfg, read log, history stream, idempotency key (or cfg again), the tenant's quota
 --       usage, the tenant's expiring-record ledger (sorted set) and its sizes (hash),
 --       write data keys..., explicit read-set data keys...
@@ -28,27 +30,24 @@
 -- and shows the history checker or a lease assertion catches the removal.
 -- Logged reads are data keys named from the prefix: they share the namespace's hash tag, so
 -- they live in the same cluster slot as the declared keys.
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'NSNF'} end
-local agent, session = ARGV[1], ARGV[2]
-local n, m = tonumber(ARGV[3]), tonumber(ARGV[4])
-local FIXED = 16  -- ARGV before the writes
-local usage, ledger, sizes = KEYS[5], KEYS[6], KEYS[7]
+if redis.call('EXISTS', cfg) == 0 then return {'NSNF'} end
+local n, m = tonumber(n_writes), tonumber(n_reads)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local log_until = now + tonumber(ARGV[6]) * 1000
+local log_until = now + tonumber(read_log_ttl_s) * 1000
 tenant_bytes_sweep(usage, ledger, sizes, now, 16)
-if ARGV[5] == '1' then
-  local prior = redis.call('GET', KEYS[4])
+if has_idempotency == '1' then
+  local prior = redis.call('GET', idempotency)
   if prior then
     -- a write, so a WAIT on this connection (durability "replicated") covers the first attempt
-    redis.call('EXPIRE', KEYS[4], ARGV[7])
-    tenant_bytes_charge(usage, ledger, sizes, KEYS[4], 0, now + tonumber(ARGV[7]) * 1000)
+    redis.call('EXPIRE', idempotency, idempotency_ttl_s)
+    tenant_bytes_charge(usage, ledger, sizes, idempotency, 0, now + tonumber(idempotency_ttl_s) * 1000)
     return {'REPLAY', prior}
   end
 end
-local cfg = redis.call('HMGET', KEYS[1], 'mode', 'validate_reads')
-local owned, validate = cfg[1] == 'owned', cfg[2] ~= '0'
-local log_fresh = redis.call('EXISTS', KEYS[2]) == 0
+local ns = redis.call('HMGET', cfg, 'mode', 'validate_reads')
+local owned, validate = ns[1] == 'owned', ns[2] ~= '0'
+local log_fresh = redis.call('EXISTS', read_log) == 0
 
 -- Refusals are collected for every key; the envelope's code is the one the caller must act
 -- on first (a lost lease outranks a stale version).
@@ -63,10 +62,10 @@ end
 
 local writes = {}
 for i = 1, n do
-  local a = FIXED + (i - 1) * 6
-  local w = {key = ARGV[a + 1], val = ARGV[a + 2], del = ARGV[a + 3] == '1',
-             expected = tonumber(ARGV[a + 4]), token = tonumber(ARGV[a + 5]),
-             op = ARGV[a + 6], rkey = KEYS[7 + i]}
+  local a = (i - 1) * 6
+  local w = {key = records[a + 1], val = records[a + 2], del = records[a + 3] == '1',
+             expected = tonumber(records[a + 4]), token = tonumber(records[a + 5]),
+             op = records[a + 6], rkey = data[i]}
   local d = redis.call('HMGET', w.rkey, 'ver', 'owner', 'lexp', 'fence')
   w.ver = tonumber(d[1]) or 0
   local owner, lexp, fence = d[2] or '', tonumber(d[3]) or 0, tonumber(d[4]) or 0
@@ -115,7 +114,7 @@ end
 -- commit is refused again.
 local reads, checks, shown = {}, {}, {}
 if validate then
-  local logged = redis.call('HGETALL', KEYS[2])
+  local logged = redis.call('HGETALL', read_log)
   for i = 1, #logged, 2 do
     local k, raw = logged[i], logged[i + 1]
     if string.byte(raw, 1) == 126 then
@@ -127,13 +126,13 @@ if validate then
     end
   end
 end
-local rbase = FIXED + n * 6
+local rbase = n * 6
 for j = 1, m do
-  local k, v = ARGV[rbase + (j - 1) * 2 + 1], tonumber(ARGV[rbase + (j - 1) * 2 + 2])
+  local k, v = records[rbase + (j - 1) * 2 + 1], tonumber(records[rbase + (j - 1) * 2 + 2])
   if reads[k] ~= v then checks[#checks + 1] = {k, v, 'read_set'} end  -- check: read_set
   reads[k] = v
 end
-local prefix = ARGV[9]
+local prefix = key_prefix
 for _, c in ipairs(checks) do
   local cur = tonumber(redis.call('HGET', prefix .. 'k:' .. c[1], 'ver')) or 0
   if cur ~= c[2] then
@@ -158,7 +157,7 @@ if code then
     if not seen[k] then
       seen[k] = true
       local d = redis.call('HMGET', prefix .. 'k:' .. k, 'val', 'ver')
-      if redis.call('HSET', KEYS[2], k, '~' .. (tonumber(d[2]) or 0)) == 1 then
+      if redis.call('HSET', read_log, k, '~' .. (tonumber(d[2]) or 0)) == 1 then
         logged_bytes = logged_bytes + #k + READ_LOG_FIELD_BYTES
       end
       values[#values + 1] = k
@@ -167,8 +166,8 @@ if code then
     end
   end
   if #values > 0 then
-    redis.call('EXPIRE', KEYS[2], ARGV[6])
-    tenant_bytes_charge(usage, ledger, sizes, KEYS[2], logged_bytes, log_until, log_fresh)
+    redis.call('EXPIRE', read_log, read_log_ttl_s)
+    tenant_bytes_charge(usage, ledger, sizes, read_log, logged_bytes, log_until, log_fresh)
   end
   return {'CONFLICT', code, cjson.encode(conflicts), unpack(values)}
 end
@@ -180,7 +179,7 @@ for _, w in ipairs(writes) do
   if w.op ~= '' then
     local out, have = apply_op(w.op, redis.call('HGET', w.rkey, 'val') or nil, w.val)
     if out == nil then return {'BAD_OP', w.key, w.op, have} end
-    if #out > tonumber(ARGV[15]) then return {'TOO_LARGE', w.key, #out} end
+    if #out > tonumber(value_max) then return {'TOO_LARGE', w.key, #out} end
     w.val = out
     results[w.key] = out
     results_bytes = results_bytes + #w.key + #out
@@ -188,14 +187,14 @@ for _, w in ipairs(writes) do
 end
 
 -- The written keys go into the read log: a commit may not take it past its cap either.
-local logged_size, new_in_log, log_add = redis.call('HLEN', KEYS[2]), 0, 0
+local logged_size, new_in_log, log_add = redis.call('HLEN', read_log), 0, 0
 for _, w in ipairs(writes) do
-  if w.op == '' and redis.call('HEXISTS', KEYS[2], w.key) == 0 then
+  if w.op == '' and redis.call('HEXISTS', read_log, w.key) == 0 then
     new_in_log = new_in_log + 1
     log_add = log_add + #w.key + READ_LOG_FIELD_BYTES
   end
 end
-if new_in_log > 0 and logged_size + new_in_log > tonumber(ARGV[13]) then
+if new_in_log > 0 and logged_size + new_in_log > tonumber(read_log_max) then
   return {'LOG_FULL', logged_size}
 end
 
@@ -224,16 +223,16 @@ for _, w in ipairs(writes) do
 end
 local entry = {'agent', agent, 'session', session, 'time', tostring(now),
                'keys', cjson.encode(changed), 'reads', cjson.encode(reads),
-               'values', ARGV[8], 'ops', ARGV[14], 'expected', cjson.encode(expected)}
+               'values', history_values, 'ops', history_ops, 'expected', cjson.encode(expected)}
 local entry_bytes = 64  -- the entry id and the stream's per-entry overhead
 for _, field in ipairs(entry) do entry_bytes = entry_bytes + #field end
 entry_bytes = entry_bytes + 4 + #tostring(entry_bytes) + 2  -- its own 'size' field
 -- The history keeps the last ARGV[12] commits: the entries this one pushes out give their
 -- bytes back.
-local history_max = tonumber(ARGV[12])
-local dropping, freed = redis.call('XLEN', KEYS[3]) + 1 - history_max, 0
+local history_max = tonumber(history_len)
+local dropping, freed = redis.call('XLEN', history) + 1 - history_max, 0
 if dropping > 0 then
-  for _, old in ipairs(redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', dropping)) do
+  for _, old in ipairs(redis.call('XRANGE', history, '-', '+', 'COUNT', dropping)) do
     local f = old[2]
     local size = nil
     for i = 1, #f, 2 do
@@ -247,25 +246,25 @@ if dropping > 0 then
   end
 end
 local idem_add = 0
-if ARGV[5] == '1' then
-  idem_add = 96 + results_bytes + tenant_bytes_entry(ledger, KEYS[4])
+if has_idempotency == '1' then
+  idem_add = 96 + results_bytes + tenant_bytes_entry(ledger, idempotency)
   for _, w in ipairs(writes) do idem_add = idem_add + #w.key + 12 end
 end
-if log_add > 0 then log_add = log_add + tenant_bytes_entry(ledger, KEYS[2]) end
+if log_add > 0 then log_add = log_add + tenant_bytes_entry(ledger, read_log) end
 local add_all = add_bytes + add_meta + entry_bytes - freed + idem_add + log_add
 local used = redis.call('HMGET', usage, 'keys')
 local used_keys, used_bytes = tonumber(used[1]) or 0, tenant_bytes_used(usage)
-if (add_keys > 0 and used_keys + add_keys > tonumber(ARGV[10]))
-    or (add_all > 0 and used_bytes + add_all > tonumber(ARGV[11])) then
+if (add_keys > 0 and used_keys + add_keys > tonumber(quota_keys))
+    or (add_all > 0 and used_bytes + add_all > tonumber(quota_bytes)) then
   return {'QUOTA', used_keys, used_bytes, add_keys, add_all}
 end
-local full = tenant_bytes_store_full(add_all, tonumber(ARGV[16]))
+local full = tenant_bytes_store_full(add_all, tonumber(reserve_bytes))
 if full then return full end
 
 -- A shown version the commit declared was current at this commit point: an ordinary read now
 -- (before the writes, which log their new versions).
 for _, s in ipairs(shown) do
-  if reads[s[1]] ~= nil then redis.call('HSET', KEYS[2], s[1], reads[s[1]]) end
+  if reads[s[1]] ~= nil then redis.call('HSET', read_log, s[1], reads[s[1]]) end
 end
 local log_delta = 0
 for _, w in ipairs(writes) do
@@ -277,29 +276,29 @@ for _, w in ipairs(writes) do
     redis.call('HSET', w.rkey, 'val', w.val, 'ver', nv)
   end
   if w.op == '' then
-    if redis.call('HSET', KEYS[2], w.key, nv) == 1 then
+    if redis.call('HSET', read_log, w.key, nv) == 1 then
       log_delta = log_delta + #w.key + READ_LOG_FIELD_BYTES
     end
-  elseif redis.call('HDEL', KEYS[2], w.key) == 1 then
+  elseif redis.call('HDEL', read_log, w.key) == 1 then
     log_delta = log_delta - #w.key - READ_LOG_FIELD_BYTES
   end
 end
-redis.call('EXPIRE', KEYS[2], ARGV[6])
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  tenant_bytes_charge(usage, ledger, sizes, KEYS[2], log_delta, log_until, log_fresh)
+redis.call('EXPIRE', read_log, read_log_ttl_s)
+if redis.call('EXISTS', read_log) == 1 then
+  tenant_bytes_charge(usage, ledger, sizes, read_log, log_delta, log_until, log_fresh)
 end
 if add_keys ~= 0 then redis.call('HINCRBY', usage, 'keys', add_keys) end
 if add_bytes ~= 0 then redis.call('HINCRBY', usage, 'bytes', add_bytes) end
 if add_meta ~= 0 then redis.call('HINCRBY', usage, 'meta', add_meta) end
 entry[#entry + 1] = 'size'
 entry[#entry + 1] = tostring(entry_bytes)
-local id = redis.call('XADD', KEYS[3], '*', unpack(entry))
-if dropping > 0 then redis.call('XTRIM', KEYS[3], 'MAXLEN', history_max) end
+local id = redis.call('XADD', history, '*', unpack(entry))
+if dropping > 0 then redis.call('XTRIM', history, 'MAXLEN', history_max) end
 redis.call('HINCRBY', usage, 'hist', entry_bytes - freed)
 local outcome = cjson.encode({commit_id = id, versions = versions, values = results})
-if ARGV[5] == '1' then
-  redis.call('SET', KEYS[4], outcome, 'EX', ARGV[7])
-  tenant_bytes_charge(usage, ledger, sizes, KEYS[4], 48 + #outcome,
-                      now + tonumber(ARGV[7]) * 1000, true)
+if has_idempotency == '1' then
+  redis.call('SET', idempotency, outcome, 'EX', idempotency_ttl_s)
+  tenant_bytes_charge(usage, ledger, sizes, idempotency, 48 + #outcome,
+                      now + tonumber(idempotency_ttl_s) * 1000, true)
 end
 return {'OK', outcome}

@@ -1,0 +1,70 @@
+"""`SandboxConfig`: what an operator sets about sandboxes and the warm pool, as one frozen value.
+
+The gateway's settings hold it as `settings.sandbox`; each field keeps the flat name it has
+always had, `sandbox_` + its name (`CONCLAVE_SANDBOX_POOL_MAX` is `sandbox.pool_max`). Where
+the Docker engines are and which tool modules the runner imports are not here: the CLI and
+the gateway's tool registry read them too, so they stay beside this in the settings.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sandbox.backend import WorkspaceQuota
+
+# "inprocess" runs tools in the gateway's own threads: no isolation, for measuring overhead.
+SandboxChoice = Literal["auto", "docker", "bwrap", "process", "inprocess"]
+
+
+class SandboxConfig(BaseModel):
+    # Unknown CONCLAVE_SANDBOX_* variables are ignored, as every unknown CONCLAVE_* one is.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    backend: SandboxChoice = "auto"
+    image: str = "conclave-runtime:latest"
+    # With several Docker engines (CONCLAVE_DOCKER_HOSTS), the sandboxes this gateway may
+    # hold on each (unset: pool_max).
+    engine_capacity: int | None = Field(default=None, gt=0)
+    pool_max: int = Field(default=32, gt=0)
+    # Fair shares of that cap, counting the sandboxes in use (busy or starting): a tenant may
+    # hold at most `tenant_max` (unset: half the cap, so one tenant's flood always leaves the
+    # other half to everyone else) and an agent at most `agent_max` (unset: a quarter, so one
+    # agent cannot take all of its tenant's half).
+    tenant_max: int | None = Field(default=None, gt=0)
+    agent_max: int | None = Field(default=None, gt=0)
+    # Of those, how many one tenant may have starting at once (0: no cap but its share): a
+    # cold start's CPU (the engine's, the runtime's, the runner's imports) is in no tenant's
+    # CPU share, so a tenant cycling calls through many agents must not spend it freely.
+    tenant_starts_max: int = Field(default=0, ge=0)
+    # A call that cannot have a sandbox waits up to this long (never past its deadline) in a
+    # queue served round robin by tenant, then gets SANDBOX_UNAVAILABLE: long enough for a
+    # warm call or two to finish, short enough that a refused agent backs off soon. At most
+    # `queue_max` calls of one tenant wait; the next is refused at once. 0: refused at once.
+    queue_ms: int = Field(default=1000, ge=0)
+    queue_max: int = Field(default=32, gt=0)
+    idle_s: float = Field(default=300.0, gt=0)
+    recycle_after: int = Field(default=500, gt=0)
+    # Keep one pre-started spare sandbox, nobody's until a new identity's first call takes it,
+    # for the profiles of calls limited to these memory_mb (rounded up to their tier, so
+    # [256] covers every call of up to 256 MB). Unset: the profile of the last cold start;
+    # [] none. A spare counts against pool_max and is the first torn down for room.
+    spares: tuple[int, ...] | None = None
+    # Each sandbox's workspace is a file system of its own of this size and file count, so
+    # tool code that fills it fails its own call (SANDBOX_DISK_FULL) and no other tenant, nor
+    # the disk the gateway and Redis use, loses a byte. Its pages count as the sandbox's
+    # memory. 0: no quota (a plain directory on the host's disk). Needs a root gateway.
+    workspace_mb: int = Field(default=256, ge=0)
+    workspace_inodes: int = Field(default=16_384, gt=0)
+
+    @property
+    def workspace_quota(self) -> WorkspaceQuota | None:
+        """Each sandbox's workspace quota; None when the operator turned it off (0 MiB)."""
+        if self.workspace_mb <= 0:
+            return None
+        return WorkspaceQuota(self.workspace_mb, self.workspace_inodes)
+
+
+# A pool built directly (tests, the bench) refuses at once and keeps no spares unless asked.
+DIRECT_POOL = SandboxConfig(queue_ms=0, spares=(), workspace_mb=0)
