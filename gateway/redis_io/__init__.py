@@ -8,6 +8,7 @@ from gateway.redis_io.lua_files import (
     LuaScript,
     ScriptArguments,
     ScriptArgumentsError,
+    lua_library,
     lua_script,
     lua_text,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "ScriptArgumentsError",
     "connect_redis",
     "listen_to_channel",
+    "lua_library",
     "lua_script",
     "lua_text",
 ]

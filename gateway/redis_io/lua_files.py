@@ -1,6 +1,6 @@
 """Reading the gateway's Lua scripts, which ship as package data in each package's `lua/`.
 
-`gateway.state`, `gateway.budgets` and `gateway.identity` keep every Redis script as a `.lua`
+`gateway.state`, `gateway.budgets`, `gateway.identity` and `gateway.tasks` keep every Redis script as a `.lua`
 file. A script may be composed: shared Lua functions (one file each) come first, then the
 body that calls them, so a function is written once however many scripts run it. Callers
 hand the text to `redis.register_script` (or a `PooledScript`) once per client, which runs it
@@ -98,6 +98,12 @@ def lua_script(package: str, *names: str) -> LuaScript:
     argv = _arguments(body, "ARGV", declared.get("ARGV"))
     preamble = "\n".join(p for p in (keys.preamble(), argv.preamble()) if p)
     return LuaScript(body, "\n".join([*texts[:-1], preamble, texts[-1]]), keys, argv)
+
+
+def lua_library(package: str, name: str) -> str:
+    """A file of shared Lua functions, `<package>/lua/<name>.lua`, as it is (it declares no
+    arguments: the body it is prepended to does), for a body in another package."""
+    return resources.files(package).joinpath("lua", f"{name}.lua").read_text("utf-8")
 
 
 def lua_text(package: str, *names: str) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from gateway.redis_io import lua_text
+from gateway.redis_io import LuaScript, lua_library, lua_script
 from gateway.state import task_over_quota
 from gateway.tasks.task_record import TASK_ID_PATTERN, TaskCall, TaskRecord, TaskStatus
 from protocol import Principal
@@ -35,14 +35,20 @@ def task_key(tenant: str, task_id: str) -> str:
     return f"cc:{{t:{tenant}}}:task:{task_id}"
 
 
-def _ledger(tenant: str) -> list[str]:
-    prefix = f"cc:{{t:{tenant}}}:"
-    return [f"{prefix}usage", f"{prefix}expiring", f"{prefix}expiring_bytes"]
+# Each script's text and its declared arguments: callers lay out KEYS and ARGV by name.
+CREATE = lua_script("gateway.tasks", "task_create")
+FINISH = lua_script("gateway.tasks", "task_finish")
+ASK_CANCEL = lua_script("gateway.tasks", "task_ask_cancel")
 
 
-def _script(name: str) -> str:
-    """The script `name`, after the state's functions charging a tenant's usage."""
-    return lua_text("gateway.state", "tenant_bytes") + "\n" + lua_text("gateway.tasks", name)
+def _charging(script: LuaScript) -> str:
+    """`script`'s text after the state's functions charging a tenant's usage."""
+    return lua_library("gateway.state", "tenant_bytes") + "\n" + script.text
+
+
+def _ledger(tenant: str) -> str:
+    """The prefix of the tenant's usage ledger's keys (`usage`, `expiring`, `expiring_bytes`)."""
+    return f"cc:{{t:{tenant}}}:"
 
 
 def _now_ms() -> int:
@@ -64,9 +70,9 @@ class TaskStore:
         self.quota_bytes = quota_bytes  # the tenant's state byte quota, tasks included
         self.replica = replica  # what a lease says: the replica running the call
         self.ttl_ms, self.poll_ms, self.lease_ms = ttl_ms, poll_ms, lease_ms
-        self._create = redis.register_script(_script("task_create"))
-        self._finish = redis.register_script(_script("task_finish"))
-        self._ask_cancel = redis.register_script(lua_text("gateway.tasks", "task_ask_cancel"))
+        self._create = redis.register_script(_charging(CREATE))
+        self._finish = redis.register_script(_charging(FINISH))
+        self._ask_cancel = redis.register_script(ASK_CANCEL.text)
 
     async def create(
         self, principal: Principal, task_id: str, call: TaskCall, message: str = ""
@@ -75,20 +81,26 @@ class TaskStore:
         returns, `tasks/get` finds it on every replica (the extension's "durably created").
         STATE_QUOTA_EXCEEDED when the record would take the tenant over its byte quota."""
         now = _now_ms()
-        key = task_key(principal.tenant, task_id)
+        key, ledger = task_key(principal.tenant, task_id), _ledger(principal.tenant)
         answer = await self._create(
-            keys=[key, f"{key}:lease", *_ledger(principal.tenant)],
-            args=[
-                principal.agent,
-                json.dumps(call.as_json()),
-                now,
-                self.ttl_ms,
-                self.poll_ms,
-                self.replica,
-                self.lease_ms,
-                message,
-                self.quota_bytes,
-            ],
+            keys=CREATE.keys(
+                task_key=key,
+                lease_key=f"{key}:lease",
+                usage_key=f"{ledger}usage",
+                expiring_key=f"{ledger}expiring",
+                sizes_key=f"{ledger}expiring_bytes",
+            ),
+            args=CREATE.argv(
+                agent=principal.agent,
+                call=json.dumps(call.as_json()),
+                now_ms=now,
+                ttl_ms=self.ttl_ms,
+                poll_ms=self.poll_ms,
+                replica=self.replica,
+                lease_ms=self.lease_ms,
+                message=message,
+                quota_bytes=self.quota_bytes,
+            ),
         )
         if answer[0] == "QUOTA":
             used, added = int(answer[1]), int(answer[2])
@@ -113,16 +125,30 @@ class TaskStore:
         self, tenant: str, task_id: str, status: TaskStatus, outcome: Any, message: str = ""
     ) -> bool:
         """End the task with `status` (and its outcome); False when it had ended already."""
-        key = task_key(tenant, task_id)
+        key, ledger = task_key(tenant, task_id), _ledger(tenant)
         ended = await self._finish(
-            keys=[key, f"{key}:lease", *_ledger(tenant)],
-            args=[status, "" if outcome is None else json.dumps(outcome), message, _now_ms()],
+            keys=FINISH.keys(
+                task_key=key,
+                lease_key=f"{key}:lease",
+                usage_key=f"{ledger}usage",
+                expiring_key=f"{ledger}expiring",
+                sizes_key=f"{ledger}expiring_bytes",
+            ),
+            args=FINISH.argv(
+                status=status,
+                outcome="" if outcome is None else json.dumps(outcome),
+                message=message,
+                now_ms=_now_ms(),
+            ),
         )
         return bool(ended)
 
     async def ask_cancel(self, tenant: str, task_id: str, reason: str) -> None:
         """Record that the owner cancelled the task (`cancel_asked` reads it back)."""
-        await self._ask_cancel(keys=[task_key(tenant, task_id)], args=[reason])
+        await self._ask_cancel(
+            keys=ASK_CANCEL.keys(task_key=task_key(tenant, task_id)),
+            args=ASK_CANCEL.argv(why=reason),
+        )
 
     async def cancel_asked(self, tenant: str, task_id: str) -> str | None:
         """Why the owner cancelled the task, or None when it did not."""

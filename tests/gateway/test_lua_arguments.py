@@ -15,7 +15,7 @@ import pytest
 from gateway.redis_io import LuaScript, ScriptArgumentsError, lua_script
 
 ROOT = Path(__file__).parents[2]
-PACKAGES = ("gateway.state", "gateway.budgets", "gateway.identity")
+PACKAGES = ("gateway.state", "gateway.budgets", "gateway.identity", "gateway.tasks")
 DECLARED = re.compile(r"^--- (KEYS|ARGV): ", re.M)
 BODIES = sorted(
     (package, entry.name.removesuffix(".lua"))
