@@ -7,11 +7,11 @@ simulation (`conclave.bench.budgets_sim`) calls the same function on the same ki
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gateway.budgets.chain_odds import best_choice
 from gateway.budgets.grant_rule import Allocation, allocate_budget
-from gateway.budgets.hedge_rule import DEFAULT_QUANTILE, HedgePlan, wait
+from gateway.budgets.hedge_rule import DEFAULT_QUANTILE, HedgePlan, plan_hedge, wait
 from gateway.budgets.latency_window import LatencyEstimate
 from gateway.gateway_error import GatewayError
 from protocol import ErrorCode
@@ -105,8 +105,23 @@ def plan_call(
     if not hedging:
         return CallPlan(granted, margin, grant)
     if choice.hedge_after_ms is None:
+        # No hedge point pays on the curve; past its p95 the curve has few samples to say,
+        # and a hedge there (the rule) is rarely spent: insurance for a tail the
+        # window has not seen, when the grant leaves it room.
+        granted_plan = CallPlan(granted, margin, grant)
+        tail = plan_hedge(
+            this,
+            Allocation(granted, grant.available_ms, float(granted)),
+            room_ms=granted,
+            max_ms=granted,
+            overhead_ms=per_call,
+            quantile=hedge_quantile,
+        )
         reason = f"no hedge point raises the chain's chance by {hedge_worth} per hedge spent"
-        return CallPlan(granted, margin, grant, HedgePlan(None, reason, finish_wait=choice.finish))
+        if tail.hedges:
+            tail = replace(tail, reason=f"{reason}; {tail.reason}")
+            return replace(granted_plan, hedge=tail)
+        return replace(granted_plan, hedge=HedgePlan(None, reason, finish_wait=choice.finish))
     hedge = HedgePlan(
         int(choice.hedge_after_ms),
         f"hedge at {choice.hedge_after_ms:.0f} ms: the chain finishes {choice.finish:.3f} vs"
