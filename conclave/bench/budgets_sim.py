@@ -95,6 +95,9 @@ class SimOutcome:
     hedges: int = 0
 
 
+SimResults = dict[tuple[int, str], list[SimOutcome]]  # per (deadline, policy): each chain's
+
+
 @dataclass
 class Simulation:
     host: Host
@@ -232,9 +235,9 @@ def simulate(
     policies: tuple[str, ...] = POLICIES,
     worth: float = HEDGE_WORTH,
     hopeless: float = HOPELESS,
-) -> dict[str, dict[tuple[int, str], SimOutcome | list[SimOutcome]]]:
+) -> dict[str, SimResults]:
     base = make_chains(seed, chains)
-    results: dict[str, dict[tuple[int, str], SimOutcome | list[SimOutcome]]] = {}
+    results: dict[str, SimResults] = {}
     rng = random.Random(seed)
     late = estimate_of(
         "_kill", [LatencySample(host.kill_late_ms * (0.5 + rng.random()), False) for _ in range(50)]
@@ -242,7 +245,7 @@ def simulate(
     sim = Simulation(host, rng, {}, late, share=share, worth=worth, hopeless=hopeless)
     for workload, tools in WORKLOADS.items():
         sim.windows = learned_windows(tools, seed)
-        found: dict[tuple[int, str], SimOutcome | list[SimOutcome]] = {}
+        found: SimResults = {}
         for deadline in DEADLINES_MS:
             for policy in policies:
                 found[(deadline, policy)] = [
@@ -289,7 +292,6 @@ def main(argv: list[str] | None = None, echo: Callable[[str], None] = print) -> 
             cells = []
             for deadline in DEADLINES_MS:
                 runs = found[(deadline, policy)]
-                assert isinstance(runs, list)
                 done = 100 * sum(r.completed for r in runs) / len(runs)
                 late = sum(r.violated for r in runs)
                 cells.append(f"{done:>6.0f}({late:>2})")
