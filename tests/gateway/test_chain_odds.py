@@ -62,14 +62,19 @@ def test_a_heavy_tailed_call_is_cut_short_to_leave_the_rest_of_the_chain_its_tim
     assert plan.granted_ms <= 700 - 3 * (49 + 15)  # the rest keep what they take at most
 
 
-def test_a_chain_that_cannot_finish_in_time_is_refused_before_it_starts() -> None:
+def test_a_chain_that_cannot_finish_in_time_can_be_refused_before_it_starts() -> None:
     windows = {"fetch": _pareto("fetch", 100, 1.3)}
     with pytest.raises(GatewayError) as refused:
-        plan_call("fetch", ["fetch"] * 6, windows, remaining_ms=300, hedging=False, **ARGS)
+        plan_call(
+            "fetch", ["fetch"] * 6, windows, remaining_ms=300, hedging=False, hopeless=0.01, **ARGS
+        )
     assert refused.value.error.code == "BUDGET_EXHAUSTED"
     assert refused.value.error.details["finish_chance"] < 0.01
-    # The same call alone has the time: it is granted.
-    assert plan_call("fetch", ["fetch"], windows, remaining_ms=300, hedging=False, **ARGS)
+    # The same call alone has the time: it is granted; and without the floor (the default)
+    # the hopeless chain's call is granted too.
+    assert plan_call("fetch", ["fetch"], windows, remaining_ms=300, hedging=False, hopeless=0.01,
+                     **ARGS)  # fmt: skip
+    assert plan_call("fetch", ["fetch"] * 6, windows, remaining_ms=300, hedging=False, **ARGS)
 
 
 def test_a_hedge_goes_where_it_raises_the_chains_chance_and_nowhere_else() -> None:
