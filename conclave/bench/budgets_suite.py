@@ -23,7 +23,8 @@ loose:
   and the first answer wins. A fixed policy's calls have no deadline, so their hedge always
   starts at p95 when the timeout leaves it room ("hedging at p95 with a fixed split"); ATBA
   chooses per call between waiting and hedging. Each policy runs as identities of its own,
-  so each has its own hedge budget (5% of its calls).
+  so each has its own hedge budget: `HEDGE_SHARE` of its calls, the goal's ceiling on
+  extra attempts (the gateway's default is 5%).
 - `oracle (offline optimum)`: no policy run but the best any policy could do knowing the
   draws, computed from the same seeds: each step takes its best attempt k, paying k killed
   attempts first, each attempt hedged from its start (the faster of its draw and its
@@ -82,6 +83,7 @@ ORACLE = "oracle (offline optimum)"
 TYPICAL_ORACLE = "optimum at the median overhead"  # a plotted line and a note, no goal
 ORACLE_ATTEMPTS = 50  # attempts per step the optimum may spend (killed at once but the last)
 WORKERS = 2
+HEDGE_SHARE = 0.10  # every hedged policy's budget: the most extra attempts the goal allows
 TOOLS = tuple(CHAIN_PROFILES)
 WORKLOADS = {"heavy-tail": TOOLS, "hang-prone": tuple(HANG_PROFILES)}
 
@@ -316,7 +318,7 @@ def run_budgets(ctx: BenchContext, count: int, deadlines: tuple[int, ...]) -> Su
     began_ms = int(time.time() * 1000)
     # Sixteen identities of one tenant (a policy's own on each worker), each with a warm
     # sandbox and its hedge's: the pool's fair shares are not what this suite measures.
-    pool = {"sandbox_pool_max": 64, "sandbox_tenant_max": 64}
+    pool = {"sandbox_pool_max": 64, "sandbox_tenant_max": 64, "hedge_share": HEDGE_SHARE}
     with fault_stack(ctx, every_tool, breaker_failures=100_000, **pool) as stack:
         run_id = f"{random.getrandbits(24):06x}"  # fresh identities: hedge budgets start empty
 

@@ -21,6 +21,7 @@ from gateway.budgets.admission import (
 )
 from gateway.budgets.allocator import AtbaAllocator, TimeGrant
 from gateway.budgets.breaker import BreakerState, CircuitBreaker, breaker_key, counts_against_tool
+from gateway.budgets.call_plan import CallPlan, plan_call
 from gateway.budgets.grant_rule import Allocation, allocate_budget, best_attempt, planned_chain
 from gateway.budgets.hedge_budget import HedgeBudget, hedge_key
 from gateway.budgets.hedge_race import HedgeRace, HedgeReport
@@ -46,6 +47,7 @@ __all__ = [
     "AtbaAllocator",
     "BreakerState",
     "CallFeedback",
+    "CallPlan",
     "CallReads",
     "CircuitBreaker",
     "HedgeBudget",
@@ -71,6 +73,7 @@ __all__ = [
     "hedge_key",
     "in_flight_key",
     "kill_overshoot_of",
+    "plan_call",
     "plan_fixed_hedge",
     "plan_hedge",
     "planned_chain",

@@ -25,20 +25,15 @@ from dataclasses import dataclass
 
 from gateway.budgets.admission import AdmissionDecision, CallReads
 from gateway.budgets.breaker import CircuitBreaker
-from gateway.budgets.grant_rule import allocate_budget, planned_chain
+from gateway.budgets.call_plan import plan_call
+from gateway.budgets.grant_rule import planned_chain
 from gateway.budgets.hedge_budget import HedgeBudget
-from gateway.budgets.hedge_rule import (
-    DEFAULT_QUANTILE,
-    HedgePlan,
-    plan_fixed_hedge,
-    plan_hedge,
-    wait,
-)
+from gateway.budgets.hedge_rule import DEFAULT_QUANTILE, HedgePlan, plan_fixed_hedge, wait
 from gateway.budgets.latency_window import LatencyWindow, kill_overshoot_of
 from gateway.budgets.time_ask import TimedCall
 from gateway.sources import ENTRYPOINT_PREFIX
 from protocol import ResourceIntent
-from sandbox import fit_timeout, kill_margin_ms
+from sandbox import fit_timeout
 from tools import RegisteredTool, ToolRegistry
 
 
@@ -122,38 +117,25 @@ class AtbaAllocator:
             name: self.window.summarize(name, admitted.windows.get(name, ()), ms)
             for name, ms in declared.items()
         }
-        # Keep back a late kill's lateness (its p95, as measured here; 0 until it is known)
-        # once, at the end of the chain, so this call killed at its grant still answers in
-        # time (and per extra attempt of this call, each of which follows a kill). A later
-        # call costs only the reply margin and a typical kill's lateness: keeping the p95
-        # back per later call starved every grant to the p50 (and refused) on a loaded
-        # host, where kills answer hundreds of ms late.
-        lateness = estimates[overshoot]
-        margin = kill_margin_ms(self.margin_ms, lateness.p95_ms)
-        per_call = kill_margin_ms(self.margin_ms, lateness.p50_ms)
-        grant = allocate_budget(
+        hedging = self._hedgeable(call)
+        decided = plan_call(
+            tool,
+            chain,
+            estimates,
+            lateness=estimates[overshoot],
             remaining_ms=remaining,
             reserve_ms=reserve,
-            this=estimates[tool],
-            upcoming=[estimates[name] for name in chain[1:]],
             max_ms=ceiling,
-            margin_ms=margin,
+            reply_margin_ms=self.margin_ms,
             min_ms=self.min_grant_ms,
-            overhead_ms=per_call,
+            hedging=hedging,
+            hedge_quantile=self.hedge_quantile,
         )
-        if not self._hedgeable(call):
-            return TimeGrant(grant.granted_ms, kill_margin_ms=margin)
-        hedge = plan_hedge(
-            estimates[tool],
-            grant,
-            room_ms=min(grant.room_ms, remaining - reserve - margin),
-            max_ms=ceiling,
-            overhead_ms=per_call,
-            quantile=self.hedge_quantile,
-        )
-        hedge = await self._affordable(call, hedge)
-        granted = hedge.granted_ms if hedge.granted_ms is not None else grant.granted_ms
-        return TimeGrant(granted, kill_margin_ms=margin, hedge=hedge)
+        if decided.hedge is None:
+            return TimeGrant(decided.granted_ms, kill_margin_ms=decided.kill_margin_ms)
+        hedge = await self._affordable(call, decided.hedge)
+        granted = decided.granted_ms if hedge.hedges else decided.unhedged_ms
+        return TimeGrant(granted, kill_margin_ms=decided.kill_margin_ms, hedge=hedge)
 
     def _hedgeable(self, call: TimedCall) -> bool:
         """A call of an idempotent tool run in our sandboxes, with hedging on, whose caller

@@ -1,4 +1,7 @@
-"""ATBA's choice per call between waiting and hedging. Pure functions, no I/O.
+"""The hedge at a fixed point of the tool's window (its p95), for a call without a deadline,
+and the hedge plan's shape. Pure functions, no I/O. A call under a deadline is weighed on
+its whole chain instead (`chain_odds`, through `call_plan`): there the hedge point and the
+grant are chosen together, from the same curves, by the chance that the chain finishes.
 
 A hedge is a second attempt of a call of an idempotent tool, started in another sandbox of
 the same identity once the first has run `after_ms` (the tool's p95 by default, from its
