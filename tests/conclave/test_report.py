@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from conclave.bench.report import can_show_browser, write_report
-from conclave.bench.suite import Goal, SuiteResult, Table
+from conclave.bench.core.report import can_show_browser, write_report
+from conclave.bench.core.suite import Goal, SuiteResult, Table
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

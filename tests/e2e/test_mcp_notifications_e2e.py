@@ -28,9 +28,9 @@ from mcp import MCPDeprecationWarning, types
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from conclave.bench.child_server import wait_listening
-from conclave.ports import free_port
+from conclave.bench.core.child_server import wait_listening
 from conclave.stack import EmbeddedStack
+from conclave.stack.ports import free_port
 from gateway.config import Settings
 from gateway.identity.tokens import issue_token
 from tests.helpers import until
