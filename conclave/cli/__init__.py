@@ -2,11 +2,9 @@
 sandbox, run). Nothing outside this package imports it; it imports the stack and the bench
 only inside the commands that need them, so an HTTP-only command starts in tenths of a second."""
 
-from conclave.cli.agents_commands import DEFAULT_GATEWAY
 from conclave.cli.app import app, main
 
 __all__ = [
-    "DEFAULT_GATEWAY",
     "app",
     "main",
 ]

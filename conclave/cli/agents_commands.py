@@ -18,7 +18,7 @@ import httpx
 import typer
 from pydantic import ValidationError
 
-from conclave.stack import is_loopback
+from conclave.stack import DEFAULT_GATEWAY, is_loopback
 from protocol import (
     ADMIN_KEY_HEADER,
     TRACEBACK_DETAIL,
@@ -27,8 +27,6 @@ from protocol import (
     AgentToken,
     SerfError,
 )
-
-DEFAULT_GATEWAY = "http://127.0.0.1:8321"
 
 GatewayOption = Annotated[
     str, typer.Option(envvar="CONCLAVE_URL", help="the gateway's URL (conclave serve prints it)")

@@ -10,7 +10,6 @@ from urllib.parse import quote
 import typer
 
 from conclave.cli.agents_commands import (
-    DEFAULT_GATEWAY,
     GatewayOption,
     TokenOption,
     bearer,
@@ -18,6 +17,7 @@ from conclave.cli.agents_commands import (
     print_rows,
 )
 from conclave.cli.terminal import cli_console
+from conclave.stack import DEFAULT_GATEWAY
 
 if TYPE_CHECKING:  # `check` reads Redis itself; the HTTP commands need neither
     from gateway.state import CheckReport, NamespaceKeys

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from conclave.cli.agents_commands import (
-    DEFAULT_GATEWAY,
     AdminKeyOption,
     DataDirOption,
     GatewayOption,
@@ -25,6 +24,7 @@ from conclave.cli.agents_commands import (
     print_rows,
     resolve_admin_key,
 )
+from conclave.stack import DEFAULT_GATEWAY
 from protocol import ADMIN_KEY_HEADER, DEBUG_HEADER, ResourceIntent, ToolSpec
 
 if TYPE_CHECKING:  # what reads conclave.toml and starts sources; `call` and `list

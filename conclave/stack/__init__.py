@@ -15,11 +15,13 @@ if _typing.TYPE_CHECKING:
     from conclave.stack.config_file import settings_from
     from conclave.stack.embedded_redis import EmbeddedRedis
     from conclave.stack.embedded_stack import EmbeddedStack, StackError
+    from conclave.stack.local_gateway import DEFAULT_GATEWAY
     from conclave.stack.loopback import is_loopback
     from conclave.stack.ports import free_port
     from conclave.stack.private_engine import EngineStartError, find_engine
 
 _HOMES = {
+    "DEFAULT_GATEWAY": "conclave.stack.local_gateway",
     "EmbeddedRedis": "conclave.stack.embedded_redis",
     "EmbeddedStack": "conclave.stack.embedded_stack",
     "EngineStartError": "conclave.stack.private_engine",
@@ -32,6 +34,7 @@ _HOMES = {
 }
 
 __all__ = [
+    "DEFAULT_GATEWAY",
     "EmbeddedRedis",
     "EmbeddedStack",
     "EngineStartError",

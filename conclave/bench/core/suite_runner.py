@@ -23,8 +23,7 @@ from conclave.bench.core.suite import BenchContext, SuiteResult, Table
 from conclave.bench.core.suite_registry import SUITES, load_suite
 from conclave.bench.core.transient_retry import SUITE_ATTEMPTS, suite_backoff, transient_refusal
 from conclave.bench.tasks import TaskOptions
-from conclave.cli import DEFAULT_GATEWAY
-from conclave.stack import EmbeddedStack
+from conclave.stack import DEFAULT_GATEWAY, EmbeddedStack
 from gateway import Settings
 
 
