@@ -147,3 +147,28 @@ def test_only_the_cli_imports_a_cli_module() -> None:
         if target == CLI or target.startswith(f"{CLI}.")
     )
     assert offenders == []
+
+
+# What each part of conclave/ may not import, even lazily: the core of the bench knows no suite
+# family (a suite's options reach it as `SuiteOptions`), the stack knows neither bench nor CLI.
+FORBIDDEN = {
+    "conclave.bench.core": ("conclave.bench.",),
+    "conclave.stack": ("conclave.bench", "conclave.cli"),
+}
+
+
+def _within(module: str, part: str) -> bool:
+    return module == part or module.startswith(f"{part}.")
+
+
+def test_the_bench_core_and_the_stack_import_inward_only() -> None:
+    graph = _graph(lazy=True)
+    offenders = sorted(
+        f"{module} imports {target}"
+        for module, targets in graph.items()
+        for part, forbidden in FORBIDDEN.items()
+        if _within(module, part)
+        for target in targets
+        if target.startswith(forbidden) and not _within(target, part)
+    )
+    assert offenders == []

@@ -4,21 +4,21 @@ from conclave.bench.core import (
     SUITES,
     BenchContext,
     Goal,
+    SuiteOptions,
     SuiteResult,
     Table,
     load_suite,
     run_bench,
     suite_summary,
 )
-from conclave.bench.tasks import TaskOptions
 
 __all__ = [
     "SUITES",
     "BenchContext",
     "Goal",
+    "SuiteOptions",
     "SuiteResult",
     "Table",
-    "TaskOptions",
     "load_suite",
     "run_bench",
     "suite_summary",

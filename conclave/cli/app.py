@@ -340,7 +340,8 @@ def bench(
         ),
     ] = None,
 ) -> None:
-    from conclave.bench import TaskOptions, run_bench
+    from conclave.bench import run_bench
+    from conclave.bench.tasks import TaskOptions
 
     names = suites or []
     try:
@@ -361,7 +362,7 @@ def bench(
             seed=seed,
             out_root=out,
             console=console,
-            task_options=options,
+            options={"tasks": options},
             chains=chains,
             conformance_requirements=requirements,
         )

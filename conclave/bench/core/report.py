@@ -12,14 +12,14 @@ import html
 import os
 import time
 import webbrowser
+from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
 
 from conclave.bench.core.plots import plot_series
-from conclave.bench.core.suite import SuiteResult, Table
+from conclave.bench.core.suite import SuiteOptions, SuiteResult, Table
 from conclave.bench.core.suite_registry import SUITES
-from conclave.bench.tasks import TaskOptions
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; max-width: 1100px; }
@@ -71,21 +71,22 @@ def durations_table(results: list[SuiteResult]) -> Table:
 
 
 def run_description(
-    names: list[str], *, quick: bool, task_options: TaskOptions | None = None
+    names: list[str], *, quick: bool, options: Mapping[str, SuiteOptions] | None = None
 ) -> str:
-    """What ran, in words: "quick pass" or "full pass" only when every suite ran (a full one
-    with every task); else the suites by name, their parameters and the tasks' sample."""
+    """What ran, in words: "quick pass" or "full pass" only when every suite ran all of its
+    work; else the suites by name, their parameters and the part a suite's options chose."""
     mode = "quick" if quick else "full"
-    sampled = task_options is not None and task_options.tasks is not None and "tasks" in names
-    if sorted(names) == sorted(SUITES) and not sampled:
+    given = options or {}
+    samples = [
+        f"{name}: {note}"
+        for name in names
+        if name in given and (note := given[name].sample_note()) is not None
+    ]
+    if sorted(names) == sorted(SUITES) and not samples:
         return f"{mode} pass of every suite"
     words = f"{mode} parameters" if len(names) > 1 else f"{mode} run"
     text = f"{', '.join(names)} only ({len(names)} of {len(SUITES)} suites), {words}"
-    if sampled:
-        assert task_options is not None and task_options.tasks is not None
-        count = task_options.tasks
-        text += f"; tasks: a sample of {count} task{'s' if count != 1 else ''} a part"
-    return text
+    return "; ".join([text, *samples])
 
 
 def console_link(gateway_url: str | None) -> str:

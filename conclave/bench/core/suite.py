@@ -6,14 +6,13 @@ writes their results as JSON, so every suite reports the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from rich.progress import Progress
 
-from conclave.bench.tasks import TaskOptions
 from conclave.stack import EmbeddedStack
 from gateway import Settings
 
@@ -33,6 +32,19 @@ def measuring_settings(base: Settings, **overrides: Any) -> Settings:
     in-process, quiet logs and `NO_RATE_LIMITS`; `overrides` change any of it."""
     defaults: dict[str, Any] = {"port": 0, "sandbox_backend": "inprocess", "log_level": "warning"}
     return Settings(redis_url=base.redis_url, **{**defaults, **NO_RATE_LIMITS, **overrides})
+
+
+class SuiteOptions(Protocol):
+    """A suite's own options from the command line (the tasks suite's `TaskOptions`): the core
+    carries them to the suite by its name, and knows nothing else of them."""
+
+    def sample_note(self) -> str | None:
+        """When the options make the suite run a part of its work only: that part, in words
+        ("a sample of 3 tasks a part"), for the report's line on what ran."""
+        ...
+
+
+Options = TypeVar("Options", bound=SuiteOptions)
 
 
 @dataclass
@@ -74,10 +86,20 @@ class BenchContext:
     seed: int
     out_dir: Path
     progress: Progress
-    tasks: TaskOptions = field(default_factory=TaskOptions)  # `conclave bench tasks` options
+    # each suite's own options, by suite name; a suite reads its own with `options_of`
+    options: Mapping[str, SuiteOptions] = field(default_factory=dict)
     chains: int | None = None  # `conclave bench budgets --chains`: None, the suite's own count
     # `conclave bench conformance --requirements R`: the suite's 0.2 line for MCP revision R
     conformance_requirements: str | None = None
+
+    def options_of(self, suite: str, kind: type[Options]) -> Options:
+        """The options `suite` was given, else its defaults (`kind()`)."""
+        given = self.options.get(suite)
+        if given is None:
+            return kind()
+        if not isinstance(given, kind):
+            raise TypeError(f"{suite}'s options are a {kind.__name__}, not {type(given).__name__}")
+        return given
 
     def gateway_log(self, name: str) -> Path:
         """Where a suite's own gateway logs: next to the results, not over the tables."""

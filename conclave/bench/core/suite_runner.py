@@ -6,6 +6,7 @@ import json
 import os
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 
 from rich.console import Console
@@ -19,10 +20,9 @@ from conclave.bench.core.report import (
     summary_table,
     write_report,
 )
-from conclave.bench.core.suite import BenchContext, SuiteResult, Table
+from conclave.bench.core.suite import BenchContext, SuiteOptions, SuiteResult, Table
 from conclave.bench.core.suite_registry import SUITES, load_suite
 from conclave.bench.core.transient_retry import SUITE_ATTEMPTS, suite_backoff, transient_refusal
-from conclave.bench.tasks import TaskOptions
 from conclave.stack import DEFAULT_GATEWAY, EmbeddedStack
 from gateway import Settings
 
@@ -85,7 +85,7 @@ def run_bench(
     out_root: Path,
     console: Console,
     settings: Settings | None = None,
-    task_options: TaskOptions | None = None,
+    options: Mapping[str, SuiteOptions] | None = None,
     chains: int | None = None,
     conformance_requirements: str | None = None,
 ) -> list[SuiteResult]:
@@ -96,7 +96,7 @@ def run_bench(
     out_dir.mkdir(parents=True, exist_ok=True)
     results: list[SuiteResult] = []
     log_path = out_dir / "gateway.log"
-    ran = run_description(names, quick=quick, task_options=task_options)
+    ran = run_description(names, quick=quick, options=options)
     console.print(f"[bold]conclave bench[/]: {ran}, seed {seed}")
     with EmbeddedStack(settings or Settings(port=0), log_path=log_path) as stack:
         assert stack.backend is not None
@@ -111,7 +111,7 @@ def run_bench(
         with progress:
             for name in names:
                 ctx = BenchContext(
-                    stack, quick, seed, out_dir, progress, task_options or TaskOptions(), chains,
+                    stack, quick, seed, out_dir, progress, options or {}, chains,
                     conformance_requirements,
                 )  # fmt: skip
                 result = _run_suite(name, ctx, progress.console)

@@ -76,6 +76,12 @@ class TaskOptions:
             model, parse_suites(suites), parse_tasks(tasks), topology, attack, least_privilege
         )
 
+    def sample_note(self) -> str | None:
+        """With `--tasks N`: "a sample of N tasks a part" (the report's line on what ran)."""
+        if self.tasks is None:
+            return None
+        return f"a sample of {self.tasks} task{'s' if self.tasks != 1 else ''} a part"
+
     @property
     def scripted(self) -> bool:
         return self.model.startswith("scripted:")

