@@ -192,7 +192,7 @@ class EmbeddedStack:
     def _gateway_env(self) -> dict[str, str]:
         """Ours without any CONCLAVE_* variable: the settings travel through the pipe."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("CONCLAVE_")}
-        root = str(Path(__file__).resolve().parent.parent)
+        root = str(Path(__file__).resolve().parents[2])  # the repository: conclave/stack/..
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         return env
 

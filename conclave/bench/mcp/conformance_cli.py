@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]  # conclave/bench/mcp/..
 NODE_TOOLS = REPO_ROOT / ".node-tools"
 _PACKAGE = Path("node_modules", "@modelcontextprotocol", "conformance")
 _RESULT_DIR = re.compile(r"^server-(?P<scenario>.+)-(?P<time>\d{4}-\d{2}-\d{2}T[\d-]+Z)$")
