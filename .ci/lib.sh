@@ -11,7 +11,7 @@ ENGINE_PID=/run/conclave-docker.pid
 # Node tools from the npm registry, one directory per pinned conformance-suite version:
 # `.node-tools/conformance-<version>/node_modules/{.bin/node,@modelcontextprotocol/conformance}`.
 # `conclave bench conformance` and tests/conformance read them from there; the versions are
-# pinned in conclave/bench/conformance_cli.py (PINNED_VERSIONS).
+# pinned in conclave/bench/mcp/conformance_cli.py (PINNED_VERSIONS).
 NODE_TOOLS="$ROOT/.node-tools"
 NODE_VERSION=22
 # MCP Inspector's CLI (tests/e2e/test_mcp_client_matrix.py, docs/connect.md), exact version:

@@ -10,10 +10,9 @@ import importlib as _importlib
 import typing as _typing
 
 if _typing.TYPE_CHECKING:
-    from conclave.embedded_redis import EmbeddedRedis
-    from conclave.stack import EmbeddedStack
+    from conclave.stack import EmbeddedRedis, EmbeddedStack
 
-_HOMES = {"EmbeddedRedis": "conclave.embedded_redis", "EmbeddedStack": "conclave.stack"}
+_HOMES = {"EmbeddedRedis": "conclave.stack.embedded_redis", "EmbeddedStack": "conclave.stack"}
 
 __all__ = ["EmbeddedRedis", "EmbeddedStack"]
 

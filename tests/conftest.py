@@ -11,7 +11,7 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from conclave.bench.conformance_cli import (
+from conclave.bench.mcp.conformance_cli import (
     NODE_TOOLS,
     PINNED_VERSIONS,
     REPO_ROOT,
@@ -19,7 +19,7 @@ from conclave.bench.conformance_cli import (
     ConformanceUnavailable,
     node_tools,
 )
-from conclave.embedded_redis import EmbeddedRedis
+from conclave.stack.embedded_redis import EmbeddedRedis
 from gateway.config import Settings
 from gateway.redis_io import connect_redis
 from sandbox.detect import bwrap_status, docker_status

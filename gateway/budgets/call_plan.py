@@ -1,7 +1,8 @@
 """ATBA's whole decision for one call under a deadline, from estimates already read: the
 grant (`grant_rule`) and, for a hedgeable call, wait or hedge (`hedge_rule`). Pure, no I/O:
 the allocator calls it with what the admission script read, and the budgets suite's offline
-simulation (`conclave.bench.budgets_sim`) calls the same function on the same kind of input.
+simulation (`conclave.bench.recovery.budgets_sim`) calls the same function on the same kind
+of input.
 """
 
 from __future__ import annotations

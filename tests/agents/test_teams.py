@@ -11,8 +11,8 @@ import pytest
 from agents import Agent, ChatReply, GatewayClient, ScriptedCall, ScriptedModel, local_tool
 from agents.models.base import Message, ToolDefinition
 from agents.teams import centralized, decentralized, independent
-from conclave.bench.team_append import team_append_run, team_append_runs
 from protocol import CommitRequest, NamespaceConfig, Write
+from tests.agents.team_append import team_append_run, team_append_runs
 
 pytestmark = pytest.mark.anyio
 

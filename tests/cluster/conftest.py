@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from conclave.redis_cluster import LocalRedisCluster
+from conclave.bench.chaos.redis_cluster import LocalRedisCluster
 
 
 @pytest.fixture(scope="session")

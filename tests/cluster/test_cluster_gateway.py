@@ -11,7 +11,7 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from conclave.redis_cluster import LocalRedisCluster
+from conclave.bench.chaos.redis_cluster import LocalRedisCluster
 from gateway.config import Settings
 from gateway.state import NamespaceKeys, check_namespace_history
 from protocol import ADMIN_KEY_HEADER

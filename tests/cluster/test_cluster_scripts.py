@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from redis.asyncio import Redis
 
-from conclave.redis_cluster import LocalRedisCluster
+from conclave.bench.chaos.redis_cluster import LocalRedisCluster
 from gateway.redis_io import PooledScript, connect_redis
 
 pytestmark = pytest.mark.anyio

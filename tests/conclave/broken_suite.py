@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conclave.bench.suite import BenchContext, SuiteResult
+from conclave.bench.core.suite import BenchContext, SuiteResult
 
 
 def run(ctx: BenchContext) -> SuiteResult:

@@ -4,7 +4,7 @@ one call of a benchmark did on a busy machine; its second run ends normally."""
 from __future__ import annotations
 
 from agents import GatewayCallError
-from conclave.bench.suite import BenchContext, Goal, SuiteResult
+from conclave.bench.core.suite import BenchContext, Goal, SuiteResult
 from protocol import ErrorCode, SerfError
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from conclave.bench.suite import BenchContext, Goal, SuiteResult
+from conclave.bench.core.suite import BenchContext, Goal, SuiteResult
 
 
 def run(ctx: BenchContext) -> SuiteResult:

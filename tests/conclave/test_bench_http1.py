@@ -7,7 +7,7 @@ import asyncio
 import anyio
 import pytest
 
-from conclave.bench.http1 import Http1Connection, encode_request
+from conclave.bench.core.http1 import Http1Connection, encode_request
 
 pytestmark = pytest.mark.anyio
 

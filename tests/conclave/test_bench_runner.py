@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from conclave.bench import suite_registry
+from conclave.bench.core import suite_registry
 from conclave.cli import app
 
 pytestmark = pytest.mark.system  # it starts stacks in its tests' bodies
@@ -47,7 +47,7 @@ def test_a_failing_suite_is_reported_and_the_others_still_run(
 
 
 def test_the_summary_marks_the_failed_suite(suites: None, tmp_path: Path) -> None:
-    from conclave.bench.suite_runner import run_bench
+    from conclave.bench.core.suite_runner import run_bench
     from gateway import Settings
 
     console = Console(record=True, width=200)

@@ -3,8 +3,8 @@ decision rules, and says on every line that it is a simulation, not a measuremen
 
 from __future__ import annotations
 
-from conclave.bench import budgets_sim
-from conclave.bench.budgets_suite import DEADLINES_MS, POLICIES
+from conclave.bench.recovery import budgets_sim
+from conclave.bench.recovery.budgets_suite import DEADLINES_MS, POLICIES
 
 
 def test_the_simulation_labels_every_line_and_gives_every_policy_a_row() -> None:

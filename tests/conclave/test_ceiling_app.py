@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import redis
 
-from conclave.bench.ceiling_app import ceiling_server
+from conclave.bench.overhead.ceiling_app import ceiling_server
 
 
 def test_the_ceiling_endpoint_answers_and_makes_one_redis_call(redis_url: str) -> None:

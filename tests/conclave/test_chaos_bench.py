@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from rich.progress import Progress
 
-from conclave.bench.chaos_suite import COLUMNS, MODES, run
-from conclave.bench.suite import BenchContext
+from conclave.bench.chaos.chaos_suite import COLUMNS, MODES, run
+from conclave.bench.core.suite import BenchContext
 from conclave.stack import EmbeddedStack
 from gateway.config import Settings
 

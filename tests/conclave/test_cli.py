@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from conclave import EmbeddedStack
 from conclave.bench import SUITES
 from conclave.cli import app
-from conclave.ports import free_port
+from conclave.stack.ports import free_port
 from gateway import Settings
 
 # Explicit secrets: a fresh data dir would add the "generated a new token secret" line.
@@ -341,7 +341,7 @@ def test_a_piped_bench_keeps_every_table_row_on_one_line(tmp_path: Path) -> None
 def test_a_conclave_toml_in_the_working_directory_is_read_without_config(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from conclave.config_file import settings_from
+    from conclave.stack.config_file import settings_from
 
     (tmp_path / "conclave.toml").write_text("[gateway]\nsandbox_pool_max = 7\n")
     monkeypatch.chdir(tmp_path)

@@ -23,7 +23,7 @@ HEAVY = (
     "uvicorn",
     "agents",
     "tools",
-    "conclave.stack",
+    "conclave.stack.embedded_stack",
     "conclave.bench",
 )
 

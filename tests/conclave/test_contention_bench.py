@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from rich.progress import Progress
 
-from conclave.bench.contention_suite import (
+from conclave.bench.contention.contention_suite import (
     OP_MODE,
     WATCH_AT_ONCE,
     WATCH_BACKOFF,
@@ -20,7 +20,7 @@ from conclave.bench.contention_suite import (
     run_contention,
     run_ops,
 )
-from conclave.bench.suite import BenchContext
+from conclave.bench.core.suite import BenchContext
 from conclave.stack import EmbeddedStack
 from gateway.config import Settings
 

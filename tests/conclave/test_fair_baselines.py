@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from rich.progress import Progress
 
-from conclave.bench import budgets_suite, errors_suite
-from conclave.bench.suite import BenchContext, SuiteResult
+from conclave.bench.core.suite import BenchContext, SuiteResult
+from conclave.bench.recovery import budgets_suite, errors_suite
 from conclave.stack import EmbeddedStack
 from gateway.config import Settings
 from tools.harness.faults import chain_latency_ms

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from conclave.bench import run_bench
-from conclave.bench.federation_suite import DIRECT, GATEWAY, STDIO_DIRECT, STDIO_GATEWAY
+from conclave.bench.mcp.federation_suite import DIRECT, GATEWAY, STDIO_DIRECT, STDIO_GATEWAY
 from gateway import Settings
 
 

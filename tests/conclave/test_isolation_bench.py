@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 
 from conclave.bench import run_bench
-from conclave.bench.isolation_suite import SCENARIOS
+from conclave.bench.isolation.isolation_suite import SCENARIOS
 from gateway import Settings
 
 

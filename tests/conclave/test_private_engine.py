@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conclave.private_engine import PrivateEngine, answers, find_engine
+from conclave.stack.private_engine import PrivateEngine, answers, find_engine
 from gateway import Settings
 
 pytestmark = pytest.mark.system  # starts a dockerd in its tests' bodies

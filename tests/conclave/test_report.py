@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from conclave.bench.report import can_show_browser, write_report
-from conclave.bench.suite import Goal, SuiteResult, Table
+from conclave.bench.core.report import can_show_browser, run_description, write_report
+from conclave.bench.core.suite import Goal, SuiteResult, Table
+from conclave.bench.core.suite_registry import SUITES
+from conclave.bench.tasks.task_models import TaskOptions
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -41,3 +43,19 @@ def test_no_browser_in_ci_even_with_a_display(monkeypatch: pytest.MonkeyPatch) -
     assert not can_show_browser()
     monkeypatch.delenv("CI")
     assert can_show_browser()
+
+
+def test_what_ran_names_the_part_a_suites_options_chose() -> None:
+    """The report's line on what ran reads each suite's own options through the core's
+    `SuiteOptions`, without the core knowing the tasks suite."""
+    every = list(SUITES)
+    sampled = {"tasks": TaskOptions(tasks=1)}
+    assert run_description(every, quick=True, options={"tasks": TaskOptions()}) == (
+        "quick pass of every suite"
+    )
+    assert run_description(["tasks"], quick=False, options=sampled) == (
+        f"tasks only (1 of {len(SUITES)} suites), full run; tasks: a sample of 1 task a part"
+    )
+    assert run_description(["gateway"], quick=True, options=sampled) == (
+        f"gateway only (1 of {len(SUITES)} suites), quick run"
+    )

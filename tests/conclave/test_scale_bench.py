@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conclave.bench.scale_suite import CALLS, COMMITS, PROCESS_COUNTS
+from conclave.bench.overhead.scale_suite import CALLS, COMMITS, PROCESS_COUNTS
 from tests.helpers import documented_example, run_documented
 
 pytestmark = pytest.mark.system  # starts stacks or engines in its tests' bodies

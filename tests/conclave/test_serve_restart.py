@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conclave.ports import free_port
+from conclave.stack.ports import free_port
 
 pytestmark = pytest.mark.system  # it starts stacks in its tests' bodies
 

@@ -9,7 +9,7 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
-from conclave.bench.baselines import NaiveStore
+from conclave.bench.contention.baselines import NaiveStore
 from conclave.cli import app
 from gateway.config import Settings
 from gateway.redis_io import connect_redis

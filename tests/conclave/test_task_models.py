@@ -16,14 +16,14 @@ import pytest
 from agents import GatewayClient, LocalModel, ScriptedModel
 from agents.models import ModelError
 from agents.models.local import gemma_prompt, read_tool_call, to_plain_chat
-from conclave.bench.humaneval_tasks import model_completion, run_humaneval, solution_of
-from conclave.bench.least_privilege import allowed_tools
-from conclave.bench.task_models import TaskOptions, build_model
+from conclave.bench.tasks.humaneval_tasks import model_completion, run_humaneval, solution_of
+from conclave.bench.tasks.least_privilege import allowed_tools
+from conclave.bench.tasks.task_models import TaskOptions, build_model
 from tests.helpers import documented_example, run_documented
 
 pytestmark = [pytest.mark.anyio, pytest.mark.system]  # starts stacks in its tests' bodies
-# `conclave.bench.agentdojo_tasks` is imported where it is used, not here: it imports agentdojo
-# (about 5 s), which every pytest process would pay at collection, run or not.
+# `conclave.bench.tasks.agentdojo_tasks` is imported where it is used, not here: it imports
+# agentdojo (about 5 s), which every pytest process would pay at collection, run or not.
 BANKING_TOOLS = [
     "get_iban", "send_money", "schedule_transaction", "update_scheduled_transaction",
     "get_balance", "get_most_recent_transactions", "get_scheduled_transactions", "read_file",
@@ -127,7 +127,7 @@ TASKS = {
 async def _attacked(
     admin: GatewayClient, *, compromised: bool, restricted: bool
 ) -> tuple[int, int]:
-    from conclave.bench.agentdojo_tasks import run_agentdojo
+    from conclave.bench.tasks.agentdojo_tasks import run_agentdojo
 
     scores = await run_agentdojo(
         admin,

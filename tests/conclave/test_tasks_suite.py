@@ -7,17 +7,17 @@ from typing import Any
 import pytest
 
 from agents import GatewayClient, ScriptedModel
-from conclave.bench.humaneval_tasks import run_humaneval
-from conclave.bench.ledger_task import run_ledger
-from conclave.bench.tasks_suite import agentdojo_table
+from conclave.bench.tasks.humaneval_tasks import run_humaneval
+from conclave.bench.tasks.ledger_task import run_ledger
+from conclave.bench.tasks.tasks_suite import agentdojo_table
 
 pytestmark = [pytest.mark.anyio, pytest.mark.system]  # starts stacks in its tests' bodies
-# `conclave.bench.agentdojo_tasks` is imported in the tests that use it, not here: it imports
+# `conclave.bench.tasks.agentdojo_tasks` is imported in the tests that use it, not here: it imports
 # agentdojo (about 5 s), which every pytest process would pay at collection, run or not.
 
 
 async def test_the_agentdojo_oracle_reaches_ground_truth_utility(admin: GatewayClient) -> None:
-    from conclave.bench.agentdojo_tasks import run_agentdojo
+    from conclave.bench.tasks.agentdojo_tasks import run_agentdojo
 
     scores = await run_agentdojo(admin, suites=["banking", "slack"], tasks_per_suite=2)
     assert [(s.suite, s.tasks, s.utility, s.reference) for s in scores] == [
@@ -29,7 +29,7 @@ async def test_the_agentdojo_oracle_reaches_ground_truth_utility(admin: GatewayC
 
 
 async def test_an_agent_that_does_nothing_scores_no_utility(admin: GatewayClient) -> None:
-    from conclave.bench.agentdojo_tasks import run_agentdojo
+    from conclave.bench.tasks.agentdojo_tasks import run_agentdojo
 
     def idle(suite: str, task: Any, pre: Any) -> ScriptedModel:
         return ScriptedModel(["I cannot help with that."])
@@ -52,7 +52,7 @@ async def test_a_contended_ledger_ends_correct_and_serializable(admin: GatewayCl
 
 
 def test_the_agentdojo_table_has_one_cell_per_column() -> None:
-    from conclave.bench.agentdojo_tasks import SuiteScore
+    from conclave.bench.tasks.agentdojo_tasks import SuiteScore
 
     score = SuiteScore("banking", tasks=2, utility=2, reference=2, calls=3, cold_start_ms=900.0)
     score.tool_call_ms, score.tool_own_ms, score.store_ms = [12.0, 14.0], [2.0, 2.0], [3.0, 5.0]
@@ -63,7 +63,7 @@ def test_the_agentdojo_table_has_one_cell_per_column() -> None:
 
 
 def test_the_oracle_is_labelled_as_replaying_ground_truth_where_printed() -> None:
-    from conclave.bench.agentdojo_tasks import SuiteScore
+    from conclave.bench.tasks.agentdojo_tasks import SuiteScore
 
     title = agentdojo_table([SuiteScore("banking")]).title
     assert "oracle (replays ground truth)" in title

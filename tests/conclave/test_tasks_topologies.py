@@ -11,20 +11,20 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agents import GatewayClient
-from conclave.bench.humaneval_tasks import run_humaneval
-from conclave.bench.task_models import TaskOptions
-from conclave.bench.topologies import TeamBudget, word_tokens
+from conclave.bench.tasks.humaneval_tasks import run_humaneval
+from conclave.bench.tasks.task_models import TaskOptions
+from conclave.bench.tasks.topologies import TeamBudget, word_tokens
 from conclave.stack import EmbeddedStack
 from gateway import Settings
 
 if TYPE_CHECKING:
-    from conclave.bench.team_runs import TeamModels
+    from conclave.bench.tasks.team_runs import TeamModels
 
 pytestmark = pytest.mark.anyio
 TOPOLOGIES = ["single", "independent", "centralized", "decentralized"]
 BANKING = {"banking": ["user_task_0", "user_task_3"]}
 PROBLEMS = ["HumanEval/0", "HumanEval/2"]
-# `conclave.bench.agentdojo_tasks` and `team_runs` (which imports it) are imported where they
+# `conclave.bench.tasks.agentdojo_tasks` and `team_runs` (which imports it) are imported where they
 # are used, not here: they import agentdojo (about 5 s), which every pytest process would pay
 # at collection, run or not.
 
@@ -50,8 +50,8 @@ async def _run(
     admin: GatewayClient, topology: str, models: TeamModels, logs: Path
 ) -> tuple[int, int]:
     """AgentDojo's banking tasks and a few HumanEval problems by the team `topology`."""
-    from conclave.bench.agentdojo_tasks import run_agentdojo
-    from conclave.bench.team_runs import agentdojo_team, humaneval_team
+    from conclave.bench.tasks.agentdojo_tasks import run_agentdojo
+    from conclave.bench.tasks.team_runs import agentdojo_team, humaneval_team
 
     with (logs / "agentdojo-tasks.jsonl").open("a") as log:
         [score] = await run_agentdojo(
@@ -74,7 +74,7 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 async def test_each_topology_of_oracles_solves_the_tasks(
     admin: GatewayClient, topology: str, tmp_path: Path
 ) -> None:
-    from conclave.bench.team_runs import TeamModels
+    from conclave.bench.tasks.team_runs import TeamModels
 
     solved = await _run(admin, topology, TeamModels("scripted:oracle"), tmp_path)
     assert solved == (2, 2)
@@ -92,7 +92,7 @@ async def test_each_topology_of_oracles_solves_the_tasks(
 async def test_a_noisy_comparison_has_a_row_per_topology_that_the_logs_bear_out(
     admin: GatewayClient, tmp_path: Path
 ) -> None:
-    from conclave.bench.team_runs import TeamModels, comparison
+    from conclave.bench.tasks.team_runs import TeamModels, comparison
 
     noisy = TeamModels("scripted:noisy:0.5", seed=3)
     for topology in TOPOLOGIES:
@@ -117,7 +117,7 @@ async def test_a_noisy_comparison_has_a_row_per_topology_that_the_logs_bear_out(
 async def test_a_team_over_its_token_budget_fails_the_task_and_says_so(
     admin: GatewayClient, tmp_path: Path
 ) -> None:
-    from conclave.bench.team_runs import TeamModels
+    from conclave.bench.tasks.team_runs import TeamModels
 
     tight = TeamModels("scripted:oracle", tokens=150)
     assert await _run(admin, "centralized", tight, tmp_path) == (0, 0)

@@ -19,11 +19,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conclave.bench.child_server import running_child_server
-from conclave.bench.conformance_cli import run_conformance
-from conclave.bench.conformance_suite import ConformanceRun, run_direct
-from conclave.bench.mcp_upstream import running_upstream
-from conclave.ports import free_port
+from conclave.bench.core.child_server import running_child_server
+from conclave.bench.mcp.conformance_cli import run_conformance
+from conclave.bench.mcp.conformance_suite import ConformanceRun, run_direct
+from conclave.bench.mcp.mcp_upstream import running_upstream
+from conclave.stack.ports import free_port
 
 # The scenarios of the pinned version's active suite (0.1.16: 30).
 ACTIVE_SCENARIOS = 30
@@ -42,7 +42,7 @@ def proxy_in_front(tmp_path: Path) -> Iterator[tuple[str, str]]:
     with running_upstream() as upstream:
         port = free_port()
         target = upstream.removesuffix("/mcp")
-        argv = ["conclave.bench.token_proxy", "--port", str(port), "--target", target]
+        argv = ["conclave.bench.mcp.token_proxy", "--port", str(port), "--target", target]
         with running_child_server([*argv, "--token-file", str(tmp_path / "token")], port):
             yield f"http://127.0.0.1:{port}/mcp", token
 
@@ -79,7 +79,7 @@ def test_the_suite_through_the_token_proxy_sees_what_it_sees_directly(
     (tmp_path / "token").write_text("unused-by-the-fixture")
     fixture_port, proxy_port = free_port(), free_port()
     fixture = ["tools.harness.conformance_server", "--port", str(fixture_port)]
-    proxy = ["conclave.bench.token_proxy", "--port", str(proxy_port)]
+    proxy = ["conclave.bench.mcp.token_proxy", "--port", str(proxy_port)]
     proxy += ["--target", f"http://127.0.0.1:{fixture_port}"]
     proxy += ["--token-file", str(tmp_path / "token")]
     with running_child_server(fixture, fixture_port), running_child_server(proxy, proxy_port):

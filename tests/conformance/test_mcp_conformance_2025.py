@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conclave.bench import conformance_suite
-from conclave.bench.suite import SuiteResult
+from conclave.bench.core.suite import SuiteResult
+from conclave.bench.mcp import conformance_suite
 from gateway.config import Settings
 
 REVISION = "2025-11-25"

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from rich.progress import Progress
 
-from conclave.bench import conformance_suite
-from conclave.bench.suite import BenchContext, SuiteResult
+from conclave.bench.core.suite import BenchContext, SuiteResult
+from conclave.bench.mcp import conformance_suite
 from conclave.stack import EmbeddedStack
 from gateway.config import Settings
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conclave.bench.conformance_cli import ConformanceSuite, run_conformance
-from conclave.bench.conformance_suite import through_gateway
+from conclave.bench.mcp.conformance_cli import ConformanceSuite, run_conformance
+from conclave.bench.mcp.conformance_suite import through_gateway
 from gateway.config import Settings
 
 SCENARIOS = (

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import anyio
 import pytest
 
-from conclave.bench.token_proxy import TokenProxy
+from conclave.bench.mcp.token_proxy import TokenProxy
 
 PREFIX = "fx__"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conclave.bench.report import write_report
-from conclave.bench.suite import SuiteResult
+from conclave.bench.core.report import write_report
+from conclave.bench.core.suite import SuiteResult
 from conclave.stack import EmbeddedStack
 
 

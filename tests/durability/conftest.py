@@ -10,12 +10,12 @@ from typing import Any
 import httpx
 import pytest
 
-from conclave.redis_replication import RedisReplicaPair
 from gateway.assembly import create_app
 from gateway.config import Settings
 from gateway.identity.tokens import issue_token
 from protocol import ADMIN_KEY_HEADER
 from tests.conftest import TEST_SECRETS
+from tests.redis_replication import RedisReplicaPair
 
 ADMIN = {ADMIN_KEY_HEADER: TEST_SECRETS["admin_key"]}
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from conclave.redis_cluster import LocalRedisCluster
+from conclave.bench.chaos.redis_cluster import LocalRedisCluster
 from gateway.state import NamespaceKeys
 from tests.durability.conftest import durable_settings, gateway
 

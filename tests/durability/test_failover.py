@@ -8,10 +8,10 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from conclave.redis_replication import RedisReplicaPair
 from gateway.redis_io import connect_redis
 from gateway.state import NamespaceKeys, check_namespace_history
 from tests.durability.conftest import Gateway, durable_settings, gateway
+from tests.redis_replication import RedisReplicaPair
 
 pytestmark = pytest.mark.anyio
 

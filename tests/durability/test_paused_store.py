@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from conclave.redis_replication import RedisReplicaPair
 from protocol import DEADLINE_HEADER
 from tests.durability.conftest import durable_settings, gateway
+from tests.redis_replication import RedisReplicaPair
 
 pytestmark = pytest.mark.anyio
 

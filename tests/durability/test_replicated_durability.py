@@ -2,7 +2,7 @@
 replica holds them; when none confirms in time the answer is a retryable 503 that the same
 idempotency key settles on retry. Durability "async" acknowledges without waiting.
 
-Runs on a real master + replica (`conclave.redis_replication`), the gateway in-process.
+Runs on a real master + replica (`tests.redis_replication`), the gateway in-process.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import httpx
 import pytest
 
 from agents import GatewayClient, retry_transient
-from conclave.redis_replication import RedisReplicaPair
 from gateway.identity import generation_key
 from gateway.redis_io import connect_redis
 from gateway.state import NamespaceKeys, check_namespace_history
 from protocol import CommitRequest, ErrorCode, SerfError, StateOp, Write
 from tests.durability.conftest import ADMIN, Gateway, durable_settings, gateway
+from tests.redis_replication import RedisReplicaPair
 
 pytestmark = pytest.mark.anyio
 

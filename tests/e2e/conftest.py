@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conclave.bench.mcp_upstream import running_upstream
+from conclave.bench.mcp.mcp_upstream import running_upstream
 from conclave.stack import EmbeddedStack
 from gateway.config import Settings
 
@@ -24,9 +24,9 @@ E2E_LIMITS = {
     "rate_limit_burst": 10,
     "sandbox_agent_max": 12,
 }
-# The federated stack's `mcp_http` source: the upstream test server (conclave.bench.mcp_upstream)
-# under this name, so its tools are served as `notes__echo`, ... and its resource
-# `notes://readme` reaches the agents whose scopes cover `tool:notes.*`.
+# The federated stack's `mcp_http` source: the upstream test server
+# (conclave.bench.mcp.mcp_upstream) under this name, so its tools are served as `notes__echo`,
+# ... and its resource `notes://readme` reaches the agents whose scopes cover `tool:notes.*`.
 UPSTREAM_SOURCE = "notes"
 FEDERATED_ADMIN_KEY = "federated-admin-key"
 

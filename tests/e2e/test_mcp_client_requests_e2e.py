@@ -29,7 +29,7 @@ from mcp import types
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from conclave.bench.conformance_suite import SANDBOX_FIXTURE, running_fixture
+from conclave.bench.mcp.conformance_suite import SANDBOX_FIXTURE, running_fixture
 from conclave.stack import EmbeddedStack
 from tests.e2e.conftest import e2e_settings
 

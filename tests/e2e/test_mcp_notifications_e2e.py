@@ -34,9 +34,9 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ResourceUpdated, ServerEvent, Subscription, ToolsListChanged
 
-from conclave.bench.child_server import wait_listening
-from conclave.ports import free_port
+from conclave.bench.core.child_server import wait_listening
 from conclave.stack import EmbeddedStack
+from conclave.stack.ports import free_port
 from gateway.config import Settings
 from gateway.http.mcp.subscriptions import TTL_S
 from gateway.identity.tokens import issue_token

@@ -28,8 +28,8 @@ from mcp.shared.auth import (
     OAuthToken,
 )
 
-from conclave.ports import free_port
 from conclave.stack import EmbeddedStack
+from conclave.stack.ports import free_port
 from gateway.config import Settings
 from tests.oauth_authorization_server import AuthorizationServer, serving
 

@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from pydantic import HttpUrl
 from redis.asyncio import Redis
 
-from conclave.ports import free_port
+from conclave.stack.ports import free_port
 from gateway.assembly import create_app
 from gateway.config import Settings
 from gateway.identity.tokens import issue_token

@@ -30,8 +30,8 @@ from mcp.shared.exceptions import MCPError
 from pydantic import HttpUrl
 from redis.asyncio import Redis
 
-from conclave.bench.mcp_upstream import running_upstream
-from conclave.ports import free_port
+from conclave.bench.mcp.mcp_upstream import running_upstream
+from conclave.stack.ports import free_port
 from gateway.assembly import create_app
 from gateway.config import Settings
 from gateway.http import gateway_parts

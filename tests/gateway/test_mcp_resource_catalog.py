@@ -23,8 +23,8 @@ from mcp.shared.exceptions import MCPError
 from pydantic import HttpUrl
 from redis.asyncio import Redis
 
-from conclave.bench.child_server import wait_listening
-from conclave.ports import free_port
+from conclave.bench.core.child_server import wait_listening
+from conclave.stack.ports import free_port
 from gateway.assembly import create_app
 from gateway.config import Settings
 from gateway.identity.tokens import issue_token

@@ -34,8 +34,8 @@ from mcp.shared.exceptions import MCPError
 from pydantic import HttpUrl
 from redis.asyncio import Redis
 
-from conclave.bench.conformance_suite import running_fixture
-from conclave.ports import free_port
+from conclave.bench.mcp.conformance_suite import running_fixture
+from conclave.stack.ports import free_port
 from gateway.assembly import create_app
 from gateway.config import Settings
 from gateway.identity.tokens import issue_token

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from conclave.config_file import settings_from
+from conclave.stack.config_file import settings_from
 from gateway.config import Settings
 from gateway.config import settings as settings_module
 from sandbox import SandboxConfig, create_executor

@@ -27,8 +27,8 @@ from pydantic import HttpUrl
 from redis.asyncio import Redis
 
 from agents import GatewayClient
-from conclave.bench.mcp_upstream import running_upstream
-from conclave.bench.otlp_receiver import OtlpReceiver
+from conclave.bench.mcp.mcp_upstream import running_upstream
+from conclave.bench.overhead.otlp_receiver import OtlpReceiver
 from conclave.stack import EmbeddedStack
 from gateway import Settings, create_app, issue_token, start_tracing, stop_tracing
 from gateway.telemetry import encode_requests, tracing

@@ -28,7 +28,7 @@ import docker
 import pytest
 from docker.errors import DockerException
 
-from conclave.bench.chaos_faults import SpareEngine
+from conclave.bench.chaos.chaos_faults import SpareEngine
 from gateway.config import Settings
 from protocol import ErrorCode
 from sandbox import SandboxStartError, create_executor

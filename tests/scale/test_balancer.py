@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from conclave import EmbeddedStack
-from conclave.balancer import write_haproxy
-from conclave.ports import free_port
+from conclave.stack.balancer import write_haproxy
+from conclave.stack.ports import free_port
 from tests.helpers import wait_for
 from tests.scale.test_replicas import INSTANCE, _settings
 

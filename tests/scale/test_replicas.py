@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from conclave import EmbeddedStack
-from conclave.balancer import write_haproxy
-from conclave.ports import free_port
+from conclave.stack.balancer import write_haproxy
+from conclave.stack.ports import free_port
 from gateway import Settings
 from tests.helpers import wait_for
 

@@ -19,7 +19,7 @@ import docker
 import httpx
 import pytest
 
-from conclave.ports import free_port
+from conclave.stack.ports import free_port
 from tests.helpers import wait_for
 
 # serial: timing-bound, so .ci/test runs it alone after the parallel pass.

@@ -23,8 +23,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from redis import Redis
 
 from conclave import EmbeddedStack
-from conclave.balancer import write_haproxy
-from conclave.ports import free_port
+from conclave.stack.balancer import write_haproxy
+from conclave.stack.ports import free_port
 from gateway.tasks import task_key
 from tests.helpers import wait_for
 from tests.mcp_tasks_client import CreateTaskResult, Tasks, poll_task

@@ -19,7 +19,7 @@ import httpx
 import pytest
 import redis as sync_redis
 
-from conclave.embedded_redis import EmbeddedRedis
+from conclave.stack.embedded_redis import EmbeddedRedis
 from gateway.assembly import create_app
 from gateway.config import Settings
 from gateway.identity.tokens import issue_token

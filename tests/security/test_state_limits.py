@@ -14,8 +14,8 @@ import pytest
 import redis as sync_redis
 from redis.asyncio import Redis
 
-from conclave.embedded_redis import EmbeddedRedis
 from conclave.stack import EmbeddedStack
+from conclave.stack.embedded_redis import EmbeddedRedis
 from gateway.assembly import create_app
 from gateway.config import Settings
 from gateway.identity.tokens import issue_token

@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from redis.asyncio import Redis
 
-from conclave.bench.conformance_suite import SANDBOX_FIXTURE
+from conclave.bench.mcp.conformance_suite import SANDBOX_FIXTURE
 from gateway import Settings, create_app, issue_token
 from protocol import ResourceIntent
 from tools.sources import McpStdioSource

@@ -27,8 +27,8 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from conclave.config_file import settings_from
 from conclave.stack import EmbeddedStack
+from conclave.stack.config_file import settings_from
 from gateway import Settings, create_app, issue_token
 from gateway.http import gateway_parts
 from protocol import ResourceIntent

@@ -19,8 +19,8 @@ import pytest
 from docker.errors import ContainerError
 from redis.asyncio import Redis
 
-from conclave.config_file import settings_from
 from conclave.stack import EmbeddedStack
+from conclave.stack.config_file import settings_from
 from gateway import Settings, create_app, issue_token
 from tools.sources import ConfigError
 

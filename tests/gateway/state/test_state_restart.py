@@ -9,7 +9,7 @@ import anyio
 import httpx
 import pytest
 
-from conclave.embedded_redis import EmbeddedRedis
+from conclave.stack.embedded_redis import EmbeddedRedis
 from gateway.assembly import create_app
 from gateway.config import Settings
 from gateway.identity.tokens import issue_token

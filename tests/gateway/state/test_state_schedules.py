@@ -15,7 +15,7 @@ import anyio.lowlevel
 import pytest
 from redis.asyncio import Redis
 
-from conclave.bench.baselines import NaiveStore
+from conclave.bench.contention.baselines import NaiveStore
 from gateway.config import Settings
 from gateway.gateway_error import GatewayError
 from gateway.state import Actor, NamespaceKeys, StateStore, check_namespace_history

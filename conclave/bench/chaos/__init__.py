@@ -1,0 +1,1 @@
+"""`conclave bench chaos`: faults on two gateway replicas over a local Redis Cluster."""

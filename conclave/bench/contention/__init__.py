@@ -1,0 +1,1 @@
+"""`conclave bench contention`: agents on shared state, with the two Redis baselines."""

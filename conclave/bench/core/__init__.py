@@ -1,0 +1,41 @@
+"""What every bench suite shares: the context a suite runs in and the result it returns, the
+registry of suites, the runner, the report and its plots, timing, statistics, and the small
+load tools (a keep-alive HTTP/1.1 client, a child-process server)."""
+
+from conclave.bench.core.child_server import running_child_server
+from conclave.bench.core.http1 import Http1Connection, encode_request
+from conclave.bench.core.stats import percentile, wilson_interval
+from conclave.bench.core.suite import (
+    NO_RATE_LIMITS,
+    BenchContext,
+    Goal,
+    SuiteOptions,
+    SuiteResult,
+    Table,
+    measuring_settings,
+)
+from conclave.bench.core.suite_registry import SUITES, load_suite, suite_summary
+from conclave.bench.core.suite_runner import run_bench
+from conclave.bench.core.timing import Call, latencies, throughput
+
+__all__ = [
+    "NO_RATE_LIMITS",
+    "SUITES",
+    "BenchContext",
+    "Call",
+    "Goal",
+    "Http1Connection",
+    "SuiteOptions",
+    "SuiteResult",
+    "Table",
+    "encode_request",
+    "latencies",
+    "load_suite",
+    "measuring_settings",
+    "percentile",
+    "run_bench",
+    "running_child_server",
+    "suite_summary",
+    "throughput",
+    "wilson_interval",
+]

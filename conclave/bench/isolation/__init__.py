@@ -1,0 +1,1 @@
+"""`conclave bench isolation`: a noisy tenant's attacks, and the hostile upstream."""

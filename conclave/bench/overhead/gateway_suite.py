@@ -1,0 +1,277 @@
+"""`conclave bench gateway`: what the gateway adds to a tool call, and how many it carries.
+
+`echo` is called three ways in the same run: directly through an `InProcessExecutor` (no
+gateway), through a gateway over real HTTP (`POST /v1/tools/echo/call`), and through `/mcp`
+(raw JSON-RPC over a minimal HTTP/1.1 client, and the official `mcp` client). The gateway
+measured for overhead runs tools in-process, so the difference is the gateway itself: HTTP,
+the six stages and their Redis round trips. One more row calls the bench stack's own
+gateway, whose executor is the configured sandbox, to show what a sandboxed call costs end
+to end.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import uuid
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+import anyio
+
+from conclave.bench.core import (
+    BenchContext,
+    Call,
+    Goal,
+    Http1Connection,
+    SuiteResult,
+    Table,
+    encode_request,
+    latencies,
+    measuring_settings,
+    percentile,
+    throughput,
+)
+from conclave.bench.overhead.ceiling_app import ceiling_server
+from conclave.stack import EmbeddedStack
+from protocol import Principal, ToolContext
+from sandbox import CallLimits, InProcessExecutor, Invocation
+from tools import default_registry
+
+GOAL_P50_MS, GOAL_P99_MS, GOAL_RATE = 1.5, 5.0, 1500.0
+GOAL_CEILING_SHARE = 0.5  # the REST echo's calls/s against the bare endpoint's (issue 13)
+CEILING = "ceiling: bare FastAPI+uvicorn, one Redis call"
+
+
+async def _throughput(make_call: Callable[[int], Call], workers: int, seconds: float) -> float:
+    return await throughput([make_call(i) for i in range(workers)], seconds, warm=True)
+
+
+def _invocation() -> Invocation:
+    principal = Principal(tenant="bench", agent="direct", expires_at=0, token_id="direct")
+    context = ToolContext(
+        principal=principal, session_id="bench", trace_id="0" * 32, traceparent=""
+    )
+    return Invocation(
+        "echo",
+        "tools.builtin:echo",
+        {"message": "ping"},
+        context,
+        CallLimits(memory_mb=64, cpu_seconds=1, timeout_ms=2000, max_output_bytes=1 << 20),
+    )
+
+
+def _expect(status: int, body: bytes) -> None:
+    if status != 200:
+        raise RuntimeError(f"the gateway refused a bench call: {body.decode(errors='replace')}")
+
+
+class _Target:
+    """One gateway, with a token and a connection per worker: no two workers share a
+    rate-limit bucket, and no worker waits on another's connection."""
+
+    def __init__(self, stack: EmbeddedStack, connections: list[Http1Connection]) -> None:
+        self.stack = stack
+        self.connections = connections
+        self.tokens = [
+            stack.token("bench", f"w{i}-{uuid.uuid4().hex[:6]}", ["tool:echo"]) for i in range(17)
+        ]
+
+    def _raw(
+        self, index: int, path: str, body: Any, accept: str, extra: dict[str, str] | None = None
+    ) -> bytes:
+        """The request's bytes, built once: the bench measures the gateway, not the encoding."""
+        headers = {"Authorization": f"Bearer {self.tokens[index]}", "Accept": accept}
+        headers |= extra or {}
+        return encode_request("POST", self.stack.url, path, headers, json.dumps(body).encode())
+
+    def rest(self, index: int) -> Call:
+        raw = self._raw(
+            index, "/v1/tools/echo/call", {"arguments": {"message": "ping"}}, "application/json"
+        )
+        connection = self.connections[index]
+
+        async def call() -> None:
+            _expect(*await connection.request(raw))
+
+        return call
+
+    def jsonrpc(self, index: int, *, stateless: bool = False) -> Call:
+        """A `tools/call` on the handshake era's wire, or (`stateless`) on MCP 2026-07-28's:
+        version and capabilities in `_meta`, `Mcp-Method`/`Mcp-Name` headers."""
+        params: dict[str, Any] = {"name": "echo", "arguments": {"message": "ping"}}
+        extra = None
+        if stateless:
+            params["_meta"] = {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+            extra = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"}
+            extra["Mcp-Name"] = "echo"
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        raw = self._raw(index, "/mcp", body, "application/json, text/event-stream", extra)
+        connection = self.connections[index]
+
+        async def call() -> None:
+            status, answer = await connection.request(raw)
+            _expect(status, answer)
+            if json.loads(answer)["result"].get("isError"):
+                raise RuntimeError(f"the gateway refused a bench call: {answer!r}")
+
+        return call
+
+
+async def _official_client_rows(target: _Target, count: int, seconds: float) -> list[list[Any]]:
+    from mcp.client.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async with AsyncExitStack() as stack:
+        clients = []
+        for index in range(17):
+            http = create_mcp_http_client(
+                headers={"Authorization": f"Bearer {target.tokens[index]}"}
+            )
+            await stack.enter_async_context(http)
+            transport = streamable_http_client(f"{target.stack.url}/mcp", http_client=http)
+            clients.append(await stack.enter_async_context(Client(transport)))
+
+        def make(index: int) -> Call:
+            async def call() -> None:
+                answer = await clients[index].call_tool("echo", {"message": "ping"})
+                if answer.is_error:
+                    raise RuntimeError(f"the gateway refused a bench call: {answer}")
+
+            return call
+
+        samples = await latencies(make(16), count)
+        rate = await _throughput(make, 16, seconds)
+    return [samples, rate]  # type: ignore[list-item]
+
+
+def _ceiling_call(connection: Http1Connection, url: str) -> Call:
+    body = json.dumps({"arguments": {"message": "ping"}}).encode()
+    raw = encode_request("POST", url, "/echo", {"Accept": "application/json"}, body)
+
+    async def call() -> None:
+        _expect(*await connection.request(raw))
+
+    return call
+
+
+async def _measure(
+    ctx: BenchContext, overhead_stack: EmbeddedStack, ceiling_url: str
+) -> dict[str, Any]:
+    count = 300 if ctx.quick else 2000
+    seconds = 2.0 if ctx.quick else 8.0
+    executor = InProcessExecutor(default_registry)
+    invocation = _invocation()
+
+    async def direct() -> None:
+        outcome = await executor.execute(invocation)
+        if not outcome.ok:
+            raise RuntimeError(f"echo failed in-process: {outcome.error}")
+
+    rows: dict[str, Any] = {}
+    rows["direct (in-process executor)"] = (
+        await latencies(direct, count),
+        await _throughput(lambda _: direct, 16, seconds),
+    )
+    async with AsyncExitStack() as exits:
+        connections = [Http1Connection(overhead_stack.url) for _ in range(17)]
+        for connection in connections:
+            exits.push_async_callback(connection.aclose)
+        target = _Target(overhead_stack, connections)
+        rows["gateway HTTP /v1/tools"] = (
+            await latencies(target.rest(16), count),
+            await _throughput(target.rest, 16, seconds),
+        )
+        rows["gateway /mcp (JSON-RPC, raw HTTP/1.1)"] = (
+            await latencies(target.jsonrpc(16), count),
+            await _throughput(target.jsonrpc, 16, seconds),
+        )
+        rows["gateway /mcp 2026-07-28 (JSON-RPC, raw HTTP/1.1)"] = (
+            await latencies(target.jsonrpc(16, stateless=True), count),
+            await _throughput(lambda i: target.jsonrpc(i, stateless=True), 16, seconds),
+        )
+        samples, rate = await _official_client_rows(target, count, seconds)
+        rows["gateway /mcp (official mcp client)"] = (samples, rate)
+        ceiling = [Http1Connection(ceiling_url) for _ in range(17)]
+        for connection in ceiling:
+            exits.push_async_callback(connection.aclose)
+        rows[CEILING] = (
+            await latencies(_ceiling_call(ceiling[16], ceiling_url), count),
+            await _throughput(lambda i: _ceiling_call(ceiling[i], ceiling_url), 16, seconds),
+        )
+        stack_connections = [Http1Connection(ctx.stack.url) for _ in range(17)]
+        for connection in stack_connections:
+            exits.push_async_callback(connection.aclose)
+        sandboxed = _Target(ctx.stack, stack_connections)
+        name = ctx.stack.backend.name if ctx.stack.backend else "?"
+        rows[f"stack gateway HTTP, {name} executor"] = (
+            await latencies(sandboxed.rest(16), max(50, count // 4)),
+            await _throughput(sandboxed.rest, 16, seconds / 2),
+        )
+    return rows
+
+
+def run(ctx: BenchContext) -> SuiteResult:
+    base = ctx.stack.settings
+    settings = measuring_settings(base)
+    task = ctx.progress.add_task("gateway: echo direct vs through the gateway", total=1)
+    with (
+        EmbeddedStack(settings, log_path=ctx.gateway_log("overhead")) as overhead_stack,
+        ceiling_server(base.redis_url or "") as ceiling_url,
+    ):
+        # uvloop on the client side too: the bench's own event loop shares the gateway's 2 cores.
+        rows = anyio.run(
+            _measure, ctx, overhead_stack, ceiling_url, backend_options={"use_uvloop": True}
+        )
+    ctx.progress.advance(task)
+
+    direct_samples, _ = rows["direct (in-process executor)"]
+    d50, d99 = statistics.median(direct_samples), percentile(direct_samples, 0.99)
+    table = Table(
+        "gateway: echo, direct vs through the gateway (ms; calls/s at concurrency 16)",
+        ["path", "p50", "p99", "added p50", "added p99", "calls/s c=16"],
+    )
+    result = SuiteResult("gateway", tables=[table])
+    for path, (samples, rate) in rows.items():
+        p50, p99 = statistics.median(samples), percentile(samples, 0.99)
+        added50, added99 = p50 - d50, p99 - d99
+        table.rows.append([path, p50, p99, added50, added99, round(rate)])
+        key = path.split(" (")[0] if path.startswith("gateway HTTP") else path
+        result.figures[f"{key} added_p50_ms"] = added50
+        result.figures[f"{key} added_p99_ms"] = added99
+        result.figures[f"{key} calls_per_s"] = rate
+        result.series[path] = {"p50": p50, "p99": p99, "rate": rate}
+        if path.startswith("gateway"):
+            result.goals += [
+                Goal(f"{path}: added p50", f"<= {GOAL_P50_MS} ms", f"{added50:.3f} ms",
+                     added50 <= GOAL_P50_MS),
+                Goal(f"{path}: added p99", f"<= {GOAL_P99_MS} ms", f"{added99:.3f} ms",
+                     added99 <= GOAL_P99_MS),
+                Goal(f"{path}: calls/s c=16", f">= {GOAL_RATE:.0f}", f"{rate:.0f}",
+                     rate >= GOAL_RATE),
+            ]  # fmt: skip
+    _, rest_rate = rows["gateway HTTP /v1/tools"]
+    _, ceiling_rate = rows[CEILING]
+    share = rest_rate / ceiling_rate
+    result.figures["REST share of ceiling"] = share
+    result.goals.append(
+        Goal("gateway HTTP /v1/tools: calls/s share of the ceiling", f">= {GOAL_CEILING_SHARE:.0%}",
+             f"{share:.0%}", share >= GOAL_CEILING_SHARE)
+    )  # fmt: skip
+    result.notes.append(
+        "ceiling row: a bare FastAPI endpoint under uvicorn (bench/overhead/ceiling_app) that "
+        "parses the JSON body and makes one Redis call, in its own process, driven by the same "
+        "client; it bounds what a Python gateway can answer on this machine"
+    )
+    result.notes.append(
+        "overhead rows: a gateway whose executor is in-process (settings sandbox_backend="
+        "inprocess), so 'added' is HTTP + the six stages + Redis; the client (a minimal keep-alive "
+        "HTTP/1.1 client, or the mcp SDK) runs in the bench process on the same 2 cores and is "
+        "part of the figure"
+    )
+    return result

@@ -1,0 +1,1 @@
+"""`conclave bench sandbox`: what a sandboxed call costs, and how fast a cancel ends it."""

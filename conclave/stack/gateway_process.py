@@ -1,0 +1,97 @@
+"""A gateway process of the embedded stack: uvicorn serving on a socket it inherited.
+
+`uvicorn --fd` rebuilds an inherited socket as AF_UNIX whatever it really is, so asyncio
+never sets TCP_NODELAY on the TCP connections it accepts; Nagle's algorithm then meets the
+client's delayed ACK and every small response waits ~40 ms. Rebuilding the socket with its
+real family (auto-detected from the descriptor) avoids that.
+
+The settings, secrets included, arrive through an inherited pipe (`conclave.stack.settings_pipe`),
+never through the environment. Several of these processes may share one listening socket
+(`--workers`); each names itself in every answer's `X-Conclave-Instance` header and writes
+that name to its ready pipe once it serves.
+
+On SIGTERM (or its parent's death, when asked to die with it) it stops accepting, gives the
+calls in flight `shutdown_grace_s`, then kills their sandboxes so they are answered
+SHUTTING_DOWN (503, retryable), removes every sandbox and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import socket
+import sys
+
+import uvicorn
+from fastapi import FastAPI
+
+from conclave.stack.settings_pipe import read_settings
+from gateway import create_app
+from gateway.config import app_settings
+from gateway.http import BoundedHttpToolsProtocol, ConnectionAudit, ConnectionLimits, gateway_parts
+from sandbox import SandboxPool
+
+INSTANCE_HEADER = "X-Conclave-Instance"
+_BACKSTOP_S = 5  # past the grace, uvicorn cancels whatever still runs
+
+
+class _GatewayServer(uvicorn.Server):
+    """uvicorn that reports readiness and ends in-flight calls after a grace."""
+
+    def __init__(self, config: uvicorn.Config, app: FastAPI, ready_fd: int, instance: str):
+        super().__init__(config)
+        self.app = app
+        self.ready_fd = ready_fd
+        self.instance = instance
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if not self.should_exit:
+            os.write(self.ready_fd, self.instance.encode() + b"\n")
+        os.close(self.ready_fd)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        grace_s = app_settings(self.app).shutdown_grace_s
+        # Shut down after the lifespan started (uvicorn never shuts down a failed start-up).
+        gateway_parts(self.app).caller_streams.close_all()  # /mcp's streams never end alone
+        loop = asyncio.get_running_loop()
+        interrupt = loop.call_later(grace_s, lambda: loop.create_task(self._interrupt_calls()))
+        try:
+            await super().shutdown(sockets)
+        finally:
+            interrupt.cancel()
+
+    async def _interrupt_calls(self) -> None:
+        executor = gateway_parts(self.app).executor
+        if isinstance(executor, SandboxPool):
+            await executor.interrupt()
+
+
+def main() -> None:
+    listener = socket.socket(fileno=int(sys.argv[1]))  # family and type detected from the fd
+    settings = read_settings(int(sys.argv[2]))
+    ready_fd = int(sys.argv[3])
+    instance = f"{socket.gethostname()}:{os.getpid()}"
+    connection_audit = ConnectionAudit()  # the server's protocol writes its refusals through it
+    app = create_app(settings, connection_audit=connection_audit)
+    # loop "auto" picks uvloop (a dependency); httptools parses, as "auto" would pick.
+    # No proxy-header rewriting: nothing reads the client address, and it ran on every request.
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        proxy_headers=False,
+        # One socket write per answer, not two; heads, time and connections bounded, and
+        # their refusals audited (rate limited) through the app's audit writer.
+        http=BoundedHttpToolsProtocol.bound_to(
+            ConnectionLimits.from_settings(settings), connection_audit
+        ),
+        headers=[(INSTANCE_HEADER, instance)],  # uvicorn's default headers: no per-call cost
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_s + _BACKSTOP_S),
+    )
+    _GatewayServer(config, app, ready_fd, instance).run(sockets=[listener])
+
+
+if __name__ == "__main__":
+    main()
