@@ -21,8 +21,9 @@ from gateway.budgets.admission import (
 )
 from gateway.budgets.allocator import AtbaAllocator, TimeGrant
 from gateway.budgets.breaker import BreakerState, CircuitBreaker, breaker_key, counts_against_tool
-from gateway.budgets.call_plan import CallPlan, plan_call
+from gateway.budgets.call_plan import HEDGE_WORTH, HOPELESS, CallPlan, plan_call
 from gateway.budgets.grant_rule import Allocation, allocate_budget, best_attempt, planned_chain
+from gateway.budgets.hedge_budget import DEFAULT_CAP as DEFAULT_HEDGE_CAP
 from gateway.budgets.hedge_budget import HedgeBudget, hedge_key
 from gateway.budgets.hedge_race import HedgeRace, HedgeReport
 from gateway.budgets.hedge_rule import HedgePlan, plan_fixed_hedge, plan_hedge
@@ -40,6 +41,9 @@ from gateway.budgets.outcome import CallFeedback, OutcomeRecorder
 from gateway.budgets.time_ask import PlanBounds, TimeAsk, TimedCall, read_time_ask
 
 __all__ = [
+    "DEFAULT_HEDGE_CAP",
+    "HEDGE_WORTH",
+    "HOPELESS",
     "KILL_OVERSHOOT",
     "Admission",
     "AdmissionDecision",

@@ -39,7 +39,10 @@ def _state_reads(path: Path) -> list[str]:
 
 
 def test_no_part_is_read_from_app_state_by_name() -> None:
-    paths = [*sorted((ROOT / "gateway").rglob("*.py")), ROOT / "conclave" / "gateway_process.py"]
+    paths = [
+        *sorted((ROOT / "gateway").rglob("*.py")),
+        ROOT / "conclave" / "stack" / "gateway_process.py",
+    ]
     reads = [
         read
         for path in paths

@@ -35,7 +35,11 @@ from conclave.bench.recovery import (
     make_chains,
     on_workload,
 )
+from gateway import GatewayError
 from gateway.budgets import (
+    DEFAULT_HEDGE_CAP,
+    HEDGE_WORTH,
+    HOPELESS,
     HedgePlan,
     LatencyEstimate,
     LatencySample,
@@ -43,9 +47,6 @@ from gateway.budgets import (
     plan_call,
     plan_fixed_hedge,
 )
-from gateway.budgets.call_plan import HEDGE_WORTH, HOPELESS
-from gateway.budgets.hedge_budget import DEFAULT_CAP
-from gateway.gateway_error import GatewayError
 from tools.harness.faults import MAX_SLEEP_MS, chain_latency_ms, hedge_seed
 
 WINDOW_SAMPLES = 200
@@ -105,7 +106,7 @@ class Simulation:
     windows: dict[str, LatencyEstimate]
     lateness: LatencyEstimate
     share: float = HEDGE_SHARE
-    cap: float = DEFAULT_CAP
+    cap: float = DEFAULT_HEDGE_CAP
     worth: float = HEDGE_WORTH
     hopeless: float = HOPELESS
     buckets: dict[str, Bucket] = field(default_factory=dict)
