@@ -54,11 +54,25 @@ class ProcessSandbox:
 
     async def kill(self) -> None:
         # The runner has its own session; its calls have their own groups: kill them all.
-        for pid in [*_descendants(self._process.pid), self._process.pid]:
+        descendants = _descendants(self._process.pid)
+        for pid in [*descendants, self._process.pid]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
         with anyio.fail_after(10):
             await self._process.wait()
+            # The runner's children die beside it, reaped by init: the sandbox is gone when
+            # they are (a SIGKILLed process still runs for a moment; a zombie runs no more).
+            while any(_running(pid) for pid in descendants):  # noqa: ASYNC110 (no event to await)
+                await anyio.sleep(0.005)
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a process that has not exited (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _descendants(pid: int) -> list[int]:

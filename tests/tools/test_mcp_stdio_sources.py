@@ -211,15 +211,17 @@ async def test_faults_get_their_serf_codes_and_leave_nothing_running(
         _source("missing", ("no-such-mcp-server",)),
     )
     caplog.set_level(logging.INFO, logger="conclave.sources")
-    # On the logger itself: the gateway's JSON logging stops "conclave" records from reaching
-    # the root logger, where caplog listens (whether it was installed yet depends on the order
-    # the tests ran in).
+    # On the logger itself, and only there: the gateway's JSON logging stops "conclave"
+    # records from reaching the root logger, where caplog listens, once it is installed
+    # (whether it was depends on the order the tests ran in); each record is heard once.
     sources_log = logging.getLogger("conclave.sources")
     sources_log.addHandler(caplog.handler)
+    sources_log.propagate = False
     try:
         await _faults_get_their_serf_codes(settings, sources, caplog)
     finally:
         sources_log.removeHandler(caplog.handler)
+        sources_log.propagate = True
 
 
 async def _faults_get_their_serf_codes(
