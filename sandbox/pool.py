@@ -71,13 +71,25 @@ class PoolFullError(SandboxError):
 
 
 @dataclass
+class _Arriving:
+    """A sandbox on its way to an identity's idle pool: a cancelled call's (its runner was
+    asked to kill the call) or a cold start its caller stopped waiting for. The identity's
+    next call waits for it, up to `wait_s` (None: its deadline), instead of starting another."""
+
+    wait_s: float | None
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+
+@dataclass
 class _Start:
     """A cold start run in the pool's task group for a caller that waits until its deadline."""
 
     done: anyio.Event = field(default_factory=anyio.Event)
     sandbox: Sandbox | None = None
     error: Exception | None = None
-    abandoned: bool = False  # the caller stopped waiting: the sandbox goes to the idle pool
+    # The caller stopped waiting: the sandbox goes to the idle pool, where the identity's
+    # next call (its retry, typically) waits for it instead of starting another.
+    abandoned: _Arriving | None = None
 
 
 @dataclass
@@ -165,9 +177,9 @@ class SandboxPool:
         self._closed = False
         self._interrupted = False  # `interrupt` killed the busy sandboxes: a shutdown
         self._work = BackgroundWork()  # the pool's task group: everything off the callers' path
-        # Per identity, the cancelled calls' sandboxes still settling (their runners asked to
-        # kill the call): the identity's next call waits for them, briefly, to find one warm.
-        self._settling: dict[PoolKey, list[anyio.Event]] = {}
+        # Per identity, the sandboxes on their way to its idle pool (`_Arriving`): a retry
+        # after a cancel or a deadline finds one warm instead of starting another.
+        self._arriving: dict[PoolKey, list[_Arriving]] = {}
         self.started = 0  # sandboxes ever started, for tests and the bench
         self.recycled = 0
 
@@ -231,9 +243,8 @@ class SandboxPool:
                 if sandbox.cancelled_call is not None:
                     # Cancelled: the runner was told to kill the call; the sandbox goes back
                     # warm once it answers, off the cancelled caller's path.
-                    settled = anyio.Event()
-                    self._settling.setdefault(key, []).append(settled)
-                    self._work.start(self._settle_cancelled, key, sandbox, settled)
+                    arriving = self._expect_arrival(key, CANCEL_ANSWER_S)
+                    self._work.start(self._settle_cancelled, key, sandbox, arriving)
                 else:
                     with anyio.CancelScope(shield=True):
                         await self._checkin(key, sandbox, recycle)
@@ -254,7 +265,7 @@ class SandboxPool:
         )
         return replace(outcome, error=error)
 
-    async def _settle_cancelled(self, key: PoolKey, sandbox: Sandbox, settled: anyio.Event) -> None:
+    async def _settle_cancelled(self, key: PoolKey, sandbox: Sandbox, arriving: _Arriving) -> None:
         """Check in a cancelled call's sandbox once its runner answered the cancel (warm), or
         tear it down (and replace it) if it did not."""
         try:
@@ -262,24 +273,32 @@ class SandboxPool:
             recycle = not warm or sandbox.calls >= self.config.recycle_after
             await self._checkin(key, sandbox, recycle=recycle)
         finally:
-            settled.set()
-            waiting = self._settling.get(key, [])
-            if settled in waiting:
-                waiting.remove(settled)
-            if not waiting:
-                self._settling.pop(key, None)
+            self._arrived(key, arriving)
         if not warm and self.replace_killed:
             await self._replace(key)
 
-    async def _await_settling(self, key: PoolKey, limit: TimeLimit) -> None:
-        """Wait (at most the cancel's own answer time, never past the deadline) for this
-        identity's cancelled calls' sandboxes to settle: the call after a cancel then finds
-        the sandbox warm instead of starting another."""
-        for settled in list(self._settling.get(key, ())):
+    def _expect_arrival(self, key: PoolKey, wait_s: float | None) -> _Arriving:
+        arriving = _Arriving(wait_s)
+        self._arriving.setdefault(key, []).append(arriving)
+        return arriving
+
+    def _arrived(self, key: PoolKey, arriving: _Arriving) -> None:
+        """The sandbox is in the idle pool (or was torn down): callers waiting go on."""
+        arriving.done.set()
+        waiting = self._arriving.get(key, [])
+        if arriving in waiting:
+            waiting.remove(arriving)
+        if not waiting:
+            self._arriving.pop(key, None)
+
+    async def _await_arrivals(self, key: PoolKey, limit: TimeLimit) -> None:
+        """Wait (never past the deadline) for this identity's sandboxes on their way to its
+        idle pool: the call after a cancel or a missed deadline then finds one warm."""
+        for arriving in list(self._arriving.get(key, ())):
             left = limit.left_s()
-            wait_s = CANCEL_ANSWER_S if left is None else min(CANCEL_ANSWER_S, left)
-            with anyio.move_on_after(wait_s):
-                await settled.wait()
+            caps = [s for s in (left, arriving.wait_s) if s is not None]
+            with anyio.move_on_after(min(caps) if caps else None):
+                await arriving.done.wait()
 
     async def _replace(self, key: PoolKey) -> None:
         """Start a sandbox for `key` in place of one a kill tore down, so the retry the kill
@@ -297,8 +316,8 @@ class SandboxPool:
         either: the caller stops waiting then, and the start finishes in the background into
         the idle pool, so the next call of this identity finds it warm."""
         limit = TimeLimit.of(invocation)
-        if key in self._settling and invocation.may_queue:
-            await self._await_settling(key, limit)
+        if key in self._arriving and invocation.may_queue:
+            await self._await_arrivals(key, limit)
         left_s = limit.left_s()
         queue_s = self.config.queue_ms / 1000 if invocation.may_queue else 0.0
         grant = await self._admission(key, queue_s if left_s is None else min(queue_s, left_s))
@@ -348,13 +367,18 @@ class SandboxPool:
             start.error = exc
         finally:
             start.done.set()
-        if start.abandoned and start.sandbox is not None:
-            await self._checkin(key, start.sandbox, recycle=False)
+        if start.abandoned is None:
+            return
+        try:
+            if start.sandbox is not None:
+                await self._checkin(key, start.sandbox, recycle=False)
+        finally:
+            self._arrived(key, start.abandoned)
 
     def _abandon(self, key: PoolKey, start: _Start) -> None:
         """The caller stopped waiting: a sandbox started for it goes to the idle pool."""
-        if not start.done.is_set():
-            start.abandoned = True  # `_start_for` checks it in when it is up
+        if not start.done.is_set():  # `_start_for` checks it in when it is up
+            start.abandoned = self._expect_arrival(key, None)
         elif start.sandbox is not None:
             self._work.start(self._checkin, key, start.sandbox, False)
 

@@ -310,6 +310,23 @@ async def test_a_call_whose_deadline_ends_in_a_cold_start_leaves_the_sandbox_war
     assert warm.ok and pool.started == 1
 
 
+async def test_a_retry_right_after_a_missed_deadline_waits_for_that_start_not_another(
+    make_pool: PoolFactory,
+) -> None:
+    """An agent that retries at once (as the SDK does after DEADLINE_EXCEEDED) gets the
+    sandbox its first call started; it does not start a second one, which under load would
+    miss its deadline too and, call after call, fill the tenant's share with starts."""
+    pool = await make_pool("process", pool_max=4, tenant_max=1)
+    hurried = invocation("whoami")
+    soon = int(time.time() * 1000) + 20  # a runner's start takes longer than 20 ms
+    hurried = replace(hurried, context=hurried.context.model_copy(update={"deadline_ms": soon}))
+    too_late = await pool.execute(hurried)
+    assert too_late.error is not None and too_late.error.code == ErrorCode.DEADLINE_EXCEEDED
+    retry = await pool.execute(invocation("whoami"))
+    assert retry.ok, retry.error
+    assert pool.started == 1
+
+
 async def test_an_open_pool_reaps_by_itself_and_its_close_leaves_no_task(
     make_pool: PoolFactory,
 ) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import uuid
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -69,13 +68,16 @@ def _expect(status: int, body: bytes) -> None:
 
 class _Target:
     """One gateway, with a token and a connection per worker: no two workers share a
-    rate-limit bucket, and no worker waits on another's connection."""
+    rate-limit bucket, and no worker waits on another's connection. The workers' agents keep
+    their names when the suite runs again after a transient refusal, so a sandboxed row's
+    retry finds the sandboxes its first attempt started (warm, or on their way) instead of
+    starting a second set past the tenant's share."""
 
     def __init__(self, stack: EmbeddedStack, connections: list[Http1Connection]) -> None:
         self.stack = stack
         self.connections = connections
         self.tokens = [
-            stack.token("bench", f"w{i}-{uuid.uuid4().hex[:6]}", ["tool:echo"]) for i in range(17)
+            stack.token("bench", f"gateway-suite-w{i}", ["tool:echo"]) for i in range(17)
         ]
 
     def _raw(
