@@ -23,7 +23,9 @@ cannot have one waits up to `queue_ms` (never past its deadline) in a queue serv
 robin by tenant (`sandbox.fair_queue`), at most `queue_max` calls per tenant; then it gets
 `SANDBOX_UNAVAILABLE` (retryable), or the deadline error if its deadline came first. A call
 that may not queue (`Invocation.may_queue`: a hedge, the gateway's second attempt of a slow
-call) is refused at once instead, so it only ever takes a free slot of its caller's share.
+call) is refused at once instead, so it only ever takes a free slot of its caller's share,
+and never a second cold start of its identity while one is under way (the call it races waits
+for that one, which ends sooner).
 
 The caps, the queue, the spares and the workspace quota are the pool's `SandboxConfig`.
 
@@ -157,6 +159,7 @@ class SandboxPool:
         self._agent_in_use: Counter[tuple[str, str]] = Counter()
         self.tenant_starts_max = config.tenant_starts_max or None
         self._tenant_starting: Counter[str] = Counter()  # cold starts per tenant, now
+        self._key_starting: Counter[PoolKey] = Counter()  # ... and per identity and profile
         self.startup_timeout_s = startup_timeout_s
         self.workspace_root = workspace_root or DEFAULT_ROOT
         # Start a replacement in the background when a kill tears a sandbox down (the gateway
@@ -320,7 +323,8 @@ class SandboxPool:
             await self._await_arrivals(key, limit)
         left_s = limit.left_s()
         queue_s = self.config.queue_ms / 1000 if invocation.may_queue else 0.0
-        grant = await self._admission(key, queue_s if left_s is None else min(queue_s, left_s))
+        wait_s = queue_s if left_s is None else min(queue_s, left_s)
+        grant = await self._admission(key, wait_s, hedge=not invocation.may_queue)
         if grant is None:
             if left_s is not None and left_s <= queue_s:
                 return None  # the deadline ended the wait
@@ -393,14 +397,18 @@ class SandboxPool:
         sandbox = await self._fulfil(key, grant)
         await self._checkin(key, sandbox, recycle=False)
 
-    async def _admission(self, key: PoolKey, wait_s: float) -> _Grant | None:
-        """Admit the call now, or queue it for up to `wait_s`; None when it was not admitted."""
+    async def _admission(
+        self, key: PoolKey, wait_s: float, *, hedge: bool = False
+    ) -> _Grant | None:
+        """Admit the call now, or queue it for up to `wait_s`; None when it was not admitted.
+        A `hedge` (a call that may not queue) is never admitted to a second cold start of its
+        identity: the call it races is still waiting for the first, which ends sooner."""
         async with self._lock:
             if self._closed:
                 raise PoolFullError("the sandbox pool is shut down")
             for expired in self._take_expired():
                 self._work.start(self._destroy, expired)
-            grant = self._admit(key)
+            grant = None if hedge and self._key_starting[key] else self._admit(key)
             if grant is not None or wait_s <= 0:
                 return grant
             waiter = self._queue.join(key[0], key)
@@ -456,6 +464,7 @@ class SandboxPool:
                     return None
             self._starting += 1
             self._tenant_starting[tenant] += 1
+            self._key_starting[key] += 1
         self._tenant_in_use[tenant] += 1
         self._agent_in_use[(tenant, agent)] += 1
         return grant
@@ -477,16 +486,19 @@ class SandboxPool:
             self._busy.discard(grant.sandbox)
             self._idle.setdefault(key, []).append(grant.sandbox)
         else:
-            self._started_or_not(key[0])
+            self._started_or_not(key)
             if grant.evicted is not None:
                 self._work.start(self._destroy, grant.evicted)
         self._release(key)
 
-    def _started_or_not(self, tenant: str) -> None:
-        """A cold start of this tenant's is over (started, failed or given back)."""
+    def _started_or_not(self, key: PoolKey) -> None:
+        """A cold start for this identity and profile is over (started, failed or given
+        back)."""
         self._starting -= 1
-        self._tenant_starting[tenant] -= 1
+        self._tenant_starting[key[0]] -= 1
         self._tenant_starting = +self._tenant_starting  # drops counts of zero
+        self._key_starting[key] -= 1
+        self._key_starting = +self._key_starting
 
     def _refusal(self, key: PoolKey) -> str:
         """Why no sandbox could be had for this identity, and what to do about it."""
@@ -524,11 +536,11 @@ class SandboxPool:
             sandbox = await self._start(key)
         except BaseException:
             async with self._lock:
-                self._started_or_not(key[0])
+                self._started_or_not(key)
                 self._release(key)
             raise
         async with self._lock:
-            self._started_or_not(key[0])
+            self._started_or_not(key)
             self._busy.add(sandbox)
             self._last_cold = key[2]
             if self.tenant_starts_max is not None:

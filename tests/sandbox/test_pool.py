@@ -327,6 +327,24 @@ async def test_a_retry_right_after_a_missed_deadline_waits_for_that_start_not_an
     assert pool.started == 1
 
 
+async def test_a_hedge_never_starts_a_second_sandbox_while_its_call_waits_for_the_first(
+    make_pool: PoolFactory,
+) -> None:
+    """A hedge of a call still in its cold start is refused at once: a second start would end
+    after the first, and under load each slow first call's hedge took another place of the
+    tenant's share, until the tenant's other agents were refused (the gateway bench's c=16)."""
+    pool = await make_pool("process", pool_max=8, tenant_max=4)
+    async with anyio.create_task_group() as group:
+        group.start_soon(pool.execute, invocation("whoami"))
+        await until(lambda: pool._starting == 1, timeout_s=10)
+        hedge = replace(invocation("whoami"), may_queue=False)
+        refused = await pool.execute(hedge)
+    assert refused.error is not None and refused.error.code == ErrorCode.SANDBOX_UNAVAILABLE
+    assert pool.started == 1
+    warm_hedge = await pool.execute(replace(invocation("whoami"), may_queue=False))
+    assert warm_hedge.ok and pool.started == 1  # a warm sandbox of its identity: it runs
+
+
 async def test_an_open_pool_reaps_by_itself_and_its_close_leaves_no_task(
     make_pool: PoolFactory,
 ) -> None:
