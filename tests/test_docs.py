@@ -153,7 +153,9 @@ def run_block(block: Block, stack: EmbeddedStack, cwd: Path) -> str:
 
 def check_foreground(block: Block, cwd: Path) -> None:
     """Start the server command, wait for its URL, stop it with Ctrl-C."""
-    env = reader_env(CONCLAVE_PORT="0")  # 8321 may be taken on a shared machine
+    # 8321 may be taken on a shared machine; and a data directory of its own: the test run's
+    # is shared by every xdist worker, and two servers at once cannot share its Redis.
+    env = reader_env(CONCLAVE_PORT="0", CONCLAVE_DATA_DIR=str(cwd / "data"))
     server = subprocess.Popen(
         ["bash", "-c", block.text],
         cwd=ROOT,
@@ -178,9 +180,24 @@ def check_foreground(block: Block, cwd: Path) -> None:
     finally:
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGINT)
-        rest, _ = server.communicate(timeout=60)
+        try:
+            rest, _ = server.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            stuck = _conclave_processes()  # before the kill: what did not stop, and where
+            os.killpg(server.pid, signal.SIGKILL)
+            rest, _ = server.communicate()
+            raise AssertionError(
+                f"{block.where}: still running 60 s after Ctrl-C:\n{stuck}\n{rest.decode()}"
+            ) from None
     assert server.returncode == 0, f"{block.where}: exit {server.returncode}\n{rest.decode()}"
     assert b"stopped." in rest, f"{block.where}: {rest.decode()}"
+
+
+def _conclave_processes() -> str:
+    """This machine's Conclave and Redis processes: state, kernel wait channel, age."""
+    ps = ["ps", "-eo", "pid,ppid,sid,stat,wchan:24,etimes,args", "--forest"]
+    table = subprocess.run(ps, capture_output=True, text=True, check=False).stdout
+    return "\n".join(line for line in table.splitlines() if "conclave" in line or "redis" in line)
 
 
 def check_env(block: Block, tmp_path: Path) -> None:
