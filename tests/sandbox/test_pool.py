@@ -16,7 +16,8 @@ import pytest
 from protocol import ErrorCode
 from sandbox.executor import CallLimits
 from sandbox.instance import Sandbox
-from sandbox.pool import MEMORY_TIERS_MB, RUNNER_OVERHEAD_MB, SandboxPool, profile_for
+from sandbox.pool import SandboxPool
+from sandbox.profiles import MEMORY_TIERS_MB, RUNNER_OVERHEAD_MB, profile_for
 from tests.helpers import until
 from tests.sandbox.conftest import (
     ALL_BACKENDS,
@@ -159,9 +160,9 @@ async def test_room_is_made_from_the_tenant_holding_most_not_a_small_tenants_war
 async def _ready_spare(pool: SandboxPool) -> Sandbox:
     """The pool's one spare, once it has started."""
     with anyio.fail_after(30):
-        while not pool._spares:  # noqa: ASYNC110 (polling the pool's own state)
+        while not pool.ready_spares:  # noqa: ASYNC110 (polling the pool's own state)
             await anyio.sleep(0.005)
-    (spare,) = pool._spares.values()
+    (spare,) = pool._spares.ready.values()
     return spare
 
 
