@@ -500,6 +500,7 @@ class SandboxPool:
     async def open(self) -> SandboxPool:
         """Enter the pool's task group, in the task that will `aclose` the pool: the reaper
         and all the pool's work off its callers' path run in it. `async with pool` opens it."""
+        await self.backend.open()  # first: its own background work is left after the pool's
         await self._work.open()
         await self._work.start_forever(self._reap_forever)
         return self
@@ -522,10 +523,10 @@ class SandboxPool:
                 self._idle.clear()
             for sandbox in everything:
                 await self._destroy(sandbox)
-        # Outside the shield: a task group is left from the cancel scope it was entered in.
+        # Outside the shield: a task group is left from the cancel scope it was entered in
+        # (the backend's too: it shields its own teardown).
         await self._work.aclose()
-        with anyio.CancelScope(shield=True):
-            await self.backend.aclose()
+        await self.backend.aclose()
 
 
 async def _close_quietly(sandbox: Sandbox) -> None:
