@@ -6,8 +6,9 @@ imports) does not pay for the stack, the gateway and Redis before a command need
 
 from __future__ import annotations
 
-import importlib as _importlib
 import typing as _typing
+
+from protocol import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:
     from conclave.stack import EmbeddedRedis, EmbeddedStack
@@ -16,15 +17,4 @@ _HOMES = {"EmbeddedRedis": "conclave.stack.embedded_redis", "EmbeddedStack": "co
 
 __all__ = ["EmbeddedRedis", "EmbeddedStack"]
 
-
-def __getattr__(name: str) -> object:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'conclave' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(home), name)
-    globals()[name] = value  # looked up once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = _lazy_exports(__name__, _HOMES)

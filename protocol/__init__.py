@@ -1,4 +1,5 @@
-"""The wire contract between Conclave's parts: pydantic models only, no I/O."""
+"""The wire contract between Conclave's parts: pydantic models only, no I/O; and
+`lazy_exports`, the one way a package's `__init__` loads its names on first use."""
 
 from protocol import jsonrpc
 from protocol.agents import ADMIN_KEY_HEADER, AgentRecord, AgentRegistration, AgentToken
@@ -37,6 +38,7 @@ from protocol.jsonrpc import (
     JsonRpcResponse,
     RequestId,
 )
+from protocol.lazy_loading import lazy_exports
 from protocol.mcp import (
     PROTOCOL_VERSION,
     CallToolParams,
@@ -170,6 +172,7 @@ __all__ = [
     "client_capabilities",
     "content_json",
     "jsonrpc",
+    "lazy_exports",
     "log_notification",
     "progress_notification",
     "validate_scope",

@@ -16,11 +16,13 @@ from sandbox.detect import BackendChoice, bwrap_status, docker_status, strongest
 from sandbox.docker_client import docker_client
 from sandbox.executor import NOT_RUN, CallLimits, Invocation, Outcome, ToolExecutor
 from sandbox.factory import backend_named, create_backend, create_executor
+from sandbox.fair_share import PoolFullError
 from sandbox.gc import collect_orphans
 from sandbox.image import ImageBuildError, RuntimeImageBuilder
 from sandbox.inprocess import InProcessExecutor
 from sandbox.instance import MCP_STDIO_ENTRYPOINT, Sandbox
-from sandbox.pool import PoolFullError, SandboxPool, profile_for
+from sandbox.pool import SandboxPool
+from sandbox.profiles import profile_for
 from sandbox.runner_wire import frame_limit
 from sandbox.source_layer import node_layer, source_layer
 from sandbox.time_limit import (

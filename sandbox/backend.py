@@ -106,10 +106,16 @@ class SandboxBackend(Protocol):
     @property
     def isolates(self) -> bool: ...
 
+    async def open(self) -> None:
+        """Enter what the backend runs in the background (a task group), in the task that
+        will `aclose` it; the pool opens its backend before its own group, and closes it after."""
+        ...
+
     async def launch(self, spec: SandboxSpec) -> LaunchedSandbox: ...
 
     async def aclose(self) -> None:
-        """Release backend-wide resources (clients); sandboxes are killed by their owner."""
+        """Release backend-wide resources (clients); sandboxes are killed by their owner. A
+        teardown begun is finished even if the caller is cancelled (the backend shields it)."""
         ...
 
 

@@ -13,28 +13,22 @@ kill invites is warm. A call's wall limit and how long the pool waits for a sand
 `sandbox.time_limit`.
 
 Fair sharing: at most `pool_max` exist at once (an idle one of anyone is torn down to
-make room), and of those in use (busy or starting) a tenant holds at most `tenant_max` and
-an agent at most `agent_max`, so one tenant's flood cannot take every sandbox. Of those, a
-tenant may have at most `tenant_starts_max` starting at once: a cold start's CPU is spent
-by the engine, the runtime and the runner's imports, in no tenant's CPU share, so a tenant
-cycling calls through more agents than its share (each needing a sandbox of its own) would
-otherwise buy with starts the cores every other tenant's calls run on. A call that
-cannot have one waits up to `queue_ms` (never past its deadline) in a queue served round
-robin by tenant (`sandbox.fair_queue`), at most `queue_max` calls per tenant; then it gets
+make room); of those in use a tenant and an agent hold at most their share, and a tenant has
+at most so many starting (`sandbox.fair_share`). A call that cannot have one waits up to
+`queue_ms` (never past its deadline) in a queue served round robin by tenant
+(`sandbox.fair_queue`), at most `queue_max` calls per tenant; then it gets
 `SANDBOX_UNAVAILABLE` (retryable), or the deadline error if its deadline came first. A call
 that may not queue (`Invocation.may_queue`: a hedge, the gateway's second attempt of a slow
 call) is refused at once instead, so it only ever takes a free slot of its caller's share,
 and never a second cold start of its identity while one is under way (the call it races waits
 for that one, which ends sooner).
 
-The caps, the queue, the spares and the workspace quota are the pool's `SandboxConfig`.
+A cancelled call's sandbox, and a cold start that outlived its caller's deadline, go to the
+idle pool when they are ready; the identity's next call waits for them instead of starting
+another (`sandbox.arrivals`). With `spares`, the pool keeps pre-started sandboxes that belong
+to nobody yet, for identities it has not seen (`sandbox.spares`).
 
-Spares: with `spares`, the pool keeps one pre-started sandbox per chosen profile that belongs
-to nobody (it has never served a call). An identity with no warm sandbox of that profile
-takes it (its workspace becomes that identity's; it never returns to being a spare), so its
-first call skips the start, and a new spare starts in the background once the call is done.
-A spare counts against `pool_max`, is the first torn down when a call needs room, is
-started only while there is room, is never reaped as idle, and is torn down with the pool.
+The caps, the queue, the spares and the workspace quota are the pool's `SandboxConfig`.
 """
 
 from __future__ import annotations
@@ -44,74 +38,27 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
 
 from protocol import CallUsage, ErrorCode, ExitReason, SerfError
+from sandbox.arrivals import Arrivals, Arriving, StartsByDeadline
 from sandbox.backend import SandboxBackend, SandboxError, SandboxProfile, SandboxSpec
 from sandbox.background import BackgroundWork
 from sandbox.config import DIRECT_POOL, SandboxConfig
 from sandbox.executor import CallLimits, Invocation, Outcome
 from sandbox.fair_queue import FairQueue, Waiter
+from sandbox.fair_share import FairShares, Grant, PoolFullError
 from sandbox.instance import CANCEL_ANSWER_S, EgressGate, Sandbox, StaleSandboxError
+from sandbox.profiles import NOBODY, PoolKey, profile_for
+from sandbox.spares import Spares
 from sandbox.time_limit import TimeLimit
 from sandbox.unavailable import unavailable_error
 from sandbox.workspace import DEFAULT_ROOT, create_workspace, remove_workspace
 
-# A sandbox's memory ceiling: the call's limit rounded up to a tier, plus the runner's own.
-MEMORY_TIERS_MB = (256, 1024, 4096, 16384, 65536)
-RUNNER_OVERHEAD_MB = 192
-PoolKey = tuple[str, str, SandboxProfile]
-NOBODY = ("", "")  # the (tenant, agent) of a spare: it belongs to no identity yet
 log = logging.getLogger("conclave.sandbox")
-
-
-class PoolFullError(SandboxError):
-    retry_after_ms = 250  # a busy pool frees a sandbox within a call or two
-
-
-@dataclass
-class _Arriving:
-    """A sandbox on its way to an identity's idle pool: a cancelled call's (its runner was
-    asked to kill the call) or a cold start its caller stopped waiting for. The identity's
-    next call waits for it, up to `wait_s` (None: its deadline), instead of starting another."""
-
-    wait_s: float | None
-    done: anyio.Event = field(default_factory=anyio.Event)
-
-
-@dataclass
-class _Start:
-    """A cold start run in the pool's task group for a caller that waits until its deadline."""
-
-    done: anyio.Event = field(default_factory=anyio.Event)
-    sandbox: Sandbox | None = None
-    error: Exception | None = None
-    # The caller stopped waiting: the sandbox goes to the idle pool, where the identity's
-    # next call (its retry, typically) waits for it instead of starting another.
-    abandoned: _Arriving | None = None
-
-
-@dataclass
-class _Grant:
-    """A call's admission: a warm sandbox of its key, or leave to start one (after tearing
-    down `evicted`, an idle sandbox of anyone that makes room under the global cap)."""
-
-    sandbox: Sandbox | None = None
-    evicted: Sandbox | None = None
-
-
-def profile_for(limits: CallLimits, network: bool = False) -> SandboxProfile:
-    """The profile of calls limited to `limits`, whose tool has network rights or not."""
-    return replace(profile_for_memory(limits.memory_mb), egress=network)
-
-
-def profile_for_memory(memory_mb: int) -> SandboxProfile:
-    """The profile of calls limited to `memory_mb`."""
-    tier = next((t for t in MEMORY_TIERS_MB if t >= memory_mb), memory_mb)
-    return SandboxProfile(memory_mb=tier + RUNNER_OVERHEAD_MB)
 
 
 def within_deadline(invocation: Invocation) -> Invocation:
@@ -151,15 +98,8 @@ class SandboxPool:
         self.backend = backend
         self.config = config
         self.tool_modules = tuple(tool_modules)
-        self.tenant_max = config.tenant_max or max(1, config.pool_max // 2)
-        self.agent_max = config.agent_max or max(1, config.pool_max // 4)
-        self._queue: FairQueue[PoolKey, _Grant] = FairQueue(config.queue_max)
-        # Sandboxes in use (busy or starting) per tenant and per (tenant, agent).
-        self._tenant_in_use: Counter[str] = Counter()
-        self._agent_in_use: Counter[tuple[str, str]] = Counter()
-        self.tenant_starts_max = config.tenant_starts_max or None
-        self._tenant_starting: Counter[str] = Counter()  # cold starts per tenant, now
-        self._key_starting: Counter[PoolKey] = Counter()  # ... and per identity and profile
+        self._shares = FairShares(config)
+        self._queue: FairQueue[PoolKey, Grant] = FairQueue(config.queue_max)
         self.startup_timeout_s = startup_timeout_s
         self.workspace_root = workspace_root or DEFAULT_ROOT
         # Start a replacement in the background when a kill tears a sandbox down (the gateway
@@ -168,21 +108,17 @@ class SandboxPool:
         self.egress = egress  # serves each sandbox's egress socket (the gateway's proxy)
         self._idle: dict[PoolKey, list[Sandbox]] = {}
         self._busy: set[Sandbox] = set()
-        self._starting = 0
-        spares = config.spares
-        self._spare_profiles = (
-            None if spares is None else frozenset(profile_for_memory(mb) for mb in spares)
-        )
-        self._last_cold: SandboxProfile | None = None  # the profile a cold start last had
-        self._spares: dict[SandboxProfile, Sandbox] = {}  # started, never used
-        self._spares_starting: set[SandboxProfile] = set()
+        self._spares = Spares(config.spares)
         self._lock = anyio.Lock()
         self._closed = False
         self._interrupted = False  # `interrupt` killed the busy sandboxes: a shutdown
         self._work = BackgroundWork()  # the pool's task group: everything off the callers' path
-        # Per identity, the sandboxes on their way to its idle pool (`_Arriving`): a retry
+        # Per identity, the sandboxes on their way to its idle pool (`Arriving`): a retry
         # after a cancel or a deadline finds one warm instead of starting another.
-        self._arriving: dict[PoolKey, list[_Arriving]] = {}
+        self._arrivals = Arrivals()
+        self._starts_by_deadline = StartsByDeadline(
+            self._work, self._arrivals, self._fulfil, self._checkin
+        )
         self.started = 0  # sandboxes ever started, for tests and the bench
         self.recycled = 0
 
@@ -192,13 +128,28 @@ class SandboxPool:
 
     @property
     def size(self) -> int:
-        spares = len(self._spares) + len(self._spares_starting)
-        return self._starting + spares + len(self._busy) + sum(map(len, self._idle.values()))
+        idle = sum(map(len, self._idle.values()))
+        return self._shares.starting + self._spares.count + len(self._busy) + idle
+
+    @property
+    def tenant_max(self) -> int:
+        """How many sandboxes a tenant may have in use at once."""
+        return self._shares.tenant_max
+
+    @property
+    def agent_max(self) -> int:
+        """How many sandboxes an agent may have in use at once."""
+        return self._shares.agent_max
+
+    @property
+    def tenant_starts_max(self) -> int | None:
+        """How many sandboxes a tenant may have starting at once (None: no cap)."""
+        return self._shares.tenant_starts_max
 
     @property
     def ready_spares(self) -> int:
         """How many spares are started and waiting for an identity."""
-        return len(self._spares)
+        return len(self._spares.ready)
 
     def tenant_stats(self) -> dict[str, tuple[int, int, int]]:
         """Per tenant: sandboxes in use (busy or starting), idle ones kept warm for it, and
@@ -206,9 +157,7 @@ class SandboxPool:
         idle: Counter[str] = Counter()
         for (tenant, _, _), sandboxes in self._idle.items():
             idle[tenant] += len(sandboxes)
-        agents = Counter(tenant for tenant, _ in self._agent_in_use)
-        tenants = set(self._tenant_in_use) | set(idle)
-        return {t: (self._tenant_in_use[t], idle[t], agents[t]) for t in sorted(tenants)}
+        return self._shares.tenant_stats(idle)
 
     async def execute(self, invocation: Invocation) -> Outcome:
         principal = invocation.context.principal
@@ -246,7 +195,7 @@ class SandboxPool:
                 if sandbox.cancelled_call is not None:
                     # Cancelled: the runner was told to kill the call; the sandbox goes back
                     # warm once it answers, off the cancelled caller's path.
-                    arriving = self._expect_arrival(key, CANCEL_ANSWER_S)
+                    arriving = self._arrivals.expect(key, CANCEL_ANSWER_S)
                     self._work.start(self._settle_cancelled, key, sandbox, arriving)
                 else:
                     with anyio.CancelScope(shield=True):
@@ -268,7 +217,7 @@ class SandboxPool:
         )
         return replace(outcome, error=error)
 
-    async def _settle_cancelled(self, key: PoolKey, sandbox: Sandbox, arriving: _Arriving) -> None:
+    async def _settle_cancelled(self, key: PoolKey, sandbox: Sandbox, arriving: Arriving) -> None:
         """Check in a cancelled call's sandbox once its runner answered the cancel (warm), or
         tear it down (and replace it) if it did not."""
         try:
@@ -276,32 +225,9 @@ class SandboxPool:
             recycle = not warm or sandbox.calls >= self.config.recycle_after
             await self._checkin(key, sandbox, recycle=recycle)
         finally:
-            self._arrived(key, arriving)
+            self._arrivals.arrived(key, arriving)
         if not warm and self.replace_killed:
             await self._replace(key)
-
-    def _expect_arrival(self, key: PoolKey, wait_s: float | None) -> _Arriving:
-        arriving = _Arriving(wait_s)
-        self._arriving.setdefault(key, []).append(arriving)
-        return arriving
-
-    def _arrived(self, key: PoolKey, arriving: _Arriving) -> None:
-        """The sandbox is in the idle pool (or was torn down): callers waiting go on."""
-        arriving.done.set()
-        waiting = self._arriving.get(key, [])
-        if arriving in waiting:
-            waiting.remove(arriving)
-        if not waiting:
-            self._arriving.pop(key, None)
-
-    async def _await_arrivals(self, key: PoolKey, limit: TimeLimit) -> None:
-        """Wait (never past the deadline) for this identity's sandboxes on their way to its
-        idle pool: the call after a cancel or a missed deadline then finds one warm."""
-        for arriving in list(self._arriving.get(key, ())):
-            left = limit.left_s()
-            caps = [s for s in (left, arriving.wait_s) if s is not None]
-            with anyio.move_on_after(min(caps) if caps else None):
-                await arriving.done.wait()
 
     async def _replace(self, key: PoolKey) -> None:
         """Start a sandbox for `key` in place of one a kill tore down, so the retry the kill
@@ -319,8 +245,8 @@ class SandboxPool:
         either: the caller stops waiting then, and the start finishes in the background into
         the idle pool, so the next call of this identity finds it warm."""
         limit = TimeLimit.of(invocation)
-        if key in self._arriving and invocation.may_queue:
-            await self._await_arrivals(key, limit)
+        if key in self._arrivals and invocation.may_queue:
+            await self._arrivals.wait(key, limit)
         left_s = limit.left_s()
         queue_s = self.config.queue_ms / 1000 if invocation.may_queue else 0.0
         wait_s = queue_s if left_s is None else min(queue_s, left_s)
@@ -328,11 +254,11 @@ class SandboxPool:
         if grant is None:
             if left_s is not None and left_s <= queue_s:
                 return None  # the deadline ended the wait
-            raise PoolFullError(self._refusal(key))
+            raise PoolFullError(self._shares.refusal(*key[:2]))
         if left_s is None or grant.sandbox is not None:
             sandbox = await self._fulfil(key, grant)  # no deadline, or nothing to start
         else:
-            started = await self._start_by_deadline(key, grant, limit)
+            started = await self._starts_by_deadline.start(key, grant, limit)
             if started is None:
                 return None
             sandbox = started
@@ -341,51 +267,6 @@ class SandboxPool:
             return None
         return sandbox
 
-    async def _start_by_deadline(
-        self, key: PoolKey, grant: _Grant, limit: TimeLimit
-    ) -> Sandbox | None:
-        """The sandbox a grant starts, or None when the deadline came first: the start goes
-        on in the pool's task group, and the sandbox then goes to the idle pool warm."""
-        start = _Start()
-        self._work.start(self._start_for, key, grant, start)
-        taken = False
-        try:
-            with anyio.move_on_after(limit.left_s()):
-                await start.done.wait()
-            taken = start.done.is_set()
-        finally:
-            if not taken:  # the deadline, or the caller cancelled: nobody takes it
-                self._abandon(key, start)
-        if not taken:
-            return None
-        if start.error is not None:
-            raise start.error
-        if start.sandbox is None:
-            raise PoolFullError("the sandbox pool shut down while this call's sandbox started")
-        return start.sandbox
-
-    async def _start_for(self, key: PoolKey, grant: _Grant, start: _Start) -> None:
-        try:
-            start.sandbox = await self._fulfil(key, grant)
-        except Exception as exc:  # the waiting caller reports it; nobody else has to
-            start.error = exc
-        finally:
-            start.done.set()
-        if start.abandoned is None:
-            return
-        try:
-            if start.sandbox is not None:
-                await self._checkin(key, start.sandbox, recycle=False)
-        finally:
-            self._arrived(key, start.abandoned)
-
-    def _abandon(self, key: PoolKey, start: _Start) -> None:
-        """The caller stopped waiting: a sandbox started for it goes to the idle pool."""
-        if not start.done.is_set():  # `_start_for` checks it in when it is up
-            start.abandoned = self._expect_arrival(key, None)
-        elif start.sandbox is not None:
-            self._work.start(self._checkin, key, start.sandbox, False)
-
     async def prewarm(self, tenant: str, agent: str, limits: CallLimits) -> None:
         """Start a sandbox for this identity and profile now, so its first call is warm."""
         await self._start_warm((tenant, agent, profile_for(limits)))
@@ -393,13 +274,11 @@ class SandboxPool:
     async def _start_warm(self, key: PoolKey) -> None:
         grant = await self._admission(key, 0.0)
         if grant is None:
-            raise PoolFullError(self._refusal(key))
+            raise PoolFullError(self._shares.refusal(*key[:2]))
         sandbox = await self._fulfil(key, grant)
         await self._checkin(key, sandbox, recycle=False)
 
-    async def _admission(
-        self, key: PoolKey, wait_s: float, *, hedge: bool = False
-    ) -> _Grant | None:
+    async def _admission(self, key: PoolKey, wait_s: float, *, hedge: bool = False) -> Grant | None:
         """Admit the call now, or queue it for up to `wait_s`; None when it was not admitted.
         A `hedge` (a call that may not queue) is never admitted to a second cold start of its
         identity: the call it races is still waiting for the first, which ends sooner."""
@@ -408,7 +287,7 @@ class SandboxPool:
                 raise PoolFullError("the sandbox pool is shut down")
             for expired in self._take_expired():
                 self._work.start(self._destroy, expired)
-            grant = None if hedge and self._key_starting[key] else self._admit(key)
+            grant = None if hedge and self._shares.is_starting(key) else self._admit(key)
             if grant is not None or wait_s <= 0:
                 return grant
             waiter = self._queue.join(key[0], key)
@@ -419,9 +298,7 @@ class SandboxPool:
                 )
         return await self._wait_for_grant(waiter, wait_s)
 
-    async def _wait_for_grant(
-        self, waiter: Waiter[PoolKey, _Grant], wait_s: float
-    ) -> _Grant | None:
+    async def _wait_for_grant(self, waiter: Waiter[PoolKey, Grant], wait_s: float) -> Grant | None:
         try:
             with anyio.move_on_after(wait_s):
                 await waiter.granted.wait()
@@ -433,100 +310,54 @@ class SandboxPool:
             self._queue.leave(waiter)
         return waiter.grant
 
-    def _admit(self, key: PoolKey) -> _Grant | None:
+    def _admit(self, key: PoolKey) -> Grant | None:
         """The call's grant, if its tenant and agent are under their caps and a sandbox can be
         had: its own idle one, or a new one under the global cap (an idle one of anyone is
         evicted to make room). Marks it in use."""
         tenant, agent, _ = key
-        if self._closed or self._tenant_in_use[tenant] >= self.tenant_max:
-            return None
-        if self._agent_in_use[(tenant, agent)] >= self.agent_max:
+        if self._closed or not self._shares.may_use(tenant, agent):
             return None
         idle = self._idle.get(key)
-        spare = None if idle else self._spares.pop(key[2], None)
+        spare = None if idle else self._spares.take(key[2])
         if idle:
             sandbox = idle.pop()
             self._busy.add(sandbox)
-            grant = _Grant(sandbox=sandbox)
+            grant = Grant(sandbox=sandbox)
         elif spare is not None:  # from now on it is this identity's, workspace and all
             spare.spec = replace(spare.spec, tenant=tenant, agent=agent)
             self._busy.add(spare)
-            self._last_cold = key[2]
-            grant = _Grant(sandbox=spare)
+            self._spares.last_cold = key[2]
+            grant = Grant(sandbox=spare)
         else:
-            starts_max = self.tenant_starts_max
-            if starts_max is not None and self._tenant_starting[tenant] >= starts_max:
+            if not self._shares.may_start(tenant):
                 return None
-            grant = _Grant()
+            grant = Grant()
             if self.size >= self.config.pool_max:
-                grant.evicted = self._spare_for_room() or self._oldest_idle()
+                grant.evicted = self._spares.for_room() or self._oldest_idle()
                 if grant.evicted is None:
                     return None
-            self._starting += 1
-            self._tenant_starting[tenant] += 1
-            self._key_starting[key] += 1
-        self._tenant_in_use[tenant] += 1
-        self._agent_in_use[(tenant, agent)] += 1
+            self._shares.start_begun(key)
+        self._shares.use(tenant, agent)
         return grant
 
     def _release(self, key: PoolKey) -> None:
         """One sandbox of this identity is no longer in use: serve the queue."""
-        tenant, agent, _ = key
-        self._tenant_in_use[tenant] -= 1
-        self._agent_in_use[(tenant, agent)] -= 1
-        # An identity with nothing in use takes no room (drops counts of zero).
-        self._tenant_in_use = +self._tenant_in_use
-        self._agent_in_use = +self._agent_in_use
+        self._shares.release(*key[:2])
         self._queue.serve(self._admit)
         self._top_up_spares()
 
-    def _give_back(self, key: PoolKey, grant: _Grant) -> None:
+    def _give_back(self, key: PoolKey, grant: Grant) -> None:
         """Undo a grant its call no longer wants (it was cancelled while queued)."""
         if grant.sandbox is not None:
             self._busy.discard(grant.sandbox)
             self._idle.setdefault(key, []).append(grant.sandbox)
         else:
-            self._started_or_not(key)
+            self._shares.started_or_not(key)
             if grant.evicted is not None:
                 self._work.start(self._destroy, grant.evicted)
         self._release(key)
 
-    def _started_or_not(self, key: PoolKey) -> None:
-        """A cold start for this identity and profile is over (started, failed or given
-        back)."""
-        self._starting -= 1
-        self._tenant_starting[key[0]] -= 1
-        self._tenant_starting = +self._tenant_starting  # drops counts of zero
-        self._key_starting[key] -= 1
-        self._key_starting = +self._key_starting
-
-    def _refusal(self, key: PoolKey) -> str:
-        """Why no sandbox could be had for this identity, and what to do about it."""
-        tenant, agent, _ = key
-        waited = f"after waiting {self.config.queue_ms} ms " if self.config.queue_ms else ""
-        if self._tenant_in_use[tenant] >= self.tenant_max:
-            return (
-                f"tenant {tenant!r} already has its share of {self.tenant_max} sandboxes in "
-                f"use {waited}; retry shortly (or raise CONCLAVE_SANDBOX_TENANT_MAX)"
-            )
-        if self._agent_in_use[(tenant, agent)] >= self.agent_max:
-            return (
-                f"agent {agent!r} already has its share of {self.agent_max} sandboxes in "
-                f"use {waited}; retry shortly (or raise CONCLAVE_SANDBOX_AGENT_MAX)"
-            )
-        starts_max = self.tenant_starts_max
-        if starts_max is not None and self._tenant_starting[tenant] >= starts_max:
-            return (
-                f"tenant {tenant!r} already has {starts_max} sandboxes starting {waited}; "
-                "retry shortly, or keep calls on fewer agents, whose sandboxes stay warm "
-                "(or raise CONCLAVE_SANDBOX_TENANT_STARTS_MAX)"
-            )
-        return (
-            f"all {self.config.pool_max} sandboxes are busy {waited}; retry shortly "
-            "(or raise CONCLAVE_SANDBOX_POOL_MAX)"
-        )
-
-    async def _fulfil(self, key: PoolKey, grant: _Grant) -> Sandbox:
+    async def _fulfil(self, key: PoolKey, grant: Grant) -> Sandbox:
         """The sandbox a grant stands for: its warm one, or one started now."""
         if grant.sandbox is not None:
             return grant.sandbox
@@ -536,14 +367,14 @@ class SandboxPool:
             sandbox = await self._start(key)
         except BaseException:
             async with self._lock:
-                self._started_or_not(key)
+                self._shares.started_or_not(key)
                 self._release(key)
             raise
         async with self._lock:
-            self._started_or_not(key)
+            self._shares.started_or_not(key)
             self._busy.add(sandbox)
-            self._last_cold = key[2]
-            if self.tenant_starts_max is not None:
+            self._spares.last_cold = key[2]
+            if self._shares.tenant_starts_max is not None:
                 self._queue.serve(self._admit)  # the tenant's next start may go now
         return sandbox
 
@@ -579,15 +410,13 @@ class SandboxPool:
         anything); tear down spares of profiles no longer wanted."""
         if self._closed:
             return
-        wanted = self._spare_profiles
-        if wanted is None:
-            wanted = frozenset() if self._last_cold is None else frozenset({self._last_cold})
-        for profile in [p for p in self._spares if p not in wanted]:
-            self._work.start(self._destroy, self._spares.pop(profile))
-        for profile in wanted - self._spares.keys() - self._spares_starting:
+        wanted = self._spares.wanted()
+        for unwanted in self._spares.unwanted(wanted):
+            self._work.start(self._destroy, unwanted)
+        for profile in self._spares.missing(wanted):
             if self.size >= self.config.pool_max:
                 return
-            self._spares_starting.add(profile)
+            self._spares.starting.add(profile)
             self._work.start(self._start_spare, profile)
 
     async def _start_spare(self, profile: SandboxProfile) -> None:
@@ -598,18 +427,12 @@ class SandboxPool:
             log.info("could not start a spare sandbox of %s MB", profile.memory_mb, exc_info=True)
         finally:
             async with self._lock:
-                self._spares_starting.discard(profile)
+                self._spares.starting.discard(profile)
                 if sandbox is not None and not self._closed:
-                    self._spares[profile], sandbox = sandbox, None
+                    self._spares.ready[profile], sandbox = sandbox, None
                     self._queue.serve(self._admit)  # a queued call may take it
         if sandbox is not None:  # the pool shut down while it started
             await self._destroy(sandbox)
-
-    def _spare_for_room(self) -> Sandbox | None:
-        """A spare to tear down for room (spares go before anyone's warm sandbox)."""
-        if not self._spares:
-            return None
-        return self._spares.pop(next(iter(self._spares)))
 
     def _take_expired(self) -> list[Sandbox]:
         now = time.monotonic()
@@ -627,7 +450,7 @@ class SandboxPool:
         """The idle sandbox to tear down for room: the least recently used one of the tenant
         that holds the most sandboxes, so a tenant starting many never evicts the one warm
         sandbox of a tenant that holds few."""
-        held = Counter(self._tenant_in_use)
+        held = self._shares.in_use_per_tenant()
         for key, sandboxes in self._idle.items():
             held[key[0]] += len(sandboxes)
         candidates = [
@@ -682,6 +505,7 @@ class SandboxPool:
     async def open(self) -> SandboxPool:
         """Enter the pool's task group, in the task that will `aclose` the pool: the reaper
         and all the pool's work off its callers' path run in it. `async with pool` opens it."""
+        await self.backend.open()  # first: its own background work is left after the pool's
         await self._work.open()
         await self._work.start_forever(self._reap_forever)
         return self
@@ -700,15 +524,14 @@ class SandboxPool:
             async with self._lock:
                 self._closed = True
                 everything = [s for v in self._idle.values() for s in v] + list(self._busy)
-                everything += self._spares.values()
+                everything += self._spares.drain()
                 self._idle.clear()
-                self._spares.clear()
             for sandbox in everything:
                 await self._destroy(sandbox)
-        # Outside the shield: a task group is left from the cancel scope it was entered in.
+        # Outside the shield: a task group is left from the cancel scope it was entered in
+        # (the backend's too: it shields its own teardown).
         await self._work.aclose()
-        with anyio.CancelScope(shield=True):
-            await self.backend.aclose()
+        await self.backend.aclose()
 
 
 async def _close_quietly(sandbox: Sandbox) -> None:

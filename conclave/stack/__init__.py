@@ -7,8 +7,9 @@ without paying for the stack, the gateway and Redis."""
 
 from __future__ import annotations
 
-import importlib as _importlib
 import typing as _typing
+
+from protocol import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:
     from conclave.stack.balancer import write_haproxy
@@ -46,15 +47,4 @@ __all__ = [
     "write_haproxy",
 ]
 
-
-def __getattr__(name: str) -> object:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'conclave.stack' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(home), name)
-    globals()[name] = value  # looked up once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = _lazy_exports(__name__, _HOMES)

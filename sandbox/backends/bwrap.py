@@ -143,6 +143,9 @@ class BwrapBackend:
             os.close(seccomp_fd)  # bwrap holds its own copy
         return BwrapSandbox(spec.sandbox_id, process, cgroup)
 
+    async def open(self) -> None:
+        return None
+
     async def aclose(self) -> None:
         return None
 

@@ -202,10 +202,14 @@ class DockerBackend:
         except NotFound:
             return
 
+    async def open(self) -> None:
+        return None
+
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._blocking(self._client.close)
-            self._client = None
+        with anyio.CancelScope(shield=True):  # a teardown begun is finished
+            if self._client is not None:
+                await self._blocking(self._client.close)
+                self._client = None
 
 
 def sandbox_error_from_docker(

@@ -13,20 +13,25 @@ no new placements; a start in flight on it and every call on its sandboxes end a
 `EngineLost` (SANDBOX_UNAVAILABLE, retryable), so the retry is placed on another engine; and
 its containers' removal is owed until it answers again. The next check that finds it
 answering removes what is owed and places on it again.
+
+The health checks and the work left running on a drained engine (blocked in a thread on it)
+live in the fleet's task group (`BackgroundWork`), entered when the pool opens the fleet and
+left when it closes it: none of it outlives the fleet.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Coroutine, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar, cast
 
 import anyio
 from docker.errors import DockerException
 
 from sandbox.backend import EngineLost, SandboxError, SandboxSpec, SandboxStartError
 from sandbox.backends.docker import DockerBackend, DockerSandbox
+from sandbox.background import BackgroundWork
 from sandbox.docker_client import docker_client
 
 T = TypeVar("T")
@@ -68,6 +73,23 @@ class _Engine:
         if self._pinger is not None:
             self._pinger.close()
             self._pinger = None
+
+
+@dataclass(eq=False)
+class _Running(Generic[T]):
+    """Work on an engine, run in the fleet's task group: its caller takes the outcome if it
+    ends before the engine is drained; otherwise the work ends alone, then `abandoned` gets
+    its result."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    value: T | None = None
+    error: Exception | None = None
+    abandoned: Callable[[T], None] | None = None
+
+    def outcome(self) -> T:
+        if self.error is not None:
+            raise self.error
+        return cast(T, self.value)
 
 
 class FleetSandbox:
@@ -131,8 +153,12 @@ class DockerFleet:
         self.image = image
         self.capacity = capacity
         self.engines = [_Engine(DockerBackend(host, image)) for host in docker_hosts]
-        self._health: asyncio.Task[None] | None = None
-        self._abandoned: set[asyncio.Task[Any]] = set()  # starts left running on drained engines
+        self._work = BackgroundWork("the docker fleet")
+        self._checking = False  # the health checks started (at the first launch)
+        self._abandoned: set[_Running[Any]] = set()  # starts left running on drained engines
+
+    async def open(self) -> None:
+        await self._work.open()
 
     def held(self) -> dict[str, int]:
         """Sandboxes this gateway holds per engine host."""
@@ -156,8 +182,9 @@ class DockerFleet:
         return best
 
     async def launch(self, spec: SandboxSpec) -> FleetSandbox:
-        if self._health is None:
-            self._health = asyncio.get_running_loop().create_task(self._check_forever())
+        if not self._checking:
+            self._checking = True
+            await self._work.start_forever(self._check_forever)
         engine = self._place()
         engine.held += 1
         try:
@@ -179,37 +206,50 @@ class DockerFleet:
         assert isinstance(launched, DockerSandbox)
         return FleetSandbox(self, engine, launched)
 
-    def _owe_container(self, engine: _Engine) -> Any:
+    def _owe_container(self, engine: _Engine) -> Callable[[Any], None]:
         """What to do with a start abandoned when its engine was drained: once it ends,
         remove the container it made (when the engine answers again)."""
 
-        def owe(task: asyncio.Task[Any]) -> None:
-            if not task.cancelled() and task.exception() is None:
-                engine.owed.add(task.result().container_id)
+        def owe(launched: Any) -> None:
+            engine.owed.add(launched.container_id)
 
         return owe
 
     async def unless_lost(
-        self, engine: _Engine, work: Coroutine[Any, Any, T], abandoned: Any = None
+        self,
+        engine: _Engine,
+        work: Coroutine[Any, Any, T],
+        abandoned: Callable[[T], None] | None = None,
     ) -> T | EngineLost:
         """`work`'s result, or EngineLost as soon as the engine is drained first (the work,
-        blocked in a thread on the engine, is left to finish; `abandoned` gets its task)."""
+        blocked in a thread on the engine, is left to finish in the fleet's task group;
+        `abandoned` then gets its result)."""
         lost = engine.lost
-        task = asyncio.get_running_loop().create_task(work)
-        watch = asyncio.get_running_loop().create_task(lost.wait())
+        running: _Running[T] = _Running()
+        if not self._work.start(self._run, work, running):
+            work.close()
+            return EngineLost(f"the docker fleet is closed: nothing runs on {engine.host}")
         try:
-            await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+            await _until_either(running.done, lost)
         finally:
-            watch.cancel()
-            if not task.done():  # drained, or the caller was cancelled: let it finish alone
+            if not running.done.is_set():  # drained, or the caller was cancelled
+                running.abandoned = abandoned
                 if abandoned is not None:
-                    task.add_done_callback(abandoned)
-                    self._abandoned.add(task)
-                    task.add_done_callback(self._abandoned.discard)
-                task.add_done_callback(_consume)
-        if task.done():
-            return task.result()
+                    self._abandoned.add(running)
+        if running.done.is_set():
+            return running.outcome()
         return EngineLost(f"the Docker engine at {engine.host} stopped answering")
+
+    async def _run(self, work: Coroutine[Any, Any, T], running: _Running[T]) -> None:
+        try:
+            running.value = await work
+        except Exception as exc:  # its caller hears it, unless it stopped waiting
+            running.error = exc
+        finally:
+            running.done.set()
+            self._abandoned.discard(running)
+        if running.abandoned is not None and running.error is None:
+            running.abandoned(cast(T, running.value))
 
     async def _check_forever(self) -> None:
         while True:
@@ -241,27 +281,41 @@ class DockerFleet:
             engine.owed.discard(container_id)
 
     async def aclose(self) -> None:
-        if self._health is not None:
-            self._health.cancel()
-            await asyncio.gather(self._health, return_exceptions=True)
-            self._health = None
-        if self._abandoned:  # a start its engine finishes late still owes its container
-            await asyncio.wait(set(self._abandoned), timeout=ABANDONED_WAIT_S)
-        for engine in self.engines:
-            if engine.owed and await engine.answers():
-                await self._pay(engine)
-            if engine.owed:
-                log.warning(
-                    "Docker engine at %s still owes removal of %d containers: run "
-                    "'conclave sandbox gc' when it answers",
-                    engine.host,
-                    len(engine.owed),
-                )
-            await anyio.to_thread.run_sync(engine.close)
-            await engine.backend.aclose()
+        """Stop the health checks, give the starts left on drained engines `ABANDONED_WAIT_S`
+        to end, remove what the engines are owed, then cancel the work still running on a
+        drained engine and leave the task group (a docker call blocked in its thread ends
+        first, at the SDK's timeout at most)."""
+        with anyio.CancelScope(shield=True):  # a teardown begun is finished
+            await self._work.stop_forever()
+            if self._abandoned:  # a start its engine finishes late still owes its container
+                with anyio.move_on_after(ABANDONED_WAIT_S):
+                    for running in list(self._abandoned):
+                        await running.done.wait()
+            for engine in self.engines:
+                if engine.owed and await engine.answers():
+                    await self._pay(engine)
+                if engine.owed:
+                    log.warning(
+                        "Docker engine at %s still owes removal of %d containers: run "
+                        "'conclave sandbox gc' when it answers",
+                        engine.host,
+                        len(engine.owed),
+                    )
+                await anyio.to_thread.run_sync(engine.close)
+                await engine.backend.aclose()
+        # Outside the shield: a task group is left from the cancel scope it was entered in.
+        self._work.cancel()
+        await self._work.aclose()
 
 
-def _consume(task: asyncio.Task[Any]) -> None:
-    """Retrieve an abandoned task's outcome, so its exception is not reported as unseen."""
-    if not task.cancelled():
-        task.exception()
+async def _until_either(first: anyio.Event, second: anyio.Event) -> None:
+    """Return once either event is set."""
+    async with anyio.create_task_group() as race:
+        race.start_soon(_cancel_when_set, second, race.cancel_scope)
+        await first.wait()
+        race.cancel_scope.cancel()
+
+
+async def _cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()

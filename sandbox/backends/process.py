@@ -178,5 +178,8 @@ class ProcessBackend:
         )
         return ProcessSandbox(process)
 
+    async def open(self) -> None:
+        return None
+
     async def aclose(self) -> None:
         return None

@@ -16,7 +16,8 @@ import pytest
 from protocol import ErrorCode
 from sandbox.executor import CallLimits
 from sandbox.instance import Sandbox
-from sandbox.pool import MEMORY_TIERS_MB, RUNNER_OVERHEAD_MB, SandboxPool, profile_for
+from sandbox.pool import SandboxPool
+from sandbox.profiles import MEMORY_TIERS_MB, RUNNER_OVERHEAD_MB, profile_for
 from tests.helpers import until
 from tests.sandbox.conftest import (
     ALL_BACKENDS,
@@ -159,9 +160,9 @@ async def test_room_is_made_from_the_tenant_holding_most_not_a_small_tenants_war
 async def _ready_spare(pool: SandboxPool) -> Sandbox:
     """The pool's one spare, once it has started."""
     with anyio.fail_after(30):
-        while not pool._spares:  # noqa: ASYNC110 (polling the pool's own state)
+        while not pool.ready_spares:  # noqa: ASYNC110 (polling the pool's own state)
             await anyio.sleep(0.005)
-    (spare,) = pool._spares.values()
+    (spare,) = pool._spares.ready.values()
     return spare
 
 
@@ -336,7 +337,7 @@ async def test_a_hedge_never_starts_a_second_sandbox_while_its_call_waits_for_th
     pool = await make_pool("process", pool_max=8, tenant_max=4)
     async with anyio.create_task_group() as group:
         group.start_soon(pool.execute, invocation("whoami"))
-        await until(lambda: pool._starting == 1, timeout_s=10)
+        await until(lambda: pool._shares.starting == 1, timeout_s=10)
         hedge = replace(invocation("whoami"), may_queue=False)
         refused = await pool.execute(hedge)
     assert refused.error is not None and refused.error.code == ErrorCode.SANDBOX_UNAVAILABLE

@@ -27,7 +27,12 @@ _HUGE = 1e9
 
 def _result_pipe() -> int:
     """The write end of the pipe the runner reads this call's result from."""
-    for fd in range(3, 1024):
+    return _write_only_pipe(after=2, what="result")
+
+
+def _write_only_pipe(after: int, what: str) -> int:
+    """The first descriptor above `after` that is the write end of a pipe."""
+    for fd in range(after + 1, 1024):
         try:
             if not stat.S_ISFIFO(os.fstat(fd).st_mode):
                 continue
@@ -35,7 +40,7 @@ def _result_pipe() -> int:
             continue
         if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:
             return fd
-    raise RuntimeError("no result pipe found")
+    raise RuntimeError(f"no {what} pipe found")
 
 
 @tool(intent=ResourceIntent(memory_mb=64, cpu_seconds=1, timeout_ms=2_000))
@@ -96,16 +101,7 @@ def forge_report() -> str:
 def _events_pipe() -> int:
     """The write end of the pipe the runner reads this call's events from (the write-only
     pipe after the result pipe)."""
-    result = _result_pipe()
-    for fd in range(result + 1, 1024):
-        try:
-            if not stat.S_ISFIFO(os.fstat(fd).st_mode):
-                continue
-        except OSError:
-            continue
-        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:
-            return fd
-    raise RuntimeError("no events pipe found")
+    return _write_only_pipe(after=_result_pipe(), what="events")
 
 
 @tool(intent=ResourceIntent(memory_mb=64, cpu_seconds=2, timeout_ms=5_000))

@@ -24,10 +24,12 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
 from typing import Any
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 from redis.asyncio import Redis
@@ -92,21 +94,42 @@ async def _events(
 ) -> AsyncIterator[bytes]:
     async with streams.opened(principal) as messages:
         yield b": open\n\n"  # the answer's head goes out now: the client knows it listens
-        with anyio.move_on_after(max(0.0, principal.expires_at - time.time())):
-            while True:
-                message: dict[str, Any] | None = None
-                with anyio.move_on_after(KEEPALIVE_S):
-                    try:
-                        message = await messages.receive()
-                    except anyio.EndOfStream:
-                        return  # a newer stream of the identity took its place, or shutdown
-                if message is None:
-                    if not await still_listening(streams.redis, subscriptions, principal):
-                        return
-                    yield b": keep-alive\n\n"
-                    continue
-                data = json.dumps(message, separators=(",", ":"))
-                yield f"event: message\ndata: {data}\n\n".encode()
+        frames = kept_alive(messages, streams, subscriptions, principal, sse_message)
+        async with aclosing(frames):
+            async for frame in frames:
+                yield frame
+
+
+async def kept_alive(
+    messages: MemoryObjectReceiveStream[dict[str, Any]],
+    streams: CallerStreams,
+    subscriptions: ResourceSubscriptions,
+    principal: Principal,
+    frame: Callable[[dict[str, Any]], bytes],
+) -> AsyncGenerator[bytes, None]:
+    """A listening stream's frames: each message as `frame` writes it, and a keep-alive
+    comment every `KEEPALIVE_S` (`still_listening`), until the token expires, the caller is
+    revoked, or a newer stream of the identity takes its place (or the replica shuts down)."""
+    with anyio.move_on_after(max(0.0, principal.expires_at - time.time())):
+        while True:
+            message: dict[str, Any] | None = None
+            with anyio.move_on_after(KEEPALIVE_S):
+                try:
+                    message = await messages.receive()
+                except anyio.EndOfStream:
+                    return  # a newer stream of the identity took its place, or shutdown
+            if message is None:
+                if not await still_listening(streams.redis, subscriptions, principal):
+                    return
+                yield b": keep-alive\n\n"
+                continue
+            yield frame(message)
+
+
+def sse_message(message: dict[str, Any]) -> bytes:
+    """`message` as an SSE `message` event."""
+    data = json.dumps(message, separators=(",", ":"))
+    return f"event: message\ndata: {data}\n\n".encode()
 
 
 async def still_listening(
@@ -131,9 +154,11 @@ __all__ = [
     "KEEPALIVE_S",
     "OPERATION",
     "SESSION_HEADER",
+    "kept_alive",
     "listen",
     "new_session_id",
     "revoked",
     "session_capabilities",
+    "sse_message",
     "still_listening",
 ]

@@ -28,18 +28,16 @@ stream ends the subscription.
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
-import anyio
 from fastapi.responses import StreamingResponse
 
 from gateway.gateway_error import GatewayError
 from gateway.http.mcp.caller_streams import Accepts, CallerStreams
 from gateway.http.mcp.catalog import Action, McpCatalog
-from gateway.http.mcp.listen_stream import KEEPALIVE_S, still_listening
+from gateway.http.mcp.listen_stream import kept_alive, sse_message
 from gateway.http.mcp.mcp_sources import sources_for
 from gateway.http.mcp.subscriptions import MAX_PER_IDENTITY, ResourceSubscriptions
 from gateway.pipeline import RequestContext
@@ -128,24 +126,16 @@ async def _frames(
     tag = {META_SUBSCRIPTION_ID: rpc_id}
     async with streams.opened(principal, accepts(honoured)) as messages:
         ack = {"_meta": tag, "notifications": honoured}
-        yield _sse({"jsonrpc": "2.0", "method": ACKNOWLEDGED, "params": ack})
-        with anyio.move_on_after(max(0.0, principal.expires_at - time.time())):
-            while True:
-                message: dict[str, Any] | None = None
-                with anyio.move_on_after(KEEPALIVE_S):
-                    try:
-                        message = await messages.receive()
-                    except anyio.EndOfStream:
-                        break  # a newer stream of the identity took its place, or shutdown
-                if message is None:
-                    if not await still_listening(streams.redis, subscriptions, principal):
-                        break
-                    yield b": keep-alive\n\n"
-                    continue
-                yield _sse(_tagged(message, tag))
+        yield sse_message({"jsonrpc": "2.0", "method": ACKNOWLEDGED, "params": ack})
+        frames = kept_alive(
+            messages, streams, subscriptions, principal, lambda m: sse_message(_tagged(m, tag))
+        )
+        async with aclosing(frames):
+            async for frame in frames:
+                yield frame
     # The revision's graceful close: the client knows the gateway ended it on purpose.
     closed = {"resultType": "complete", "_meta": tag}
-    yield _sse({"jsonrpc": "2.0", "id": rpc_id, "result": closed})
+    yield sse_message({"jsonrpc": "2.0", "id": rpc_id, "result": closed})
 
 
 def _tagged(message: dict[str, Any], tag: dict[str, Any]) -> dict[str, Any]:
@@ -155,11 +145,6 @@ def _tagged(message: dict[str, Any], tag: dict[str, Any]) -> dict[str, Any]:
     meta = params.get("_meta")
     params["_meta"] = {**(meta if isinstance(meta, dict) else {}), **tag}
     return {**message, "params": params}
-
-
-def _sse(message: dict[str, Any]) -> bytes:
-    data = json.dumps(message, separators=(",", ":"))
-    return f"event: message\ndata: {data}\n\n".encode()
 
 
 def _invalid(message: str) -> GatewayError:

@@ -1,0 +1,131 @@
+"""`FairShares`: the sandboxes each tenant and agent has in use, against its caps.
+
+Of the sandboxes in use (busy or starting) a tenant holds at most `tenant_max` and an agent
+at most `agent_max`, so one tenant's flood cannot take every sandbox. Of those, a tenant may
+have at most `tenant_starts_max` starting at once: a cold start's CPU is spent by the
+engine, the runtime and the runner's imports, in no tenant's CPU share, so a tenant cycling
+calls through more agents than its share (each needing a sandbox of its own) would
+otherwise buy with starts the cores every other tenant's calls run on.
+
+The pool admits a call only under these caps and its own `pool_max` (`SandboxPool._admit`);
+what it admits is a `Grant`, and what it refuses is a `PoolFullError` whose message
+(`FairShares.refusal`) names the cap that turned the call away and the setting that raises it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from sandbox.backend import SandboxError
+from sandbox.config import SandboxConfig
+from sandbox.instance import Sandbox
+from sandbox.profiles import PoolKey
+
+
+class PoolFullError(SandboxError):
+    retry_after_ms = 250  # a busy pool frees a sandbox within a call or two
+
+
+@dataclass
+class Grant:
+    """A call's admission: a warm sandbox of its key, or leave to start one (after tearing
+    down `evicted`, an idle sandbox of anyone that makes room under the global cap)."""
+
+    sandbox: Sandbox | None = None
+    evicted: Sandbox | None = None
+
+
+class FairShares:
+    def __init__(self, config: SandboxConfig) -> None:
+        """`config`'s `tenant_max`, `agent_max` unset are half and a quarter of `pool_max`
+        (at least one); `tenant_starts_max` unset is no cap."""
+        self.config = config
+        self.tenant_max = config.tenant_max or max(1, config.pool_max // 2)
+        self.agent_max = config.agent_max or max(1, config.pool_max // 4)
+        self.tenant_starts_max = config.tenant_starts_max or None
+        # Sandboxes in use (busy or starting) per tenant and per (tenant, agent).
+        self._tenant_in_use: Counter[str] = Counter()
+        self._agent_in_use: Counter[tuple[str, str]] = Counter()
+        self._tenant_starting: Counter[str] = Counter()  # cold starts per tenant, now
+        self._key_starting: Counter[PoolKey] = Counter()  # ... and per identity and profile
+        self.starting = 0  # calls' cold starts, now (the spares' are counted apart)
+
+    def may_use(self, tenant: str, agent: str) -> bool:
+        """Whether the tenant and the agent are both under their caps of sandboxes in use."""
+        if self._tenant_in_use[tenant] >= self.tenant_max:
+            return False
+        return self._agent_in_use[(tenant, agent)] < self.agent_max
+
+    def may_start(self, tenant: str) -> bool:
+        """Whether the tenant is under its cap of cold starts at once."""
+        starts_max = self.tenant_starts_max
+        return starts_max is None or self._tenant_starting[tenant] < starts_max
+
+    def use(self, tenant: str, agent: str) -> None:
+        """One more sandbox of this identity is in use."""
+        self._tenant_in_use[tenant] += 1
+        self._agent_in_use[(tenant, agent)] += 1
+
+    def release(self, tenant: str, agent: str) -> None:
+        """One sandbox of this identity is no longer in use."""
+        self._tenant_in_use[tenant] -= 1
+        self._agent_in_use[(tenant, agent)] -= 1
+        # An identity with nothing in use takes no room (drops counts of zero).
+        self._tenant_in_use = +self._tenant_in_use
+        self._agent_in_use = +self._agent_in_use
+
+    def is_starting(self, key: PoolKey) -> bool:
+        """Whether a cold start for this identity and profile is under way."""
+        return self._key_starting[key] > 0
+
+    def start_begun(self, key: PoolKey) -> None:
+        """A cold start for this identity and profile begins."""
+        self.starting += 1
+        self._tenant_starting[key[0]] += 1
+        self._key_starting[key] += 1
+
+    def started_or_not(self, key: PoolKey) -> None:
+        """A cold start for this identity and profile is over (started, failed or given
+        back)."""
+        self.starting -= 1
+        self._tenant_starting[key[0]] -= 1
+        self._tenant_starting = +self._tenant_starting  # drops counts of zero
+        self._key_starting[key] -= 1
+        self._key_starting = +self._key_starting
+
+    def in_use_per_tenant(self) -> Counter[str]:
+        """Sandboxes in use per tenant (a copy)."""
+        return Counter(self._tenant_in_use)
+
+    def tenant_stats(self, idle: Counter[str]) -> dict[str, tuple[int, int, int]]:
+        """Per tenant: sandboxes in use, `idle` ones kept warm for it, and agents with one in
+        use."""
+        agents = Counter(tenant for tenant, _ in self._agent_in_use)
+        tenants = set(self._tenant_in_use) | set(idle)
+        return {t: (self._tenant_in_use[t], idle[t], agents[t]) for t in sorted(tenants)}
+
+    def refusal(self, tenant: str, agent: str) -> str:
+        """Why no sandbox could be had for this identity, and what to do about it."""
+        waited = f"after waiting {self.config.queue_ms} ms " if self.config.queue_ms else ""
+        if self._tenant_in_use[tenant] >= self.tenant_max:
+            return (
+                f"tenant {tenant!r} already has its share of {self.tenant_max} sandboxes in "
+                f"use {waited}; retry shortly (or raise CONCLAVE_SANDBOX_TENANT_MAX)"
+            )
+        if self._agent_in_use[(tenant, agent)] >= self.agent_max:
+            return (
+                f"agent {agent!r} already has its share of {self.agent_max} sandboxes in "
+                f"use {waited}; retry shortly (or raise CONCLAVE_SANDBOX_AGENT_MAX)"
+            )
+        starts_max = self.tenant_starts_max
+        if starts_max is not None and self._tenant_starting[tenant] >= starts_max:
+            return (
+                f"tenant {tenant!r} already has {starts_max} sandboxes starting {waited}; "
+                "retry shortly, or keep calls on fewer agents, whose sandboxes stay warm "
+                "(or raise CONCLAVE_SANDBOX_TENANT_STARTS_MAX)"
+            )
+        return (
+            f"all {self.config.pool_max} sandboxes are busy {waited}; retry shortly "
+            "(or raise CONCLAVE_SANDBOX_POOL_MAX)"
+        )
