@@ -32,7 +32,8 @@ client that goes away does not cancel it), and `tasks/get`, `tasks/update` and `
 are pipeline operations. Its server-to-client requests are the
 revision's multi round-trip requests (`input_rounds`): a streamed `tools/call` whose client
 declared client features is answered `InputRequiredResult` when its server asks, and the
-client's retry carrying `requestState` resumes that call, on any replica.
+client's retry carrying `requestState` resumes that call, on any replica; a server's own
+`InputRequiredResult` is relayed, and the retry is a new call carrying the answers to it.
 """
 
 from __future__ import annotations
@@ -81,8 +82,10 @@ from gateway.http.responses import challenge, method_not_allowed
 from gateway.pipeline import Pipeline, RequestContext, allowed_specs
 from gateway.tasks import TaskRunner, new_task_id
 from protocol import (
+    STATELESS_VERSION,
     ErrorCode,
     InitializeResult,
+    InputRound,
     JsonRpcErrorResponse,
     JsonRpcRequest,
     JsonRpcResponse,
@@ -237,7 +240,7 @@ def _stateless(
     refusal = stateless_era.check(request.headers, message, SUPPORTED_VERSIONS)
     if refusal is None and message.method == "server/discover":
         ctx.input_error = None
-        ctx.action = discover(registry, (*SUPPORTED_VERSIONS, stateless_era.STATELESS_VERSION))
+        ctx.action = discover(registry, (*SUPPORTED_VERSIONS, STATELESS_VERSION))
         ctx.operation = "mcp:server/discover"
     elif refusal is None and message.method in task_methods.TASK_METHODS:
         if not task_methods.declares_tasks(message.params):
@@ -302,14 +305,19 @@ async def mcp_post(request: Request) -> Response:
             ctx.client_capabilities = stateless_era.client_capabilities(message)
             stateless_era.consume_envelope(message)  # upstreams speak the handshake era
             if message.method == "tools/call" and STATE_FIELD in message.params:
-                return await _resumed(request, pipeline, message, ctx)
+                relaying = gateway_parts(request.app).input_rounds
+                if not relaying.relays(message.params[STATE_FIELD]):  # a call still running
+                    return await _resumed(request, pipeline, message, ctx)
+                # A server's own round: the retry is a call of its own (input_rounds).
+                ctx.on_admitted, as_task = relaying.admit_answer(message.params), False
     except GatewayError as exc:
         ctx = RequestContext("mcp", "mcp:(unreadable)", request.headers, input_error=exc)
     finish = stateless_era.finish if stateless else _unchanged
     bad_version = None if stateless else _version_refusal(request)
     if bad_version is not None:
         ctx.input_error = bad_version  # refused by the scope stage, once the caller is known
-    answer = partial(_answer, ctx, message, body, bad_version, refusal, finish)
+    relaying = gateway_parts(request.app).input_rounds
+    answer = partial(_answer, ctx, message, body, bad_version, refusal, finish, relaying)
     if as_task and message is not None and message.id is not None:
         # Answered once the call is admitted and its task recorded; it runs on (task_methods).
         record = await gateway_parts(request.app).tasks.start(ctx, new_task_id())
@@ -352,9 +360,11 @@ def _answer(
     bad_version: GatewayError | None,
     refusal: stateless_era.WireRefusal | None,
     finish: Callable[[str, dict[str, Any]], dict[str, Any]],
+    rounds: InputRounds,
 ) -> Response:
     """The JSON-RPC answer of a message that has run through the pipeline (`finish` adds
-    what the 2026-07-28 wire puts on a result; `refusal` is that wire's own 400 or 404)."""
+    what the 2026-07-28 wire puts on a result; `refusal` is that wire's own 400 or 404; a
+    server's own round is relayed to the client by `rounds`)."""
     request_id = message.id if message is not None else request_id_of(body)
     if ctx.error is not None:
         ours = refusal is not None and ctx.failed_stage == "scope"
@@ -385,6 +395,9 @@ def _answer(
         )
     if message is None or message.id is None:
         return Response(status_code=202)
+    if message.method == "tools/call" and isinstance(ctx.result, InputRound):
+        asked = {**finish("tools/call", {}), **rounds.relayed(ctx, ctx.result)}
+        return JSONResponse(rpc_result(message.id, asked))
     if message.method == "tools/call":
         answer = tool_result(ctx.result, ctx.trace_id, ctx.usage)
         return JSONResponse(rpc_result(message.id, finish("tools/call", answer)))
