@@ -31,7 +31,8 @@ answered with a task (`task_methods`: the call runs on in `gateway.tasks.TaskRun
 client that goes away does not cancel it), and `tasks/get`, `tasks/update` and `tasks/cancel`
 are pipeline operations. Its server-to-client requests are the
 revision's multi round-trip requests (`input_rounds`): a streamed `tools/call` whose client
-declared client features is answered `InputRequiredResult` when its server asks, and the
+declared client features (streamed or not) is answered `InputRequiredResult` when its
+server asks, and the
 client's retry carrying `requestState` resumes that call, on any replica; a server's own
 `InputRequiredResult` is relayed, and the retry is a new call carrying the answers to it.
 """
@@ -347,6 +348,15 @@ async def mcp_post(request: Request) -> Response:
             asked, rounds = session_capabilities(request.headers.get(SESSION_HEADER)), None
         requests = parts.client_requests
         return CallStream(pipeline, ctx, answer, level_of, requests, asked, rounds)
+    elif message is not None and message.id is not None and stateless and declared:
+        # A 2026-07-28 client that takes only JSON: its servers' requests asked in rounds all
+        # the same, nothing streamed (call_stream, input_rounds).
+        parts = gateway_parts(request.app)
+        rounds = parts.input_rounds
+        requests = parts.client_requests
+        return CallStream(
+            pipeline, ctx, answer, level_of, requests, declared, rounds, streams=False
+        )
     else:  # a tool call: a client that closes its connection cancels it
         async with cancel_when_client_goes(request.scope, request.receive, ctx.cancel):
             await pipeline.run(ctx)

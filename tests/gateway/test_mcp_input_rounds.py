@@ -1,5 +1,7 @@
-"""An `mcp_http` upstream on MCP 2026-07-28's wire asks the client in rounds itself
-(`InputRequiredResult`), through Conclave.
+"""MCP 2026-07-28's rounds (`InputRequiredResult`, retried with `inputResponses`) through
+Conclave, for a client on that wire.
+
+An `mcp_http` upstream on that wire asks the client in rounds itself.
 
 The upstream (`tools.harness.input_rounds_server`, the official `mcp` SDK's server, in its own
 process) seals its own `requestState` and refuses one that comes back changed. Two gateway
@@ -8,6 +10,9 @@ client on the 2026-07-28 wire answers the upstream's elicitations, its rounds al
 between the replicas; raw HTTP shows the questions keep the upstream's own keys, that the
 client sees a state of the gateway's (not the upstream's), and that a changed state, another
 identity's or another tool's is refused.
+
+A handshake-era upstream (the conformance fixture, `fx`) asks mid-call instead; Conclave turns
+its request into a round of its own, for a client that accepts only JSON too.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from pydantic import HttpUrl
 from redis.asyncio import Redis
 
 from conclave.bench.core import running_child_server
+from conclave.bench.mcp.conformance_suite import running_fixture
 from conclave.stack.ports import free_port
 from gateway.assembly import create_app
 from gateway.config import Settings
@@ -183,3 +189,39 @@ async def test_a_handshake_era_client_calls_such_an_upstream_as_before(
             echoed = await client.call_tool("rt__echo", {"message": "hi"})
     assert not echoed.is_error
     assert echoed.content[0].text == "hi"  # type: ignore[union-attr]
+
+
+@pytest.fixture(scope="module")
+def fixture_url() -> Iterator[str]:
+    with running_fixture() as url:
+        yield url
+
+
+async def test_a_json_only_client_is_asked_a_handshake_era_servers_question_in_rounds(
+    settings: Settings, redis: Redis, fixture_url: str
+) -> None:
+    """No event stream: the fixture's elicitation mid-call is a round all the same."""
+    source = McpHttpSource(kind="mcp_http", name="fx", url=HttpUrl(fixture_url))
+    tool = "fx__test_elicitation"
+    app = create_app(settings, sources=(source,))
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway") as c,
+    ):
+        headers = _headers(settings, "json-only", tool)
+        call = _call(1, tool)
+        call["params"]["arguments"] = {"message": "who?"}
+        asking = await c.post("/mcp", json=call, headers=headers, timeout=60)
+        assert asking.headers["content-type"] == "application/json", asking.text
+        round_one = asking.json()["result"]
+        assert round_one["resultType"] == "input_required", round_one
+        ((key, request),) = round_one["inputRequests"].items()
+        assert request["method"] == "elicitation/create"
+        assert request["params"]["message"] == "who?"
+        answers = {key: {"action": "accept", "content": {"username": "ada"}}}
+        retry = _call(2, tool, requestState=round_one["requestState"], inputResponses=answers)
+        retry["params"]["arguments"] = {"message": "who?"}
+        done = await c.post("/mcp", json=retry, headers=headers, timeout=60)
+    answer = done.json()["result"]
+    assert answer["resultType"] == "complete" and not answer["isError"], answer
+    assert 'content={"username": "ada"}' in answer["content"][0]["text"]
