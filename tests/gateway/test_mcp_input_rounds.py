@@ -12,16 +12,19 @@ client sees a state of the gateway's (not the upstream's), and that a changed st
 identity's or another tool's is refused.
 
 A handshake-era upstream (the conformance fixture, `fx`) asks mid-call instead; Conclave turns
-its request into a round of its own, for a client that accepts only JSON too.
+its request into a round of its own, for a client that accepts only JSON too, and into a
+task's `input_required` status, answered by `tasks/update` on another replica.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import anyio
 import httpx
 import httpx2
 import pytest
@@ -225,3 +228,107 @@ async def test_a_json_only_client_is_asked_a_handshake_era_servers_question_in_r
     answer = done.json()["result"]
     assert answer["resultType"] == "complete" and not answer["isError"], answer
     assert 'content={"username": "ada"}' in answer["content"][0]["text"]
+
+
+async def _task_message(
+    http: httpx.AsyncClient, settings: Settings, method: str, params: dict[str, Any]
+) -> dict[str, Any]:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {
+            "elicitation": {},
+            "extensions": {"io.modelcontextprotocol/tasks": {}},
+        },
+        "conclave/task": True,
+    }
+    named = params.get("name", params.get("taskId"))
+    headers = {**_headers(settings, "tasked", str(named)), "Mcp-Method": method}
+    message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    answer = await http.post("/mcp", json=message, headers=headers, timeout=30)
+    assert answer.status_code == 200, answer.text
+    result: dict[str, Any] = answer.json()["result"]
+    return result
+
+
+async def _polled(
+    http: httpx.AsyncClient, settings: Settings, task_id: str, status: str
+) -> dict[str, Any]:
+    with anyio.fail_after(30):
+        while True:
+            task = await _task_message(http, settings, "tasks/get", {"taskId": task_id})
+            if task["status"] == status:
+                return task
+            assert task["status"] in ("working", "input_required"), task
+            await anyio.sleep(0.05)  # a client polls: there is no event to await
+
+
+@asynccontextmanager
+async def _clients(*apps: Any) -> AsyncIterator[list[httpx.AsyncClient]]:
+    async with AsyncExitStack() as stack:
+        clients = []
+        for app in apps:
+            transport = httpx.ASGITransport(app=app)
+            client = httpx.AsyncClient(transport=transport, base_url="http://gateway")
+            clients.append(await stack.enter_async_context(client))
+        yield clients
+
+
+async def test_a_tasks_question_waits_in_the_task_for_tasks_update_on_any_replica(
+    settings: Settings, redis: Redis, fixture_url: str
+) -> None:
+    source = McpHttpSource(kind="mcp_http", name="fx", url=HttpUrl(fixture_url))
+    async with AsyncExitStack() as stack:
+        apps = []
+        for _ in range(2):
+            app = create_app(settings, sources=(source,))
+            await stack.enter_async_context(app.router.lifespan_context(app))
+            apps.append(app)
+        first, second = await stack.enter_async_context(_clients(*apps))
+        call = {"name": "fx__test_elicitation", "arguments": {"message": "who?"}}
+        created = await _task_message(first, settings, "tools/call", call)
+        assert created["resultType"] == "task", created
+        task_id = created["taskId"]
+        waiting = await _polled(second, settings, task_id, "input_required")
+        ((key, request),) = waiting["inputRequests"].items()
+        assert request["method"] == "elicitation/create"
+        assert request["params"]["message"] == "who?"
+        elicited = {"action": "accept", "content": {"username": "ada"}}
+        wrong = {"inputResponses": {"conclave-not-asked.0": elicited}}
+        await _task_message(second, settings, "tasks/update", {"taskId": task_id, **wrong})
+        still = await _task_message(second, settings, "tasks/get", {"taskId": task_id})
+        assert still["status"] == "input_required"  # an unknown key is ignored
+        update = {"taskId": task_id, "inputResponses": {key: elicited}}
+        assert await _task_message(second, settings, "tasks/update", update) is not None
+        done = await _polled(second, settings, task_id, "completed")
+    result = done["result"]
+    assert not result["isError"], result
+    assert f"content={json.dumps(elicited['content'])}" in result["content"][0]["text"]
+
+
+async def test_a_task_answers_an_upstreams_own_rounds_through_tasks_update(
+    settings: Settings, redis: Redis, upstream_url: str
+) -> None:
+    async with (
+        _replicas(settings, upstream_url) as apps,
+        _clients(*apps) as (first, second),
+    ):
+        created = await _task_message(first, settings, "tools/call", {"name": "rt__two_steps"})
+        assert created["resultType"] == "task", created
+        task_id = created["taskId"]
+        answered: set[str] = set()
+        for message, name in (("The first?", "one"), ("And the second?", "two")):
+            with anyio.fail_after(30):  # the next question: not one answered already
+                while True:
+                    task = await _polled(second, settings, task_id, "input_required")
+                    if not answered & set(task.get("inputRequests", {})):
+                        break
+                    await anyio.sleep(0.05)
+            ((key, request),) = task["inputRequests"].items()
+            assert request["params"]["message"] == message
+            answer = {key: {"action": "accept", "content": {"name": name}}}
+            await _task_message(
+                second, settings, "tasks/update", {"taskId": task_id, "inputResponses": answer}
+            )
+            answered.add(key)
+        done = await _polled(second, settings, task_id, "completed")
+    assert done["result"]["content"][0]["text"] == "one+two"

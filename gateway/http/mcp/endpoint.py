@@ -249,8 +249,9 @@ def _stateless(
         else:
             runner: TaskRunner = gateway_parts(request.app).tasks
             ctx.input_error = None
+            parts = gateway_parts(request.app)
             ctx.action = task_methods.task_action(
-                message.method, message.params, runner, gateway_parts(request.app).inflight
+                message.method, message.params, runner, parts.inflight, parts.client_requests
             )
             ctx.operation = f"mcp:{message.method}"
     elif refusal is None and message.method == LISTEN_METHOD:
@@ -321,7 +322,12 @@ async def mcp_post(request: Request) -> Response:
     answer = partial(_answer, ctx, message, body, bad_version, refusal, finish, relaying)
     if as_task and message is not None and message.id is not None:
         # Answered once the call is admitted and its task recorded; it runs on (task_methods).
-        record = await gateway_parts(request.app).tasks.start(ctx, new_task_id())
+        parts, task_id = gateway_parts(request.app), new_task_id()
+        if declared:  # its servers' requests wait in the task for tasks/update
+            ctx.events = task_methods.asking_client(
+                ctx, task_id, parts.tasks.store, parts.client_requests, declared
+            )
+        record = await parts.tasks.start(ctx, task_id)
         if record is None:  # refused before it ran: answered as any refusal
             return answer()
         created = {**finish("tools/call", task_methods.created(record)), "resultType": "task"}
