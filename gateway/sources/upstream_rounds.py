@@ -7,10 +7,11 @@ and the client retries the call with `inputResponses` and that state. Such an up
 called this way for a 2026-07-28 client only (a handshake-era client's calls take the
 source's session, as every other source's do):
 
-- the request carries the revision's envelope in `_meta`: the version, and the client's
-  capabilities as its request declared them (the upstream asks only what the client can
-  answer), plus the retry's `inputResponses` and the upstream's own `requestState`
-  (`protocol.InputAnswer`), both exactly as the upstream handed them out;
+- the request carries the revision's envelope in `_meta`: the version, and the client
+  features its request declared (`protocol.client_capabilities`: the upstream asks only what
+  the client can answer, and sees nothing else the client declared), plus the retry's
+  `inputResponses` and the upstream's own `requestState` (`protocol.InputAnswer`), both
+  exactly as the upstream handed them out;
 - an `InputRequiredResult` answer is a round (`protocol.InputRound`), kept as the upstream
   sent it: the gateway's `/mcp` seals the upstream's state into its own and asks the client.
   One that asks the client for a feature its request did not declare is refused
@@ -40,6 +41,7 @@ from protocol import (
     InputAnswer,
     InputRound,
     SerfError,
+    client_capabilities,
 )
 
 RESULT_TYPE = "resultType"
@@ -76,7 +78,8 @@ def call_params(
     params: dict[str, Any], capabilities: Mapping[str, Any], answer: InputAnswer | None
 ) -> dict[str, Any]:
     """`tools/call`'s `params` on the revision's wire: its envelope, and a retry's answers."""
-    stateless = {**params, "_meta": {**params.get("_meta", {}), **envelope(capabilities)}}
+    kept = client_capabilities(capabilities)  # the client features alone, in a kept shape
+    stateless = {**params, "_meta": {**params.get("_meta", {}), **envelope(kept)}}
     if answer is not None:
         stateless[INPUT_RESPONSES] = answer.responses
         if answer.state is not None:
