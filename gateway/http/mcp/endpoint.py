@@ -32,9 +32,9 @@ client that goes away does not cancel it), and `tasks/get`, `tasks/update` and `
 are pipeline operations. Its server-to-client requests are the
 revision's multi round-trip requests (`input_rounds`): a streamed `tools/call` whose client
 declared client features (streamed or not) is answered `InputRequiredResult` when its
-server asks, and the
-client's retry carrying `requestState` resumes that call, on any replica; a server's own
-`InputRequiredResult` is relayed, and the retry is a new call carrying the answers to it.
+server asks, and the client's retry carrying `requestState` resumes that call, on any
+replica; a server's own `InputRequiredResult` is relayed, and the retry is a new call
+carrying the answers to it.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ from gateway.http.mcp.messages import (
 from gateway.http.mcp.subscriptions_listen import LISTEN_METHOD, admit, listen_response
 from gateway.http.responses import challenge, method_not_allowed
 from gateway.pipeline import Pipeline, RequestContext, allowed_specs
-from gateway.tasks import TaskRunner, new_task_id
+from gateway.tasks import new_task_id
 from protocol import (
     STATELESS_VERSION,
     ErrorCode,
@@ -247,11 +247,10 @@ def _stateless(
         if not task_methods.declares_tasks(message.params):
             refusal = stateless_era.missing_capability(task_methods.TASKS_EXTENSION)
         else:
-            runner: TaskRunner = gateway_parts(request.app).tasks
-            ctx.input_error = None
             parts = gateway_parts(request.app)
+            ctx.input_error = None
             ctx.action = task_methods.task_action(
-                message.method, message.params, runner, parts.inflight, parts.client_requests
+                message.method, message.params, parts.tasks, parts.inflight, parts.client_requests
             )
             ctx.operation = f"mcp:{message.method}"
     elif refusal is None and message.method == LISTEN_METHOD:
@@ -283,6 +282,7 @@ async def mcp_post(request: Request) -> Response:
         return refused
     pipeline: Pipeline = gateway_parts(request.app).pipeline
     registry: ToolRegistry = gateway_parts(request.app).registry
+    rounds: InputRounds = gateway_parts(request.app).input_rounds
     body = b""
     message: McpMessage | None = None
     stateless, refusal, as_task = False, None, False
@@ -307,19 +307,17 @@ async def mcp_post(request: Request) -> Response:
             ctx.client_capabilities = stateless_era.client_capabilities(message)
             stateless_era.consume_envelope(message)  # upstreams speak the handshake era
             if message.method == "tools/call" and STATE_FIELD in message.params:
-                relaying = gateway_parts(request.app).input_rounds
-                if not relaying.relays(message.params[STATE_FIELD]):  # a call still running
+                if not rounds.relays(message.params[STATE_FIELD]):  # a call still running
                     return await _resumed(request, pipeline, message, ctx)
                 # A server's own round: the retry is a call of its own (input_rounds).
-                ctx.on_admitted, as_task = relaying.admit_answer(message.params), False
+                ctx.on_admitted, as_task = rounds.admit_answer(message.params), False
     except GatewayError as exc:
         ctx = RequestContext("mcp", "mcp:(unreadable)", request.headers, input_error=exc)
     finish = stateless_era.finish if stateless else _unchanged
     bad_version = None if stateless else _version_refusal(request)
     if bad_version is not None:
         ctx.input_error = bad_version  # refused by the scope stage, once the caller is known
-    relaying = gateway_parts(request.app).input_rounds
-    answer = partial(_answer, ctx, message, body, bad_version, refusal, finish, relaying)
+    answer = partial(_answer, ctx, message, body, bad_version, refusal, finish, rounds)
     if as_task and message is not None and message.id is not None:
         # Answered once the call is admitted and its task recorded; it runs on (task_methods).
         parts, task_id = gateway_parts(request.app), new_task_id()
@@ -349,17 +347,15 @@ async def mcp_post(request: Request) -> Response:
         # The client features its servers may ask it: from the handshake era's initialize,
         # or the 2026-07-28 request's own _meta (asked in rounds: input_rounds).
         if stateless:
-            asked, rounds = declared, parts.input_rounds if declared else None
+            asked, in_rounds = declared, rounds if declared else None
         else:
-            asked, rounds = session_capabilities(request.headers.get(SESSION_HEADER)), None
+            asked, in_rounds = session_capabilities(request.headers.get(SESSION_HEADER)), None
         requests = parts.client_requests
-        return CallStream(pipeline, ctx, answer, level_of, requests, asked, rounds)
+        return CallStream(pipeline, ctx, answer, level_of, requests, asked, in_rounds)
     elif message is not None and message.id is not None and stateless and declared:
         # A 2026-07-28 client that takes only JSON: its servers' requests asked in rounds all
         # the same, nothing streamed (call_stream, input_rounds).
-        parts = gateway_parts(request.app)
-        rounds = parts.input_rounds
-        requests = parts.client_requests
+        requests = gateway_parts(request.app).client_requests
         return CallStream(
             pipeline, ctx, answer, level_of, requests, declared, rounds, streams=False
         )
