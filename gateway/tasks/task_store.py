@@ -202,6 +202,9 @@ class TaskStore:
         taken = await self.redis.set(f"{key}:lease", self.replica, px=self.lease_ms, nx=True)
         if taken:
             await self.redis.hincrby(key, "attempts", 1)
+            # The questions its call asked died with it: none is open, the task works again.
+            await self.redis.delete(f"{key}:input")
+            await self.input_answered(tenant, task_id, "")
         return bool(taken)
 
     async def release(self, tenant: str, task_id: str) -> None:
