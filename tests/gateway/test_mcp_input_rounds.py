@@ -157,13 +157,16 @@ async def test_an_upstreams_round_keeps_its_keys_and_only_its_caller_may_answer_
 
         changed = state[:-2] + ("AA" if state[-2:] != "AA" else "BB")
         other_tool = "rt__two_steps"
-        refusals = [
-            (caller, tool, changed),
-            (_headers(settings, "someone-else", tool), tool, state),
-            (_headers(settings, "caller", other_tool), other_tool, state),
+        refusals = [  # changed; another identity's; another tool's; other arguments (the
+            # retry is the same call)
+            (caller, tool, changed, {}),
+            (_headers(settings, "someone-else", tool), tool, state, {}),
+            (_headers(settings, "caller", other_tool), other_tool, state, {}),
+            (caller, tool, state, {"other": 1}),
         ]
-        for headers, name, sent in refusals:
+        for headers, name, sent, arguments in refusals:
             retry = _call(2, name, requestState=sent, inputResponses=answers)
+            retry["params"]["arguments"] = arguments
             refused = await b.post("/mcp", json=retry, headers=headers)
             error = refused.json()["error"]
             assert error["data"]["code"] == "INVALID_REQUEST", refused.text

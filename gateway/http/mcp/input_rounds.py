@@ -26,11 +26,12 @@ A server on the 2026-07-28 wire asks in rounds itself (`gateway.sources.upstream
 its call ends with its own `InputRequiredResult` (`protocol.InputRound`), and nothing keeps
 running between the rounds. The client is answered with the server's `inputRequests`
 unchanged (its own keys) and a `requestState` of the gateway's (`relayed`): the server's own
-state, the served tool's name, the caller's identity and an expiry (`RELAY_TTL_S`), sealed
+state, the served tool's name and a digest of the call's arguments (the retry is the same
+call, as the revision asks), the caller's identity and an expiry (`RELAY_TTL_S`), sealed
 with AES-GCM under a key derived from the gateway's secret, so the client can neither read
 the server's state nor change any of it. The retry is a new call of the same tool through
 every stage (`admit_answer` opens its state once the caller is known: a state that is
-another caller's, another tool's, changed or expired is refused INVALID_REQUEST), on any
+another caller's, another call's, changed or expired is refused INVALID_REQUEST), on any
 replica, and reaches the server with the client's `inputResponses` and the server's own
 `requestState`, as the server handed it out (`protocol.InputAnswer`).
 """
@@ -188,7 +189,12 @@ class InputRounds:
         """The client's `InputRequiredResult` for a server's own round: its questions as it
         asked them, its state sealed into the gateway's."""
         principal = ctx.require_principal()
-        sealed = {"tool": ctx.tool_name, "state": asked.state, "expires": time.time() + RELAY_TTL_S}
+        sealed = {
+            "tool": ctx.tool_name,
+            "arguments": _digest(ctx.arguments),
+            "state": asked.state,
+            "expires": time.time() + RELAY_TTL_S,
+        }
         nonce = secrets.token_bytes(12)
         body = self._sealing.encrypt(nonce, json.dumps(sealed).encode(), _bound_to(principal))
         state = RELAYED + base64.urlsafe_b64encode(nonce + body).decode().rstrip("=")
@@ -208,7 +214,8 @@ class InputRounds:
 
         async def admit(ctx: RequestContext) -> None:
             state = self._unsealed(ctx.require_principal(), params.get(STATE_FIELD))
-            if state is None or state.get("tool") != ctx.tool_name:
+            call = {"tool": ctx.tool_name, "arguments": _digest(ctx.arguments)}
+            if state is None or any(state.get(k) != v for k, v in call.items()):
                 raise _not_yours()
             responses = params.get(RESPONSES_FIELD)
             kept = state.get("state")
@@ -283,6 +290,12 @@ def _not_yours() -> GatewayError:
         " again",
         param_hints={STATE_FIELD: "the requestState of your last InputRequiredResult"},
     )
+
+
+def _digest(arguments: dict[str, Any]) -> str:
+    """What a relayed state binds of the call's arguments: the retry is the same call."""
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def _bound_to(principal: Principal) -> bytes:
