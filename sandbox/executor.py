@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from protocol import CallUsage, ErrorCode, SerfError, ToolContext
+from protocol import CallUsage, ErrorCode, InputAnswer, InputRound, SerfError, ToolContext
 from sandbox.call_events import CallEvents
 from tools import ToolResult
 
@@ -45,6 +45,9 @@ class Invocation:
     # The client features (MCP `clientCapabilities`) the request declared, on the 2026-07-28
     # wire; None on the handshake era, whose capabilities the stateless gateway never keeps.
     client_capabilities: Mapping[str, Any] | None = None
+    # A 2026-07-28 retry's answers to what the tool's server asked in its last round (its
+    # `InputRequiredResult`), with the server's own state: for the server, and it alone.
+    answer: InputAnswer | None = None
 
 
 # Failures decided before the tool did any work: they say nothing about its latency or health.
@@ -67,6 +70,9 @@ class Outcome:
     output: ToolResult | None = None
     error: SerfError | None = None
     waited_ms: float | None = None  # the wait for a sandbox (queue, start): pooled runs only
+    # The tool's server answered the call with a round of questions for the client (MCP
+    # 2026-07-28's `InputRequiredResult`): not a result, not a failure; the call is retried.
+    input_required: InputRound | None = None
 
     @property
     def ok(self) -> bool:

@@ -24,6 +24,7 @@ from protocol import (
     Budget,
     BudgetGrant,
     CallUsage,
+    InputAnswer,
     Principal,
     ResourceRequest,
     SerfError,
@@ -57,6 +58,8 @@ class RequestContext:
     # What a 2026-07-28 request declared of the client's features (its `_meta`'s
     # clientCapabilities); None on the handshake era (see sandbox.Invocation)
     client_capabilities: Mapping[str, Any] | None = None
+    # A 2026-07-28 retry's answers for the tool's server (its own round: `sandbox.Invocation`)
+    input_answer: InputAnswer | None = None
     namespace: str | None = None
     access: Access | None = None
     action: Operation | None = None  # a non-tool operation dispatch performs (state, listing)

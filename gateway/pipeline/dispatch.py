@@ -117,6 +117,7 @@ class DispatchStage:
             network=ctx.tool.network,
             events=ctx.events,
             client_capabilities=ctx.client_capabilities,
+            answer=ctx.input_answer,
         )
         ctx.executed = True
         began = time.monotonic()
@@ -152,6 +153,9 @@ class DispatchStage:
         if error is not None:
             error = _for_caller(error, ctx.show_traceback)
             raise GatewayError(_with_grant(error, limits.timeout_ms, remaining, ctx.grant.hedged))
+        if outcome.input_required is not None:  # a round of questions: /mcp asks the client
+            ctx.result = outcome.input_required
+            return
         # An executor outside this tree may answer a bare value: it is the tool's return value.
         ctx.result = outcome.output or ctx.tool.result_of(outcome.result)
 

@@ -14,6 +14,10 @@ whole); while someone listens to the call's events, the call carries a `progress
 the upstream's progress and log notifications on its answer's event stream become the
 call's events.
 
+A 2026-07-28 client's call to a source with `wire = "2026-07-28"` takes that revision's own
+wire, outside the sessions (`upstream_rounds`): the upstream asks in rounds itself
+(`InputRequiredResult`, relayed to the client by `/mcp`), never mid-call.
+
 Requests to the client: the pool's sessions declare no client capabilities. A call whose
 caller declared some (sampling, elicitation, roots: `CallEvents.capabilities`) runs on a
 session opened with exactly those (one per shape, opened on first use and kept with the
@@ -43,8 +47,9 @@ from gateway.sources.client_requests import ClientRequestCheck, capability_missi
 from gateway.sources.http1_pool import ANSWER_LIMIT, Http1Pool
 from gateway.sources.mcp_session import PARSE_ERROR, McpSession, RpcError, UpstreamHttpError
 from gateway.sources.upstream_failure import tool_error, unavailable, upstream_failure
+from gateway.sources.upstream_rounds import call_params, check_wire, input_round
 from gateway.sources.upstream_tool import UpstreamTool
-from protocol import CallUsage, ErrorCode, ExitReason, SerfError
+from protocol import STATELESS_VERSION, CallUsage, ErrorCode, ExitReason, SerfError
 from sandbox import CallEvents, Invocation, Outcome, answer_deadline, frame_limit
 from tools import ToolResult
 from tools.sources import McpHttpSource
@@ -191,6 +196,8 @@ class HttpUpstream:
 
     async def discover(self, session: McpSession) -> None:
         """List what the upstream serves (on `session`) and keep it."""
+        if self.source.wire == STATELESS_VERSION:
+            await check_wire(session, self.name)
         tools = [UpstreamTool.model_validate(t) for t in await _listed(session, "tools")]
         self.tools = {t.name: t for t in tools if self.source.serves(t.name)}
         if "resources" in session.capabilities:
@@ -239,15 +246,24 @@ class HttpUpstream:
         if invocation.context.deadline_ms is not None:
             meta[DEADLINE_META] = invocation.context.deadline_ms
         events = invocation.events
+        # A 2026-07-28 client's call to an upstream on that wire asks in rounds itself.
+        declared = invocation.client_capabilities
+        stateless = declared is not None and self.source.wire == STATELESS_VERSION
         try:
-            session = await self._session_for(dict(events.capabilities) if events else {})
+            if stateless:  # outside any session: any of the pool's connections carries it
+                session = self._next_session()
+            else:
+                session = await self._session_for(dict(events.capabilities) if events else {})
         except Exception as exc:
             return self._failed(began, upstream_failure(self.name, exc))
         if session is None:
             return self._failed(began, unavailable(self.name, "no open session; reconnecting"))
         if events is not None:  # the upstream reports progress only when asked
             meta["progressToken"] = invocation.context.trace_id
-        params = {"name": tool, "arguments": invocation.arguments, "_meta": meta}
+        params: dict[str, Any] = {"name": tool, "arguments": invocation.arguments, "_meta": meta}
+        if stateless:
+            assert declared is not None
+            params = call_params(params, declared, invocation.answer)
         result: dict[str, Any] | None = None
         limit = frame_limit(invocation.limits.max_output_bytes)
         notified = None if events is None else events.emit_notification
@@ -255,7 +271,11 @@ class HttpUpstream:
         asks = ClientRequestCheck(invocation.client_capabilities, stopped.cancel)
         try:
             with stopped, anyio.move_on_after(timeout_ms / 1000):
-                if events is None or not events.capabilities:
+                if stateless:
+                    result = await session.request_stateless(
+                        "tools/call", params, name=tool, limit=limit, on_notification=notified
+                    )
+                elif events is None or not events.capabilities:
                     result = await self._request(
                         session, "tools/call", params, limit, notified, asks.asked
                     )
@@ -275,6 +295,13 @@ class HttpUpstream:
                 details={"timeout_ms": timeout_ms, "killed_by": "gateway", "upstream": self.name},
             )
             return self._failed(began, error, ExitReason.TIMEOUT)
+        if stateless:
+            assert declared is not None
+            asked = input_round(result, self.name, invocation.tool, declared)
+            if isinstance(asked, SerfError):
+                return self._failed(began, asked)
+            if asked is not None:
+                return Outcome(usage=self._usage(began), input_required=asked)
         if result.get("isError"):
             return self._failed(began, tool_error(self.name, invocation.tool, result))
         output = ToolResult.of_mcp(result, value=_value(result))

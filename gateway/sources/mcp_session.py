@@ -38,6 +38,7 @@ from anyio.abc import TaskGroup
 
 from gateway.sources.http1_pool import ANSWER_LIMIT, Http1Answer, Http1Pool
 from gateway.telemetry import TRACING, SpanKind, inject, mark_raised
+from protocol import STATELESS_VERSION
 
 PROTOCOL_VERSION = "2025-06-18"
 CLIENT_INFO = {"name": "conclave-gateway", "version": "0.1.0"}
@@ -129,6 +130,29 @@ class McpSession:
             return await self._traced(method, params, limit, heard)
         return await self._request(method, params, self.headers, limit, heard)
 
+    async def request_stateless(
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        name: str | None = None,
+        limit: int = ANSWER_LIMIT,
+        on_notification: Notified | None = None,
+    ) -> dict[str, Any]:
+        """`method` on MCP 2026-07-28's wire: outside the session, with the headers that
+        revision asks (`params` carries its `_meta`; `name` is the `Mcp-Name` header's). A
+        cancelled request is cancelled by its closed connection alone, as that wire says."""
+        headers = {k: v for k, v in self.headers.items() if k not in _SESSION_HEADERS}
+        headers[_VERSION_HEADER] = STATELESS_VERSION
+        headers["mcp-method"] = method
+        if name is not None:
+            headers["mcp-name"] = name
+        heard = _Heard(on_notification)
+        request_id, answer, events = await self._post(
+            method, params, headers, limit, heard, notify_cancel=False
+        )
+        return _result(answer, request_id, events)
+
     async def respond(self, request_id: object, answer: dict[str, Any]) -> None:
         """Answer the upstream's request `request_id` (`answer`: its `result` or `error`)."""
         message = {"jsonrpc": "2.0", "id": request_id, **answer}
@@ -186,6 +210,8 @@ class McpSession:
         headers: dict[str, str],
         limit: int,
         heard: _Heard | None,
+        *,
+        notify_cancel: bool = True,
     ) -> tuple[int, Http1Answer, _EventStream]:
         request_id = next(self._ids)
         events = _EventStream(request_id, heard)
@@ -198,7 +224,8 @@ class McpSession:
                 body_sink=events.sink_for,
             )
         except anyio.get_cancelled_exc_class():
-            self.background.start_soon(self._cancelled, request_id)
+            if notify_cancel:
+                self.background.start_soon(self._cancelled, request_id)
             raise
         return request_id, answer, events
 

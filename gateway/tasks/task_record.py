@@ -4,14 +4,15 @@ A task is a `tools/call` run apart from the request that asked for it (the exten
 `io.modelcontextprotocol/tasks`). Its record says who owns it, what was called (so another
 replica can run an idempotent call again), where it stands, and its outcome once it ends:
 the JSON-RPC result (`completed`, a tool error's `isError` result too) or the JSON-RPC error
-(`failed`) the call would have answered had it not been a task.
+(`failed`) the call would have answered had it not been a task. While the call waits for its
+client to answer what its server asked, the task is `input_required` and shows the questions.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -69,6 +70,8 @@ class TaskRecord:
     call: TaskCall
     attempts: int = 1
     outcome: dict[str, Any] | None = None  # the result (completed) or the error (failed)
+    # What the call asks its client, unanswered (input_required): input id -> request.
+    inputs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ended(self) -> bool:
@@ -86,6 +89,8 @@ class TaskRecord:
         }
         if self.message:
             task["statusMessage"] = self.message
+        if self.status == "input_required" and self.inputs:
+            task["inputRequests"] = self.inputs
         if self.status == "completed" and self.outcome is not None:
             task["result"] = self.outcome
         elif self.status == "failed" and self.outcome is not None:

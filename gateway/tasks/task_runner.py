@@ -6,9 +6,12 @@ record is in Redis (`start`), and the call goes on in the runner's task group, n
 request's. A call refused before it runs (a bad token, a tool outside the scopes, a rate
 limit) is answered as it always is: it never becomes a task.
 
-While the call runs, its replica renews the task's lease (every third of `lease_ms`). Its
-end, whatever it is (the result, a tool error, the budget's DEADLINE_EXCEEDED, a cancel), is
-written once as the task's outcome, as the call would have answered it (`outcome_of`).
+A call whose server asks the client something waits in the task (`input_required`) for the
+client's `tasks/update`; one whose server asks in rounds itself is run again with the answers
+(`task_rounds`). While the call runs, its replica renews the task's lease (every third of
+`lease_ms`). Its end, whatever it is (the result, a tool error, the budget's
+DEADLINE_EXCEEDED, a cancel), is written once as the task's outcome, as the call would have
+answered it (`outcome_of`).
 
 A replica that dies takes its calls with it: the sandbox's runner is driven over the
 replica's own channel, so the call stops with its host. What survives is the record, and
@@ -35,8 +38,9 @@ from gateway.cancellation import CallCancel
 from gateway.pipeline import Pipeline, RequestContext
 from gateway.tasks.task_record import TaskCall, TaskRecord
 from gateway.tasks.task_record import TaskStatus as Status
+from gateway.tasks.task_rounds import MAX_ROUNDS, answered
 from gateway.tasks.task_store import TaskStore
-from protocol import DEADLINE_HEADER, ErrorCode, SerfError
+from protocol import DEADLINE_HEADER, ErrorCode, InputRound, SerfError
 
 log = logging.getLogger("conclave.gateway.tasks")
 
@@ -143,8 +147,9 @@ class TaskRunner:
         await decided.wait()
 
     def _prepare(self, ctx: RequestContext, task_id: str, admitted: _Hook) -> None:
+        # Nobody listens to a task's progress on a request that has ended: its events, if
+        # any, are the questions its server asks the client, kept in the task (task_methods).
         ctx.cancel, ctx.request_id = CallCancel(), task_request_id(task_id)
-        ctx.events = None  # nobody listens to a task's progress on a request that has ended
         ctx.on_admitted = admitted
 
     def _task_group(self) -> TaskGroup:
@@ -174,6 +179,11 @@ class TaskRunner:
             async with anyio.create_task_group() as beating:
                 beating.start_soon(self._keep_lease, ctx, task_id, admitted)
                 await self.pipeline.run(ctx)
+                for _ in range(MAX_ROUNDS):  # its server asks in rounds itself (task_rounds)
+                    if not isinstance(ctx.result, InputRound) or ctx.events is None:
+                        break
+                    ctx = await answered(ctx, ctx.result)
+                    await self.pipeline.run(ctx)
                 beating.cancel_scope.cancel()
         except anyio.get_cancelled_exc_class():
             # The gateway is stopping: leave the task to another replica, at once.

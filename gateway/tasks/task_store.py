@@ -9,6 +9,9 @@ the scripts can charge the tenant's usage in the same step):
   creation, its result with it.
 - ``cc:{t:<tenant>}:task:<id>:lease``  string: the replica running the call, expiring
   `lease_ms` after its last renewal. Absent while the task works: its replica is gone.
+- ``cc:{t:<tenant>}:task:<id>:input``  hash: the questions the call's server asks the client
+  and the client has not answered yet (input id -> `{"method", "params"}` JSON), while the
+  task is `input_required`; it expires with the task.
 
 The record's bytes are charged to the tenant's usage as an expiring record (the ledger of
 `gateway.state.keys`), so tasks count against the tenant's byte quota (a task that would go
@@ -39,6 +42,8 @@ def task_key(tenant: str, task_id: str) -> str:
 CREATE = lua_script("gateway.tasks", "task_create")
 FINISH = lua_script("gateway.tasks", "task_finish")
 ASK_CANCEL = lua_script("gateway.tasks", "task_ask_cancel")
+ASK_INPUT = lua_script("gateway.tasks", "task_ask_input")
+INPUT_ANSWERED = lua_script("gateway.tasks", "task_input_answered")
 
 
 def _charging(script: LuaScript) -> str:
@@ -73,6 +78,8 @@ class TaskStore:
         self._create = redis.register_script(_charging(CREATE))
         self._finish = redis.register_script(_charging(FINISH))
         self._ask_cancel = redis.register_script(ASK_CANCEL.text)
+        self._ask_input = redis.register_script(ASK_INPUT.text)
+        self._input_answered = redis.register_script(INPUT_ANSWERED.text)
 
     async def create(
         self, principal: Principal, task_id: str, call: TaskCall, message: str = ""
@@ -119,7 +126,31 @@ class TaskStore:
         raw: dict[str, str] = await self.redis.hgetall(key)  # type: ignore[assignment]  # str: decoded
         if not raw or raw.get("agent") != principal.agent:
             return None
-        return _record(principal.tenant, task_id, raw)
+        inputs: dict[str, Any] = {}
+        if raw.get("status") == "input_required":
+            asked: dict[str, str] = await self.redis.hgetall(f"{key}:input")  # type: ignore[assignment]  # str: decoded
+            inputs = {input_id: json.loads(request) for input_id, request in asked.items()}
+        return _record(principal.tenant, task_id, raw, inputs)
+
+    async def ask_input(
+        self, tenant: str, task_id: str, input_id: str, request: dict[str, Any]
+    ) -> bool:
+        """The call asks its client `request` under `input_id`: the task is `input_required`
+        until it is answered (`input_answered`); False when the task has ended."""
+        key = task_key(tenant, task_id)
+        asked = await self._ask_input(
+            keys=ASK_INPUT.keys(task_key=key, input_key=f"{key}:input"),
+            args=ASK_INPUT.argv(input_id=input_id, request=json.dumps(request), now_ms=_now_ms()),
+        )
+        return bool(asked)
+
+    async def input_answered(self, tenant: str, task_id: str, input_id: str) -> None:
+        """The question `input_id` is no longer waiting (answered, or the call stopped)."""
+        key = task_key(tenant, task_id)
+        await self._input_answered(
+            keys=INPUT_ANSWERED.keys(task_key=key, input_key=f"{key}:input"),
+            args=INPUT_ANSWERED.argv(input_id=input_id, now_ms=_now_ms()),
+        )
 
     async def finish(
         self, tenant: str, task_id: str, status: TaskStatus, outcome: Any, message: str = ""
@@ -171,6 +202,9 @@ class TaskStore:
         taken = await self.redis.set(f"{key}:lease", self.replica, px=self.lease_ms, nx=True)
         if taken:
             await self.redis.hincrby(key, "attempts", 1)
+            # The questions its call asked died with it: none is open, the task works again.
+            await self.redis.delete(f"{key}:input")
+            await self.input_answered(tenant, task_id, "")
         return bool(taken)
 
     async def release(self, tenant: str, task_id: str) -> None:
@@ -179,13 +213,15 @@ class TaskStore:
         await self.redis.delete(f"{task_key(tenant, task_id)}:lease")
 
 
-def _record(tenant: str, task_id: str, raw: dict[str, str]) -> TaskRecord:
+def _record(
+    tenant: str, task_id: str, raw: dict[str, str], inputs: dict[str, Any] | None = None
+) -> TaskRecord:
     outcome = raw.get("outcome")
     return TaskRecord(
         task_id=task_id,
         tenant=tenant,
         agent=raw["agent"],
-        status=raw["status"],  # type: ignore[arg-type]  # written only by the two scripts
+        status=raw["status"],  # type: ignore[arg-type]  # written only by the scripts
         message=raw.get("message", ""),
         created_ms=int(raw["created"]),
         updated_ms=int(raw["updated"]),
@@ -194,6 +230,7 @@ def _record(tenant: str, task_id: str, raw: dict[str, str]) -> TaskRecord:
         call=TaskCall.from_json(json.loads(raw["call"])),
         attempts=int(raw.get("attempts", "1")),
         outcome=json.loads(outcome) if outcome else None,
+        inputs=inputs or {},
     )
 
 

@@ -2,7 +2,8 @@
 long-running tool's call answered with a task, polled to its result; a task asked for; the
 budget's deadline ending one; a cancel stopping its call; a task of a replica
 that died taken over by the next poll (run again when the tool is idempotent, failed when
-not); and what the record costs its tenant in Redis."""
+not; the questions its call had asked gone with it); and what the record costs its tenant
+in Redis."""
 
 from __future__ import annotations
 
@@ -227,6 +228,28 @@ async def test_a_dead_replicas_idempotent_task_is_run_again_by_the_next_poll(
     late = TaskCall("echo", {"message": "x"}, int(time.time() * 1000) - 1, idempotent=True)
     expired = await caller.until_ended(await _orphan(redis, caller, late))
     assert expired["result"]["_meta"]["conclave/error"]["code"] == "DEADLINE_EXCEEDED", expired
+
+
+async def test_a_dead_replicas_task_waiting_for_input_is_taken_over_with_no_question_open(
+    http: httpx.AsyncClient, settings: Settings, redis: Redis
+) -> None:
+    caller = Caller(http, settings)
+    deadline = int(time.time() * 1000) + 30_000
+    call = TaskCall("echo", {"message": "asked"}, deadline, idempotent=True)
+    task_id = await _orphan(redis, caller, call)
+    store = TaskStore(redis, replica="dead:1", **_LIMITS, lease_ms=1, quota_bytes=10**9)
+    question = {"method": "elicitation/create", "params": {"message": "who?"}}
+    assert await store.ask_input("acme", task_id, "conclave-q.0", question)
+    waiting = await store.get(caller.principal, task_id)
+    assert waiting is not None and waiting.wire()["status"] == "input_required"
+    assert waiting.wire()["inputRequests"] == {"conclave-q.0": question}
+    # Its call died with its replica, and the question with it: the poll that takes the task
+    # over shows none open, and the call run again ends the task.
+    taken = await caller.get(task_id)
+    assert taken["status"] != "input_required" and "inputRequests" not in taken, taken
+    done = await caller.until_ended(task_id)
+    assert done["status"] == "completed", done
+    assert done["result"]["structuredContent"] == {"result": "asked"}
 
 
 async def test_a_dead_replicas_task_cancelled_ends_cancelled(

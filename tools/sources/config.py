@@ -125,6 +125,11 @@ class McpHttpSource(SourceBase):
     credential_file: Path | None = None
     credential_header: str = "Authorization"  # sent as "Bearer <credential>" for this one
     sessions: int = Field(default=4, gt=0, le=64)  # the session pool's size
+    # The wire a 2026-07-28 client's calls take to this server: "handshake" (its session; a
+    # request it sends mid-call becomes the gateway's own round), or "2026-07-28" (the
+    # revision's own: the server answers InputRequiredResult itself, relayed to the client).
+    # A handshake-era client's calls always take the session.
+    wire: Literal["handshake", "2026-07-28"] = "handshake"
 
 
 ToolSource = Annotated[PythonSource | McpStdioSource | McpHttpSource, Field(discriminator="kind")]

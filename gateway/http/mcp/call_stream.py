@@ -5,7 +5,9 @@ tool's progress and log messages, its MCP server's notifications) are listened t
 answer is decided by the call itself: at its first event the caller takes, the answer
 becomes an SSE stream (`notifications/progress` with the caller's `_meta.progressToken`,
 `notifications/message`, then the JSON-RPC response as the last event); a call that sends
-none (or a client that accepts only JSON) is answered plain JSON, as before. A progress
+none (or a client that accepts only JSON) is answered plain JSON, as before. A 2026-07-28
+client that accepts only JSON and declared client features is answered here too, without a
+stream (`streams=False`): its events are dropped, its servers' requests asked in rounds. A progress
 event is taken only when the caller sent a `progressToken`; a log message only at or above
 the caller's level (`level_of`, asked once per call, at its first log message: the handshake
 era's `logging/setLevel` of the identity, the 2026-07-28 wire's `_meta` level of the
@@ -85,6 +87,8 @@ class CallStream(Response):
         requests: ClientRequests,
         capabilities: Mapping[str, Any],
         rounds: InputRounds | None = None,
+        *,
+        streams: bool = True,
     ) -> None:
         super().__init__()
         self.pipeline = pipeline
@@ -95,6 +99,9 @@ class CallStream(Response):
         self.capabilities = capabilities  # what the client declared of MCP's client features
         # A 2026-07-28 client's call: its server's requests go out as InputRequiredResult.
         self.rounds = rounds
+        # False: the client takes only JSON; its call's events are dropped, and its server's
+        # requests are asked in rounds all the same (`rounds`).
+        self.streams = streams
         self.token = progress_token(ctx)
         self._level: LogLevel | object | None = _UNASKED
         self._streaming = False  # the answer is an event stream: its head was sent
@@ -109,9 +116,10 @@ class CallStream(Response):
             events,  # closed after the forwarder is done with it
             anyio.create_task_group() as forwarding,
         ):
-            self._offer = _offer_to(
-                sender, partial(forwarding.start_soon, self._forward, events, send)
-            )
+            if self.streams:
+                self._offer = _offer_to(
+                    sender, partial(forwarding.start_soon, self._forward, events, send)
+                )
             call = None if self.rounds is None else self.rounds.round_trip(ctx)
             ask = self._ask if call is None else call.ask
             ctx.events = CallEvents(self._offer, ask=ask, capabilities=self.capabilities)

@@ -31,8 +31,10 @@ answered with a task (`task_methods`: the call runs on in `gateway.tasks.TaskRun
 client that goes away does not cancel it), and `tasks/get`, `tasks/update` and `tasks/cancel`
 are pipeline operations. Its server-to-client requests are the
 revision's multi round-trip requests (`input_rounds`): a streamed `tools/call` whose client
-declared client features is answered `InputRequiredResult` when its server asks, and the
-client's retry carrying `requestState` resumes that call, on any replica.
+declared client features (streamed or not) is answered `InputRequiredResult` when its
+server asks, and the client's retry carrying `requestState` resumes that call, on any
+replica; a server's own `InputRequiredResult` is relayed, and the retry is a new call
+carrying the answers to it.
 """
 
 from __future__ import annotations
@@ -79,10 +81,12 @@ from gateway.http.mcp.messages import (
 from gateway.http.mcp.subscriptions_listen import LISTEN_METHOD, admit, listen_response
 from gateway.http.responses import challenge, method_not_allowed
 from gateway.pipeline import Pipeline, RequestContext, allowed_specs
-from gateway.tasks import TaskRunner, new_task_id
+from gateway.tasks import new_task_id
 from protocol import (
+    STATELESS_VERSION,
     ErrorCode,
     InitializeResult,
+    InputRound,
     JsonRpcErrorResponse,
     JsonRpcRequest,
     JsonRpcResponse,
@@ -237,16 +241,16 @@ def _stateless(
     refusal = stateless_era.check(request.headers, message, SUPPORTED_VERSIONS)
     if refusal is None and message.method == "server/discover":
         ctx.input_error = None
-        ctx.action = discover(registry, (*SUPPORTED_VERSIONS, stateless_era.STATELESS_VERSION))
+        ctx.action = discover(registry, (*SUPPORTED_VERSIONS, STATELESS_VERSION))
         ctx.operation = "mcp:server/discover"
     elif refusal is None and message.method in task_methods.TASK_METHODS:
         if not task_methods.declares_tasks(message.params):
             refusal = stateless_era.missing_capability(task_methods.TASKS_EXTENSION)
         else:
-            runner: TaskRunner = gateway_parts(request.app).tasks
+            parts = gateway_parts(request.app)
             ctx.input_error = None
             ctx.action = task_methods.task_action(
-                message.method, message.params, runner, gateway_parts(request.app).inflight
+                message.method, message.params, parts.tasks, parts.inflight, parts.client_requests
             )
             ctx.operation = f"mcp:{message.method}"
     elif refusal is None and message.method == LISTEN_METHOD:
@@ -278,6 +282,7 @@ async def mcp_post(request: Request) -> Response:
         return refused
     pipeline: Pipeline = gateway_parts(request.app).pipeline
     registry: ToolRegistry = gateway_parts(request.app).registry
+    rounds: InputRounds = gateway_parts(request.app).input_rounds
     body = b""
     message: McpMessage | None = None
     stateless, refusal, as_task = False, None, False
@@ -302,17 +307,25 @@ async def mcp_post(request: Request) -> Response:
             ctx.client_capabilities = stateless_era.client_capabilities(message)
             stateless_era.consume_envelope(message)  # upstreams speak the handshake era
             if message.method == "tools/call" and STATE_FIELD in message.params:
-                return await _resumed(request, pipeline, message, ctx)
+                if not rounds.relays(message.params[STATE_FIELD]):  # a call still running
+                    return await _resumed(request, pipeline, message, ctx)
+                # A server's own round: the retry is a call of its own (input_rounds).
+                ctx.on_admitted, as_task = rounds.admit_answer(message.params), False
     except GatewayError as exc:
         ctx = RequestContext("mcp", "mcp:(unreadable)", request.headers, input_error=exc)
     finish = stateless_era.finish if stateless else _unchanged
     bad_version = None if stateless else _version_refusal(request)
     if bad_version is not None:
         ctx.input_error = bad_version  # refused by the scope stage, once the caller is known
-    answer = partial(_answer, ctx, message, body, bad_version, refusal, finish)
+    answer = partial(_answer, ctx, message, body, bad_version, refusal, finish, rounds)
     if as_task and message is not None and message.id is not None:
         # Answered once the call is admitted and its task recorded; it runs on (task_methods).
-        record = await gateway_parts(request.app).tasks.start(ctx, new_task_id())
+        parts, task_id = gateway_parts(request.app), new_task_id()
+        if declared:  # its servers' requests wait in the task for tasks/update
+            ctx.events = task_methods.asking_client(
+                ctx, task_id, parts.tasks.store, parts.client_requests, declared
+            )
+        record = await parts.tasks.start(ctx, task_id)
         if record is None:  # refused before it ran: answered as any refusal
             return answer()
         created = {**finish("tools/call", task_methods.created(record)), "resultType": "task"}
@@ -334,11 +347,18 @@ async def mcp_post(request: Request) -> Response:
         # The client features its servers may ask it: from the handshake era's initialize,
         # or the 2026-07-28 request's own _meta (asked in rounds: input_rounds).
         if stateless:
-            asked, rounds = declared, parts.input_rounds if declared else None
+            asked, in_rounds = declared, rounds if declared else None
         else:
-            asked, rounds = session_capabilities(request.headers.get(SESSION_HEADER)), None
+            asked, in_rounds = session_capabilities(request.headers.get(SESSION_HEADER)), None
         requests = parts.client_requests
-        return CallStream(pipeline, ctx, answer, level_of, requests, asked, rounds)
+        return CallStream(pipeline, ctx, answer, level_of, requests, asked, in_rounds)
+    elif message is not None and message.id is not None and stateless and declared:
+        # A 2026-07-28 client that takes only JSON: its servers' requests asked in rounds all
+        # the same, nothing streamed (call_stream, input_rounds).
+        requests = gateway_parts(request.app).client_requests
+        return CallStream(
+            pipeline, ctx, answer, level_of, requests, declared, rounds, streams=False
+        )
     else:  # a tool call: a client that closes its connection cancels it
         async with cancel_when_client_goes(request.scope, request.receive, ctx.cancel):
             await pipeline.run(ctx)
@@ -352,9 +372,11 @@ def _answer(
     bad_version: GatewayError | None,
     refusal: stateless_era.WireRefusal | None,
     finish: Callable[[str, dict[str, Any]], dict[str, Any]],
+    rounds: InputRounds,
 ) -> Response:
     """The JSON-RPC answer of a message that has run through the pipeline (`finish` adds
-    what the 2026-07-28 wire puts on a result; `refusal` is that wire's own 400 or 404)."""
+    what the 2026-07-28 wire puts on a result; `refusal` is that wire's own 400 or 404; a
+    server's own round is relayed to the client by `rounds`)."""
     request_id = message.id if message is not None else request_id_of(body)
     if ctx.error is not None:
         ours = refusal is not None and ctx.failed_stage == "scope"
@@ -385,6 +407,9 @@ def _answer(
         )
     if message is None or message.id is None:
         return Response(status_code=202)
+    if message.method == "tools/call" and isinstance(ctx.result, InputRound):
+        asked = {**finish("tools/call", {}), **rounds.relayed(ctx, ctx.result)}
+        return JSONResponse(rpc_result(message.id, asked))
     if message.method == "tools/call":
         answer = tool_result(ctx.result, ctx.trace_id, ctx.usage)
         return JSONResponse(rpc_result(message.id, finish("tools/call", answer)))

@@ -21,10 +21,25 @@ waits for the call's next outcome, which the call pushes to a Redis list of its 
 expired is refused; one whose call ended without anyone reading its result waits for nothing
 longer than the state's expiry (the call's time limit). The call's server never waits on a
 client that does not retry: `CallEvents.request` answers it with an error by its deadline.
+
+A server on the 2026-07-28 wire asks in rounds itself (`gateway.sources.upstream_rounds`):
+its call ends with its own `InputRequiredResult` (`protocol.InputRound`), and nothing keeps
+running between the rounds. The client is answered with the server's `inputRequests`
+unchanged (its own keys) and a `requestState` of the gateway's (`relayed`): the server's own
+state, the served tool's name and a digest of the call's arguments (the retry is the same
+call, as the revision asks), the caller's identity and an expiry (`RELAY_TTL_S`), sealed
+with AES-GCM under a key derived from the gateway's secret, so the client can neither read
+the server's state nor change any of it. The retry is a new call of the same tool through
+every stage (`admit_answer` opens its state once the caller is known: a state that is
+another caller's, another call's, changed or expired is refused INVALID_REQUEST), on any
+replica, and reaches the server with the client's `inputResponses` and the server's own
+`requestState`, as the server handed it out (`protocol.InputAnswer`).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import json
@@ -38,6 +53,8 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from starlette.responses import JSONResponse, Response
@@ -45,15 +62,26 @@ from starlette.responses import JSONResponse, Response
 from gateway.gateway_error import GatewayError
 from gateway.http.mcp.client_requests import ClientRequests
 from gateway.pipeline import Pipeline, RequestContext
-from protocol import ErrorCode, Principal, RequestId
+from protocol import (
+    INPUT_REQUESTS,
+    INPUT_REQUIRED,
+    INPUT_RESPONSES,
+    REQUEST_STATE,
+    ErrorCode,
+    InputAnswer,
+    InputRound,
+    Principal,
+    RequestId,
+)
 
 log = logging.getLogger("conclave.gateway.mcp")
 
 OUTCOMES = "conclave:mcp:round:{%s}"  # a parked call's next outcomes, JSON, oldest first
 OUTCOME_TTL_S = 60  # an outcome nobody retried for is dropped this long after the call
 GRACE_S = 5.0  # a retry waits this much past its call's time limit for its outcome
-STATE_FIELD, RESPONSES_FIELD = "requestState", "inputResponses"
-INPUT_REQUIRED = "input_required"
+STATE_FIELD, RESPONSES_FIELD = REQUEST_STATE, INPUT_RESPONSES
+RELAYED = "u1."  # how a relayed round's state begins (a running call's never does)
+RELAY_TTL_S = 600  # how long a client may take to answer a server's own round
 
 
 @dataclass(frozen=True)
@@ -136,6 +164,8 @@ class InputRounds:
         self.redis = redis
         self.requests = requests
         self._key = hmac.new(secret, b"conclave: request state", hashlib.sha256).digest()
+        sealing = hmac.new(secret, b"conclave: relayed request state", hashlib.sha256).digest()
+        self._sealing = AESGCM(sealing)
         self.group: TaskGroup | None = None
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -155,6 +185,61 @@ class InputRounds:
         state = self._state(ctx.require_principal(), call.id, call.expires)
         return {"resultType": INPUT_REQUIRED, "inputRequests": requests, STATE_FIELD: state}
 
+    def relayed(self, ctx: RequestContext, asked: InputRound) -> dict[str, Any]:
+        """The client's `InputRequiredResult` for a server's own round: its questions as it
+        asked them, its state sealed into the gateway's."""
+        principal = ctx.require_principal()
+        sealed = {
+            "tool": ctx.tool_name,
+            "arguments": _digest(ctx.arguments),
+            "state": asked.state,
+            "expires": time.time() + RELAY_TTL_S,
+        }
+        nonce = secrets.token_bytes(12)
+        body = self._sealing.encrypt(nonce, json.dumps(sealed).encode(), _bound_to(principal))
+        state = RELAYED + base64.urlsafe_b64encode(nonce + body).decode().rstrip("=")
+        result: dict[str, Any] = {"resultType": INPUT_REQUIRED}
+        if asked.requests:
+            result[INPUT_REQUESTS] = asked.requests
+        return {**result, STATE_FIELD: state}
+
+    @staticmethod
+    def relays(state: object) -> bool:
+        """Whether `state` is a relayed round's (else a running call's, or no state)."""
+        return isinstance(state, str) and state.startswith(RELAYED)
+
+    def admit_answer(self, params: dict[str, Any]) -> Callable[[RequestContext], Any]:
+        """The hook that opens a retry's relayed state once its caller is known (dispatch's
+        `on_admitted`): the server's answers for the call, or INVALID_REQUEST."""
+
+        async def admit(ctx: RequestContext) -> None:
+            state = self._unsealed(ctx.require_principal(), params.get(STATE_FIELD))
+            call = {"tool": ctx.tool_name, "arguments": _digest(ctx.arguments)}
+            if state is None or any(state.get(k) != v for k, v in call.items()):
+                raise _not_yours()
+            responses = params.get(RESPONSES_FIELD)
+            kept = state.get("state")
+            ctx.input_answer = InputAnswer(
+                dict(responses) if isinstance(responses, dict) else {},
+                kept if isinstance(kept, str) else None,
+            )
+
+        return admit
+
+    def _unsealed(self, principal: Principal, state: object) -> dict[str, Any] | None:
+        if not self.relays(state):
+            return None
+        assert isinstance(state, str)
+        try:
+            raw = base64.urlsafe_b64decode(state[len(RELAYED) :] + "==")
+            opened = self._sealing.decrypt(raw[:12], raw[12:], _bound_to(principal))
+        except (InvalidTag, ValueError, binascii.Error):
+            return None
+        sealed = json.loads(opened)
+        if not isinstance(sealed, dict) or float(sealed.get("expires", 0)) < time.time():
+            return None
+        return sealed
+
     def _state(self, principal: Principal, call_id: str, expires: float) -> str:
         body = f"{call_id}.{int(expires)}"
         return f"{body}.{self._mac(principal, body)}"
@@ -171,12 +256,7 @@ class InputRounds:
             good = hmac.compare_digest(mac.encode(), self._mac(principal, body).encode())
             if good and expires.isdigit() and int(expires) + GRACE_S > time.time():
                 return call_id, float(expires)
-        raise GatewayError.of(
-            ErrorCode.INVALID_REQUEST,
-            "requestState is not one this gateway gave you for a call still running (it was"
-            " changed, is another caller's, or its call's time ran out): call the tool again",
-            param_hints={STATE_FIELD: "the requestState of your last InputRequiredResult"},
-        )
+        raise _not_yours()
 
     async def resume(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
         """A retry's action: hand the call its client's responses, then its next outcome
@@ -202,8 +282,37 @@ class InputRounds:
         return {"status": outcome["status"], "body": {**outcome["body"], "id": ctx.request_id}}
 
 
+def _not_yours() -> GatewayError:
+    return GatewayError.of(
+        ErrorCode.INVALID_REQUEST,
+        "requestState is not one this gateway gave you for this tool, still current (it was"
+        " changed, is another caller's or another tool's, or its time ran out): call the tool"
+        " again",
+        param_hints={STATE_FIELD: "the requestState of your last InputRequiredResult"},
+    )
+
+
+def _digest(arguments: dict[str, Any]) -> str:
+    """What a relayed state binds of the call's arguments: the retry is the same call."""
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _bound_to(principal: Principal) -> bytes:
+    """What a sealed state is bound to: its caller (associated data, never in the state)."""
+    return "\0".join((principal.tenant, principal.agent)).encode()
+
+
 def _rpc(request_id: RequestId | None, result: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
-__all__ = ["OUTCOMES", "RESPONSES_FIELD", "STATE_FIELD", "InputRounds", "RoundTrip"]
+__all__ = [
+    "OUTCOMES",
+    "RELAYED",
+    "RELAY_TTL_S",
+    "RESPONSES_FIELD",
+    "STATE_FIELD",
+    "InputRounds",
+    "RoundTrip",
+]

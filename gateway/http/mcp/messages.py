@@ -63,8 +63,8 @@ def is_tool_failure(error: SerfError, stage: str | None) -> bool:
     run down with it; as a tool error the run sees it and stops or replans."""
     if error.code is ErrorCode.AUTH_REVOKED:
         return True
-    if error.category is ErrorCategory.AUTH:
-        return False
+    if error.category is ErrorCategory.AUTH or error.code is ErrorCode.INVALID_REQUEST:
+        return False  # the credential's, or a request the protocol does not take
     return stage in TOOL_FAILURE_STAGES or error.code in _REFUSED_TOOL
 
 

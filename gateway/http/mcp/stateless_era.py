@@ -42,8 +42,8 @@ Every message still runs through the pipeline (identity, policy, budgets, audit)
 here is the scope stage's input error, so an unauthenticated request still gets its 401.
 Tasks (`tasks/get`, `tasks/update`, `tasks/cancel`, a `tools/call` answered with a task) are
 `task_methods`'. Multi round-trip requests: a handshake-era server's request to the client
-during a call is turned into `InputRequiredResult` (`input_rounds`). Not implemented: an
-upstream's own `InputRequiredResult`.
+during a call is turned into `InputRequiredResult`, and a 2026-07-28 server's own is relayed
+with its state sealed into the gateway's (`input_rounds`).
 """
 
 from __future__ import annotations
@@ -54,11 +54,15 @@ from typing import Any
 
 from gateway.gateway_error import GatewayError
 from gateway.http.mcp.messages import McpMessage
-from protocol import ErrorCode, LogLevel, SerfError
+from protocol import (
+    META_CAPABILITIES,
+    META_VERSION,
+    STATELESS_VERSION,
+    ErrorCode,
+    LogLevel,
+    SerfError,
+)
 
-STATELESS_VERSION = "2026-07-28"
-META_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 _ENVELOPE_PREFIX = "io.modelcontextprotocol/"

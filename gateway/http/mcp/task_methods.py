@@ -12,8 +12,17 @@ What the extension asks, and what this serves (`ext-tasks`, `specification/draft
   Redis; a refused call is answered as it always is.
 - `tasks/get` answers the task as it stands (its result or error once it ended), from any
   replica; `tasks/cancel` stops the call wherever it runs (its sandbox's process group is
-  killed) and the task ends `cancelled`; `tasks/update` is acknowledged (Conclave's tasks
-  never wait for input, so no `inputResponses` key is ever outstanding and all are ignored).
+  killed) and the task ends `cancelled`.
+- Input: a request the call's MCP server sends its client (sampling, elicitation, roots; only
+  those the request's `clientCapabilities` declared, `asking_client`) moves the task to
+  `input_required`, and `tasks/get` shows it in `inputRequests` under an id the gateway
+  issues (`ClientRequests`: bound to the caller's identity). `tasks/update` with
+  `inputResponses` hands each answer to the waiting call, on whichever replica runs it; the
+  task is `working` again once nothing is left unanswered. An answer to a key that is not
+  outstanding, or not the caller's, is ignored, as the extension says; one not given by
+  the call's answer deadline (`sandbox.answer_deadline`) gets the server an error. A server
+  that asks in rounds itself (`InputRequiredResult`, an upstream on the 2026-07-28 wire) is
+  asked the same way, and its call run again with the answers (`gateway.tasks.task_rounds`).
   An unknown, expired or another caller's task id: -32602. A client not declaring the
   extension: -32021 (Missing Required Client Capability), HTTP 400.
 - The outcome is what the call would have answered had it not been a task: `completed` with
@@ -27,11 +36,16 @@ call is a tool call like any other (`gateway.tasks.TaskRunner`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import suppress
 from typing import Any
+
+import anyio
+from redis.exceptions import RedisError
 
 from gateway.cancellation import InflightCalls, call_key
 from gateway.gateway_error import GatewayError
 from gateway.http.mcp.catalog import Action
+from gateway.http.mcp.client_requests import ClientRequests
 from gateway.http.mcp.messages import (
     McpMessage,
     is_tool_failure,
@@ -40,8 +54,9 @@ from gateway.http.mcp.messages import (
     tool_result,
 )
 from gateway.pipeline import RequestContext
-from gateway.tasks import TaskOutcome, TaskRecord, TaskRunner, task_request_id
-from protocol import ErrorCode
+from gateway.tasks import TaskOutcome, TaskRecord, TaskRunner, TaskStore, task_request_id
+from protocol import INPUT_RESPONSES, ErrorCode, InputRound, SerfError
+from sandbox import CallEvents
 from tools import ToolRegistry
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
@@ -81,6 +96,14 @@ def created(record: TaskRecord) -> dict[str, Any]:
 
 def outcome_of(ctx: RequestContext) -> TaskOutcome:
     """How a task's call ended, as its `tools/call` would have answered it."""
+    if ctx.error is None and isinstance(ctx.result, InputRound):  # still asking: given up
+        unanswered = SerfError.of(
+            ErrorCode.TOOL_FAILED,
+            f"{ctx.tool_name} kept asking the client in rounds past what a task answers"
+            " (or its task was taken over): call it without a task to answer it yourself",
+            trace_id=ctx.trace_id,
+        )
+        return TaskOutcome("failed", rpc_error(None, unanswered)["error"], unanswered.message)
     if ctx.error is None:
         return TaskOutcome("completed", _typed(tool_result(ctx.result, ctx.trace_id, ctx.usage)))
     if ctx.error.code is ErrorCode.CANCELLED and ctx.cancel is not None and ctx.cancel.pulled:
@@ -106,8 +129,46 @@ def _unknown(task_id: object) -> GatewayError:
     )
 
 
+def asking_client(
+    ctx: RequestContext,
+    task_id: str,
+    store: TaskStore,
+    requests: ClientRequests,
+    declared: Mapping[str, Any],
+) -> CallEvents:
+    """Where the task's call sends what it reports: its progress nowhere (nobody listens),
+    its server's requests to the task's record, for the client's `tasks/update`."""
+
+    async def ask(method: str, params: dict[str, Any]) -> object:
+        principal = ctx.require_principal()
+        input_id = requests.issue(principal)
+        with requests.waiting(principal, input_id) as answers:
+            request = {"method": method, "params": params}
+            try:
+                asked = await store.ask_input(principal.tenant, task_id, input_id, request)
+            except (RedisError, OSError):
+                asked = False
+            if not asked:
+                return {"error": {"code": -32603, "message": "the client cannot be reached"}}
+            try:
+                return await answers.receive()
+            finally:  # answered, or the call stopped waiting: the question is no longer open
+                with anyio.CancelScope(shield=True), suppress(RedisError, OSError):
+                    await store.input_answered(principal.tenant, task_id, input_id)
+
+    return CallEvents(_nobody_listens, ask=ask, capabilities=declared)
+
+
+def _nobody_listens(_: object) -> bool:
+    return False
+
+
 def task_action(
-    method: str, params: Mapping[str, Any], runner: TaskRunner, inflight: InflightCalls
+    method: str,
+    params: Mapping[str, Any],
+    runner: TaskRunner,
+    inflight: InflightCalls,
+    requests: ClientRequests,
 ) -> Action:
     """The pipeline action answering the task method `method` for the caller."""
     task_id = params.get("taskId")
@@ -134,7 +195,13 @@ def task_action(
                 await runner.store.finish(
                     record.tenant, record.task_id, "cancelled", None, CANCELLED_BY_CALLER
                 )
-        return {}  # tasks/update: no input is ever outstanding, so nothing to apply
+        if method == "tasks/update" and record.status == "input_required":
+            responses = params.get(INPUT_RESPONSES)
+            for key, response in (responses if isinstance(responses, dict) else {}).items():
+                outstanding = key in record.inputs and requests.issued_to(principal, key)
+                if outstanding and isinstance(response, dict):
+                    await requests.answer(principal, key, {"result": response})
+        return {}
 
     return answer
 
@@ -144,6 +211,7 @@ __all__ = [
     "MISSING_CAPABILITY",
     "TASKS_EXTENSION",
     "TASK_METHODS",
+    "asking_client",
     "created",
     "declares_tasks",
     "outcome_of",
