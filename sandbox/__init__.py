@@ -17,6 +17,7 @@ from sandbox.docker_client import docker_client
 from sandbox.executor import NOT_RUN, CallLimits, Invocation, Outcome, ToolExecutor
 from sandbox.factory import backend_named, create_backend, create_executor
 from sandbox.gc import collect_orphans
+from sandbox.idle_watch import Heard, SubscriptionHold
 from sandbox.image import ImageBuildError, RuntimeImageBuilder
 from sandbox.inprocess import InProcessExecutor
 from sandbox.instance import MCP_STDIO_ENTRYPOINT, Sandbox
@@ -42,6 +43,7 @@ __all__ = [
     "BackendChoice",
     "CallEvents",
     "CallLimits",
+    "Heard",
     "ImageBuildError",
     "InProcessExecutor",
     "Invocation",
@@ -59,6 +61,7 @@ __all__ = [
     "SandboxProfile",
     "SandboxSpec",
     "SandboxStartError",
+    "SubscriptionHold",
     "TimeLimit",
     "ToolExecutor",
     "WorkspaceQuota",

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from protocol import CallUsage, ErrorCode, SerfError, ToolContext
 from sandbox.call_events import CallEvents
+from sandbox.idle_watch import SubscriptionHold
 from tools import ToolResult
 
 
@@ -45,6 +46,9 @@ class Invocation:
     # The client features (MCP `clientCapabilities`) the request declared, on the 2026-07-28
     # wire; None on the handshake era, whose capabilities the stateless gateway never keeps.
     client_capabilities: Mapping[str, Any] | None = None
+    # A call that subscribes an MCP server in the sandbox: the pool keeps that sandbox for
+    # the hold's time after it, and its servers' notices go to the hold's receiver.
+    hold: SubscriptionHold | None = None
 
 
 # Failures decided before the tool did any work: they say nothing about its latency or health.

@@ -19,6 +19,8 @@ message names the caller's client capabilities, so the server asks the caller (s
 elicitation, roots) only what it declared (`sandbox.runner_wire`). Resources and
 prompts are served at `/mcp` (`gateway.http.mcp.catalog`) to the principals whose scopes
 cover the source (`tool:<source>.*` or `tool:<source>__*`), read in the caller's sandbox too.
+A subscription to one of its resources subscribes the server in the caller's sandbox
+(`subscribe`), which the pool then holds and watches (`sandbox.SubscriptionHold`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from sandbox import (
     Invocation,
     Outcome,
     SandboxError,
+    SubscriptionHold,
     ToolExecutor,
     create_executor,
     node_layer,
@@ -292,6 +295,11 @@ class StdioSources:
             return []
         return [s for s in self.servers.values() if s.source.visible_to(principal)]
 
+    def sees(self, principal: Principal, source: str) -> bool:
+        """Whether `principal` sees the source named `source` (its news goes to it)."""
+        server = self.servers.get(source)
+        return server is not None and server.source.visible_to(principal)
+
     async def request(
         self, principal: Principal, server: StdioServer, method: str, params: dict[str, Any]
     ) -> dict[str, Any]:
@@ -300,6 +308,19 @@ class StdioSources:
             raise GatewayError.of(ErrorCode.NOT_FOUND, f"source {server.name!r} is not served")
         context = _context(principal)
         return await _relay(self.executor, server, context, server.limits, method, params)
+
+    async def subscribe(
+        self, principal: Principal, server: StdioServer, uri: str, hold: SubscriptionHold
+    ) -> dict[str, Any]:
+        """`resources/subscribe` of the server's own `uri` in `principal`'s own sandbox, which
+        the pool then keeps for `hold.hold_s` and whose notices go to `hold.heard`."""
+        if self.executor is None:
+            raise GatewayError.of(ErrorCode.NOT_FOUND, f"source {server.name!r} is not served")
+        context, limits = _context(principal), server.limits
+        params = {"uri": uri}
+        return await _relay(
+            self.executor, server, context, limits, "resources/subscribe", params, hold
+        )
 
 
 class StdioRouter:
@@ -331,6 +352,7 @@ async def _relay(
     limits: CallLimits,
     method: str,
     params: dict[str, Any],
+    hold: SubscriptionHold | None = None,
 ) -> dict[str, Any]:
     """The server's result for one message, run in `context`'s identity's sandbox."""
     invocation = Invocation(
@@ -339,6 +361,7 @@ async def _relay(
         server.message(method, params),
         context,
         limits,
+        hold=hold,
     )
     outcome = await executor.execute(invocation)
     if outcome.error is not None:
