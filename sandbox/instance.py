@@ -36,7 +36,10 @@ the runner relays to the server it keeps in this sandbox (started on first use).
 requests to the calling client (sampling, elicitation, roots) come as server-request frames
 before the reply; each goes to the invocation's `events` (`CallEvents.request`, which asks
 the client or refuses) and its answer back to the runner as a server-answer frame, while the
-call's other frames are read on: a client's slow answer holds up nothing else.
+call's other frames are read on: a client's slow answer holds up nothing else. A request for
+a feature the caller's request did not declare (`Invocation.client_capabilities`, the
+2026-07-28 wire's) stops the call at once, as a cancel does (the sandbox stays warm), and is
+answered `CLIENT_CAPABILITY_MISSING` naming the capability (`details.requiredCapabilities`).
 
 Notices: what the sandbox's MCP servers notify of their subscriptions (resource updates)
 goes to `notices` (`idle_watch.NoticeGate`, given its receiver by the call that subscribed,
@@ -60,7 +63,7 @@ import anyio
 from anyio.abc import TaskGroup
 from pydantic_core import to_jsonable_python
 
-from protocol import CallUsage, ErrorCode, ExitReason, SerfError
+from protocol import FEATURE_OF_METHOD, CallUsage, ErrorCode, ExitReason, SerfError
 from sandbox.backend import (
     EngineBound,
     EngineLost,
@@ -273,6 +276,7 @@ class Sandbox:
         reply: dict[str, Any] | None = None
         gone = ""
         violation: _ProtocolViolation | None = None
+        undeclared: _Undeclared | None = None
         if self._engine is not None and self._engine.engine_lost.is_set():
             return await self._engine_gone(started)
         self.current_call = invocation
@@ -296,6 +300,9 @@ class Sandbox:
                     violation = _output_over_cap(invocation.limits, exc.size)
                 except _ProtocolViolation as exc:
                     violation = exc
+                except _Undeclared as exc:  # the caller cannot be asked: the call stops
+                    undeclared = exc
+                    await self._send_cancel(call_id, invocation.limits)
         except anyio.get_cancelled_exc_class():
             await self._send_cancel(call_id, invocation.limits)
             raise
@@ -307,6 +314,9 @@ class Sandbox:
         wall_ms = (self.last_used - started) * 1000
         if violation is not None:
             return await self._refuse_reply(violation, wall_ms)
+        if undeclared is not None:  # its sandbox settles the cancel as a cancelled call's
+            usage = CallUsage(wall_ms=wall_ms, exit_reason=ExitReason.ERROR, sandbox=self.label)
+            return CallResult(Outcome(usage=usage, error=undeclared.error), recycle=False)
         if reply is None and self._engine is not None and self._engine.engine_lost.is_set():
             return await self._engine_gone(started)
         if reply is None:
@@ -362,6 +372,7 @@ class Sandbox:
             if kind == NOTICE:
                 self.notices.notice(frame)
             elif kind == SERVER_REQUEST:
+                _check_declared(invocation, frame)
                 ask = (channel, call_id, frame, invocation.events, deadline)
                 if asking is None:
                     await _answer_server(*ask)
@@ -577,6 +588,32 @@ class Sandbox:
                 await self.launched.kill()
             except Exception:  # teardown must go on; `conclave sandbox gc` finds what is left
                 log.warning("could not tear down %s", self.launched.description, exc_info=True)
+
+
+class _Undeclared(Exception):
+    """The call's server asked the client for a feature the caller's request did not declare;
+    `error` is what the call answers."""
+
+    def __init__(self, error: SerfError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def _check_declared(invocation: Invocation, frame: dict[str, Any]) -> None:
+    """Raise `_Undeclared` when the server's request (`frame`) needs a client feature the
+    request declared not (on the 2026-07-28 wire; the handshake era declares nothing here)."""
+    declared = invocation.client_capabilities
+    message = frame.get(MESSAGE_FIELD)
+    method = message.get("method") if isinstance(message, dict) else None
+    needed = FEATURE_OF_METHOD.get(method) if isinstance(method, str) else None
+    if declared is None or needed is None or needed in declared:
+        return
+    error = SerfError.of(
+        ErrorCode.CLIENT_CAPABILITY_MISSING,
+        f"{invocation.tool} asks the client for {needed}, which this request did not declare",
+        details={"requiredCapabilities": {needed: {}}},
+    )
+    raise _Undeclared(error)
 
 
 class _ProtocolViolation(Exception):

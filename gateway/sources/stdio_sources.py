@@ -16,7 +16,9 @@ runner keeps the server warm (`sandbox.runner`), and reads the server's result. 
 listens to the call's events, the message carries a `progressToken` and the runner relays the
 server's `notifications/progress` and `notifications/message` as the call's events, and the
 message names the caller's client capabilities, so the server asks the caller (sampling,
-elicitation, roots) only what it declared (`sandbox.runner_wire`). Resources and
+elicitation, roots) only what it declared (`sandbox.runner_wire`); one that asks anyway what
+a 2026-07-28 request did not declare has its call stopped and answered -32021, as an
+`mcp_http` upstream's is (`client_requests.capability_missing`). Resources and
 prompts are served at `/mcp` (`gateway.http.mcp.catalog`) to the principals whose scopes
 cover the source (`tool:<source>.*` or `tool:<source>__*`), read in the caller's sandbox too.
 A subscription to one of its resources subscribes the server in the caller's sandbox
@@ -39,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.config import Settings
 from gateway.gateway_error import GatewayError
+from gateway.sources.client_requests import capability_missing
 from gateway.sources.python_sources import DISCOVERY_LIMITS, cache_root, effective_backend
 from gateway.sources.upstream_failure import tool_error
 from gateway.sources.upstream_tool import UpstreamTool
@@ -59,6 +62,7 @@ from tools import RegisteredTool, ToolRegistry, ToolResult
 from tools.sources import McpStdioSource, ToolSource, prepare_stdio_source
 
 log = logging.getLogger("conclave.sources")
+CAPABILITY_MISSING = ErrorCode.CLIENT_CAPABILITY_MISSING
 
 
 @dataclass
@@ -277,6 +281,10 @@ class StdioSources:
             # asked nothing.
             message["capabilities"] = dict(invocation.events.capabilities)
         outcome = await executor.execute(replace(invocation, arguments=message))
+        if outcome.error is not None and outcome.error.code is CAPABILITY_MISSING:
+            # Stopped in the sandbox; answered as an mcp_http upstream's call is.
+            missing = (outcome.error.details or {}).get("requiredCapabilities") or {}
+            return replace(outcome, error=capability_missing(source, invocation.tool, missing))
         if outcome.error is not None or not isinstance(outcome.result, dict):
             return outcome
         result = outcome.result

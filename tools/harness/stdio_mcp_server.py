@@ -5,19 +5,21 @@ Standard library only, so any sandbox's python3 runs it by path (isolating sandb
 `exit` exits at once (saying why on stderr), `hang` never answers `initialize`, `duplicate`
 lists a tool twice; otherwise it serves these tools: `echo` (its text back), `pid` (its
 process id), `sleep` (`seconds`), `crash` (exits in the middle of the call), `garbage`
-(writes a line that is not JSON), `flood` (one answer line of `bytes` bytes),
-`report` (sends `notifications/progress` for the call's `progressToken`, when it has one,
-and a `notifications/message` at each of the levels `debug`, `info` and `warning`, then
-answers), `wait_cancel` (waits up to a minute for a `notifications/cancelled` naming the
-call, which it records and does not answer, as MCP asks) and `cancellations` (the request ids it saw
-cancelled); and two that answer rich content: `picture` (an image block with annotations, and
-the server's `_meta`) and `forecast` (structured content, listed with a title, annotations,
-icons, an `outputSchema` and `_meta`). With `--resources` it also serves resources that
-may be subscribed to (`watch://<name>`, read as the times it was touched) and the tool
-`touch` (`uri`, `after`): it counts the resource touched and tells a subscribed client
-`notifications/resources/updated`, before its answer, or `after` seconds after it (when the
-gateway's call is over: the sandbox is idle). It is not a tool module: nothing here
-registers with the gateway.
+(writes a line that is not JSON), `flood` (one answer line of `bytes` bytes), `report`
+(sends `notifications/progress` for the call's `progressToken`, when it has one, and a
+`notifications/message` at each of the levels `debug`, `info` and `warning`, then answers),
+`sample` (asks the client's model, `sampling/createMessage`, and answers what it said, or
+that it was refused; a call cancelled meanwhile is recorded as `wait_cancel`'s and not
+answered), `wait_cancel` (waits up to a minute for a `notifications/cancelled` naming the
+call, which it records and does not answer, as MCP asks) and `cancellations` (the request
+ids it saw cancelled); and two that answer rich content: `picture` (an image block with
+annotations, and the server's `_meta`) and `forecast` (structured content, listed with a
+title, annotations, icons, an `outputSchema` and `_meta`). With `--resources` it also serves
+resources that may be subscribed to (`watch://<name>`, read as the times it was touched) and
+the tool `touch` (`uri`, `after`): it counts the resource touched and tells a subscribed
+client `notifications/resources/updated`, before its answer, or `after` seconds after it
+(when the gateway's call is over: the sandbox is idle). It is not a tool module: nothing
+here registers with the gateway.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 
 _TOOLS = (
     "echo", "pid", "sleep", "crash", "garbage", "flood", "wait_cancel", "cancellations", "report",
-    "picture", "forecast",
+    "picture", "forecast", "sample",
 )  # fmt: skip
 _CANCELLED: list[Any] = []  # the request ids of the `wait_cancel` calls cancelled
 _WATCHED = "watch://counter"
@@ -137,6 +139,25 @@ def _report(token: Any) -> None:
         _write({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
 
 
+def _sample(ident: Any) -> dict[str, Any] | None:
+    """Ask the client to sample; its answer as the call's result, None when cancelled."""
+    params = {"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}]}
+    _write({"jsonrpc": "2.0", "id": "sample-1", "method": "sampling/createMessage", **{
+        "params": {**params, "maxTokens": 10}}})  # fmt: skip
+    while (line := _STDIN.next(60)) is not None:
+        message = json.loads(line)
+        params = message.get("params") or {}
+        if message.get("method") == "notifications/cancelled" and params.get("requestId") == ident:
+            _CANCELLED.append(ident)
+            return None
+        if message.get("id") == "sample-1" and "method" not in message:
+            said = (message.get("result") or {}).get("content", {}).get("text")
+            refused = (message.get("error") or {}).get("message")
+            text = f"refused: {refused}" if said is None else f"said: {said}"
+            return {"content": [{"type": "text", "text": text}]}
+    return {"content": [{"type": "text", "text": "no answer"}]}
+
+
 def _updated(uri: str) -> None:
     if uri in _SUBSCRIBED:
         params = {"uri": uri}
@@ -231,6 +252,10 @@ def main() -> int:
             _write({"jsonrpc": "2.0", "id": ident, "result": {"tools": tools}})
         elif method == "tools/call":
             params = message.get("params") or {}
+            if params.get("name") == "sample":
+                if (sampled := _sample(ident)) is not None:
+                    _write({"jsonrpc": "2.0", "id": ident, "result": sampled})
+                continue
             if params.get("name") == "wait_cancel":
                 if not _wait_cancel(ident):
                     _write({"jsonrpc": "2.0", "id": ident, "result": {"content": []}})
