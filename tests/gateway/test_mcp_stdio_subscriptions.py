@@ -125,7 +125,9 @@ async def test_a_subscription_outlives_its_sandbox_being_recycled(
         pids = {await cy.call("pid") for _ in range(4)}  # ... then recycled
         assert await cy.call("pid") not in pids  # a new sandbox
         subscriptions = gateway_parts(app).mcp_catalog.subscriptions
-        principal = Principal(tenant="subs", agent="cy", expires_at=2**40, token_id="t")
+        principal = Principal(
+            tenant="subs", agent="cy", scopes=("tool:*",), expires_at=2**40, token_id="t"
+        )
         await subscriptions.keep_alive(principal)  # what an open stream does every 15 s
         await until(lambda: subscriptions.renewed == 1, 20)  # in the gateway's background
         assert json.loads(await cy.call("subscriptions")) == [WATCHED]
