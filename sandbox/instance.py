@@ -244,6 +244,8 @@ class Sandbox:
         """The watch of its servers while it is idle (the caller runs it), if it is held."""
         if not self.held or self.closed or self.channel is None:
             return None
+        if self._idle_watch is not None and not self._idle_watch.done.is_set():
+            return None  # back in the idle pool without a call: its watch runs on
         self._idle_watch = IdleWatch(self.channel, next(self._ids), self.notices)
         return self._idle_watch
 
