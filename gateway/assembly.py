@@ -145,13 +145,18 @@ def create_app(
         upstreams = UpstreamSet(sources, registry)  # mcp_http sources
         # /mcp's GET streams, fed from any replica, and the subscriptions the upstreams'
         # news goes to
-        caller_streams = CallerStreams(redis, upstreams.sees)
+        caller_streams = CallerStreams(
+            redis,
+            lambda principal, source: (
+                stdio.sees(principal, source) or upstreams.sees(principal, source)
+            ),
+        )
         # Requests a call's servers send its client, answered through any replica
         secret = settings.secret.get_secret_value().encode()
         client_requests = ClientRequests(redis, secret)
         # ... and, for a 2026-07-28 client, in rounds (InputRequiredResult, then its retry)
         input_rounds = InputRounds(redis, client_requests, secret)
-        subscriptions = ResourceSubscriptions(redis, caller_streams, upstreams)
+        subscriptions = ResourceSubscriptions(redis, caller_streams, upstreams, stdio)
         upstreams.events = subscriptions
         mcp_catalog = McpCatalog(upstreams, stdio, subscriptions)
         pipeline, header_check = _pipeline(
@@ -197,6 +202,7 @@ def create_app(
                 await background.start(upstreams.run)  # each upstream tried once
                 await background.start(inflight.listen)  # cancels from any replica
                 await background.start(caller_streams.listen)  # news from any replica
+                await background.start(subscriptions.run)  # stdio servers' news, renewals
                 await background.start(tasks.run)  # MCP tasks' calls run in its group
                 await background.start(client_requests.listen)  # clients' answers
                 await background.start(input_rounds.run)  # calls between rounds

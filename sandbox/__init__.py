@@ -18,6 +18,7 @@ from sandbox.executor import NOT_RUN, CallLimits, Invocation, Outcome, ToolExecu
 from sandbox.factory import backend_named, create_backend, create_executor
 from sandbox.fair_share import PoolFullError
 from sandbox.gc import collect_orphans
+from sandbox.idle_watch import Heard, SubscriptionHold
 from sandbox.image import ImageBuildError, RuntimeImageBuilder
 from sandbox.inprocess import InProcessExecutor
 from sandbox.instance import MCP_STDIO_ENTRYPOINT, Sandbox
@@ -44,6 +45,7 @@ __all__ = [
     "BackendChoice",
     "CallEvents",
     "CallLimits",
+    "Heard",
     "ImageBuildError",
     "InProcessExecutor",
     "Invocation",
@@ -61,6 +63,7 @@ __all__ = [
     "SandboxProfile",
     "SandboxSpec",
     "SandboxStartError",
+    "SubscriptionHold",
     "TimeLimit",
     "ToolExecutor",
     "WorkspaceQuota",

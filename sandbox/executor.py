@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from protocol import CallUsage, ErrorCode, InputAnswer, InputRound, SerfError, ToolContext
 from sandbox.call_events import CallEvents
+from sandbox.idle_watch import SubscriptionHold
 from tools import ToolResult
 
 
@@ -48,6 +49,9 @@ class Invocation:
     # A 2026-07-28 retry's answers to what the tool's server asked in its last round (its
     # `InputRequiredResult`), with the server's own state: for the server, and it alone.
     answer: InputAnswer | None = None
+    # A call that subscribes an MCP server in the sandbox: the pool keeps that sandbox for
+    # the hold's time after it, and its servers' notices go to the hold's receiver.
+    hold: SubscriptionHold | None = None
 
 
 # Failures decided before the tool did any work: they say nothing about its latency or health.

@@ -36,7 +36,15 @@ the runner relays to the server it keeps in this sandbox (started on first use).
 requests to the calling client (sampling, elicitation, roots) come as server-request frames
 before the reply; each goes to the invocation's `events` (`CallEvents.request`, which asks
 the client or refuses) and its answer back to the runner as a server-answer frame, while the
-call's other frames are read on: a client's slow answer holds up nothing else.
+call's other frames are read on: a client's slow answer holds up nothing else. A request for
+a feature the caller's request did not declare (`Invocation.client_capabilities`, the
+2026-07-28 wire's) stops the call at once, as a cancel does (the sandbox stays warm), and is
+answered `CLIENT_CAPABILITY_MISSING` naming the capability (`details.requiredCapabilities`).
+
+Notices: what the sandbox's MCP servers notify of their subscriptions (resource updates)
+goes to `notices` (`idle_watch.NoticeGate`, given its receiver by the call that subscribed,
+`hold`), during a call or, while the sandbox is held idle, through an `IdleWatch` the pool
+begins (`begin_watch`) and the next call stops first.
 """
 
 from __future__ import annotations
@@ -55,7 +63,7 @@ import anyio
 from anyio.abc import TaskGroup
 from pydantic_core import to_jsonable_python
 
-from protocol import CallUsage, ErrorCode, ExitReason, SerfError
+from protocol import FEATURE_OF_METHOD, CallUsage, ErrorCode, ExitReason, SerfError
 from sandbox.backend import (
     EngineBound,
     EngineLost,
@@ -68,6 +76,7 @@ from sandbox.backend import (
 from sandbox.call_events import CallEvents, answer_deadline
 from sandbox.channel import ChannelClosed, OversizedFrame, RunnerChannel, accept, listen
 from sandbox.executor import CallLimits, Invocation, Outcome
+from sandbox.idle_watch import IdleWatch, NoticeGate, SubscriptionHold
 from sandbox.runner_wire import (
     CANCEL,
     EGRESS_SOCKET_NAME,
@@ -76,6 +85,7 @@ from sandbox.runner_wire import (
     MAX_EVENTS,
     MCP,
     MESSAGE_FIELD,
+    NOTICE,
     NOTIFICATION_FIELD,
     OUTPUT,
     REQUEST_FIELD,
@@ -153,6 +163,9 @@ class Sandbox:
         self.cancelled_call: int | None = None  # the id of a cancel the runner has yet to answer
         self._cancelled_limits: CallLimits | None = None  # that call's limits (its frame's)
         self._egress: EgressGate | None = None
+        self.notices = NoticeGate()  # its servers' resource updates, to who subscribed
+        self.held_until = 0.0  # (monotonic) kept from idle reaping until then: a subscription
+        self._idle_watch: IdleWatch | None = None
 
     @property
     def label(self) -> str:
@@ -216,8 +229,38 @@ class Sandbox:
         if errors:
             raise SandboxStartError(f"tool modules failed to import in the sandbox: {errors}")
 
+    @property
+    def held(self) -> bool:
+        """A subscription of one of its servers keeps it from idle reaping."""
+        return self.held_until > time.monotonic()
+
+    def hold(self, hold: SubscriptionHold) -> None:
+        """Its servers were subscribed by a call: keep it `hold.hold_s` from now, and send
+        their notices to `hold.heard`."""
+        self.held_until = max(self.held_until, time.monotonic() + hold.hold_s)
+        self.notices.heard = hold.heard
+
+    def begin_watch(self) -> IdleWatch | None:
+        """The watch of its servers while it is idle (the caller runs it), if it is held."""
+        if not self.held or self.closed or self.channel is None:
+            return None
+        if self._idle_watch is not None and not self._idle_watch.done.is_set():
+            return None  # back in the idle pool without a call: its watch runs on
+        self._idle_watch = IdleWatch(self.channel, next(self._ids), self.notices)
+        return self._idle_watch
+
+    async def stop_watching(self) -> bool:
+        """End the idle watch, if one runs: False when the sandbox was torn down for it."""
+        watch, self._idle_watch = self._idle_watch, None
+        if watch is not None and not await watch.stop(CANCEL_ANSWER_S):
+            await self.close()
+            return False
+        return True
+
     async def call(self, invocation: Invocation) -> CallResult:
         assert self.channel is not None, "call() on a sandbox that is not open"
+        if not await self.stop_watching():  # before a call: the channel in step again
+            raise StaleSandboxError(f"{self.label}: its runner did not end the idle watch")
         self.calls += 1
         call_id = next(self._ids)
         request = {
@@ -235,6 +278,7 @@ class Sandbox:
         reply: dict[str, Any] | None = None
         gone = ""
         violation: _ProtocolViolation | None = None
+        undeclared: _Undeclared | None = None
         if self._engine is not None and self._engine.engine_lost.is_set():
             return await self._engine_gone(started)
         self.current_call = invocation
@@ -258,6 +302,9 @@ class Sandbox:
                     violation = _output_over_cap(invocation.limits, exc.size)
                 except _ProtocolViolation as exc:
                     violation = exc
+                except _Undeclared as exc:  # the caller cannot be asked: the call stops
+                    undeclared = exc
+                    await self._send_cancel(call_id, invocation.limits)
         except anyio.get_cancelled_exc_class():
             await self._send_cancel(call_id, invocation.limits)
             raise
@@ -269,6 +316,9 @@ class Sandbox:
         wall_ms = (self.last_used - started) * 1000
         if violation is not None:
             return await self._refuse_reply(violation, wall_ms)
+        if undeclared is not None:  # its sandbox settles the cancel as a cancelled call's
+            usage = CallUsage(wall_ms=wall_ms, exit_reason=ExitReason.ERROR, sandbox=self.label)
+            return CallResult(Outcome(usage=usage, error=undeclared.error), recycle=False)
         if reply is None and self._engine is not None and self._engine.engine_lost.is_set():
             return await self._engine_gone(started)
         if reply is None:
@@ -310,7 +360,7 @@ class Sandbox:
         while True:
             frame = await self._receive_reply(channel, invocation.limits)
             kind = frame.get("type") if frame is not None else None
-            if frame is None or kind not in (EVENT, SERVER_REQUEST):
+            if frame is None or kind not in (EVENT, SERVER_REQUEST, NOTICE):
                 return frame
             frames += 1
             if frames > MAX_EVENTS or frame.get("id") != call_id:
@@ -321,7 +371,10 @@ class Sandbox:
                 details = {"sandbox_killed": True, "protocol_violation": "events"}
                 error = SerfError.of(ErrorCode.SANDBOX_KILLED, message, details=details)
                 raise _ProtocolViolation(error)
-            if kind == SERVER_REQUEST:
+            if kind == NOTICE:
+                self.notices.notice(frame)
+            elif kind == SERVER_REQUEST:
+                _check_declared(invocation, frame)
                 ask = (channel, call_id, frame, invocation.events, deadline)
                 if asking is None:
                     await _answer_server(*ask)
@@ -359,7 +412,7 @@ class Sandbox:
                     if reply is None:  # the engine stopped answering
                         break
                     kind = reply.get("type")
-                    if kind not in (EVENT, SERVER_REQUEST) and reply.get("id") == call_id:
+                    if kind not in (EVENT, SERVER_REQUEST, NOTICE) and reply.get("id") == call_id:
                         self.last_used = time.monotonic()
                         return True
             except (ChannelClosed, OversizedFrame):
@@ -526,6 +579,8 @@ class Sandbox:
         if self.closed:
             return
         self.closed = True
+        if self._idle_watch is not None:
+            self._idle_watch.abandon()
         with anyio.CancelScope(shield=True):
             if self._egress is not None:
                 await self._egress.detach(self)
@@ -535,6 +590,32 @@ class Sandbox:
                 await self.launched.kill()
             except Exception:  # teardown must go on; `conclave sandbox gc` finds what is left
                 log.warning("could not tear down %s", self.launched.description, exc_info=True)
+
+
+class _Undeclared(Exception):
+    """The call's server asked the client for a feature the caller's request did not declare;
+    `error` is what the call answers."""
+
+    def __init__(self, error: SerfError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def _check_declared(invocation: Invocation, frame: dict[str, Any]) -> None:
+    """Raise `_Undeclared` when the server's request (`frame`) needs a client feature the
+    request declared not (on the 2026-07-28 wire; the handshake era declares nothing here)."""
+    declared = invocation.client_capabilities
+    message = frame.get(MESSAGE_FIELD)
+    method = message.get("method") if isinstance(message, dict) else None
+    needed = FEATURE_OF_METHOD.get(method) if isinstance(method, str) else None
+    if declared is None or needed is None or needed in declared:
+        return
+    error = SerfError.of(
+        ErrorCode.CLIENT_CAPABILITY_MISSING,
+        f"{invocation.tool} asks the client for {needed}, which this request did not declare",
+        details={"requiredCapabilities": {needed: {}}},
+    )
+    raise _Undeclared(error)
 
 
 class _ProtocolViolation(Exception):

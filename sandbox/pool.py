@@ -28,6 +28,11 @@ idle pool when they are ready; the identity's next call waits for them instead o
 another (`sandbox.arrivals`). With `spares`, the pool keeps pre-started sandboxes that belong
 to nobody yet, for identities it has not seen (`sandbox.spares`).
 
+Subscriptions: a call that subscribed one of the sandbox's MCP servers (`Invocation.hold`)
+keeps that sandbox from idle reaping for the hold's time after it (it is evicted for room
+after every idle one that is not held); while it sits idle held, its servers are watched
+(`idle_watch`) so their resource updates reach the gateway between calls.
+
 The caps, the queue, the spares and the workspace quota are the pool's `SandboxConfig`.
 """
 
@@ -111,6 +116,7 @@ class SandboxPool:
         self._spares = Spares(config.spares)
         self._lock = anyio.Lock()
         self._closed = False
+        self._closing = False  # `aclose` began: no more idle watches
         self._interrupted = False  # `interrupt` killed the busy sandboxes: a shutdown
         self._work = BackgroundWork()  # the pool's task group: everything off the callers' path
         # Per identity, the sandboxes on their way to its idle pool (`Arriving`): a retry
@@ -184,6 +190,8 @@ class SandboxPool:
             waited_ms = (time.monotonic() - started) * 1000
             try:
                 result = await sandbox.call(within_deadline(invocation))
+                if invocation.hold is not None and result.outcome.ok:
+                    sandbox.hold(invocation.hold)
                 recycle = result.recycle or sandbox.calls >= self.config.recycle_after
                 lost = result.torn_down_at_timeout
                 return replace(self._cut_by_shutdown(result.outcome), waited_ms=waited_ms)
@@ -398,6 +406,9 @@ class SandboxPool:
             keep = not (recycle or sandbox.closed or self._closed)
             if keep:
                 self._idle.setdefault(key, []).append(sandbox)
+                watch = None if self._closing else sandbox.begin_watch()
+                if watch is not None:  # begun before anyone can take it from the idle pool
+                    self._work.start(watch.run)
             self._release(key)
         if not keep:
             self.recycled += 1
@@ -438,8 +449,8 @@ class SandboxPool:
         now = time.monotonic()
         expired: list[Sandbox] = []
         for key, sandboxes in list(self._idle.items()):
-            keep = [s for s in sandboxes if now - s.last_used < self.config.idle_s]
-            expired += [s for s in sandboxes if now - s.last_used >= self.config.idle_s]
+            keep = [s for s in sandboxes if now - s.last_used < self.config.idle_s or s.held]
+            expired += [s for s in sandboxes if s not in keep]
             if keep:
                 self._idle[key] = keep
             else:
@@ -454,11 +465,11 @@ class SandboxPool:
         for key, sandboxes in self._idle.items():
             held[key[0]] += len(sandboxes)
         candidates = [
-            (-held[key[0]], s.last_used, key, s) for key, v in self._idle.items() for s in v
+            (s.held, -held[key[0]], s.last_used, key, s) for key, v in self._idle.items() for s in v
         ]
         if not candidates:
             return None
-        *_, key, oldest = min(candidates, key=lambda c: (c[0], c[1]))
+        *_, key, oldest = min(candidates, key=lambda c: (c[0], c[1], c[2]))
         self._idle[key].remove(oldest)
         if not self._idle[key]:
             del self._idle[key]
@@ -520,6 +531,9 @@ class SandboxPool:
         """Tear down every sandbox (idle and busy) and the backend, and leave the task group
         once the work still running in it has ended."""
         with anyio.CancelScope(shield=True):
+            self._closing = True
+            for sandbox in [s for v in self._idle.values() for s in v]:
+                await sandbox.stop_watching()  # a watch runs until stopped: end each first
             await self._work.settled()  # late starts land in the idle pool first
             async with self._lock:
                 self._closed = True

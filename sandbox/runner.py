@@ -40,6 +40,11 @@ client's: sampling, elicitation, roots), and started again when a call names oth
 requests to the client (`wire.CLIENT_METHODS`) go to the host as server-request frames and
 the host's answers back to it under its own id; `ping` is answered here, anything else, or
 more than `wire.MAX_PENDING_REQUESTS` waiting at once, is refused to it (-32601).
+Subscriptions: the runner remembers the URIs a server was subscribed to (`resources/subscribe`
+relayed and answered) and subscribes a server it started again to them, so a restart (a
+crash, or other client capabilities) keeps them. What a server notifies of them
+(`wire.NOTICE_METHODS`) goes to the host as a notice frame: during a call, or while the host
+watches the idle sandbox (a request of type "watch", answered when the host cancels it).
 
 The runner is a boundary against the tool: it makes itself non-dumpable before it forks any
 child, so tool code (same user, no capabilities) can neither ptrace it, read or write its
@@ -170,6 +175,7 @@ class Runner:
         self.forwarder_pid = 0
         self._unreaped, self._child_pid = False, 0
         self._servers: dict[str, _McpServer] = {}  # mcp_stdio servers, by source name
+        self._subscribed: dict[str, set[str]] = {}  # by source name: URIs it is subscribed to
         # Children share the imported modules' pages; keep the collector from dirtying them.
         gc.freeze()
 
@@ -237,6 +243,8 @@ class Runner:
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         if request.get("type") == wire.MCP:
             return self._relay_mcp(request)
+        if request.get("type") == wire.WATCH:
+            return self._watch_servers(request)
         limits = request["limits"]
         try:
             self._resolve(request["tool"], request["entrypoint"])
@@ -287,19 +295,22 @@ class Runner:
             if server is not None and asked is not None and server.capabilities != asked:
                 server.kill()  # it told the server other capabilities than this caller has
                 server = None
+            fresh = server is None or not server.alive()
             if server is None or not server.alive():
                 if server is not None:
                     server.kill()
                 server = self._servers[name] = _McpServer.start(spec, self.workspace)
                 server.capabilities = asked if isinstance(asked, dict) else {}
             before = server.cpu_ms()
-            server.initialize(deadline, int(limits["max_output_bytes"]))
+            cap = int(limits["max_output_bytes"])
+            server.initialize(deadline, cap)
+            to_host = _HostEvents(self.host, request.get("id"))
+            if fresh:
+                server.resubscribe(self._subscribed.get(name, set()), deadline, cap)
             message = spec["message"]
             if message["method"] == "initialize":  # the gateway asks what the server is
                 answer: dict[str, Any] = {"result": server.initialized}
             else:
-                cap = int(limits["max_output_bytes"])
-                to_host = _HostEvents(self.host, request.get("id"))
                 answer = server.request(
                     message,
                     deadline,
@@ -307,7 +318,10 @@ class Runner:
                     watch=self._watch(request),
                     on_event=to_host.forward,
                     on_request=to_host.ask,
+                    on_notice=to_host.notice,
                 )
+                if "result" in answer:
+                    self._remember(name, message)
         except _CallCancelled:
             usage = {"wall_ms": (time.monotonic() - started) * 1000, "cpu_ms": 0.0}
             error = _err("CANCELLED", f"mcp_stdio source {name!r}: the call was cancelled")
@@ -326,6 +340,39 @@ class Runner:
         if "error" in answer:
             return _reply(request, "error", usage=usage, error=_rpc_error(name, answer["error"]))
         return _reply(request, "ok", usage=usage, result=answer.get("result"))
+
+    def _remember(self, source: str, message: dict[str, Any]) -> None:
+        """Keep the URIs the source's server is subscribed to (after its answer said so)."""
+        method, params = message.get("method"), message.get("params")
+        uri = params.get("uri") if isinstance(params, dict) else None
+        if method not in wire.SUBSCRIBE_METHODS or not isinstance(uri, str):
+            return
+        subscribed = self._subscribed.setdefault(source, set())
+        if method == wire.SUBSCRIBE_METHODS[0]:
+            if len(subscribed) < _MAX_SUBSCRIBED:
+                subscribed.add(uri)
+        else:
+            subscribed.discard(uri)
+
+    def _watch_servers(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Forward the servers' notices to the host until it cancels the watch (or goes)."""
+        started = time.monotonic()
+        watch = self._watch(request)
+        if watch is None:
+            return _reply(request, "ok", usage={"wall_ms": 0.0, "cpu_ms": 0.0})
+        to_host = _HostEvents(self.host, request.get("id"))
+        while True:
+            servers = {s.process.stdout.fileno(): s for s in self._servers.values() if s.alive()}
+            ready, _, _ = select.select([watch.fd, *servers], [], [])
+            if watch.fd in ready and watch.cancels():
+                break
+            for fd in ready:
+                server = servers.get(fd)
+                if server is not None and not server.drain_idle(to_host.notice):
+                    server.kill()  # gone, or wrote what no client takes: the next call restarts it
+                    self._servers.pop(server.source, None)
+        usage = {"wall_ms": (time.monotonic() - started) * 1000, "cpu_ms": 0.0}
+        return _reply(request, "ok", usage=usage)
 
     def _child(self, request_read: int, result_write: int, events_write: int) -> None:
         me = os.getpid()
@@ -517,6 +564,11 @@ class _HostEvents:
 
     def forward(self, event: dict[str, Any], field: str = wire.EVENT_FIELD) -> None:
         self._send(event, wire.EVENT_LIMIT, {"type": wire.EVENT, field: event})
+
+    def notice(self, source: str, message: dict[str, Any]) -> None:
+        """Send the host a server's notice (`wire.NOTICE_METHODS`)."""
+        frame = {"type": wire.NOTICE, wire.SOURCE_FIELD: source}
+        self._send(message, wire.EVENT_LIMIT, {**frame, wire.NOTIFICATION_FIELD: message})
 
     def ask(self, number: int, message: dict[str, Any]) -> bool:
         """Send the host a server's request to the client; False when it was not sent."""
@@ -897,6 +949,8 @@ def _relay(connection: socket.socket, target: str) -> None:
 
 
 MCP_PROTOCOL_VERSION = "2025-06-18"
+_MAX_SUBSCRIBED = 100  # URIs a server's subscriptions the runner keeps (the gateway's bound)
+_IDLE_BUFFER = 1024 * 1024  # what an idle server may write before a line ends
 _RPC_CODES = {-32602: "INVALID_ARGUMENTS", -32601: "TOOL_NOT_FOUND"}
 
 
@@ -990,18 +1044,54 @@ class _McpServer:
         watch: _HostWatch | None = None,
         on_event: Any = None,
         on_request: Any = None,
+        on_notice: Any = None,
     ) -> dict[str, Any]:
         """The server's response to `message` (a JSON-RPC request without its id); a cancel
         from the host (`watch`) is passed on to the server as `notifications/cancelled`; its
-        progress and log notifications meanwhile go to `on_event`, its requests to the
-        client to `on_request` (answered by the host through `watch`)."""
+        progress and log notifications meanwhile go to `on_event`, its notices (resource
+        updates) to `on_notice`, its requests to the client to `on_request` (answered by the
+        host through `watch`)."""
         self._ids += 1
         sent_id = self._ids
         self._send({"jsonrpc": "2.0", "id": sent_id, **message}, phase)
         try:
-            return self._response(sent_id, deadline, cap, phase, watch, on_event, on_request)
+            return self._response(
+                sent_id, deadline, cap, phase, watch, on_event, on_request, on_notice
+            )
         finally:
             self._asked.clear()  # answers to come are for a call that is over
+
+    def resubscribe(self, uris: set[str], deadline: float, cap: int) -> None:
+        """Subscribe a server just started to what its predecessor was subscribed to."""
+        for uri in sorted(uris):
+            message = {"method": wire.SUBSCRIBE_METHODS[0], "params": {"uri": uri}}
+            self.request(message, deadline, cap, "initialize")
+
+    def drain_idle(self, on_notice: Any) -> bool:
+        """Read what the server wrote while no call ran: its notices go to `on_notice`, a
+        `ping` is answered, any other request refused (no client is there to ask). False
+        when it exited, or wrote a line longer than `_IDLE_BUFFER`."""
+        chunk = _read_some(self.process.stdout.fileno())
+        if not chunk:  # readable, and nothing to read: its output ended
+            return False
+        self._buffer += chunk
+        while (end := self._buffer.find(b"\n")) >= 0:
+            line = bytes(self._buffer[:end])
+            del self._buffer[: end + 1]
+            try:
+                received = json.loads(line) if line.strip() else None
+            except ValueError:
+                return False
+            if not isinstance(received, dict) or "method" not in received:
+                continue  # a late answer of a call that is over
+            if received.get("method") in wire.NOTICE_METHODS:
+                on_notice(self.source, received)
+            elif "id" in received:
+                try:
+                    self._asks_client(received, "idle", None)
+                except _McpFault:
+                    return False
+        return len(self._buffer) <= _IDLE_BUFFER
 
     def _response(
         self,
@@ -1012,6 +1102,7 @@ class _McpServer:
         watch: _HostWatch | None,
         on_event: Any,
         on_request: Any,
+        on_notice: Any = None,
     ) -> dict[str, Any]:
         while True:
             try:
@@ -1033,6 +1124,8 @@ class _McpServer:
             if "method" in received:  # its own request or notification: no client features
                 if on_event is not None and received.get("method") in wire.NOTIFICATIONS:
                     on_event(received, wire.NOTIFICATION_FIELD)  # the host reads it
+                if on_notice is not None and received.get("method") in wire.NOTICE_METHODS:
+                    on_notice(self.source, received)
                 if "id" in received:
                     self._asks_client(received, phase, on_request)
                 continue

@@ -28,6 +28,15 @@ most `MAX_PENDING_REQUESTS` of a call wait at once, each at most `REQUEST_LIMIT`
 runner refuses the rest to the server itself (-32601), and the host checks both again.
 Inside the sandbox, a call's child writes its events to the runner on a pipe of their own,
 each a 4-byte big-endian length, then UTF-8 JSON.
+
+Notices: what an `mcp_stdio` server tells its subscribers (one of `NOTICE_METHODS`,
+`notifications/resources/updated`) is the sandbox's news, not a call's. The runner sends it as
+`{"type": "notice", "id": <the request's id>, "source": <the server's source>,
+"notification": <the message as it came>}`, during a call (before its reply) or during a
+watch: a request `{"type": "watch", "id": n}` the host sends an idle sandbox whose servers
+hold subscriptions. The runner then waits on its servers' output and forwards their notices
+until the host cancels the watch (a cancel frame of that id), and answers it as a call.
+Each notice is at most `EVENT_LIMIT` bytes; a watch forwards at most `MAX_EVENTS`.
 """
 
 from __future__ import annotations
@@ -56,6 +65,11 @@ MESSAGE_FIELD = "message"  # a server request's {"method", "params"}
 CLIENT_METHODS = ("sampling/createMessage", "elicitation/create", "roots/list")
 MAX_PENDING_REQUESTS = 4  # a call's server requests waiting for their answer at once
 REQUEST_LIMIT = 256 * 1024  # one server request's JSON (a sampling request carries messages)
+WATCH = "watch"  # the host asks an idle runner for its servers' notices until it cancels
+NOTICE = "notice"  # a notice of a server's, during a call or a watch
+SOURCE_FIELD = "source"  # a notice's server (its source's name)
+NOTICE_METHODS = ("notifications/resources/updated",)
+SUBSCRIBE_METHODS = ("resources/subscribe", "resources/unsubscribe")
 OUTPUT = "output"  # a reply's field holding a registered tool's result as MCP content
 
 # The host's Unix socket, and the egress proxy's, in the host directory the runner reaches.

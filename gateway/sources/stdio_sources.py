@@ -16,9 +16,13 @@ runner keeps the server warm (`sandbox.runner`), and reads the server's result. 
 listens to the call's events, the message carries a `progressToken` and the runner relays the
 server's `notifications/progress` and `notifications/message` as the call's events, and the
 message names the caller's client capabilities, so the server asks the caller (sampling,
-elicitation, roots) only what it declared (`sandbox.runner_wire`). Resources and
+elicitation, roots) only what it declared (`sandbox.runner_wire`); one that asks anyway what
+a 2026-07-28 request did not declare has its call stopped and answered -32021, as an
+`mcp_http` upstream's is (`client_requests.capability_missing`). Resources and
 prompts are served at `/mcp` (`gateway.http.mcp.catalog`) to the principals whose scopes
 cover the source (`tool:<source>.*` or `tool:<source>__*`), read in the caller's sandbox too.
+A subscription to one of its resources subscribes the server in the caller's sandbox
+(`subscribe`), which the pool then holds and watches (`sandbox.SubscriptionHold`).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.config import Settings
 from gateway.gateway_error import GatewayError
+from gateway.sources.client_requests import capability_missing
 from gateway.sources.python_sources import DISCOVERY_LIMITS, cache_root, effective_backend
 from gateway.sources.upstream_failure import tool_error
 from gateway.sources.upstream_tool import UpstreamTool
@@ -47,6 +52,7 @@ from sandbox import (
     Invocation,
     Outcome,
     SandboxError,
+    SubscriptionHold,
     ToolExecutor,
     create_executor,
     node_layer,
@@ -56,6 +62,7 @@ from tools import RegisteredTool, ToolRegistry, ToolResult
 from tools.sources import McpStdioSource, ToolSource, prepare_stdio_source
 
 log = logging.getLogger("conclave.sources")
+CAPABILITY_MISSING = ErrorCode.CLIENT_CAPABILITY_MISSING
 
 
 @dataclass
@@ -274,6 +281,10 @@ class StdioSources:
             # asked nothing.
             message["capabilities"] = dict(invocation.events.capabilities)
         outcome = await executor.execute(replace(invocation, arguments=message))
+        if outcome.error is not None and outcome.error.code is CAPABILITY_MISSING:
+            # Stopped in the sandbox; answered as an mcp_http upstream's call is.
+            missing = (outcome.error.details or {}).get("requiredCapabilities") or {}
+            return replace(outcome, error=capability_missing(source, invocation.tool, missing))
         if outcome.error is not None or not isinstance(outcome.result, dict):
             return outcome
         result = outcome.result
@@ -292,6 +303,11 @@ class StdioSources:
             return []
         return [s for s in self.servers.values() if s.source.visible_to(principal)]
 
+    def sees(self, principal: Principal, source: str) -> bool:
+        """Whether `principal` sees the source named `source` (its news goes to it)."""
+        server = self.servers.get(source)
+        return server is not None and server.source.visible_to(principal)
+
     async def request(
         self, principal: Principal, server: StdioServer, method: str, params: dict[str, Any]
     ) -> dict[str, Any]:
@@ -300,6 +316,19 @@ class StdioSources:
             raise GatewayError.of(ErrorCode.NOT_FOUND, f"source {server.name!r} is not served")
         context = _context(principal)
         return await _relay(self.executor, server, context, server.limits, method, params)
+
+    async def subscribe(
+        self, principal: Principal, server: StdioServer, uri: str, hold: SubscriptionHold
+    ) -> dict[str, Any]:
+        """`resources/subscribe` of the server's own `uri` in `principal`'s own sandbox, which
+        the pool then keeps for `hold.hold_s` and whose notices go to `hold.heard`."""
+        if self.executor is None:
+            raise GatewayError.of(ErrorCode.NOT_FOUND, f"source {server.name!r} is not served")
+        context, limits = _context(principal), server.limits
+        params = {"uri": uri}
+        return await _relay(
+            self.executor, server, context, limits, "resources/subscribe", params, hold
+        )
 
 
 class StdioRouter:
@@ -331,6 +360,7 @@ async def _relay(
     limits: CallLimits,
     method: str,
     params: dict[str, Any],
+    hold: SubscriptionHold | None = None,
 ) -> dict[str, Any]:
     """The server's result for one message, run in `context`'s identity's sandbox."""
     invocation = Invocation(
@@ -339,6 +369,7 @@ async def _relay(
         server.message(method, params),
         context,
         limits,
+        hold=hold,
     )
     outcome = await executor.execute(invocation)
     if outcome.error is not None:

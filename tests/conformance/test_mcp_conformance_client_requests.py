@@ -2,7 +2,10 @@
 pass through Conclave as they pass against the fixture alone, with the fixture federated as
 an `mcp_http` source and as an `mcp_stdio` one (in a bwrap sandbox): the suite's client
 answers what the fixture's tools ask it mid-call, and the tools finish with its answers.
-Failing on a gateway that had no server-to-client channel, they are issue 24's gap closed."""
+Failing on a gateway that had no server-to-client channel, they are issue 24's gap closed.
+So do `resources/subscribe` and `resources/unsubscribe`, which through `mcp_stdio` subscribe
+the fixture running in the caller's own sandbox (refused there before: 28 of the suite's 30
+scenarios passed through `mcp_stdio`, now 30)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ SCENARIOS = (
     "tools-call-elicitation",
     "elicitation-sep1034-defaults",
     "elicitation-sep1330-enums",
+    "resources-subscribe",
+    "resources-unsubscribe",
 )
 
 

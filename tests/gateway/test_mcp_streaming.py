@@ -491,3 +491,60 @@ async def test_a_2026_call_whose_server_asks_for_an_undeclared_capability_is_ref
     assert error["data"]["requiredCapabilities"] == {"sampling": {}}
     assert error["data"]["code"] == "CLIENT_CAPABILITY_MISSING"  # the SERF envelope
     assert raised.value.error.code == -32021
+
+
+async def test_a_2026_call_whose_stdio_server_asks_for_an_undeclared_capability_is_refused_32021(
+    settings: Settings, redis: Redis
+) -> None:
+    """As through `mcp_http`: the server, run by stdio in the caller's sandbox, asks the
+    client to sample; the request declared no `sampling`: the call is stopped at once (the
+    server is told it was cancelled, its sandbox stays warm) and answered -32021 naming the
+    capability, instead of the server being refused and the call going on."""
+    source = McpStdioSource(kind="mcp_stdio", name="odd", command=STDIO_SERVER)
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }
+
+    def call(rpc_id: int, tool: str, accept: str) -> tuple[dict[str, Any], dict[str, str]]:
+        params = {"name": tool, "arguments": {}, "_meta": meta}
+        headers = {
+            "Authorization": f"Bearer {_token(settings)}",
+            "Accept": accept,
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": tool,
+        }
+        return {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call", "params": params}, headers
+
+    both = "application/json, text/event-stream"
+    async with _gateway(settings, source) as app:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://gateway", timeout=60
+        ) as http:
+            with anyio.fail_after(20):  # not the tool's time limit
+                streamed = await http.post(
+                    "/mcp", json=(ask := call(12, "odd__sample", both))[0], headers=ask[1]
+                )
+                plain = await http.post(
+                    "/mcp",
+                    json=(ask := call(13, "odd__sample", "application/json"))[0],
+                    headers=ask[1],
+                )
+                told = await http.post(
+                    "/mcp", json=(ask := call(14, "odd__cancellations", both))[0], headers=ask[1]
+                )
+        async with _client(app, settings, _Heard()) as client:  # the official client
+            with pytest.raises(MCPError) as raised:
+                await client.call_tool("odd__sample", {})
+    for answer, rpc_id in ((streamed, 12), (plain, 13)):
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert answer.json()["id"] == rpc_id and error["code"] == -32021
+        assert error["data"]["requiredCapabilities"] == {"sampling": {}}
+        assert error["data"]["code"] == "CLIENT_CAPABILITY_MISSING"  # the SERF envelope
+        assert error["data"]["details"]["upstream"] == "odd"
+    assert raised.value.error.code == -32021
+    assert told.status_code == 200, told.text  # the same sandbox's server, warm: told of both
+    text = told.json()["result"]["content"][0]["text"]
+    assert len(json.loads(text)) == 2, text

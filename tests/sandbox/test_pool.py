@@ -15,6 +15,7 @@ import pytest
 
 from protocol import ErrorCode
 from sandbox.executor import CallLimits
+from sandbox.idle_watch import SubscriptionHold
 from sandbox.instance import Sandbox
 from sandbox.pool import SandboxPool
 from sandbox.profiles import MEMORY_TIERS_MB, RUNNER_OVERHEAD_MB, profile_for
@@ -355,5 +356,25 @@ async def test_an_open_pool_reaps_by_itself_and_its_close_leaves_no_task(
     pool = await make_pool("process", idle_s=0.2)
     assert (await pool.execute(invocation("whoami"))).ok and pool.size == 1
     await until(lambda: pool.size == 0, timeout_s=10)  # torn down idle, by the pool itself
+    await pool.aclose()
+    assert asyncio.all_tasks() - before == set()
+
+
+async def test_a_held_sandbox_outlives_its_idle_time_only_while_held(
+    make_pool: PoolFactory,
+) -> None:
+    """A call that subscribed (its `hold`) keeps its sandbox from idle reaping for the hold's
+    time, and no longer: a subscription never pins a sandbox for good. The watch of the
+    held sandbox is stopped by its next call, and ends with the pool (no task is left)."""
+    before = asyncio.all_tasks()
+    pool = await make_pool("process", idle_s=0.1)
+    hold = SubscriptionHold(1.0, lambda source, message: None)
+    held = await pool.execute(replace(invocation("whoami"), hold=hold))
+    assert held.ok, held.error
+    await anyio.sleep(0.3)  # past the idle time, within the hold (time passing: no event)
+    assert await pool.reap_idle() == 0 and pool.size == 1
+    again = await pool.execute(invocation("whoami"))  # stops the idle watch first
+    assert again.ok and again.usage.sandbox == held.usage.sandbox
+    await until(lambda: pool.size == 0, timeout_s=10)  # the hold over: reaped as idle
     await pool.aclose()
     assert asyncio.all_tasks() - before == set()

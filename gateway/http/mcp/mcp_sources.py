@@ -2,7 +2,8 @@
 one caller: its name, the resources, resource templates and prompts it listed at discovery
 (by its own URIs and names), and `send`, one request to it on the caller's behalf (an
 `mcp_stdio` server runs in the caller's own sandbox; an `mcp_http` upstream is asked with the
-gateway's credential).
+gateway's credential); an `mcp_stdio` one also has `subscribe`, which subscribes its server
+in the caller's sandbox and keeps that sandbox for the subscription (`sandbox.SubscriptionHold`).
 
 `sources_for` gives the sources a principal may see (its `tool:` scopes cover the whole
 source, `tool:<source>.*`), `mcp_stdio` ones first; the catalog's methods (`catalog`,
@@ -19,9 +20,12 @@ from typing import Any
 
 from gateway.sources import StdioSources, UpstreamSet
 from protocol import Principal
+from sandbox import SubscriptionHold
 from tools.sources import dotted_tool_name, served_tool_name
 
 Send = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+# resources/subscribe of the source's own URI, in the caller's sandbox held as it says.
+Subscribe = Callable[[str, SubscriptionHold], Awaitable[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,7 @@ class McpSource:
     templates: Sequence[dict[str, Any]]  # as listed: `uriTemplate` is the source's own
     prompts: Mapping[str, dict[str, Any]]  # by the source's own name
     send: Send
+    subscribe: Subscribe | None = None  # an mcp_stdio source's; None: an mcp_http one's
 
 
 def sources_for(
@@ -42,6 +47,7 @@ def sources_for(
     found: list[McpSource] = []
     for server in stdio.visible_servers(principal) if stdio is not None else []:
         send: Send = partial(stdio.request, principal, server)  # type: ignore[union-attr]
+        subscribe: Subscribe = partial(stdio.subscribe, principal, server)  # type: ignore[union-attr]
         found.append(
             McpSource(
                 server.name,
@@ -51,6 +57,7 @@ def sources_for(
                 server.templates,
                 server.prompts,
                 send,
+                subscribe,
             )
         )
     for upstream in upstreams.visible(principal):
@@ -84,4 +91,4 @@ def prompt_owner(sources: Sequence[McpSource], name: str) -> tuple[McpSource, st
     return None
 
 
-__all__ = ["McpSource", "Send", "prompt_owner", "source_named", "sources_for"]
+__all__ = ["McpSource", "Send", "Subscribe", "prompt_owner", "source_named", "sources_for"]

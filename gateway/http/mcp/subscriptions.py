@@ -31,25 +31,45 @@ instead, per identity by count and URI size, and in time by their expiry. The up
 a resource whose last subscriber's hold ran out until the listener's session opens again
 (its updates are then relayed to no one).
 
-Only `mcp_http` sources' resources can be subscribed to: an `mcp_stdio` server runs per
-call in the caller's sandbox and cannot tell anyone later that something changed.
+An `mcp_stdio` source's server runs in each caller's own sandbox, so a subscription to one
+of its resources is that identity's server's: the gateway relays `resources/subscribe` to it
+in the identity's sandbox (`StdioSources.subscribe`), and the pool keeps that sandbox for
+`TTL_S` after it and watches its servers while it is idle (`sandbox.SubscriptionHold`). What
+the server then says was updated goes to that identity alone (`_StdioUpdate`, through the same
+channel and coalescing as an upstream's news, with its own coalescing key). Each keep-alive of
+the identity's listener subscribes the server again (`_Renewal`, once per `RENEW_MS` whichever
+stream asks): the sandbox's hold is renewed with the subscription's keys, so a sandbox is held
+no longer than `TTL_S` after its identity's last listener went away. When the sandbox is
+recycled or torn down (its call limit, a kill, a shutdown), the next keep-alive (within
+`listen_stream.KEEPALIVE_S`) subscribes the server again in a new sandbox of the identity: the
+subscription goes on; what the server would have said in between is lost, as MCP allows (a
+server restarted in the same sandbox is subscribed again by the runner at once). The relay of
+those news and renewals is bounded: `STDIO_QUEUE` waiting (the rest dropped), `STDIO_WORKERS`
+at once.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+import anyio
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from redis.asyncio import Redis
 
 from gateway.gateway_error import GatewayError
 from gateway.http.mcp.caller_streams import CallerStreams
 from gateway.http.mcp.mcp_sources import McpSource
 from gateway.http.mcp.resource_uris import resolve
-from gateway.sources import UpstreamSet
+from gateway.sources import StdioSources, UpstreamSet
 from protocol import ErrorCode, Principal
+from sandbox import SubscriptionHold
 
 MAX_PER_IDENTITY = 100
 MAX_URI = 2048  # characters of a subscribed URI (it is kept in Redis)
@@ -57,7 +77,32 @@ COALESCE_MS = 100
 # Four keep-alives of a stream (listen_stream.KEEPALIVE_S): a listener that misses one or two
 # (a loaded replica) keeps its subscriptions; one gone for good frees them within a minute.
 TTL_S = 60
+RENEW_MS = 10_000  # an identity's stdio subscription is renewed at most this often
+STDIO_QUEUE = 256  # stdio news and renewals waiting to be relayed; more are dropped
+STDIO_WORKERS = 8  # ... relayed at once
 _PREFIX = "conclave:mcp:"
+log = logging.getLogger("conclave.mcp")
+
+
+@dataclass(frozen=True)
+class _StdioUpdate:
+    """An identity's stdio server said its own resource `uri` was updated."""
+
+    identity: tuple[str, str]
+    source: str
+    uri: str
+
+
+@dataclass(frozen=True)
+class _Renewal:
+    """Subscribe the identity's stdio server to its own `uri` again (a keep-alive)."""
+
+    principal: Principal
+    source: str
+    uri: str
+
+
+_StdioWork = _StdioUpdate | _Renewal
 
 
 def _subscribers_key(source: str, uri: str) -> str:
@@ -77,10 +122,20 @@ def _now_ms() -> int:
 
 
 class ResourceSubscriptions:
-    def __init__(self, redis: Redis, streams: CallerStreams, upstreams: UpstreamSet) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        streams: CallerStreams,
+        upstreams: UpstreamSet,
+        stdio: StdioSources | None = None,
+    ) -> None:
         self.redis = redis
         self.streams = streams
         self.upstreams = upstreams
+        self.stdio = stdio
+        self._work: MemoryObjectSendStream[_StdioWork] | None = None  # while `run` runs
+        self.dropped = 0  # stdio news and renewals dropped for a full queue
+        self.renewed = 0  # stdio subscriptions subscribed again (keep-alives)
 
     async def subscribe(
         self, principal: Principal, sources: Sequence[McpSource], uri: str, *, on: bool = True
@@ -91,12 +146,9 @@ class ResourceSubscriptions:
                 ErrorCode.INVALID_REQUEST, f"a subscribed URI has at most {MAX_URI} characters"
             )
         source, own = resolve(sources, uri)
-        if source.kind != "mcp_http":
-            raise GatewayError.of(
-                ErrorCode.INVALID_REQUEST,
-                f"resources of {source.kind} source {source.name!r} cannot be subscribed to:"
-                " its server runs per call in your sandbox; read the resource again instead",
-            )
+        if source.subscribe is not None:  # mcp_stdio: the server in the caller's sandbox
+            await self._subscribe_stdio(principal, source, own, uri, on=on)
+            return {}
         listener = self.upstreams.listener_of(source.name)
         member = json.dumps([principal.tenant, principal.agent, uri])
         mine = json.dumps([source.name, own, uri])
@@ -111,9 +163,9 @@ class ResourceSubscriptions:
                     f"an identity holds at most {MAX_PER_IDENTITY} subscriptions;"
                     " unsubscribe from one first",
                 )
-            await self._hold(key, mine, now)
-            await self._hold(_subscribers_key(source.name, own), member, now)
-            await self._hold(_subscribed_key(source.name), own, now)
+            await self._hold_key(key, mine, now)
+            await self._hold_key(_subscribers_key(source.name, own), member, now)
+            await self._hold_key(_subscribed_key(source.name), own, now)
             await listener.subscribe(own)
             return {}
         await self.redis.zrem(key, mine)
@@ -123,6 +175,104 @@ class ResourceSubscriptions:
             await listener.subscribe(own, subscribe=False)
         return {}
 
+    async def _subscribe_stdio(
+        self, principal: Principal, source: McpSource, own: str, uri: str, *, on: bool
+    ) -> None:
+        """The identity's own server subscribed (first: a refusal leaves nothing held), and
+        the identity's keys; unsubscribed likewise."""
+        assert source.subscribe is not None
+        member = json.dumps([principal.tenant, principal.agent, uri])
+        mine = json.dumps([source.name, own, uri])
+        key, subscribers = identity_key(principal), _subscribers_key(source.name, own)
+        if not on:
+            await self.redis.zrem(key, mine)
+            await self.redis.zrem(subscribers, member)
+            await source.send("resources/unsubscribe", {"uri": own})
+            return
+        now = _now_ms()
+        await self.redis.zremrangebyscore(key, "-inf", now)  # the expired ones
+        held = await self.redis.zscore(key, mine) is not None
+        if not held and await self.redis.zcard(key) >= MAX_PER_IDENTITY:
+            raise GatewayError.of(
+                ErrorCode.INVALID_REQUEST,
+                f"an identity holds at most {MAX_PER_IDENTITY} subscriptions;"
+                " unsubscribe from one first",
+            )
+        await source.subscribe(own, self._hold(principal))
+        await self._hold_key(key, mine, now)
+        await self._hold_key(subscribers, member, now)
+
+    def _hold(self, principal: Principal) -> SubscriptionHold:
+        return SubscriptionHold(TTL_S, partial(self._heard, (principal.tenant, principal.agent)))
+
+    def _heard(self, identity: tuple[str, str], source: str, message: dict[str, Any]) -> None:
+        """What an identity's stdio server notified (from its sandbox; must not block)."""
+        params = message.get("params")
+        uri = params.get("uri") if isinstance(params, dict) else None
+        if message.get("method") != _UPDATED or not isinstance(uri, str) or len(uri) > MAX_URI:
+            return
+        self._queue(_StdioUpdate(identity, source, uri))
+
+    def _queue(self, work: _StdioWork) -> None:
+        try:
+            if self._work is None:
+                raise anyio.WouldBlock
+            self._work.send_nowait(work)
+        except (anyio.WouldBlock, anyio.ClosedResourceError):
+            self.dropped += 1
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Relay the stdio servers' news and renew their subscriptions, until cancelled."""
+        send, receive = anyio.create_memory_object_stream[_StdioWork](STDIO_QUEUE)
+        async with send, receive, anyio.create_task_group() as workers:
+            for _ in range(STDIO_WORKERS):
+                workers.start_soon(self._worker, receive.clone())
+            self._work = send
+            task_status.started()
+
+    async def _worker(self, work: MemoryObjectReceiveStream[_StdioWork]) -> None:
+        async with work:
+            async for item in work:
+                try:
+                    if isinstance(item, _StdioUpdate):
+                        await self._stdio_updated(item)
+                    else:
+                        await self._renew(item)
+                except Exception:  # one relay's failure; the subscription's next keep-alive
+                    log.warning("stdio subscription work failed: %r", item, exc_info=True)
+
+    async def _stdio_updated(self, update: _StdioUpdate) -> None:
+        """Tell the identity, if it is still subscribed, as it named the resource."""
+        tenant, agent = update.identity
+        coalesced = f"{_PREFIX}updated:{update.source}:{json.dumps(update.identity)}:{update.uri}"
+        if not await self.redis.set(coalesced, 1, nx=True, px=COALESCE_MS):
+            return
+        for raw in await self._live(_subscribers_key(update.source, update.uri)):
+            try:
+                who_tenant, who_agent, served = json.loads(raw)
+            except (TypeError, ValueError):
+                continue
+            if (who_tenant, who_agent) == (tenant, agent):
+                message = _notification(_UPDATED, {"uri": served})
+                await self.streams.to_identity(update.identity, update.source, message)
+
+    async def _renew(self, renewal: _Renewal) -> None:
+        server = self.stdio.servers.get(renewal.source) if self.stdio is not None else None
+        if self.stdio is None or server is None or not server.source.visible_to(renewal.principal):
+            return
+        hold = self._hold(renewal.principal)
+        await self.stdio.subscribe(renewal.principal, server, renewal.uri, hold)
+        self.renewed += 1
+
+    async def _renew_stdio(self, principal: Principal, source: str, own: str) -> None:
+        """Queue a renewal of a stdio subscription, once per `RENEW_MS` whoever asks."""
+        if self.stdio is None or source not in self.stdio.servers:
+            return
+        identity = json.dumps([principal.tenant, principal.agent])
+        key = f"{_PREFIX}renewed:{source}:{identity}:{own}"
+        if await self.redis.set(key, 1, nx=True, px=RENEW_MS):
+            self._queue(_Renewal(principal, source, own))
+
     async def keep_alive(self, principal: Principal) -> None:
         """Keep every live subscription of `principal` for another `TTL_S` (its listener is
         still there): one pipelined round trip."""
@@ -131,6 +281,7 @@ class ResourceSubscriptions:
         if not held:
             return
         pipe = self.redis.pipeline(transaction=False)
+        stdio: list[tuple[str, str]] = []  # its stdio subscriptions, renewed in their sandbox
         for raw in held:
             try:
                 source, own, served = (str(part) for part in json.loads(raw))
@@ -138,11 +289,16 @@ class ResourceSubscriptions:
                 continue
             member = json.dumps([principal.tenant, principal.agent, served])
             _hold(pipe, _subscribers_key(source, own), member, now)
-            _hold(pipe, _subscribed_key(source), own, now)
+            if self.stdio is not None and source in self.stdio.servers:
+                stdio.append((source, own))
+            else:
+                _hold(pipe, _subscribed_key(source), own, now)
             _hold(pipe, key, raw, now)
         await pipe.execute()
+        for source, own in stdio:
+            await self._renew_stdio(principal, source, own)
 
-    async def _hold(self, key: str, member: str | bytes, now: int) -> None:
+    async def _hold_key(self, key: str, member: str | bytes, now: int) -> None:
         pipe = self.redis.pipeline(transaction=False)
         _hold(pipe, key, member, now)
         await pipe.execute()
