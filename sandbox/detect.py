@@ -14,6 +14,7 @@ from pathlib import Path
 from docker.errors import DockerException, ImageNotFound
 
 from sandbox.backend import SandboxStartError
+from sandbox.backends.bwrap_binds import system_binds
 from sandbox.docker_client import docker_client
 
 # Strongest first: a container, then namespaces + cgroups. `process` is not a candidate.
@@ -53,8 +54,8 @@ def bwrap_status() -> str | None:
         return "bubblewrap is not installed (apt-get install bubblewrap)"
     # The same namespaces and mounts the bwrap backend asks for: a fresh /proc in particular
     # fails inside containers that mask /proc, where a bare `bwrap true` still succeeds.
-    probe = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/"]
-    probe += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "true"]
+    probe = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", *system_binds()]
+    probe += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "/usr/bin/true"]
     try:
         done = subprocess.run(probe, capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -56,11 +56,18 @@ class _GatewayServer(uvicorn.Server):
         # Shut down after the lifespan started (uvicorn never shuts down a failed start-up).
         gateway_parts(self.app).caller_streams.close_all()  # /mcp's streams never end alone
         loop = asyncio.get_running_loop()
-        interrupt = loop.call_later(grace_s, lambda: loop.create_task(self._interrupt_calls()))
+        interrupting: list[asyncio.Task[None]] = []
+        timer = loop.call_later(
+            grace_s, lambda: interrupting.append(loop.create_task(self._interrupt_calls()))
+        )
         try:
             await super().shutdown(sockets)
         finally:
-            interrupt.cancel()
+            timer.cancel()
+            # The interrupt (begun when the shutdown outlived the grace) ends before the
+            # loop does: left running, its shielded kills would hold `asyncio.run`'s end.
+            if interrupting:
+                await asyncio.wait(interrupting, timeout=_BACKSTOP_S)
 
     async def _interrupt_calls(self) -> None:
         executor = gateway_parts(self.app).executor

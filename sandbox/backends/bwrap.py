@@ -34,12 +34,12 @@ from sandbox.backend import (
     SandboxSpec,
     SandboxStartError,
 )
+from sandbox.backends.bwrap_binds import system_binds
 from sandbox.backends.cgroup import SandboxCgroup
 from sandbox.backends.seccomp import filter_program
 from sandbox.layout import RUNNER_PATH, RUNNER_WIRE_PATH, code_packages, runner_argv
 from sandbox.runner_wire import SOCKET_NAME
 
-SYSTEM_BINDS = ("/usr", "/etc/ld.so.cache", "/etc/alternatives")
 NAMESPACES = ("--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts")
 # What the sandbox's root keeps until `setpriv` drops to SANDBOX_UID: changing ids, emptying
 # the bounding set, and searching the workspace (0700, the sandbox user's) for `--chdir`.
@@ -87,14 +87,7 @@ def bwrap_argv(spec: SandboxSpec, seccomp_fd: int) -> list[str]:
     argv += ["--cap-drop", "ALL"]
     for cap in SETUP_CAPS:
         argv += ["--cap-add", cap]
-    for path in SYSTEM_BINDS:
-        argv += ["--ro-bind-try", path, path]
-    for link in ("bin", "lib", "lib64", "sbin"):
-        target = Path("/", link)
-        if target.is_symlink():
-            argv += ["--symlink", str(target.readlink()), str(target)]
-        elif target.exists():
-            argv += ["--ro-bind", str(target), str(target)]
+    argv += system_binds()
     argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
     # The interpreter and its site-packages, at the same paths (a venv points at its base).
     for prefix in sorted({sys.base_prefix, sys.prefix, str(Path(sys.executable).parent)}):
