@@ -123,12 +123,16 @@ class TaskStore:
         if not TASK_ID_PATTERN.match(task_id):
             return None
         key = task_key(principal.tenant, task_id)
-        raw: dict[str, str] = await self.redis.hgetall(key)  # type: ignore[assignment]  # str: decoded
+        # The task and its questions in one transaction: read apart, an answer landing
+        # between them showed `input_required` with no question to answer.
+        async with self.redis.pipeline(transaction=True) as both:
+            both.hgetall(key)
+            both.hgetall(f"{key}:input")
+            raw, asked = await both.execute()
         if not raw or raw.get("agent") != principal.agent:
             return None
         inputs: dict[str, Any] = {}
         if raw.get("status") == "input_required":
-            asked: dict[str, str] = await self.redis.hgetall(f"{key}:input")  # type: ignore[assignment]  # str: decoded
             inputs = {input_id: json.loads(request) for input_id, request in asked.items()}
         return _record(principal.tenant, task_id, raw, inputs)
 

@@ -326,6 +326,7 @@ async def test_a_task_answers_an_upstreams_own_rounds_through_tasks_update(
                     if not answered & set(task.get("inputRequests", {})):
                         break
                     await anyio.sleep(0.05)
+            assert "inputRequests" in task, task
             ((key, request),) = task["inputRequests"].items()
             assert request["params"]["message"] == message
             answer = {key: {"action": "accept", "content": {"name": name}}}

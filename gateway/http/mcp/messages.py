@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from gateway.gateway_error import GatewayError
 from protocol import (
+    REQUEST_STATE,
     CallUsage,
     ErrorCategory,
     ErrorCode,
@@ -63,8 +64,10 @@ def is_tool_failure(error: SerfError, stage: str | None) -> bool:
     run down with it; as a tool error the run sees it and stops or replans."""
     if error.code is ErrorCode.AUTH_REVOKED:
         return True
-    if error.category is ErrorCategory.AUTH or error.code is ErrorCode.INVALID_REQUEST:
-        return False  # the credential's, or a request the protocol does not take
+    if error.category is ErrorCategory.AUTH:
+        return False
+    if error.code is ErrorCode.INVALID_REQUEST and REQUEST_STATE in error.param_hints:
+        return False  # a round's requestState the protocol does not take: not the tool's
     return stage in TOOL_FAILURE_STAGES or error.code in _REFUSED_TOOL
 
 
