@@ -18,7 +18,8 @@ A 2026-07-28 client's call to a source with `wire = "2026-07-28"` takes that rev
 wire, outside the sessions (`upstream_rounds`): the upstream asks in rounds itself
 (`InputRequiredResult`, relayed to the client by `/mcp`), never mid-call. A `resources/read`
 or `prompts/get` from `/mcp` takes the same ways (`ask`, with a `ClientChannel`): its
-own rounds on that wire, else the caller's client asked mid-request, within `timeout_s`.
+own rounds on that wire, else the caller's client asked mid-request, within the source's
+`intent` time limit when the client can be asked (`timeout_s` otherwise).
 
 Requests to the client: the pool's sessions declare no client capabilities. A call whose
 caller declared some (sampling, elicitation, roots: `CallEvents.capabilities`) runs on a
@@ -391,8 +392,12 @@ class HttpUpstream:
         stopped = anyio.CancelScope()
         asks = ClientRequestCheck(declared, stopped.cancel)
         result: dict[str, Any] = {}
+        # A request whose server may wait on the client's user has the time the source's
+        # calls have (its `intent`), not only discovery's.
+        asking = not stateless and events is not None and bool(events.capabilities)
+        bound_s = max(self.timeout_s, self.source.intent.timeout_ms / 1000) if asking else None
         try:
-            with stopped, anyio.fail_after(self.timeout_s):
+            with stopped, anyio.fail_after(bound_s or self.timeout_s):
                 if stateless:
                     assert declared is not None
                     sent = call_params(params, declared, channel.answer)
@@ -400,7 +405,8 @@ class HttpUpstream:
                 elif events is None or not events.capabilities:
                     result = await self._request(session, method, params, on_request=asks.asked)
                 else:
-                    deadline = answer_deadline(anyio.current_time(), int(self.timeout_s * 1000))
+                    assert events is not None and bound_s is not None
+                    deadline = answer_deadline(anyio.current_time(), int(bound_s * 1000))
                     result = await self._asking_call(
                         session, params, ANSWER_LIMIT, events, deadline, asks, method
                     )

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import anyio
 import httpx
 import httpx2
 import pytest
@@ -123,13 +124,45 @@ async def test_a_2026_client_answers_a_servers_question_in_rounds_across_replica
     assert asked == ["Who reads this?", "Who reads this?"]
 
 
-def _read(request_id: int, uri: str, **extra: Any) -> dict[str, Any]:
+def _read(
+    request_id: int, uri: str, declared: dict[str, Any] | None = None, **extra: Any
+) -> dict[str, Any]:
     meta = {
         "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        "io.modelcontextprotocol/clientCapabilities": (
+            {"elicitation": {}} if declared is None else declared
+        ),
     }
     params = {"uri": uri, "_meta": meta, **extra}
     return {"jsonrpc": "2.0", "id": request_id, "method": "resources/read", "params": params}
+
+
+def _headers(settings: Settings, agent: str, uri: str) -> dict[str, str]:
+    return {
+        **_auth(settings, agent),
+        "Accept": "application/json",
+        "MCP-Protocol-Version": VERSION,
+        "Mcp-Method": "resources/read",
+        "Mcp-Name": uri,
+    }
+
+
+@pytest.mark.parametrize("wire", [VERSION, "handshake"])
+async def test_a_read_asking_what_the_client_did_not_declare_is_refused_at_once(
+    settings: Settings, redis: Redis, upstream_url: str, wire: str
+) -> None:
+    async with (
+        _replicas(settings, upstream_url, wire) as (app, _),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway") as c,
+    ):
+        with anyio.fail_after(8):  # not at a time limit: at the upstream's first question
+            refused = await c.post(
+                "/mcp", json=_read(1, LETTER, declared={}), headers=_headers(settings, "x", LETTER)
+            )
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == -32021
+    assert error["data"]["requiredCapabilities"] == {"elicitation": {}}
 
 
 async def test_an_upstreams_round_on_a_read_is_bound_to_its_uri_and_caller(
@@ -144,13 +177,7 @@ async def test_an_upstreams_round_on_a_read_is_bound_to_its_uri_and_caller(
     ):
 
         def headers(agent: str, uri: str) -> dict[str, str]:
-            return {
-                **_auth(settings, agent),
-                "Accept": "application/json",
-                "MCP-Protocol-Version": VERSION,
-                "Mcp-Method": "resources/read",
-                "Mcp-Name": uri,
-            }
+            return _headers(settings, agent, uri)
 
         asking = await a.post("/mcp", json=_read(1, LETTER), headers=headers("caller", LETTER))
         assert asking.status_code == 200, asking.text
