@@ -34,7 +34,9 @@ revision's multi round-trip requests (`input_rounds`): a streamed `tools/call` w
 declared client features (streamed or not) is answered `InputRequiredResult` when its
 server asks, and the client's retry carrying `requestState` resumes that call, on any
 replica; a server's own `InputRequiredResult` is relayed, and the retry is a new call
-carrying the answers to it.
+carrying the answers to it. A `resources/read` or `prompts/get` forwarded to an MCP source
+runs as a call does (a cancel switch, `CallStream`, rounds), since its server may ask the
+client too; its relayed round binds the URI, or the prompt's name and arguments.
 """
 
 from __future__ import annotations
