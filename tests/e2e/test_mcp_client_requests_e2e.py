@@ -232,6 +232,32 @@ def test_only_a_client_that_declared_elicitation_is_asked_for_it(
     assert "elicitation/create" in json.dumps(result["result"]["content"])
 
 
+def test_a_read_waiting_on_the_client_is_stopped_by_its_cancel_notice(
+    replicas: tuple[EmbeddedStack, EmbeddedStack],
+) -> None:
+    """The read runs on one replica; its `notifications/cancelled` is POSTed to the other."""
+    first, second = replicas
+    agent = f"cancels-{uuid.uuid4().hex[:6]}"
+    params = {"uri": "conclave://rt/rounds://letter/bob"}
+    read = {"jsonrpc": "2.0", "id": 7, "method": "resources/read", "params": params}
+    with (
+        httpx.Client(base_url=first.url, timeout=30) as on_first,
+        httpx.Client(base_url=second.url, timeout=30) as on_second,
+    ):
+        headers = _initialize(on_first, _token(first, agent), {"elicitation": {}})
+        with on_first.stream("POST", "/mcp", json=read, headers=headers) as answer:
+            events = _events(answer.iter_lines())
+            request = next(events)
+            assert request["method"] == "elicitation/create"
+            assert request["params"]["message"] == "Who reads this?"
+            cancelled = {"requestId": 7, "reason": "the user closed the dialog"}
+            notice = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancelled}
+            assert on_second.post("/mcp", json=notice, headers=headers).status_code == 202
+            (ended,) = list(events)  # at once, not when the question's time runs out
+    assert ended["id"] == 7
+    assert ended["error"]["data"]["code"] == "CANCELLED", ended
+
+
 def test_an_answer_from_another_identity_is_refused_and_the_callers_own_reaches_the_server(
     replicas: tuple[EmbeddedStack, EmbeddedStack],
 ) -> None:
