@@ -202,3 +202,49 @@ async def test_an_upstreams_round_on_a_read_is_bound_to_its_uri_and_caller(
     assert answer["id"] == 3
     assert answer["result"]["resultType"] == "complete"
     assert answer["result"]["contents"][0]["text"] == "bob writes to ada"
+
+
+async def test_an_upstreams_round_on_a_prompt_is_bound_to_its_name_and_arguments(
+    settings: Settings, redis: Redis, upstream_url: str
+) -> None:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }
+
+    def prompt(request_id: int, topic: str, **extra: Any) -> dict[str, Any]:
+        params = {"name": "rt__dedication", "arguments": {"topic": topic}, "_meta": meta}
+        return {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "prompts/get",
+            "params": {**params, **extra},
+        }
+
+    headers = {
+        **_auth(settings, "prompter"),
+        "Accept": "application/json",
+        "MCP-Protocol-Version": VERSION,
+        "Mcp-Method": "prompts/get",
+        "Mcp-Name": "rt__dedication",
+    }
+    async with (
+        _replicas(settings, upstream_url, VERSION) as (first, second),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=first), base_url="http://gateway") as a,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=second), base_url="http://gateway"
+        ) as b,
+    ):
+        asking = await a.post("/mcp", json=prompt(1, "cats"), headers=headers)
+        round_one = asking.json()["result"]
+        assert round_one["resultType"] == "input_required", round_one
+        state = round_one["requestState"]
+        answers = {"reader": {"action": "accept", "content": {"name": "ada"}}}
+        other = prompt(2, "dogs", requestState=state, inputResponses=answers)
+        refused = await b.post("/mcp", json=other, headers=headers)
+        assert refused.json()["error"]["data"]["code"] == "INVALID_REQUEST", refused.text
+        same = prompt(3, "cats", requestState=state, inputResponses=answers)
+        done = await b.post("/mcp", json=same, headers=headers)
+    result = done.json()["result"]
+    assert result["resultType"] == "complete", result
+    assert result["messages"][0]["content"]["text"] == "Write about cats for ada"
