@@ -8,10 +8,11 @@ runs the call; the executor validates the arguments against the tool's schema, o
 the tool runs (INVALID_ARGUMENTS with a hint per field, and nothing ran). As a backstop the
 gateway stops waiting at the run's deadline less the reply margin, whatever the sandbox does.
 Non-tool operations (state, listings) are the context's `action`, performed here so they
-pass the same stages.
+pass the same stages (after the context's `on_admitted`, as a call).
 
-While an MCP call runs it is in the replica's `InflightCalls`, under its caller's identity and
-request id, so a `notifications/cancelled` received by any replica pulls its cancel switch.
+While an MCP call (or a source's read or prompt, which may wait on the client) runs it is in
+the replica's `InflightCalls`, under its caller's identity and request id, so a
+`notifications/cancelled` received by any replica pulls its cancel switch.
 A call the switch stops has its usage up to then (exit reason `cancelled`): the account stage
 records its wall time as a censored latency sample.
 
@@ -96,8 +97,17 @@ class DispatchStage:
     async def __call__(self, ctx: RequestContext) -> None:
         if ctx.tool is None:
             if ctx.action is not None:
+                if ctx.on_admitted is not None:  # a read's retry: its answers, opened
+                    await ctx.on_admitted(ctx)
                 ctx.executed = True
-                ctx.result = await ctx.action(ctx)
+                inflight = self.inflight
+                if ctx.cancel is not None and ctx.request_id is not None and inflight is not None:
+                    # A source's read or prompt, which may wait on its client: cancellable.
+                    key = call_key(ctx.require_principal(), ctx.request_id)
+                    with inflight.running(key, ctx.cancel):
+                        ctx.result = await ctx.action(ctx)
+                else:
+                    ctx.result = await ctx.action(ctx)
             return
         if ctx.on_admitted is not None:
             await ctx.on_admitted(ctx)

@@ -7,6 +7,7 @@ failure mapping speak to a remote MCP server; `upstream_set` routes calls to it,
 `upstream_events` hears what it says unasked (resource updates, list changes).
 """
 
+from gateway.sources.client_requests import ClientChannel
 from gateway.sources.http1_pool import Http1Answer, UpstreamClosed, read_answer
 from gateway.sources.http_upstream import (
     DEADLINE_META,
@@ -29,6 +30,7 @@ __all__ = [
     "DEADLINE_META",
     "ENTRYPOINT_PREFIX",
     "TIMEOUT_META",
+    "ClientChannel",
     "Http1Answer",
     "HttpUpstream",
     "PythonSources",

@@ -10,6 +10,12 @@ cancelled) and refused with `CLIENT_CAPABILITY_MISSING`, naming the capability
 (`details.requiredCapabilities`, the wire's `error.data.requiredCapabilities`), instead of
 waiting until its time limit for an answer no one will give. On the handshake era the
 gateway keeps no client's capabilities (it keeps no session), so nothing is checked there.
+
+A catalog request forwarded to a source (`resources/read`, `prompts/get`) reaches its
+caller's client the same way a call does: `/mcp` hands the source a `ClientChannel` (the
+request's events, where the server's requests go; what a 2026-07-28 request declared; a
+retry's answers to the source's own round), and the source asks through it as a call's
+server does.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol import ErrorCode, SerfError
+from protocol import ErrorCode, InputAnswer, SerfError
+from sandbox import CallEvents
 
 # The client capability each request an MCP server may send its client needs.
 NEEDS = {
@@ -46,6 +53,19 @@ class ClientRequestCheck:
             self.stop()
 
 
+@dataclass(frozen=True)
+class ClientChannel:
+    """What a source's catalog request may ask its caller's client through (the same parts a
+    tool call's `sandbox.Invocation` carries): `events.request` for a server that asks
+    mid-request (None: nobody can be asked), `declared` the client features a 2026-07-28
+    request declared (None: the handshake era), `answer` a retry's answers to the source's
+    own round (`protocol.InputAnswer`)."""
+
+    events: CallEvents | None = None
+    declared: Mapping[str, Any] | None = None
+    answer: InputAnswer | None = None
+
+
 def capability_missing(source: str, tool: str, missing: Mapping[str, Any]) -> SerfError:
     names = ", ".join(sorted(missing))
     return SerfError.of(
@@ -57,4 +77,4 @@ def capability_missing(source: str, tool: str, missing: Mapping[str, Any]) -> Se
     )
 
 
-__all__ = ["NEEDS", "ClientRequestCheck", "capability_missing"]
+__all__ = ["NEEDS", "ClientChannel", "ClientRequestCheck", "capability_missing"]

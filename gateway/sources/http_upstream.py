@@ -16,7 +16,10 @@ call's events.
 
 A 2026-07-28 client's call to a source with `wire = "2026-07-28"` takes that revision's own
 wire, outside the sessions (`upstream_rounds`): the upstream asks in rounds itself
-(`InputRequiredResult`, relayed to the client by `/mcp`), never mid-call.
+(`InputRequiredResult`, relayed to the client by `/mcp`), never mid-call. A `resources/read`
+or `prompts/get` from `/mcp` takes the same ways (`ask`, with a `ClientChannel`): its
+own rounds on that wire, else the caller's client asked mid-request, within the source's
+`intent` time limit when the client can be asked (`timeout_s` otherwise).
 
 Requests to the client: the pool's sessions declare no client capabilities. A call whose
 caller declared some (sampling, elicitation, roots: `CallEvents.capabilities`) runs on a
@@ -43,13 +46,24 @@ from anyio.abc import TaskGroup, TaskStatus
 from pydantic import BaseModel, ConfigDict
 
 from gateway.gateway_error import GatewayError
-from gateway.sources.client_requests import ClientRequestCheck, capability_missing
+from gateway.sources.client_requests import (
+    ClientChannel,
+    ClientRequestCheck,
+    capability_missing,
+)
 from gateway.sources.http1_pool import ANSWER_LIMIT, Http1Pool
 from gateway.sources.mcp_session import PARSE_ERROR, McpSession, RpcError, UpstreamHttpError
 from gateway.sources.upstream_failure import tool_error, unavailable, upstream_failure
 from gateway.sources.upstream_rounds import call_params, check_wire, input_round
 from gateway.sources.upstream_tool import UpstreamTool
-from protocol import STATELESS_VERSION, CallUsage, ErrorCode, ExitReason, SerfError
+from protocol import (
+    STATELESS_VERSION,
+    CallUsage,
+    ErrorCode,
+    ExitReason,
+    InputRound,
+    SerfError,
+)
 from sandbox import CallEvents, Invocation, Outcome, answer_deadline, frame_limit
 from tools import ToolResult
 from tools.sources import McpHttpSource
@@ -315,9 +329,11 @@ class HttpUpstream:
         events: CallEvents,
         deadline: float,
         asks: ClientRequestCheck,
+        method: str = "tools/call",
     ) -> dict[str, Any]:
-        """`tools/call` whose upstream may ask the caller things while it runs (what the
-        request did not declare it may not ask: `asks` stops the call)."""
+        """`tools/call` (or a read, a prompt: `method`) whose upstream may ask the caller
+        things while it runs (what the request did not declare it may not ask: `asks` stops
+        the call)."""
 
         def asked(message: dict[str, Any]) -> None:
             asks.asked(message)
@@ -335,7 +351,7 @@ class HttpUpstream:
         async with anyio.create_task_group() as asking:
             try:
                 result = await session.request(
-                    "tools/call",
+                    method,
                     params,
                     limit=limit,
                     on_notification=events.emit_notification,
@@ -353,6 +369,59 @@ class HttpUpstream:
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """One request to the upstream (a catalog method: read, complete, subscribe...)."""
         return await self._operation(method, params)
+
+    async def ask(
+        self, method: str, params: dict[str, Any], channel: ClientChannel
+    ) -> dict[str, Any] | InputRound:
+        """A read or a prompt at `/mcp`, whose upstream may ask the caller's client as a
+        call's may: in rounds of its own on the 2026-07-28 wire (its round is returned, for
+        `/mcp` to relay), else mid-request (`CallEvents.request`)."""
+        declared = channel.declared
+        events = channel.events
+        stateless = declared is not None and self.source.wire == STATELESS_VERSION
+        try:
+            if stateless:
+                session = self._next_session()
+            else:
+                session = await self._session_for(dict(events.capabilities) if events else {})
+        except Exception as exc:
+            raise GatewayError(upstream_failure(self.name, exc)) from exc
+        if session is None:
+            raise GatewayError(unavailable(self.name, "no open session; reconnecting"))
+        what = str(params.get("name") or params.get("uri") or method)
+        stopped = anyio.CancelScope()
+        asks = ClientRequestCheck(declared, stopped.cancel)
+        result: dict[str, Any] = {}
+        # A request whose server may wait on the client's user has the time the source's
+        # calls have (its `intent`), not only discovery's.
+        asking = not stateless and events is not None and bool(events.capabilities)
+        bound_s = max(self.timeout_s, self.source.intent.timeout_ms / 1000) if asking else None
+        try:
+            with stopped, anyio.fail_after(bound_s or self.timeout_s):
+                if stateless:
+                    assert declared is not None
+                    sent = call_params(params, declared, channel.answer)
+                    result = await session.request_stateless(method, sent, name=what)
+                elif events is None or not events.capabilities:
+                    result = await self._request(session, method, params, on_request=asks.asked)
+                else:
+                    assert events is not None and bound_s is not None
+                    deadline = answer_deadline(anyio.current_time(), int(bound_s * 1000))
+                    result = await self._asking_call(
+                        session, params, ANSWER_LIMIT, events, deadline, asks, method
+                    )
+        except Exception as exc:
+            raise GatewayError(upstream_failure(self.name, exc)) from exc
+        if asks.missing:
+            raise GatewayError(capability_missing(self.name, what, asks.missing))
+        if stateless:
+            assert declared is not None
+            asked = input_round(result, self.name, what, declared)
+            if isinstance(asked, SerfError):
+                raise GatewayError(asked)
+            if asked is not None:
+                return asked
+        return result
 
     async def _operation(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         session = self._next_session()

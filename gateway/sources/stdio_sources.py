@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.config import Settings
 from gateway.gateway_error import GatewayError
-from gateway.sources.client_requests import capability_missing
+from gateway.sources.client_requests import ClientChannel, capability_missing
 from gateway.sources.python_sources import DISCOVERY_LIMITS, cache_root, effective_backend
 from gateway.sources.upstream_failure import tool_error
 from gateway.sources.upstream_tool import UpstreamTool
@@ -316,6 +316,42 @@ class StdioSources:
             raise GatewayError.of(ErrorCode.NOT_FOUND, f"source {server.name!r} is not served")
         context = _context(principal)
         return await _relay(self.executor, server, context, server.limits, method, params)
+
+    async def request_asking(
+        self,
+        principal: Principal,
+        server: StdioServer,
+        method: str,
+        params: dict[str, Any],
+        channel: ClientChannel,
+    ) -> dict[str, Any]:
+        """A read or a prompt at `/mcp` on `server`, in `principal`'s own sandbox, whose
+        server may ask the caller's client mid-request (`channel.events`, as a call's does:
+        the server is told the caller's client capabilities, started again if it was told
+        others)."""
+        if self.executor is None:
+            raise GatewayError.of(ErrorCode.NOT_FOUND, f"source {server.name!r} is not served")
+        message = server.message(method, params)
+        events = channel.events
+        if events is not None:
+            message["capabilities"] = dict(events.capabilities)
+        invocation = Invocation(
+            f"{server.name}.{method}",
+            f"{MCP_STDIO_ENTRYPOINT}{server.name}",
+            message,
+            _context(principal),
+            server.limits,
+            events=events,
+            client_capabilities=channel.declared,
+        )
+        outcome = await self.executor.execute(invocation)
+        if outcome.error is not None and outcome.error.code is CAPABILITY_MISSING:
+            missing = (outcome.error.details or {}).get("requiredCapabilities") or {}
+            what = str(params.get("name") or params.get("uri") or method)
+            raise GatewayError(capability_missing(server.name, what, missing))
+        if outcome.error is not None:
+            raise GatewayError(outcome.error)
+        return outcome.result if isinstance(outcome.result, dict) else {}
 
     async def subscribe(
         self, principal: Principal, server: StdioServer, uri: str, hold: SubscriptionHold

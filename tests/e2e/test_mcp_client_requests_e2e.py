@@ -11,6 +11,11 @@ answer may reach another replica than the one running the call. A 2026-07-28 cli
 server-to-client requests on that wire) is asked in rounds instead: `InputRequiredResult`,
 then its retry with `inputResponses` and the gateway's signed `requestState`, which another
 identity or a changed state cannot use.
+
+A read and a prompt ask the client too: the rounds fixture (`tools.harness.input_rounds_server`)
+is federated as the `mcp_http` source `rt` (on the handshake era's wire) and as the
+`mcp_stdio` source `rts`; its letter and its prompt ask who reads them, mid-request, and the
+official client's answer reaches them, on either wire.
 """
 
 from __future__ import annotations
@@ -29,20 +34,28 @@ from mcp import types
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from conclave.bench.core import running_child_server
 from conclave.bench.mcp.conformance_suite import SANDBOX_FIXTURE, running_fixture
 from conclave.stack import EmbeddedStack
+from conclave.stack.ports import free_port
 from tests.e2e.conftest import e2e_settings
 
 pytestmark = pytest.mark.anyio
 
 SOURCES = ("fx", "fxs")  # the fixture as mcp_http, and as mcp_stdio
+ROUNDS_SOURCES = ("rt", "rts")  # the rounds fixture as mcp_http, and as mcp_stdio
+ROUNDS_FIXTURE = "/opt/conclave/code/tools/harness/input_rounds_server.py"  # in a sandbox
 STREAM = {"Accept": "application/json, text/event-stream"}
 ELICITED = {"username": "ada", "email": "ada@example.org"}
 ELICITATION_DONE = f"Elicitation completed: action=accept, content={json.dumps(ELICITED)}"
 
 
-def _config(fixture_url: str) -> str:
+def _config(fixture_url: str, rounds_url: str) -> str:
     return (
+        f'[[source]]\nname = "rt"\nkind = "mcp_http"\nurl = "{rounds_url}"\n'
+        f'[[source]]\nname = "rts"\nkind = "mcp_stdio"\n'
+        f'command = ["{sys.executable}", "{ROUNDS_FIXTURE}", "--stdio"]\n'
+        "intent = { timeout_ms = 60000, memory_mb = 1024 }\n"
         f'[[source]]\nname = "fx"\nkind = "mcp_http"\nurl = "{fixture_url}"\n'
         "intent = { timeout_ms = 20000 }\n"
         f'[[source]]\nname = "fxs"\nkind = "mcp_stdio"\n'
@@ -56,9 +69,11 @@ def replicas(
     redis_url: str, tmp_path_factory: pytest.TempPathFactory, bwrap_available: None
 ) -> Iterator[tuple[EmbeddedStack, EmbeddedStack]]:
     """Two gateways on one Redis, the fixture federated behind each."""
-    with running_fixture() as fixture_url:
+    port = free_port()
+    rounds = ["tools.harness.input_rounds_server", "--port", str(port)]
+    with running_fixture() as fixture_url, running_child_server(rounds, port):
         config = tmp_path_factory.mktemp("client-requests") / "conclave.toml"
-        config.write_text(_config(fixture_url))
+        config.write_text(_config(fixture_url, f"http://127.0.0.1:{port}/mcp"))
         settings = e2e_settings(redis_url, "bwrap", config=config)
         with ExitStack() as stacks:
             # Each starts the stdio fixture once (fastmcp's import): seconds on a loaded box.
@@ -138,6 +153,33 @@ async def test_the_official_client_answers_what_the_tools_server_asks_it(
     assert asked.elicited == ["who?"]
 
 
+class _Reader(_Asked):
+    """A client that answers "ada" when asked who reads."""
+
+    async def elicit(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.elicited.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "ada"})
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("source", ROUNDS_SOURCES)
+async def test_a_read_and_a_prompt_reach_the_client_with_what_their_server_asks(
+    replicas: tuple[EmbeddedStack, EmbeddedStack], source: str, mode: str
+) -> None:
+    """`legacy`: the server's elicitation on the request's event stream; `auto`: in rounds."""
+    asked = _Reader()
+    async with _client(replicas[0], asked, mode) as client:
+        read = await client.read_resource(f"conclave://{source}/rounds://letter/bob")
+        prompt = await client.get_prompt(f"{source}__dedication", {"topic": "cats"})
+    (letter,) = read.contents
+    assert isinstance(letter, types.TextResourceContents), letter
+    assert letter.text == "bob writes to ada"
+    (message,) = prompt.messages
+    assert isinstance(message.content, types.TextContent), message
+    assert message.content.text == "Write about cats for ada"
+    assert asked.elicited == ["Who reads this?", "Who reads this?"]
+
+
 def _initialize(http: httpx.Client, token: str, capabilities: dict[str, Any]) -> dict[str, str]:
     """The headers of a handshake-era session declaring `capabilities`."""
     params = {
@@ -188,6 +230,32 @@ def test_only_a_client_that_declared_elicitation_is_asked_for_it(
     (result,) = said
     assert result["id"] == 1 and result["result"]["isError"] is True
     assert "elicitation/create" in json.dumps(result["result"]["content"])
+
+
+def test_a_read_waiting_on_the_client_is_stopped_by_its_cancel_notice(
+    replicas: tuple[EmbeddedStack, EmbeddedStack],
+) -> None:
+    """The read runs on one replica; its `notifications/cancelled` is POSTed to the other."""
+    first, second = replicas
+    agent = f"cancels-{uuid.uuid4().hex[:6]}"
+    params = {"uri": "conclave://rt/rounds://letter/bob"}
+    read = {"jsonrpc": "2.0", "id": 7, "method": "resources/read", "params": params}
+    with (
+        httpx.Client(base_url=first.url, timeout=30) as on_first,
+        httpx.Client(base_url=second.url, timeout=30) as on_second,
+    ):
+        headers = _initialize(on_first, _token(first, agent), {"elicitation": {}})
+        with on_first.stream("POST", "/mcp", json=read, headers=headers) as answer:
+            events = _events(answer.iter_lines())
+            request = next(events)
+            assert request["method"] == "elicitation/create"
+            assert request["params"]["message"] == "Who reads this?"
+            cancelled = {"requestId": 7, "reason": "the user closed the dialog"}
+            notice = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancelled}
+            assert on_second.post("/mcp", json=notice, headers=headers).status_code == 202
+            (ended,) = list(events)  # at once, not when the question's time runs out
+    assert ended["id"] == 7
+    assert ended["error"]["data"]["code"] == "CANCELLED", ended
 
 
 def test_an_answer_from_another_identity_is_refused_and_the_callers_own_reaches_the_server(

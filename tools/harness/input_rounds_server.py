@@ -13,7 +13,17 @@ revision's multi round-trip requests (and the conformance 0.2 line's
   "<first>+<second>": three rounds, the state changing on each.
 - `echo`: answers its `message` in one round.
 
-Run `python -m tools.harness.input_rounds_server --port N` (streamable HTTP at `/mcp`).
+A read and a prompt that ask too, in the era the request speaks: on 2026-07-28 in rounds (an
+`InputRequiredResult` with the state `asked-reader`), on the handshake era mid-request (an
+`elicitation/create` the client answers while the read waits):
+
+- the resource template `rounds://letter/{sender}`: "<sender> writes to <name>", the name
+  asked under `reader`;
+- the prompt `dedication` (argument `topic`): one user message, "Write about <topic> for
+  <name>", the name asked under `reader`.
+
+Run `python -m tools.harness.input_rounds_server --port N` (streamable HTTP at `/mcp`), or
+`--stdio` (by path, as an `mcp_stdio` source's command).
 It lives in `tools.harness` beside the conformance fixture; it is not a tool module.
 """
 
@@ -25,10 +35,16 @@ from typing import Any
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ElicitRequest, InputRequiredResult
+from pydantic import BaseModel
 
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
 server = MCPServer("input-rounds")
+ROUNDS_VERSION = "2026-07-28"
+
+
+class _Name(BaseModel):
+    name: str
 
 
 def _ask(key: str, message: str, state: str) -> InputRequiredResult:
@@ -77,10 +93,40 @@ async def echo(message: str) -> str:
     return message
 
 
+async def _reader(ctx: Context) -> str | InputRequiredResult:
+    """The reader's name: a round of its own on 2026-07-28, an elicitation mid-request before."""
+    if ctx.protocol_version == ROUNDS_VERSION:
+        name = _answered(ctx, "reader")
+        if ctx.request_state != "asked-reader" or name is None:
+            return _ask("reader", "Who reads this?", "asked-reader")
+        return name
+    asked = await ctx.elicit("Who reads this?", _Name)
+    return asked.data.name if asked.action == "accept" else "nobody"
+
+
+@server.resource("rounds://letter/{sender}")
+async def letter(sender: str, ctx: Context) -> str | InputRequiredResult:
+    """A letter from `sender` to the reader it asks the client for."""
+    name = await _reader(ctx)
+    return name if isinstance(name, InputRequiredResult) else f"{sender} writes to {name}"
+
+
+@server.prompt()
+async def dedication(topic: str, ctx: Context) -> str | InputRequiredResult:
+    """Asks for a text on `topic`, dedicated to the reader it asks the client for."""
+    name = await _reader(ctx)
+    return name if isinstance(name, InputRequiredResult) else f"Write about {topic} for {name}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--port", type=int, help="serve streamable HTTP at /mcp on this port")
+    where.add_argument("--stdio", action="store_true", help="serve on stdin/stdout")
     args = parser.parse_args()
+    if args.stdio:  # an mcp_stdio source's server, started by path in a sandbox
+        server.run("stdio")
+        return
     app = server.streamable_http_app()
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 

@@ -13,6 +13,9 @@ the caller's level (`level_of`, asked once per call, at its first log message: t
 era's `logging/setLevel` of the identity, the 2026-07-28 wire's `_meta` level of the
 request, where a request without one is sent no log message).
 
+A `resources/read` or `prompts/get` of an MCP source is answered here as a call is (its
+server may ask the client too: `gateway.http.mcp.catalog`).
+
 A request one of the call's servers sends the client (sampling, elicitation, roots; only
 those the client declared, `CallEvents.request`) makes the answer a stream too: it goes out
 as a JSON-RPC request under an id the gateway issues (`ClientRequests`), and the call waits
@@ -109,7 +112,7 @@ class CallStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         ctx = self.ctx
-        assert ctx.cancel is not None  # a tool call
+        assert ctx.cancel is not None  # a tool call, or a read or a prompt of a source
         sender, events = anyio.create_memory_object_stream[Outgoing](BUFFERED_EVENTS)
         async with (
             cancel_when_client_goes(scope, receive, ctx.cancel),

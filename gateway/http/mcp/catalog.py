@@ -9,6 +9,13 @@ Resource URIs are kept apart per source (`resource_uris`), a concrete URI matchi
 source's template is read from that source (`resource_templates`), completions go to the
 source that owns the prompt or template (`completion`), subscriptions are the identity's,
 in Redis (`subscriptions`).
+
+A read and a prompt reach their caller's client as a tool call does (`ClientChannel`, from
+the request's context): a server's sampling, elicitation or roots request mid-request goes
+to the client on the request's event stream (or as a round of `/mcp`'s, for a 2026-07-28
+client), and an upstream's own round on the 2026-07-28 wire is the action's result
+(`protocol.InputRound`), relayed by `/mcp`, its retry's answers (`ctx.input_answer`) handed
+back to that upstream.
 """
 
 from __future__ import annotations
@@ -23,8 +30,8 @@ from gateway.http.mcp.mcp_sources import McpSource, prompt_owner, sources_for
 from gateway.http.mcp.resource_uris import listed_resources, listed_templates, resolve
 from gateway.http.mcp.subscriptions import ResourceSubscriptions
 from gateway.pipeline import RequestContext
-from gateway.sources import StdioSources, UpstreamSet
-from protocol import ErrorCode
+from gateway.sources import ClientChannel, StdioSources, UpstreamSet
+from protocol import ErrorCode, InputRound, client_capabilities
 from tools.sources import served_tool_name
 
 UPSTREAM_OPERATIONS = (
@@ -45,7 +52,9 @@ CAPABILITIES: dict[str, Any] = {
     "logging": {},  # logging/setLevel (gateway.http.mcp.log_levels)
 }
 
-Action = Callable[[RequestContext], Awaitable[dict[str, Any]]]
+Action = Callable[[RequestContext], Awaitable[dict[str, Any] | InputRound]]
+# The methods whose server may ask the caller's client while it answers.
+ASKING_OPERATIONS = ("resources/read", "prompts/get")
 
 
 @dataclass(frozen=True)
@@ -59,7 +68,7 @@ class McpCatalog:
     def operation(self, method: str, params: dict[str, Any]) -> Action:
         """The pipeline action that answers `method` for the caller."""
 
-        async def answer(ctx: RequestContext) -> dict[str, Any]:
+        async def answer(ctx: RequestContext) -> dict[str, Any] | InputRound:
             principal = ctx.require_principal()
             sources = sources_for(principal, self.upstreams, self.stdio)
             if method == "resources/list":
@@ -76,10 +85,10 @@ class McpCatalog:
                     raise _invalid(f"{method} needs params.uri (a string)")
                 if method == "resources/read":
                     source, own = resolve(sources, uri)
-                    return await source.send(method, {"uri": own})
+                    return await source.ask(method, {"uri": own}, _channel(ctx))
                 on = method == "resources/subscribe"
                 return await self.subscriptions.subscribe(principal, sources, uri, on=on)
-            return await _get_prompt(sources, params)
+            return await _get_prompt(sources, params, _channel(ctx))
 
         return answer
 
@@ -92,7 +101,19 @@ def _prompts(sources: list[McpSource]) -> list[dict[str, Any]]:
     ]
 
 
-async def _get_prompt(sources: list[McpSource], params: dict[str, Any]) -> dict[str, Any]:
+def _channel(ctx: RequestContext) -> ClientChannel:
+    """How the request's server may ask its client (what a tool call's invocation carries)."""
+    declared = ctx.client_capabilities
+    return ClientChannel(
+        ctx.events,
+        None if declared is None else client_capabilities(declared),
+        ctx.input_answer,
+    )
+
+
+async def _get_prompt(
+    sources: list[McpSource], params: dict[str, Any], channel: ClientChannel
+) -> dict[str, Any] | InputRound:
     name, arguments = params.get("name"), params.get("arguments")
     if not isinstance(name, str) or not isinstance(arguments, dict | None):
         raise _invalid("prompts/get needs params.name (a string) and optional arguments")
@@ -105,11 +126,11 @@ async def _get_prompt(sources: list[McpSource], params: dict[str, Any]) -> dict[
     asked: dict[str, Any] = {"name": own}
     if arguments:
         asked["arguments"] = {str(k): str(v) for k, v in arguments.items()}
-    return await source.send("prompts/get", asked)
+    return await source.ask("prompts/get", asked, channel)
 
 
 def _invalid(message: str) -> GatewayError:
     return GatewayError.of(ErrorCode.INVALID_REQUEST, message)
 
 
-__all__ = ["CAPABILITIES", "UPSTREAM_OPERATIONS", "McpCatalog"]
+__all__ = ["ASKING_OPERATIONS", "CAPABILITIES", "UPSTREAM_OPERATIONS", "McpCatalog"]

@@ -34,7 +34,9 @@ revision's multi round-trip requests (`input_rounds`): a streamed `tools/call` w
 declared client features (streamed or not) is answered `InputRequiredResult` when its
 server asks, and the client's retry carrying `requestState` resumes that call, on any
 replica; a server's own `InputRequiredResult` is relayed, and the retry is a new call
-carrying the answers to it.
+carrying the answers to it. A `resources/read` or `prompts/get` forwarded to an MCP source
+runs as a call does (a cancel switch, `CallStream`, rounds), since its server may ask the
+client too; its relayed round binds the URI, or the prompt's name and arguments.
 """
 
 from __future__ import annotations
@@ -55,10 +57,10 @@ from gateway.http.hot_routes import hot_route
 from gateway.http.mcp import stateless_era, subscriptions_listen, task_methods
 from gateway.http.mcp.call_stream import CallStream, LevelOf, accepts_stream, fixed_level
 from gateway.http.mcp.cancel_notice import CANCELLED_METHOD, cancel_notice
-from gateway.http.mcp.catalog import CAPABILITIES, UPSTREAM_OPERATIONS
+from gateway.http.mcp.catalog import ASKING_OPERATIONS, CAPABILITIES, UPSTREAM_OPERATIONS
 from gateway.http.mcp.client_requests import ClientRequests
 from gateway.http.mcp.discover import discover
-from gateway.http.mcp.input_rounds import STATE_FIELD, InputRounds
+from gateway.http.mcp.input_rounds import STATE_FIELD, InputRounds, RoundCall
 from gateway.http.mcp.listen_stream import (
     SESSION_HEADER,
     listen,
@@ -103,6 +105,8 @@ SUPPORTED_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 NEWEST_VERSION = SUPPORTED_VERSIONS[-1]
 VERSION_HEADER = "mcp-protocol-version"
 RESPONSE_OPERATION = "mcp:response"
+# The requests a server may answer in rounds (a 2026-07-28 client retries them with answers).
+_ROUND_METHODS = ("tools/call", *ASKING_OPERATIONS)
 _OPERATIONS = (
     "initialize",
     "ping",
@@ -208,6 +212,8 @@ def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> R
         ctx.action = _listing(registry)
     elif method in UPSTREAM_OPERATIONS:
         ctx.action = gateway_parts(request.app).mcp_catalog.operation(method, message.params)
+        if method in ASKING_OPERATIONS:  # its server may ask the client: run as a call is
+            ctx.cancel, ctx.request_id = CallCancel(), message.id
     elif method == "initialize":
         params = message.params
 
@@ -306,11 +312,12 @@ async def mcp_post(request: Request) -> Response:
             level_of = fixed_level(stateless_era.log_level(message))  # the request's own
             ctx.client_capabilities = stateless_era.client_capabilities(message)
             stateless_era.consume_envelope(message)  # upstreams speak the handshake era
-            if message.method == "tools/call" and STATE_FIELD in message.params:
+            if message.method in _ROUND_METHODS and STATE_FIELD in message.params:
                 if not rounds.relays(message.params[STATE_FIELD]):  # a call still running
                     return await _resumed(request, pipeline, message, ctx)
                 # A server's own round: the retry is a call of its own (input_rounds).
-                ctx.on_admitted, as_task = rounds.admit_answer(message.params), False
+                retried = _round_call(message)
+                ctx.on_admitted, as_task = rounds.admit_answer(message.params, retried), False
     except GatewayError as exc:
         ctx = RequestContext("mcp", "mcp:(unreadable)", request.headers, input_error=exc)
     finish = stateless_era.finish if stateless else _unchanged
@@ -407,8 +414,11 @@ def _answer(
         )
     if message is None or message.id is None:
         return Response(status_code=202)
-    if message.method == "tools/call" and isinstance(ctx.result, InputRound):
-        asked = {**finish("tools/call", {}), **rounds.relayed(ctx, ctx.result)}
+    if isinstance(ctx.result, InputRound):  # a call's, a read's or a prompt's
+        shell = finish(message.method, {})
+        shell.pop("ttlMs", None)  # a round is no answer to cache
+        shell.pop("cacheScope", None)
+        asked = {**shell, **rounds.relayed(ctx, ctx.result, _round_call(message))}
         return JSONResponse(rpc_result(message.id, asked))
     if message.method == "tools/call":
         answer = tool_result(ctx.result, ctx.trace_id, ctx.usage)
@@ -455,9 +465,11 @@ def _declared(message: McpMessage) -> dict[str, Any]:
 async def _resumed(
     request: Request, pipeline: Pipeline, message: McpMessage, call: RequestContext
 ) -> Response:
-    """A 2026-07-28 client's retry of a call that asked it something (`input_rounds`)."""
+    """A 2026-07-28 client's retry of a call (a read, a prompt) that asked it something
+    (`input_rounds`)."""
     rounds: InputRounds = gateway_parts(request.app).input_rounds
-    ctx = RequestContext("mcp", "mcp:tools/call", request.headers, input_error=call.input_error)
+    operation = _operation(message.method)
+    ctx = RequestContext("mcp", operation, request.headers, input_error=call.input_error)
     ctx.request_id = message.id
     params = message.params
 
@@ -473,6 +485,19 @@ async def _resumed(
             headers=challenge(ctx.error),
         )
     return JSONResponse(ctx.result["body"], status_code=ctx.result["status"])
+
+
+def _round_call(message: McpMessage) -> RoundCall:
+    """What a relayed round's retry must repeat: the tool and its arguments, the read's URI,
+    the prompt's name and arguments."""
+    params = message.params
+    if message.method == "tools/call":
+        arguments = params.get("arguments") or {}
+        return str(params.get("name")), arguments if isinstance(arguments, dict) else {}
+    if message.method == "resources/read":
+        return message.method, {"uri": params.get("uri")}
+    arguments = params.get("arguments") or {}
+    return message.method, {"name": params.get("name"), "arguments": arguments}
 
 
 def _unchanged(_: str, result: dict[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,11 @@ every stage (`admit_answer` opens its state once the caller is known: a state th
 another caller's, another call's, changed or expired is refused INVALID_REQUEST), on any
 replica, and reaches the server with the client's `inputResponses` and the server's own
 `requestState`, as the server handed it out (`protocol.InputAnswer`).
+
+A `resources/read` or `prompts/get` forwarded to an MCP source takes the same rounds as a
+tool call: a handshake-era server's request mid-read is a round of the gateway's (the read
+running on meanwhile), an upstream's own round is relayed with its state bound to the method
+and what it names (`RoundCall`: the read's URI, the prompt's name and arguments).
 """
 
 from __future__ import annotations
@@ -82,6 +87,9 @@ GRACE_S = 5.0  # a retry waits this much past its call's time limit for its outc
 STATE_FIELD, RESPONSES_FIELD = REQUEST_STATE, INPUT_RESPONSES
 RELAYED = "u1."  # how a relayed round's state begins (a running call's never does)
 RELAY_TTL_S = 600  # how long a client may take to answer a server's own round
+# What a relayed state binds its retry to: the tool (or `resources/read`, `prompts/get`) and
+# its arguments (the read's `uri`, the prompt's `name` and `arguments`).
+RoundCall = tuple[str, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -185,13 +193,13 @@ class InputRounds:
         state = self._state(ctx.require_principal(), call.id, call.expires)
         return {"resultType": INPUT_REQUIRED, "inputRequests": requests, STATE_FIELD: state}
 
-    def relayed(self, ctx: RequestContext, asked: InputRound) -> dict[str, Any]:
-        """The client's `InputRequiredResult` for a server's own round: its questions as it
-        asked them, its state sealed into the gateway's."""
+    def relayed(self, ctx: RequestContext, asked: InputRound, call: RoundCall) -> dict[str, Any]:
+        """The client's `InputRequiredResult` for a server's own round on `call`: its
+        questions as it asked them, its state sealed into the gateway's."""
         principal = ctx.require_principal()
         sealed = {
-            "tool": ctx.tool_name,
-            "arguments": _digest(ctx.arguments),
+            "tool": call[0],
+            "arguments": _digest(call[1]),
             "state": asked.state,
             "expires": time.time() + RELAY_TTL_S,
         }
@@ -208,13 +216,15 @@ class InputRounds:
         """Whether `state` is a relayed round's (else a running call's, or no state)."""
         return isinstance(state, str) and state.startswith(RELAYED)
 
-    def admit_answer(self, params: dict[str, Any]) -> Callable[[RequestContext], Any]:
+    def admit_answer(
+        self, params: dict[str, Any], retried: RoundCall
+    ) -> Callable[[RequestContext], Any]:
         """The hook that opens a retry's relayed state once its caller is known (dispatch's
-        `on_admitted`): the server's answers for the call, or INVALID_REQUEST."""
+        `on_admitted`): the server's answers for the call (`retried`), or INVALID_REQUEST."""
 
         async def admit(ctx: RequestContext) -> None:
             state = self._unsealed(ctx.require_principal(), params.get(STATE_FIELD))
-            call = {"tool": ctx.tool_name, "arguments": _digest(ctx.arguments)}
+            call = {"tool": retried[0], "arguments": _digest(retried[1])}
             if state is None or any(state.get(k) != v for k, v in call.items()):
                 raise _not_yours()
             responses = params.get(RESPONSES_FIELD)
@@ -314,5 +324,6 @@ __all__ = [
     "RESPONSES_FIELD",
     "STATE_FIELD",
     "InputRounds",
+    "RoundCall",
     "RoundTrip",
 ]

@@ -2,8 +2,11 @@
 one caller: its name, the resources, resource templates and prompts it listed at discovery
 (by its own URIs and names), and `send`, one request to it on the caller's behalf (an
 `mcp_stdio` server runs in the caller's own sandbox; an `mcp_http` upstream is asked with the
-gateway's credential); an `mcp_stdio` one also has `subscribe`, which subscribes its server
-in the caller's sandbox and keeps that sandbox for the subscription (`sandbox.SubscriptionHold`).
+gateway's credential), and `ask`, such a request (a read, a prompt) whose server may ask the
+caller's client through a `ClientChannel` (answering, on the 2026-07-28 wire, with a round
+of its own: `protocol.InputRound`); an `mcp_stdio` one also has `subscribe`, which
+subscribes its server in the caller's sandbox and keeps that sandbox for the subscription
+(`sandbox.SubscriptionHold`).
 
 `sources_for` gives the sources a principal may see (its `tool:` scopes cover the whole
 source, `tool:<source>.*`), `mcp_stdio` ones first; the catalog's methods (`catalog`,
@@ -18,12 +21,14 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from gateway.sources import StdioSources, UpstreamSet
-from protocol import Principal
+from gateway.sources import ClientChannel, StdioSources, UpstreamSet
+from protocol import InputRound, Principal
 from sandbox import SubscriptionHold
 from tools.sources import dotted_tool_name, served_tool_name
 
 Send = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+# A read or a prompt whose server may ask the caller's client (`ClientChannel`).
+Ask = Callable[[str, dict[str, Any], ClientChannel], Awaitable[dict[str, Any] | InputRound]]
 # resources/subscribe of the source's own URI, in the caller's sandbox held as it says.
 Subscribe = Callable[[str, SubscriptionHold], Awaitable[dict[str, Any]]]
 
@@ -37,6 +42,7 @@ class McpSource:
     templates: Sequence[dict[str, Any]]  # as listed: `uriTemplate` is the source's own
     prompts: Mapping[str, dict[str, Any]]  # by the source's own name
     send: Send
+    ask: Ask
     subscribe: Subscribe | None = None  # an mcp_stdio source's; None: an mcp_http one's
 
 
@@ -47,6 +53,7 @@ def sources_for(
     found: list[McpSource] = []
     for server in stdio.visible_servers(principal) if stdio is not None else []:
         send: Send = partial(stdio.request, principal, server)  # type: ignore[union-attr]
+        ask: Ask = partial(stdio.request_asking, principal, server)  # type: ignore[union-attr]
         subscribe: Subscribe = partial(stdio.subscribe, principal, server)  # type: ignore[union-attr]
         found.append(
             McpSource(
@@ -57,6 +64,7 @@ def sources_for(
                 server.templates,
                 server.prompts,
                 send,
+                ask,
                 subscribe,
             )
         )
@@ -70,6 +78,7 @@ def sources_for(
                 upstream.templates,
                 upstream.prompts,
                 upstream.request,
+                upstream.ask,
             )
         )
     return found
@@ -91,4 +100,4 @@ def prompt_owner(sources: Sequence[McpSource], name: str) -> tuple[McpSource, st
     return None
 
 
-__all__ = ["McpSource", "Send", "Subscribe", "prompt_owner", "source_named", "sources_for"]
+__all__ = ["Ask", "McpSource", "Send", "Subscribe", "prompt_owner", "source_named", "sources_for"]
