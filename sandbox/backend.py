@@ -106,6 +106,13 @@ class SandboxBackend(Protocol):
     @property
     def isolates(self) -> bool: ...
 
+    @property
+    def caps_processes(self) -> bool:
+        """Whether each sandbox's process count is capped on its own (its cgroup's or its
+        container's pids limit). False: the runner caps it with RLIMIT_NPROC, which counts
+        every process of the runner's uid on the host, other sandboxes' included."""
+        ...
+
     async def open(self) -> None:
         """Enter what the backend runs in the background (a task group), in the task that
         will `aclose` it; the pool opens its backend before its own group, and closes it after."""

@@ -143,9 +143,10 @@ class Sandbox:
     ) -> None:
         self.spec = spec
         self.backend_name = backend.name
-        # RLIMIT_NPROC counts a uid's processes host-wide: isolating backends leave the
-        # process cap to their cgroup / pids limit, so sandboxes cannot starve each other.
-        self._nproc = None if backend.isolates else spec.profile.pids
+        # RLIMIT_NPROC counts a uid's processes host-wide: a backend that caps each sandbox's
+        # processes on its own (a cgroup, a container) gets none, so sandboxes cannot starve
+        # each other's forks; the others get it as their only cap (and say so at start-up).
+        self._nproc = None if backend.caps_processes else spec.profile.pids
         self.launched = launched
         # On one of several Docker engines: while its engine does not answer, calls end at
         # once with SANDBOX_UNAVAILABLE instead of waiting on a runner that may be lost.

@@ -16,7 +16,6 @@ freeze the cgroup, SIGKILL every process in it (setsid children included), thaw,
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -35,7 +34,7 @@ from sandbox.backend import (
     SandboxStartError,
 )
 from sandbox.backends.bwrap_binds import system_binds
-from sandbox.backends.cgroup import SandboxCgroup
+from sandbox.backends.cgroup import SandboxCgroup, joining, tear_down
 from sandbox.backends.seccomp import filter_program
 from sandbox.layout import RUNNER_PATH, RUNNER_WIRE_PATH, code_packages, runner_argv
 from sandbox.runner_wire import SOCKET_NAME
@@ -45,7 +44,6 @@ NAMESPACES = ("--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"
 # the bounding set, and searching the workspace (0700, the sandbox user's) for `--chdir`.
 SETUP_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_DAC_READ_SEARCH")
 SETPRIV = "/usr/bin/setpriv"
-TEARDOWN_TIMEOUT_S = 10.0
 
 
 class BwrapSandbox:
@@ -69,16 +67,7 @@ class BwrapSandbox:
         return self.cgroup.pids_refusals()
 
     async def kill(self) -> None:
-        with anyio.fail_after(TEARDOWN_TIMEOUT_S):
-            self.cgroup.freeze(True)
-            while not self.cgroup.is_frozen():  # noqa: ASYNC110 (sysfs has no event here)
-                await anyio.sleep(0.001)
-            self.cgroup.kill_all()
-            self.cgroup.freeze(False)
-            await self._process.wait()
-            while not self.cgroup.remove():
-                self.cgroup.kill_all()
-                await anyio.sleep(0.002)
+        await tear_down(self.cgroup, self._process)
 
 
 def bwrap_argv(spec: SandboxSpec, seccomp_fd: int) -> list[str]:
@@ -113,14 +102,14 @@ def bwrap_argv(spec: SandboxSpec, seccomp_fd: int) -> list[str]:
 class BwrapBackend:
     name = "bwrap"
     isolates = True
+    caps_processes = True  # each sandbox's cgroup
 
     async def launch(self, spec: SandboxSpec) -> LaunchedSandbox:
         seccomp_fd = _seccomp_file()
         try:
             cgroup = SandboxCgroup(spec.sandbox_id, spec.tenant)
             cgroup.create(spec.profile)
-            joins = "; ".join(f"echo $$ > {shlex.quote(str(p))}" for p in cgroup.procs_files)
-            argv = ["/bin/sh", "-c", f'{joins}; exec "$@"', "sh", *bwrap_argv(spec, seccomp_fd)]
+            argv = joining(cgroup, bwrap_argv(spec, seccomp_fd))
             try:
                 process = await anyio.open_process(
                     argv,

@@ -8,18 +8,25 @@ one. The docker backend puts its containers in the same tenant groups (`cgroup_p
 so a tenant's share is one across both backends. A tenant's group is removed with its last
 sandbox (an rmdir, which the kernel refuses while the group holds another).
 
-Limits: memory (and memory+swap, so it cannot swap), process count and CPU quota. Teardown
-is freeze, SIGKILL every process in the group, thaw: a process that forks or calls setsid
-cannot slip out while it is being killed. The methods are synchronous sysfs writes of a few
-bytes; the async caller polls between them.
+Limits: memory (and memory+swap, so it cannot swap), process count and CPU quota. The
+process count is the group's own (`pids.max`): unlike RLIMIT_NPROC, which counts every process
+of a uid on the host, no other sandbox's processes count against it. A sandbox's first process
+joins the group before it execs anything (`joining`), so nothing of it starts outside. Teardown
+(`tear_down`) is freeze, SIGKILL every process in the group, thaw: a process that forks or
+calls setsid cannot slip out while it is being killed. The methods are synchronous sysfs
+writes of a few bytes; the async teardown polls between them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 from pathlib import Path
+
+import anyio
+from anyio.abc import Process
 
 from sandbox.backend import SandboxProfile, SandboxStartError
 
@@ -29,6 +36,8 @@ V1_CONTROLLERS = ("memory", "pids", "cpu", "freezer")
 CPU_PERIOD_US = 100_000
 TENANT_CPU_SHARES = 1024  # v1 cpu.shares of every tenant's group: equal, the kernel default
 TENANT_CPU_WEIGHT = 100  # v2 cpu.weight, the same
+V2_CONTROLLERS = ("memory", "pids", "cpu")
+TEARDOWN_TIMEOUT_S = 10.0
 
 
 def tenant_group(tenant: str) -> str:
@@ -38,6 +47,25 @@ def tenant_group(tenant: str) -> str:
 
 def cgroup_v2() -> bool:
     return (CGROUP_ROOT / "cgroup.controllers").exists()
+
+
+def cgroups_unavailable() -> str | None:
+    """None when this process can make a group per sandbox here; else why it cannot."""
+    if os.geteuid() != 0:
+        return "the gateway does not run as root"
+    if cgroup_v2():
+        present = set((CGROUP_ROOT / "cgroup.controllers").read_text().split())
+        missing = [c for c in V2_CONTROLLERS if c not in present]
+        writable = [CGROUP_ROOT / "cgroup.subtree_control"]
+    else:
+        missing = [c for c in V1_CONTROLLERS if not (CGROUP_ROOT / c).is_dir()]
+        writable = [CGROUP_ROOT / c for c in V1_CONTROLLERS if c not in missing]
+    if missing:
+        return f"the cgroup controllers {', '.join(missing)} are not mounted at {CGROUP_ROOT}"
+    read_only = [str(path) for path in writable if not os.access(path, os.W_OK)]
+    if read_only:
+        return f"{', '.join(read_only)} cannot be written (mounted read-only?)"
+    return None
 
 
 def tenant_cgroup_dirs(tenant: str) -> dict[str, Path]:
@@ -117,8 +145,8 @@ class SandboxCgroup:
         except OSError as exc:
             self.remove()
             raise SandboxStartError(
-                f"cannot set up the sandbox's cgroup ({exc}): bwrap needs root and writable "
-                "cgroups; use the docker backend, or process (no isolation)"
+                f"cannot set up the sandbox's cgroup ({exc}): the bwrap and process backends "
+                "need root and writable cgroups; use the docker backend"
             ) from exc
 
     @property
@@ -178,6 +206,27 @@ class SandboxCgroup:
         if removed:
             remove_tenant_cgroup(self.tenant)
         return removed
+
+
+def joining(cgroup: SandboxCgroup, argv: list[str]) -> list[str]:
+    """`argv` run by a tiny shell that first joins `cgroup`: nothing of it starts outside."""
+    joins = "; ".join(f"echo $$ > {shlex.quote(str(p))}" for p in cgroup.procs_files)
+    return ["/bin/sh", "-c", f'{joins}; exec "$@"', "sh", *argv]
+
+
+async def tear_down(cgroup: SandboxCgroup, process: Process) -> None:
+    """Kill every process in `cgroup` (frozen, so none forks away meanwhile), reap `process`,
+    the sandbox's first, and remove the group."""
+    with anyio.fail_after(TEARDOWN_TIMEOUT_S):
+        cgroup.freeze(True)
+        while not cgroup.is_frozen():  # noqa: ASYNC110 (sysfs has no event here)
+            await anyio.sleep(0.001)
+        cgroup.kill_all()
+        cgroup.freeze(False)
+        await process.wait()
+        while not cgroup.remove():
+            cgroup.kill_all()
+            await anyio.sleep(0.002)
 
 
 def _write(path: Path, value: str, *, optional: bool = False) -> None:

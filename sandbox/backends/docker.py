@@ -104,6 +104,7 @@ class DockerSandbox:
 class DockerBackend:
     name = "docker"
     isolates = True
+    caps_processes = True  # each container's pids limit
 
     def __init__(self, docker_host: str, image: str) -> None:
         self.docker_host = docker_host

@@ -148,6 +148,7 @@ class FleetSandbox:
 class DockerFleet:
     name = "docker"
     isolates = True
+    caps_processes = True  # each container's pids limit
 
     def __init__(self, docker_hosts: Sequence[str], image: str, capacity: int) -> None:
         self.image = image

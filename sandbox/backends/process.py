@@ -6,6 +6,13 @@ so loudly when it starts. What it does keep from tools: the gateway's environmen
 runner gets a scrubbed one) and, when the gateway runs as root, everything only root may
 read: the runner then runs as the unprivileged SANDBOX_UID, so the 0600 secret files and
 /proc/<gateway>/environ are closed to it.
+
+Where the gateway may make cgroups (as root), each sandbox runs in its own, in its tenant's,
+as bwrap's do (`sandbox.backends.cgroup`): memory, CPU and, above all, its own process cap.
+Every sandbox of every backend runs as SANDBOX_UID, so RLIMIT_NPROC, which counts the uid's
+processes host-wide, would let one sandbox's processes (a fork bomb, or many sandboxes at
+once) make another's forks fail. Teardown is then the cgroup's: freeze, kill all, thaw. Where
+it may not, the runner falls back to RLIMIT_NPROC, and the start-up warning says so.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import anyio
 from anyio.abc import Process
 
 from sandbox.backend import SANDBOX_UID, LaunchedSandbox, SandboxSpec, SandboxStartError
+from sandbox.backends.cgroup import SandboxCgroup, cgroups_unavailable, joining, tear_down
 from sandbox.layout import REPO_ROOT, RUNNER_PATH, code_packages, runner_argv
 from sandbox.runner_wire import SOCKET_NAME
 
@@ -32,11 +40,18 @@ WARNING = (
     "sandbox backend 'process' does NOT isolate tools: they run as plain processes with the "
     "host's files and network. Use docker or bwrap for untrusted tool code."
 )
+SHARED_CAP_WARNING = (
+    "sandbox backend 'process' cannot give each sandbox its own cgroup (%s): a sandbox's "
+    "process cap is RLIMIT_NPROC, which counts every process of uid %d on this host, so one "
+    "sandbox's processes can make another's forks fail (EAGAIN). Run the gateway as root with "
+    "writable cgroups for a cap per sandbox."
+)
 
 
 class ProcessSandbox:
-    def __init__(self, process: Process) -> None:
+    def __init__(self, process: Process, cgroup: SandboxCgroup | None) -> None:
         self._process = process
+        self.cgroup = cgroup
 
     @property
     def description(self) -> str:
@@ -47,12 +62,16 @@ class ProcessSandbox:
         return None if code is None else f"the runner exited with status {code}"
 
     async def oom_kills(self) -> int:
-        return 0
+        return 0 if self.cgroup is None else self.cgroup.oom_kills()
 
     async def pids_refusals(self) -> int:
-        return 0  # RLIMIT_NPROC refuses forks here: the tool sees EAGAIN, nothing is left
+        # Without a cgroup RLIMIT_NPROC refuses forks: the tool sees EAGAIN, nothing counts it.
+        return 0 if self.cgroup is None else self.cgroup.pids_refusals()
 
     async def kill(self) -> None:
+        if self.cgroup is not None:
+            await tear_down(self.cgroup, self._process)
+            return
         # The runner has its own session; its calls have their own groups: kill them all.
         descendants = _descendants(self._process.pid)
         for pid in [*descendants, self._process.pid]:
@@ -141,6 +160,12 @@ class ProcessBackend:
         # As root, the runner runs as the unprivileged SANDBOX_UID (no supplementary groups).
         self._uid = SANDBOX_UID if os.geteuid() == 0 else None
         self._python = sys.executable if self._uid is None else _unprivileged_interpreter()
+        no_cgroups = cgroups_unavailable()
+        self.caps_processes = no_cgroups is None  # else the runner's RLIMIT_NPROC does
+        if no_cgroups is not None:
+            log.warning(
+                SHARED_CAP_WARNING, no_cgroups, os.getuid() if self._uid is None else self._uid
+            )
 
     async def launch(self, spec: SandboxSpec) -> LaunchedSandbox:
         if self._uid is not None and not _passable_by_others(spec.workspace):
@@ -167,16 +192,25 @@ class ProcessBackend:
             str(spec.workspace),
             spec.tool_modules,
         )
-        process = await anyio.open_process(
-            argv,
-            cwd=spec.workspace,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=None,
-            start_new_session=True,
-        )
-        return ProcessSandbox(process)
+        cgroup = SandboxCgroup(spec.sandbox_id, spec.tenant) if self.caps_processes else None
+        if cgroup is not None:
+            cgroup.create(spec.profile)
+            argv = joining(cgroup, argv)
+        try:
+            process = await anyio.open_process(
+                argv,
+                cwd=spec.workspace,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=None,
+                start_new_session=True,
+            )
+        except BaseException:
+            if cgroup is not None:
+                cgroup.remove()
+            raise
+        return ProcessSandbox(process, cgroup)
 
     async def open(self) -> None:
         return None

@@ -109,3 +109,19 @@ def processes_mentioning(text: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def processes_working_in(root: Path) -> list[int]:
+    """Host processes whose working directory is under `root` (a pool's workspace root): a
+    sandbox's runner and whatever its tools started, whatever their command line says."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:
+            continue
+        if Path(cwd).is_relative_to(root):
+            found.append(int(entry))
+    return found
