@@ -13,16 +13,16 @@ standalone SSE stream) and reads it for good. There it learns:
 
 Subscriptions are the gateway's, made on this session: of all the replicas' listeners, the
 one that claims a resource (`SourceEvents.claim`) subscribes to it on the upstream, once
-whoever asks, and keeps its claim while its session lives. Every `SWEEP_S` (and when its
-session opens: a restarted upstream forgot them) each listener `sweep`s: it unsubscribes
-what it holds that no identity holds any more (the last subscriber unsubscribed on any
-replica, or its hold ran out), so the upstream is told once, by the session that subscribed;
-it subscribes to what some identity holds that no listener holds (a replica that went away
-left it); and a resource subscribed again later is claimed and subscribed anew. A stateless
-upstream has no session and so no news: its listener stops, said once in the log. A lost
-stream is opened again after `RECONNECT_S` (the upstream restarting) if it had been open
-`STEADY_S`, else after the source's `retry_s`. An upstream that serves no GET stream (405)
-has no news either.
+whoever asks, and keeps its claim while its session lives (it gives it up when the session
+ends). Every `SWEEP_S` (and when its session opens: a restarted upstream forgot them) each
+listener `sweep`s: it unsubscribes what it holds that no identity holds any more (the last
+subscriber unsubscribed on any replica, or its hold ran out), so the upstream is told once,
+by the session that subscribed; it subscribes to what some identity holds that no listener
+holds (a replica that went away left it); and a resource subscribed again later is claimed
+and subscribed anew. A stateless upstream has no session and so no news: its listener stops,
+said once in the log. A lost stream is opened again after `RECONNECT_S` (the upstream
+restarting) if it had been open `STEADY_S`, else after the source's `retry_s`. An upstream
+that serves no GET stream (405) has no news either.
 """
 
 from __future__ import annotations
@@ -147,6 +147,17 @@ class UpstreamListener:
         await self.events.release(self.name, uri, self.id)
         await self._request(session, "resources/unsubscribe", uri)
 
+    async def _release(self, uris: set[str]) -> None:
+        """Give up the claims of a session that ended (lost, or the replica shutting down), so
+        the next sweep of any replica subscribes them again at once, not when they lapse."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self.upstream.timeout_s):
+            for uri in uris:
+                try:
+                    await self.events.release(self.name, uri, self.id)
+                except Exception as exc:  # Redis gone first: the claim lapses by itself
+                    log.debug("mcp_http source %r: claim kept (%s)", self.name, _reason(exc))
+                    return
+
     async def _request(self, session: McpSession, method: str, uri: str) -> None:
         with anyio.fail_after(self.upstream.timeout_s):
             await session.request(method, {"uri": uri})
@@ -173,7 +184,8 @@ class UpstreamListener:
                         why = _reason(lost.__cause__ or lost)
                         log.info("mcp_http source %r: news stream lost (%s)", self.name, why)
                     finally:
-                        self.session, self.held = None, set()
+                        held, self.session, self.held = self.held, None, set()
+                        await self._release(held)  # its session ends: another may take them
                     if not opened:  # the upstream serves no GET stream: no news
                         self.stateless = True
                         log.info("mcp_http source %r serves no event stream: no news", self.name)

@@ -2,7 +2,8 @@
 one `resources/subscribe` whoever asks through whichever replica, and one
 `resources/unsubscribe` when the last subscriber of the resource is gone (it unsubscribed
 through either replica, or its hold ran out with no stream keeping it), sent by the replica
-whose session subscribed; a later subscription subscribes again.
+whose session subscribed; a later subscription subscribes again. A replica that shuts down
+gives its upstream subscriptions up, and another subscribes them at its next sweep.
 
 Two gateways in-process on one Redis (two replicas), the resource upstream
 (`resource_upstream.py`) in its own process, whose `subscription_log` tool says what it
@@ -170,3 +171,19 @@ async def test_a_subscription_whose_hold_ran_out_is_unsubscribed_upstream_once(
 
         await _subscribe(again, uri)
         assert await _log(again, uri) == [SUBSCRIBE, UNSUBSCRIBE, SUBSCRIBE]
+
+
+async def test_a_replica_that_goes_away_leaves_its_upstream_subscriptions_to_another(
+    settings: Settings, redis: Redis, upstream: str
+) -> None:
+    """The replica whose session subscribed shuts down, dee still subscribed: the other
+    replica subscribes on the upstream at its next sweep (its news is heard again)."""
+    uri = "a://items/13"
+    async with _replica(settings, upstream) as staying, _client(staying, settings, "dee") as dee:
+        async with (
+            _replica(settings, upstream) as leaving,
+            _client(leaving, settings, "dee") as through_leaving,
+        ):
+            await _subscribe(through_leaving, uri)
+            assert await _log(dee, uri) == [SUBSCRIBE]
+        await _until_logged(dee, uri, [SUBSCRIBE, SUBSCRIBE], 20)  # the staying one's sweep

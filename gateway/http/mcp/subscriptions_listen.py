@@ -159,7 +159,7 @@ def filter_problem(params: dict[str, Any]) -> str | None:
     if not isinstance(asked, dict):
         return "subscriptions/listen needs params.notifications, an object (SubscriptionFilter)"
     for flag in LIST_FLAGS:
-        if flag in asked and not isinstance(asked[flag], bool):
+        if asked.get(flag) is not None and not isinstance(asked[flag], bool):  # null: absent
             return f"params.notifications.{flag} is a boolean (true to receive those changes)"
     uris = asked.get(_RESOURCES)
     if uris is None:
