@@ -1,11 +1,11 @@
 """Reading the gateway's Lua scripts, which ship as package data in each package's `lua/`.
 
-`gateway.state`, `gateway.budgets`, `gateway.identity` and `gateway.tasks` keep every Redis
-script as a `.lua` file. A script may be composed: shared Lua functions (one file each) come
-first, then the body that calls them, so a function is written once however many scripts run
-it. Callers
-hand the text to `redis.register_script` (or a `PooledScript`) once per client, which runs it
-by EVALSHA; the text is read from disk once per process, never per call.
+`gateway.state`, `gateway.budgets`, `gateway.identity`, `gateway.tasks` and
+`gateway.http.mcp` keep every Redis script as a `.lua` file. A script may be composed:
+shared Lua functions (one file each) come first, then the body that calls them, so a
+function is written once however many scripts run it. Callers hand the text to
+`redis.register_script` (or a `PooledScript`) once per client, which runs it by EVALSHA; the
+text is read from disk once per process, never per call.
 
 A body declares its arguments once, in two header lines, and both sides read them from there:
 

@@ -11,12 +11,14 @@ sessions (news reaches a client on its session's GET stream). Two of them (label
 - `resources/subscribe|unsubscribe`, and the tools `touch(uri)` (tells every session
   subscribed to `uri` it was updated; answers how many), `drop(name)` (removes the tool
   `name` and tells every session the tool list changed), `grow(name)` (adds a tool `name`,
-  and tells them too), `victim` and `echo`.
+  and tells them too), `victim` and `echo`; `subscription_log(uri)` answers the
+  `resources/subscribe` and `resources/unsubscribe` it received for `uri`, in order (JSON).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 import uvicorn
@@ -29,6 +31,7 @@ def build_app(label: str) -> Any:
     subscribed: dict[str, list[Any]] = {}  # uri -> sessions
     sessions: list[Any] = []
     reads = {"status": 0}
+    log: list[tuple[str, str]] = []  # (method, uri) of each (un)subscribe received
 
     @server.resource("notes://readme", mime_type="text/plain")
     def readme() -> str:
@@ -74,6 +77,11 @@ def build_app(label: str) -> Any:
         return len(subscribed.get(uri, []))
 
     @server.tool
+    def subscription_log(uri: str) -> str:
+        """The resources/subscribe and resources/unsubscribe received for `uri`, in order."""
+        return json.dumps([method for method, logged in log if logged == uri])
+
+    @server.tool
     async def drop(name: str) -> str:
         """Remove the tool `name` and tell every session the tool list changed."""
         server.local_provider.remove_tool(name)
@@ -109,10 +117,12 @@ def build_app(label: str) -> Any:
         return types.CompleteResult(completion=types.Completion(values=chosen, total=len(chosen)))
 
     async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        log.append(("resources/subscribe", str(params.uri)))
         subscribed.setdefault(str(params.uri), []).append(ctx.session)
         return types.EmptyResult()
 
     async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        log.append(("resources/unsubscribe", str(params.uri)))
         held = subscribed.get(str(params.uri), [])
         if ctx.session in held:
             held.remove(ctx.session)

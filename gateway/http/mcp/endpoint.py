@@ -260,6 +260,8 @@ def _stateless(
             )
             ctx.operation = f"mcp:{message.method}"
     elif refusal is None and message.method == LISTEN_METHOD:
+        if (problem := subscriptions_listen.filter_problem(message.params)) is not None:
+            refusal = stateless_era.invalid_params(problem)
         ctx.input_error = None
         ctx.action = admit(gateway_parts(request.app).mcp_catalog, message.params)
         ctx.operation = subscriptions_listen.OPERATION

@@ -11,7 +11,8 @@ What this module implements of MCP 2026-07-28 (spec `docs/specification/2026-07-
   (`clientInfo` is optional).
 - Checks, in this order, each HTTP 400: `_meta` missing, or without the version or the
   client capabilities, or a `io.modelcontextprotocol/logLevel` that is no log level: -32602
-  (Invalid params). The `MCP-Protocol-Version` header missing or
+  (Invalid params); so is a `subscriptions/listen` filter of the wrong shape
+  (`subscriptions_listen.filter_problem`). The `MCP-Protocol-Version` header missing or
   naming another version than `_meta`: -32020 (HeaderMismatch). A version not served:
   -32022 (UnsupportedProtocolVersion, `data.supported` and `data.requested`). The `Mcp-Method`
   header missing or not the body's method, or `Mcp-Name` missing or not the body's
@@ -218,6 +219,12 @@ def capability_refusal(error: SerfError) -> WireRefusal | None:
     required = (error.details or {}).get("requiredCapabilities")
     data = {"requiredCapabilities": required if isinstance(required, dict) else {}}
     return WireRefusal(MISSING_REQUIRED_CLIENT_CAPABILITY, 400, error, data)
+
+
+def invalid_params(message: str) -> WireRefusal:
+    """-32602 (Invalid params), HTTP 400: a request whose params the revision's schema does
+    not take (as bad `_meta` is answered)."""
+    return _refusal(INVALID_PARAMS, 400, message)
 
 
 def not_found(method: str) -> WireRefusal:

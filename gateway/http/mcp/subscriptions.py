@@ -4,19 +4,25 @@ sources relayed to the identities it concerns (`ResourceSubscriptions`, the gate
 
 Subscriptions are per identity (tenant, agent) and live in Redis, so any replica serves any
 of them; the gateway itself subscribes on the upstream (`UpstreamListener`), once per
-resource whoever asks. When the upstream says a resource was updated, the replica that heard
-it sends `notifications/resources/updated` (with the URI as the identity subscribed to it)
-to each subscribed identity's stream (`CallerStreams`, on whatever replica holds it). A list
-change of a source goes to every identity that sees the source.
+resource whoever asks: one listener (one replica's session on the upstream) claims it
+(`claim`), subscribes, and is the one that unsubscribes when the resource's last subscriber
+is gone, whichever replica unsubscribed it or whenever its hold ran out (its `sweep`). When
+the upstream says a resource was updated, the replica that heard it sends
+`notifications/resources/updated` (with the URI as the identity subscribed to it) to each
+subscribed identity's stream (`CallerStreams`, on whatever replica holds it). A list change
+of a source goes to every identity that sees the source.
 
 Keys (each its own, no multi-key command: a Redis Cluster spreads them), each a sorted set
-whose scores are the members' expiry times (unix ms):
+whose scores are the members' expiry times (unix ms), but for the listeners' claims:
 - `conclave:mcp:sub:resource:<source>:<uri>`: `[tenant, agent, served uri]` (JSON), the
   identities subscribed to the source's resource;
 - `conclave:mcp:sub:source:<source>`: the source's own URIs someone is subscribed to (the
-  listener subscribes to them again whenever its session opens);
+  listeners sweep it, and claim what no listener holds);
 - `conclave:mcp:sub:identity:<[tenant, agent]>`: `[source, uri, served uri]`, at most
   `MAX_PER_IDENTITY` live ones (a subscription costs Redis bytes: bounded per identity);
+- `conclave:mcp:sub:upstream:<source>:<uri>`: a string, the id of the listener that holds
+  the upstream's subscription (`upstream_claim.lua`), for `UPSTREAM_HOLD_MS` after its last
+  sweep: a replica that went away leaves it to another within that;
 - `conclave:mcp:updated:<source>:<uri>`: set for `COALESCE_MS` when one replica relays an
   update, so replicas that all hear it (each subscribed after a reconnect) relay it once.
   Updates of one resource closer together than that are one notification: the client
@@ -27,9 +33,11 @@ identity's open streams (`GET /mcp`, `subscriptions/listen`) keep all its subscr
 alive at each keep-alive (`keep_alive`), so one outlives neither its listener by more than
 `TTL_S` nor an identity that went away (the keys carry the same expiry: nothing is left in
 Redis for good). These keys are not counted in the tenant's byte quota: they are bounded
-instead, per identity by count and URI size, and in time by their expiry. The upstream keeps
-a resource whose last subscriber's hold ran out until the listener's session opens again
-(its updates are then relayed to no one).
+instead, per identity by count and URI size, and in time by their expiry. When the last
+subscriber of an upstream's resource unsubscribes or its hold runs out, the listener that
+holds the upstream's subscription sends `resources/unsubscribe` at once (it is on the replica
+that unsubscribed) or at its next sweep (`upstream_events.SWEEP_S`); a later subscription
+subscribes on the upstream again.
 
 An `mcp_stdio` source's server runs in each caller's own sandbox, so a subscription to one
 of its resources is that identity's server's: the gateway relays `resources/subscribe` to it
@@ -67,6 +75,7 @@ from gateway.gateway_error import GatewayError
 from gateway.http.mcp.caller_streams import CallerStreams
 from gateway.http.mcp.mcp_sources import McpSource
 from gateway.http.mcp.resource_uris import resolve
+from gateway.redis_io import lua_script
 from gateway.sources import StdioSources, UpstreamSet
 from protocol import ErrorCode, Principal
 from sandbox import SubscriptionHold
@@ -80,7 +89,12 @@ TTL_S = 60
 RENEW_MS = 10_000  # an identity's stdio subscription is renewed at most this often
 STDIO_QUEUE = 256  # stdio news and renewals waiting to be relayed; more are dropped
 STDIO_WORKERS = 8  # ... relayed at once
+# A listener's claim on an upstream's subscription lasts this long after its last sweep (six
+# sweeps: a loaded replica keeps it; one that went away leaves it to another within 30 s).
+UPSTREAM_HOLD_MS = 30_000
 _PREFIX = "conclave:mcp:"
+_CLAIM = lua_script("gateway.http.mcp", "upstream_claim")
+_RELEASE = lua_script("gateway.http.mcp", "upstream_release")
 log = logging.getLogger("conclave.mcp")
 
 
@@ -113,6 +127,10 @@ def _subscribed_key(source: str) -> str:
     return f"{_PREFIX}sub:source:{source}"
 
 
+def _upstream_key(source: str, uri: str) -> str:
+    return f"{_PREFIX}sub:upstream:{source}:{uri}"
+
+
 def identity_key(principal: Principal) -> str:
     return f"{_PREFIX}sub:identity:{json.dumps([principal.tenant, principal.agent])}"
 
@@ -136,6 +154,8 @@ class ResourceSubscriptions:
         self._work: MemoryObjectSendStream[_StdioWork] | None = None  # while `run` runs
         self.dropped = 0  # stdio news and renewals dropped for a full queue
         self.renewed = 0  # stdio subscriptions subscribed again (keep-alives)
+        self._claim = redis.register_script(_CLAIM.text)
+        self._release = redis.register_script(_RELEASE.text)
 
     async def subscribe(
         self, principal: Principal, sources: Sequence[McpSource], uri: str, *, on: bool = True
@@ -313,6 +333,15 @@ class ResourceSubscriptions:
     async def subscribed(self, source: str) -> list[str]:
         return sorted(await self._live(_subscribed_key(source)))
 
+    async def claim(self, source: str, uri: str, listener: str) -> bool:
+        keys = _CLAIM.keys(owner=_upstream_key(source, uri))
+        argv = _CLAIM.argv(listener=listener, hold_ms=UPSTREAM_HOLD_MS)
+        return bool(await self._claim(keys=keys, args=argv))
+
+    async def release(self, source: str, uri: str, listener: str) -> None:
+        keys = _RELEASE.keys(owner=_upstream_key(source, uri))
+        await self._release(keys=keys, args=_RELEASE.argv(listener=listener))
+
     async def resource_updated(self, source: str, uri: str) -> None:
         first = await self.redis.set(f"{_PREFIX}updated:{source}:{uri}", 1, nx=True, px=COALESCE_MS)
         if not first:
@@ -354,4 +383,11 @@ def _notification(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
     return message
 
 
-__all__ = ["COALESCE_MS", "MAX_PER_IDENTITY", "TTL_S", "ResourceSubscriptions", "identity_key"]
+__all__ = [
+    "COALESCE_MS",
+    "MAX_PER_IDENTITY",
+    "TTL_S",
+    "UPSTREAM_HOLD_MS",
+    "ResourceSubscriptions",
+    "identity_key",
+]

@@ -8,11 +8,19 @@ filter in `params.notifications`:
 
 - `toolsListChanged`, `promptsListChanged`, `resourcesListChanged`: honoured as asked (the
   MCP sources' list changes the caller sees, as on the GET stream);
-- `resourceSubscriptions`: each URI the caller may subscribe to (a resource of an
-  `mcp_http` source it sees, as `resources/subscribe` rules) is subscribed for the
-  identity in Redis (`ResourceSubscriptions`, so an update any replica hears reaches the
-  stream); the others are left out of the acknowledgment, as the revision says (at most
-  `MAX_PER_IDENTITY` URIs a request).
+- `resourceSubscriptions`: each URI the caller may subscribe to (a resource of an MCP
+  source it sees, `mcp_http` or `mcp_stdio`, as `resources/subscribe` rules) is subscribed
+  for the identity in Redis (`ResourceSubscriptions`, so an update any replica hears reaches
+  the stream; an `mcp_stdio` server is subscribed in the identity's own sandbox); the others
+  are left out of the acknowledgment, as the revision says (at most `MAX_PER_IDENTITY` URIs a
+  request).
+
+A filter of the wrong shape (`notifications` not an object, a flag not a boolean,
+`resourceSubscriptions` not a list of strings, or longer than `MAX_PER_IDENTITY`) is the
+revision's Invalid params: HTTP 400 with -32602, as the wire answers bad `_meta`
+(`filter_problem`, checked with the wire's other checks before the pipeline runs the
+action). A notification type the gateway does not know is no error: the revision omits the
+types a server does not support from the acknowledgment, and so does the gateway.
 
 The answer is an SSE stream (`listen_response`), held in `CallerStreams` with the filter as
 its `accepts`: first `notifications/subscriptions/acknowledged` with the honoured filter,
@@ -61,17 +69,13 @@ def admit(catalog: McpCatalog, params: dict[str, Any]) -> Action:
     """The pipeline action of a `subscriptions/listen` with `params`: the honoured filter."""
 
     async def answer(ctx: RequestContext) -> dict[str, Any]:
-        asked = params.get("notifications")
-        if not isinstance(asked, dict):
-            raise _invalid("subscriptions/listen needs params.notifications, an object")
+        if (problem := filter_problem(params)) is not None:  # checked by the wire already
+            raise GatewayError.of(ErrorCode.INVALID_REQUEST, problem)
+        asked: dict[str, Any] = params["notifications"]
         honoured: dict[str, Any] = {flag: True for flag in LIST_FLAGS if asked.get(flag) is True}
         uris = asked.get(_RESOURCES)
         if uris is None:
             return honoured
-        if not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris):
-            raise _invalid(f"params.notifications.{_RESOURCES} is a list of resource URIs")
-        if len(uris) > MAX_PER_IDENTITY:
-            raise _invalid(f"at most {MAX_PER_IDENTITY} resource URIs a subscription")
         principal = ctx.require_principal()
         sources = sources_for(principal, catalog.upstreams, catalog.stdio)
         kept = []
@@ -147,8 +151,24 @@ def _tagged(message: dict[str, Any], tag: dict[str, Any]) -> dict[str, Any]:
     return {**message, "params": params}
 
 
-def _invalid(message: str) -> GatewayError:
-    return GatewayError.of(ErrorCode.INVALID_REQUEST, message)
+def filter_problem(params: dict[str, Any]) -> str | None:
+    """What is wrong with the shape of a `subscriptions/listen` filter (the revision's
+    `SubscriptionFilter`), naming the fix; None when it is well formed. Keys it does not
+    know are no problem: they are left out of the acknowledgment."""
+    asked = params.get("notifications")
+    if not isinstance(asked, dict):
+        return "subscriptions/listen needs params.notifications, an object (SubscriptionFilter)"
+    for flag in LIST_FLAGS:
+        if asked.get(flag) is not None and not isinstance(asked[flag], bool):  # null: absent
+            return f"params.notifications.{flag} is a boolean (true to receive those changes)"
+    uris = asked.get(_RESOURCES)
+    if uris is None:
+        return None
+    if not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris):
+        return f"params.notifications.{_RESOURCES} is a list of resource URIs (strings)"
+    if len(uris) > MAX_PER_IDENTITY:
+        return f"at most {MAX_PER_IDENTITY} resource URIs a subscription: listen on fewer"
+    return None
 
 
 __all__ = [
@@ -159,5 +179,6 @@ __all__ = [
     "OPERATION",
     "accepts",
     "admit",
+    "filter_problem",
     "listen_response",
 ]
