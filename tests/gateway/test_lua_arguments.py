@@ -15,7 +15,14 @@ import pytest
 from gateway.redis_io import LuaScript, ScriptArgumentsError, lua_script
 
 ROOT = Path(__file__).parents[2]
-PACKAGES = ("gateway.state", "gateway.budgets", "gateway.identity", "gateway.tasks")
+# Every package of the gateway with Lua scripts of its own (a `lua/` folder beside its modules).
+PACKAGES = tuple(
+    sorted(
+        ".".join(folder.parent.relative_to(ROOT).parts)
+        for folder in (ROOT / "gateway").rglob("lua")
+        if folder.is_dir() and any(folder.glob("*.lua"))
+    )
+)
 DECLARED = re.compile(r"^--- (KEYS|ARGV): ", re.M)
 BODIES = sorted(
     (package, entry.name.removesuffix(".lua"))
