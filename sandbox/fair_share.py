@@ -48,7 +48,7 @@ class FairShares:
         self._tenant_in_use: Counter[str] = Counter()
         self._agent_in_use: Counter[tuple[str, str]] = Counter()
         self._tenant_starting: Counter[str] = Counter()  # cold starts per tenant, now
-        self._key_starting: Counter[PoolKey] = Counter()  # ... and per identity and profile
+        self._agent_starting: Counter[tuple[str, str]] = Counter()  # ... and per agent
         self.starting = 0  # calls' cold starts, now (the spares' are counted apart)
 
     def may_use(self, tenant: str, agent: str) -> bool:
@@ -75,15 +75,17 @@ class FairShares:
         self._tenant_in_use = +self._tenant_in_use
         self._agent_in_use = +self._agent_in_use
 
-    def is_starting(self, key: PoolKey) -> bool:
-        """Whether a cold start for this identity and profile is under way."""
-        return self._key_starting[key] > 0
+    def only_starting(self, tenant: str, agent: str) -> bool:
+        """Whether every sandbox the agent has in use (at least one) is still starting: none
+        of its calls runs yet, so a hedge of one is racing a call that waits for its start."""
+        starting = self._agent_starting[(tenant, agent)]
+        return starting > 0 and starting >= self._agent_in_use[(tenant, agent)]
 
     def start_begun(self, key: PoolKey) -> None:
         """A cold start for this identity and profile begins."""
         self.starting += 1
         self._tenant_starting[key[0]] += 1
-        self._key_starting[key] += 1
+        self._agent_starting[key[:2]] += 1
 
     def started_or_not(self, key: PoolKey) -> None:
         """A cold start for this identity and profile is over (started, failed or given
@@ -91,8 +93,8 @@ class FairShares:
         self.starting -= 1
         self._tenant_starting[key[0]] -= 1
         self._tenant_starting = +self._tenant_starting  # drops counts of zero
-        self._key_starting[key] -= 1
-        self._key_starting = +self._key_starting
+        self._agent_starting[key[:2]] -= 1
+        self._agent_starting = +self._agent_starting
 
     def in_use_per_tenant(self) -> Counter[str]:
         """Sandboxes in use per tenant (a copy)."""

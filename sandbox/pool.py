@@ -20,8 +20,8 @@ at most so many starting (`sandbox.fair_share`). A call that cannot have one wai
 `SANDBOX_UNAVAILABLE` (retryable), or the deadline error if its deadline came first. A call
 that may not queue (`Invocation.may_queue`: a hedge, the gateway's second attempt of a slow
 call) is refused at once instead, so it only ever takes a free slot of its caller's share,
-and never a second cold start of its identity while one is under way (the call it races waits
-for that one, which ends sooner).
+and never while every sandbox its agent has in use is still starting (the call it races waits
+for its start, which ends sooner than a second one would).
 
 A cancelled call's sandbox, and a cold start that outlived its caller's deadline, go to the
 idle pool when they are ready; the identity's next call waits for them instead of starting
@@ -288,14 +288,16 @@ class SandboxPool:
 
     async def _admission(self, key: PoolKey, wait_s: float, *, hedge: bool = False) -> Grant | None:
         """Admit the call now, or queue it for up to `wait_s`; None when it was not admitted.
-        A `hedge` (a call that may not queue) is never admitted to a second cold start of its
-        identity: the call it races is still waiting for the first, which ends sooner."""
+        A `hedge` (a call that may not queue) is refused while every sandbox its agent has in
+        use is still starting: the call it races waits for its start, which ends sooner than a
+        second one would."""
         async with self._lock:
             if self._closed:
                 raise PoolFullError("the sandbox pool is shut down")
             for expired in self._take_expired():
                 self._work.start(self._destroy, expired)
-            grant = None if hedge and self._shares.is_starting(key) else self._admit(key)
+            racing_a_start = hedge and self._shares.only_starting(*key[:2])
+            grant = None if racing_a_start else self._admit(key)
             if grant is not None or wait_s <= 0:
                 return grant
             waiter = self._queue.join(key[0], key)
