@@ -24,11 +24,10 @@ from gateway.sources.python_sources import (
 )
 from gateway.sources.stdio_sources import StdioRouter, StdioSources
 from gateway.sources.upstream_events import SourceEvents, UpstreamListener
-from gateway.sources.upstream_set import ENTRYPOINT_PREFIX, UpstreamRouter, UpstreamSet
+from gateway.sources.upstream_set import UpstreamRouter, UpstreamSet
 
 __all__ = [
     "DEADLINE_META",
-    "ENTRYPOINT_PREFIX",
     "TIMEOUT_META",
     "ClientChannel",
     "Http1Answer",

@@ -47,7 +47,6 @@ from gateway.sources.upstream_failure import tool_error
 from gateway.sources.upstream_tool import UpstreamTool
 from protocol import ErrorCode, ExitReason, Principal, ToolContext
 from sandbox import (
-    MCP_STDIO_ENTRYPOINT,
     CallLimits,
     Invocation,
     Outcome,
@@ -59,7 +58,14 @@ from sandbox import (
     source_layer,
 )
 from tools import RegisteredTool, ToolRegistry, ToolResult
-from tools.sources import McpStdioSource, ToolSource, prepare_stdio_source
+from tools.sources import (
+    MCP_STDIO_ENTRYPOINT,
+    McpStdioSource,
+    RunsIn,
+    ToolSource,
+    prepare_stdio_source,
+    runs_in,
+)
 
 log = logging.getLogger("conclave.sources")
 CAPABILITY_MISSING = ErrorCode.CLIENT_CAPABILITY_MISSING
@@ -381,7 +387,7 @@ class StdioRouter:
         return self.local.name
 
     async def execute(self, invocation: Invocation) -> Outcome:
-        if invocation.entrypoint.startswith(MCP_STDIO_ENTRYPOINT):
+        if runs_in(invocation.entrypoint) is RunsIn.STDIO_SERVER:
             return await self.stdio.call_tool(self.local, invocation)
         return await self.local.execute(invocation)
 

@@ -35,11 +35,17 @@ from gateway.sources.upstream_events import SourceEvents, UpstreamListener
 from protocol import ErrorCode, Principal
 from sandbox import Invocation, Outcome, ToolExecutor
 from tools import DuplicateToolError, RegisteredTool, ToolRegistry
-from tools.sources import McpHttpSource, ToolNameError, ToolSource
+from tools.sources import (
+    MCP_HTTP_ENTRYPOINT,
+    McpHttpSource,
+    RunsIn,
+    ToolNameError,
+    ToolSource,
+    runs_in,
+    source_of,
+)
 
 log = logging.getLogger("conclave.upstreams")
-
-ENTRYPOINT_PREFIX = "mcp_http:"
 
 
 class UpstreamSet:
@@ -102,7 +108,7 @@ class UpstreamSet:
                 function=_runs_upstream,
                 arguments_model=_UpstreamArguments,
                 context_param=None,
-                entrypoint=f"{ENTRYPOINT_PREFIX}{upstream.name}/{name}",
+                entrypoint=f"{MCP_HTTP_ENTRYPOINT}{upstream.name}/{name}",
                 aliases=upstream.source.aliases(name),
             )
             try:
@@ -125,9 +131,9 @@ class UpstreamSet:
         )
 
     def owner_of(self, tool: RegisteredTool | None) -> HttpUpstream | None:
-        if tool is None or not tool.entrypoint.startswith(ENTRYPOINT_PREFIX):
+        if tool is None or runs_in(tool.entrypoint) is not RunsIn.HTTP_UPSTREAM:
             return None
-        return self.upstreams.get(tool.entrypoint[len(ENTRYPOINT_PREFIX) :].split("/", 1)[0])
+        return self.upstreams.get(source_of(tool.entrypoint))
 
     def visible(self, principal: Principal) -> list[HttpUpstream]:
         """The upstreams whose resources and prompts `principal` may see (and ask them)."""

@@ -12,6 +12,13 @@ from tools.sources.config import (
 )
 from tools.sources.mcp_stdio_source import PreparedStdioSource, prepare_stdio_source
 from tools.sources.pip_output import pip_error
+from tools.sources.placement import (
+    MCP_HTTP_ENTRYPOINT,
+    MCP_STDIO_ENTRYPOINT,
+    RunsIn,
+    runs_in,
+    source_of,
+)
 from tools.sources.python_source import (
     PreparedSource,
     SourceUnavailable,
@@ -29,6 +36,8 @@ from tools.sources.tool_names import (
 __all__ = [
     "DEFAULT_SEPARATOR",
     "DESCRIBE_ENTRYPOINT",
+    "MCP_HTTP_ENTRYPOINT",
+    "MCP_STDIO_ENTRYPOINT",
     "SERVED_NAME",
     "ConclaveConfig",
     "ConfigError",
@@ -37,6 +46,7 @@ __all__ = [
     "PreparedSource",
     "PreparedStdioSource",
     "PythonSource",
+    "RunsIn",
     "SourceBase",
     "SourceUnavailable",
     "ToolNameError",
@@ -46,5 +56,7 @@ __all__ = [
     "pip_error",
     "prepare_python_source",
     "prepare_stdio_source",
+    "runs_in",
     "served_tool_name",
+    "source_of",
 ]
