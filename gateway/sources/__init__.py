@@ -7,13 +7,15 @@ failure mapping speak to a remote MCP server; `upstream_set` routes calls to it,
 `upstream_events` hears what it says unasked (resource updates, list changes).
 """
 
-from gateway.sources.client_requests import ClientChannel
-from gateway.sources.http1_pool import Http1Answer, UpstreamClosed, read_answer
-from gateway.sources.http_upstream import (
+from gateway.sources.mcp_http import (
     DEADLINE_META,
     TIMEOUT_META,
     HttpUpstream,
+    SourceEvents,
     UpstreamCheck,
+    UpstreamListener,
+    UpstreamRouter,
+    UpstreamSet,
     check_upstream,
 )
 from gateway.sources.python_sources import (
@@ -22,9 +24,8 @@ from gateway.sources.python_sources import (
     open_python_sources,
     register_sources,
 )
+from gateway.sources.shared import ClientChannel, Http1Answer, UpstreamClosed, read_answer
 from gateway.sources.stdio_sources import StdioRouter, StdioSources
-from gateway.sources.upstream_events import SourceEvents, UpstreamListener
-from gateway.sources.upstream_set import UpstreamRouter, UpstreamSet
 
 __all__ = [
     "DEADLINE_META",

@@ -41,10 +41,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.config import Settings
 from gateway.gateway_error import GatewayError
-from gateway.sources.client_requests import ClientChannel, capability_missing
 from gateway.sources.python_sources import DISCOVERY_LIMITS, cache_root, effective_backend
-from gateway.sources.upstream_failure import tool_error
-from gateway.sources.upstream_tool import UpstreamTool
+from gateway.sources.shared import ClientChannel, UpstreamTool, capability_missing, tool_error
 from protocol import ErrorCode, ExitReason, Principal, ToolContext
 from sandbox import (
     CallLimits,

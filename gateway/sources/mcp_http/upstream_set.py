@@ -30,8 +30,8 @@ from anyio.abc import TaskStatus
 from pydantic import BaseModel, ConfigDict
 
 from gateway.gateway_error import GatewayError
-from gateway.sources.http_upstream import HttpUpstream
-from gateway.sources.upstream_events import SourceEvents, UpstreamListener
+from gateway.sources.mcp_http.http_upstream import HttpUpstream
+from gateway.sources.mcp_http.upstream_events import SourceEvents, UpstreamListener
 from protocol import ErrorCode, Principal
 from sandbox import Invocation, Outcome, ToolExecutor
 from tools import DuplicateToolError, RegisteredTool, ToolRegistry
