@@ -18,14 +18,19 @@ from gateway.sources.mcp_http import (
     UpstreamSet,
     check_upstream,
 )
+from gateway.sources.mcp_stdio import StdioRouter, StdioSources
 from gateway.sources.python_sources import (
     PythonSources,
-    effective_backend,
     open_python_sources,
     register_sources,
 )
-from gateway.sources.shared import ClientChannel, Http1Answer, UpstreamClosed, read_answer
-from gateway.sources.stdio_sources import StdioRouter, StdioSources
+from gateway.sources.shared import (
+    ClientChannel,
+    Http1Answer,
+    UpstreamClosed,
+    effective_backend,
+    read_answer,
+)
 
 __all__ = [
     "DEADLINE_META",

@@ -10,7 +10,6 @@ from tools.sources.config import (
     ToolSource,
     load_config,
 )
-from tools.sources.mcp_stdio_source import PreparedStdioSource, prepare_stdio_source
 from tools.sources.pip_output import pip_error
 from tools.sources.placement import (
     MCP_HTTP_ENTRYPOINT,
@@ -22,6 +21,7 @@ from tools.sources.placement import (
 from tools.sources.python_source import (
     PreparedSource,
     SourceUnavailable,
+    pip_install,
     prepare_python_source,
 )
 from tools.sources.source_loader import DESCRIBE_ENTRYPOINT
@@ -44,7 +44,6 @@ __all__ = [
     "McpHttpSource",
     "McpStdioSource",
     "PreparedSource",
-    "PreparedStdioSource",
     "PythonSource",
     "RunsIn",
     "SourceBase",
@@ -54,8 +53,8 @@ __all__ = [
     "dotted_tool_name",
     "load_config",
     "pip_error",
+    "pip_install",
     "prepare_python_source",
-    "prepare_stdio_source",
     "runs_in",
     "served_tool_name",
     "source_of",

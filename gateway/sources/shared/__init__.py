@@ -1,7 +1,8 @@
 """What the source kinds share: the channel for a tool server's requests to the calling
 client (`client_requests`), the HTTP/1.1 connection pool remote MCP servers are spoken to
-over (`http1_pool`), and a tool as an MCP server declares it, with the SERF envelope of its
-failed call (`upstream_tool`, for `mcp_http` and `mcp_stdio` both)."""
+over (`http1_pool`), a tool as an MCP server declares it, with the SERF envelope of its failed
+call (`upstream_tool`, for `mcp_http` and `mcp_stdio` both), and what preparing the
+sandboxed kinds shares (`sandbox_prep`: backend, cache directory, discovery limits)."""
 
 from gateway.sources.shared.client_requests import (
     NEEDS,
@@ -17,10 +18,12 @@ from gateway.sources.shared.http1_pool import (
     UpstreamClosed,
     read_answer,
 )
+from gateway.sources.shared.sandbox_prep import DISCOVERY_LIMITS, cache_root, effective_backend
 from gateway.sources.shared.upstream_tool import UpstreamTool, tool_error
 
 __all__ = [
     "ANSWER_LIMIT",
+    "DISCOVERY_LIMITS",
     "NEEDS",
     "AnswerTooLarge",
     "ClientChannel",
@@ -29,7 +32,9 @@ __all__ = [
     "Http1Pool",
     "UpstreamClosed",
     "UpstreamTool",
+    "cache_root",
     "capability_missing",
+    "effective_backend",
     "read_answer",
     "tool_error",
 ]

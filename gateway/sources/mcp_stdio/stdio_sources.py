@@ -1,6 +1,6 @@
 """`mcp_stdio` tool sources: MCP servers run inside the calling identity's sandbox.
 
-At start-up each source's runtime is prepared on the host (`tools.sources.prepare_stdio_source`:
+At start-up each source's runtime is prepared on the host (`prepare.prepare_stdio_source`:
 its npm packages, and its PyPI packages as a read-only directory for bwrap and process or an
 image layer for docker, plus the host's node in the image when it has npm packages). One
 discovery sandbox then starts each server and lists its tools, resources and prompts; its
@@ -41,8 +41,16 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.config import Settings
 from gateway.gateway_error import GatewayError
-from gateway.sources.python_sources import DISCOVERY_LIMITS, cache_root, effective_backend
-from gateway.sources.shared import ClientChannel, UpstreamTool, capability_missing, tool_error
+from gateway.sources.mcp_stdio.prepare import prepare_stdio_source
+from gateway.sources.shared import (
+    DISCOVERY_LIMITS,
+    ClientChannel,
+    UpstreamTool,
+    cache_root,
+    capability_missing,
+    effective_backend,
+    tool_error,
+)
 from protocol import ErrorCode, ExitReason, Principal, ToolContext
 from sandbox import (
     CallLimits,
@@ -61,7 +69,6 @@ from tools.sources import (
     McpStdioSource,
     RunsIn,
     ToolSource,
-    prepare_stdio_source,
     runs_in,
 )
 
