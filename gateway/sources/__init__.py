@@ -1,10 +1,11 @@
 """Tool sources (DESIGN.md, "Tool sources"): the user's `python` modules and `mcp_stdio`
 servers, run in sandboxes, and remote `mcp_http` upstreams, all served as `<source>.<tool>`.
 
-`python_sources` and `stdio_sources` prepare and discover their tools at start-up (the
-gateway never imports user code); `http_upstream` and its session, connection pool and
-failure mapping speak to a remote MCP server; `upstream_set` routes calls to it, and
-`upstream_events` hears what it says unasked (resource updates, list changes).
+One folder per kind, each with its prepare, discover and execute parts: `python`,
+`mcp_stdio`, `mcp_http`; what they share (the client-requests channel, the HTTP/1.1 pool,
+`UpstreamTool`, the sandboxed kinds' backend and cache) is in `shared`. Which executor runs
+a tool is decided by one table, `tools.sources.placement`; the configuration and the served
+names are `tools.sources`'.
 """
 
 from gateway.sources.mcp_http import (
@@ -19,7 +20,7 @@ from gateway.sources.mcp_http import (
     check_upstream,
 )
 from gateway.sources.mcp_stdio import StdioRouter, StdioSources
-from gateway.sources.python_sources import (
+from gateway.sources.python import (
     PythonSources,
     open_python_sources,
     register_sources,
