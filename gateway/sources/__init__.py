@@ -4,8 +4,9 @@ servers, run in sandboxes, and remote `mcp_http` upstreams, all served as `<sour
 One folder per kind, each with its prepare, discover and execute parts: `python`,
 `mcp_stdio`, `mcp_http`; what they share (the client-requests channel, the HTTP/1.1 pool,
 `UpstreamTool`, the sandboxed kinds' backend and cache) is in `shared`. Which executor runs
-a tool is decided by one table, `tools.sources.placement`; the configuration and the served
-names are `tools.sources`'.
+a tool is decided by one table, `tools.sources.placement`, which `SourceRouter` (the
+dispatch stage's executor) reads; the configuration and the served names are
+`tools.sources`'.
 """
 
 from gateway.sources.mcp_http import (
@@ -15,11 +16,10 @@ from gateway.sources.mcp_http import (
     SourceEvents,
     UpstreamCheck,
     UpstreamListener,
-    UpstreamRouter,
     UpstreamSet,
     check_upstream,
 )
-from gateway.sources.mcp_stdio import StdioRouter, StdioSources
+from gateway.sources.mcp_stdio import StdioSources
 from gateway.sources.python import (
     PythonSources,
     open_python_sources,
@@ -32,6 +32,7 @@ from gateway.sources.shared import (
     effective_backend,
     read_answer,
 )
+from gateway.sources.source_router import SourceRouter
 
 __all__ = [
     "DEADLINE_META",
@@ -41,12 +42,11 @@ __all__ = [
     "HttpUpstream",
     "PythonSources",
     "SourceEvents",
-    "StdioRouter",
+    "SourceRouter",
     "StdioSources",
     "UpstreamCheck",
     "UpstreamClosed",
     "UpstreamListener",
-    "UpstreamRouter",
     "UpstreamSet",
     "check_upstream",
     "effective_backend",

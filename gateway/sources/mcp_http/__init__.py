@@ -3,9 +3,10 @@
 Prepare: nothing to build; `check_upstream` (`conclave tools check`) tries one. Discover:
 `UpstreamSet` opens each upstream (`http_upstream`, over its `mcp_session`) and registers the
 tools its `tools/list` declares, at start-up and again when it says its list changed
-(`upstream_events`, which also relays resource updates). Execute: `UpstreamRouter` sends a
-call of such a tool (`tools.sources.placement`) to its upstream; `upstream_rounds` carries the
-2026-07-28 wire's input rounds and `upstream_failure` turns what goes wrong into SERF errors.
+(`upstream_events`, which also relays resource updates). Execute: `HttpUpstream.call`, where
+`gateway.sources.SourceRouter` sends a call of such a tool (`tools.sources.placement`);
+`upstream_rounds` carries the 2026-07-28 wire's input rounds and `upstream_failure` turns
+what goes wrong into SERF errors.
 """
 
 from gateway.sources.mcp_http.http_upstream import (
@@ -16,7 +17,7 @@ from gateway.sources.mcp_http.http_upstream import (
     check_upstream,
 )
 from gateway.sources.mcp_http.upstream_events import SourceEvents, UpstreamListener
-from gateway.sources.mcp_http.upstream_set import UpstreamRouter, UpstreamSet
+from gateway.sources.mcp_http.upstream_set import UpstreamSet
 
 __all__ = [
     "DEADLINE_META",
@@ -25,7 +26,6 @@ __all__ = [
     "SourceEvents",
     "UpstreamCheck",
     "UpstreamListener",
-    "UpstreamRouter",
     "UpstreamSet",
     "check_upstream",
 ]

@@ -10,7 +10,8 @@ entrypoint `mcp_stdio:<source>/<tool>`. A source that cannot be prepared, starte
 is left out with one log line naming it; every other source is served. A served name too
 long or claimed by another tool stops the start-up, naming both.
 
-The gateway is each server's MCP client: `StdioRouter` turns a call of a source's tool into
+The gateway is each server's MCP client: `StdioSources.call_tool` (which
+`gateway.sources.SourceRouter` calls) turns a call of a source's tool into
 a `tools/call` message that the sandbox pool runs in the caller's own sandbox, where the
 runner keeps the server warm (`sandbox.runner`), and reads the server's result. While someone
 listens to the call's events, the message carries a `progressToken` and the runner relays the
@@ -67,9 +68,7 @@ from tools import RegisteredTool, ToolRegistry, ToolResult
 from tools.sources import (
     MCP_STDIO_ENTRYPOINT,
     McpStdioSource,
-    RunsIn,
     ToolSource,
-    runs_in,
 )
 
 log = logging.getLogger("conclave.sources")
@@ -378,28 +377,6 @@ class StdioSources:
         )
 
 
-class StdioRouter:
-    """The executor that relays calls of `mcp_stdio` tools to their servers; every other
-    call goes to `local`, the sandbox pool."""
-
-    def __init__(self, local: ToolExecutor, stdio: StdioSources) -> None:
-        self.local = local
-        self.stdio = stdio
-        stdio.executor = local
-
-    @property
-    def name(self) -> str:
-        return self.local.name
-
-    async def execute(self, invocation: Invocation) -> Outcome:
-        if runs_in(invocation.entrypoint) is RunsIn.STDIO_SERVER:
-            return await self.stdio.call_tool(self.local, invocation)
-        return await self.local.execute(invocation)
-
-    async def aclose(self) -> None:
-        await self.local.aclose()
-
-
 async def _relay(
     executor: ToolExecutor,
     server: StdioServer,
@@ -491,4 +468,4 @@ class _ServerArguments(BaseModel):
 
 
 def _runs_in_sandbox(**_: Any) -> Any:
-    raise RuntimeError("an mcp_stdio tool runs in its server, through StdioRouter")
+    raise RuntimeError("an mcp_stdio tool runs in its server, through SourceRouter")
