@@ -62,9 +62,8 @@ from gateway.pipeline import (
 )
 from gateway.redis_io import connect_redis
 from gateway.sources import (
-    StdioRouter,
+    SourceRouter,
     StdioSources,
-    UpstreamRouter,
     UpstreamSet,
     open_python_sources,
     register_sources,
@@ -163,7 +162,7 @@ def create_app(
             settings,
             redis,
             registry,
-            executor=UpstreamRouter(StdioRouter(executor, stdio), upstreams),
+            executor=SourceRouter(executor, stdio, upstreams),
             inflight=inflight,
             audit=audit,
             metrics=metrics,

@@ -21,7 +21,7 @@ from sandbox.gc import collect_orphans
 from sandbox.idle_watch import Heard, SubscriptionHold
 from sandbox.image import ImageBuildError, RuntimeImageBuilder
 from sandbox.inprocess import InProcessExecutor
-from sandbox.instance import MCP_STDIO_ENTRYPOINT, Sandbox
+from sandbox.instance import Sandbox
 from sandbox.pool import SandboxPool
 from sandbox.profiles import profile_for
 from sandbox.runner_wire import frame_limit
@@ -39,7 +39,6 @@ from sandbox.workspace import DEFAULT_ROOT as DEFAULT_WORKSPACE_ROOT
 __all__ = [
     "DEFAULT_WORKSPACE_ROOT",
     "MAX_EVENT_BYTES",
-    "MCP_STDIO_ENTRYPOINT",
     "NOT_RUN",
     "Ask",
     "BackendChoice",

@@ -31,10 +31,10 @@ from gateway.budgets.hedge_budget import HedgeBudget
 from gateway.budgets.hedge_rule import DEFAULT_QUANTILE, HedgePlan, plan_fixed_hedge, wait
 from gateway.budgets.latency_window import LatencyWindow, kill_overshoot_of
 from gateway.budgets.time_ask import TimedCall
-from gateway.sources import ENTRYPOINT_PREFIX
 from protocol import ResourceIntent
 from sandbox import fit_timeout
 from tools import RegisteredTool, ToolRegistry
+from tools.sources import RunsIn, runs_in
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ class AtbaAllocator:
         did not say no."""
         if self.hedges is None or call.tool is None or not call.tool.spec.idempotent:
             return False
-        if call.tool.entrypoint.startswith(ENTRYPOINT_PREFIX):
+        if runs_in(call.tool.entrypoint) is RunsIn.HTTP_UPSTREAM:
             return False  # a remote upstream's: no sandbox of ours to run a second attempt in
         return call.ask.hedge
 

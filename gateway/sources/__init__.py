@@ -1,46 +1,52 @@
 """Tool sources (DESIGN.md, "Tool sources"): the user's `python` modules and `mcp_stdio`
 servers, run in sandboxes, and remote `mcp_http` upstreams, all served as `<source>.<tool>`.
 
-`python_sources` and `stdio_sources` prepare and discover their tools at start-up (the
-gateway never imports user code); `http_upstream` and its session, connection pool and
-failure mapping speak to a remote MCP server; `upstream_set` routes calls to it, and
-`upstream_events` hears what it says unasked (resource updates, list changes).
+One folder per kind, each with its prepare, discover and execute parts: `python`,
+`mcp_stdio`, `mcp_http`; what they share (the client-requests channel, the HTTP/1.1 pool,
+`UpstreamTool`, the sandboxed kinds' backend and cache) is in `shared`. Which executor runs
+a tool is decided by one table, `tools.sources.placement`, which `SourceRouter` (the
+dispatch stage's executor) reads; the configuration and the served names are
+`tools.sources`'.
 """
 
-from gateway.sources.client_requests import ClientChannel
-from gateway.sources.http1_pool import Http1Answer, UpstreamClosed, read_answer
-from gateway.sources.http_upstream import (
+from gateway.sources.mcp_http import (
     DEADLINE_META,
     TIMEOUT_META,
     HttpUpstream,
+    SourceEvents,
     UpstreamCheck,
+    UpstreamListener,
+    UpstreamSet,
     check_upstream,
 )
-from gateway.sources.python_sources import (
+from gateway.sources.mcp_stdio import StdioSources
+from gateway.sources.python import (
     PythonSources,
-    effective_backend,
     open_python_sources,
     register_sources,
 )
-from gateway.sources.stdio_sources import StdioRouter, StdioSources
-from gateway.sources.upstream_events import SourceEvents, UpstreamListener
-from gateway.sources.upstream_set import ENTRYPOINT_PREFIX, UpstreamRouter, UpstreamSet
+from gateway.sources.shared import (
+    ClientChannel,
+    Http1Answer,
+    UpstreamClosed,
+    effective_backend,
+    read_answer,
+)
+from gateway.sources.source_router import SourceRouter
 
 __all__ = [
     "DEADLINE_META",
-    "ENTRYPOINT_PREFIX",
     "TIMEOUT_META",
     "ClientChannel",
     "Http1Answer",
     "HttpUpstream",
     "PythonSources",
     "SourceEvents",
-    "StdioRouter",
+    "SourceRouter",
     "StdioSources",
     "UpstreamCheck",
     "UpstreamClosed",
     "UpstreamListener",
-    "UpstreamRouter",
     "UpstreamSet",
     "check_upstream",
     "effective_backend",

@@ -10,11 +10,18 @@ from tools.sources.config import (
     ToolSource,
     load_config,
 )
-from tools.sources.mcp_stdio_source import PreparedStdioSource, prepare_stdio_source
 from tools.sources.pip_output import pip_error
+from tools.sources.placement import (
+    MCP_HTTP_ENTRYPOINT,
+    MCP_STDIO_ENTRYPOINT,
+    RunsIn,
+    runs_in,
+    source_of,
+)
 from tools.sources.python_source import (
     PreparedSource,
     SourceUnavailable,
+    pip_install,
     prepare_python_source,
 )
 from tools.sources.source_loader import DESCRIBE_ENTRYPOINT
@@ -29,14 +36,16 @@ from tools.sources.tool_names import (
 __all__ = [
     "DEFAULT_SEPARATOR",
     "DESCRIBE_ENTRYPOINT",
+    "MCP_HTTP_ENTRYPOINT",
+    "MCP_STDIO_ENTRYPOINT",
     "SERVED_NAME",
     "ConclaveConfig",
     "ConfigError",
     "McpHttpSource",
     "McpStdioSource",
     "PreparedSource",
-    "PreparedStdioSource",
     "PythonSource",
+    "RunsIn",
     "SourceBase",
     "SourceUnavailable",
     "ToolNameError",
@@ -44,7 +53,9 @@ __all__ = [
     "dotted_tool_name",
     "load_config",
     "pip_error",
+    "pip_install",
     "prepare_python_source",
-    "prepare_stdio_source",
+    "runs_in",
     "served_tool_name",
+    "source_of",
 ]

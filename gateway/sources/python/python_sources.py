@@ -16,9 +16,6 @@ prepared packages among its tool modules and, on docker, the last source layer a
 from __future__ import annotations
 
 import logging
-import os
-import stat
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -31,15 +28,13 @@ import anyio
 from pydantic import ConfigDict, create_model
 
 from gateway.config import Settings
+from gateway.sources.shared import DISCOVERY_LIMITS, cache_root, effective_backend
 from protocol import Principal, ResourceIntent, ToolContext, ToolSpec
 from sandbox import (
-    CallLimits,
     Invocation,
     SandboxError,
-    SandboxStartError,
     create_executor,
     source_layer,
-    strongest_available,
 )
 from tools import RegisteredTool, ToolRegistry
 from tools.sources import (
@@ -52,9 +47,6 @@ from tools.sources import (
 )
 
 log = logging.getLogger("conclave.sources")
-DISCOVERY_LIMITS = CallLimits(
-    memory_mb=512, cpu_seconds=60, timeout_ms=120_000, max_output_bytes=16 << 20
-)
 
 
 @dataclass(frozen=True)
@@ -71,14 +63,6 @@ class SourceReport:
 class PythonSources:
     reports: tuple[SourceReport, ...]
     sandbox_settings: Settings  # the executor's: prepared packages as tool modules, image
-
-
-def effective_backend(settings: Settings) -> Settings:
-    """The settings with `auto` resolved to the backend that will run the tools."""
-    if settings.sandbox.backend != "auto":
-        return settings
-    picked = strongest_available(settings.docker_host, settings.sandbox.image)
-    return settings.model_copy(update={"sandbox_backend": picked.name})
 
 
 async def open_python_sources(
@@ -146,20 +130,6 @@ def register_sources(registry: ToolRegistry, reports: tuple[SourceReport, ...]) 
             log.error("tool source %r not served: %s", report.name, report.error)
         for tool in report.tools:
             registry.add(tool)
-
-
-def cache_root(backend: str) -> Path:
-    """Where prepared sources are kept: the user's cache, except for the process backend,
-    whose runner (uid 65534 under root) cannot pass through a private home directory: a
-    directory of ours in the temp dir then, refused if anyone else could have planted it."""
-    if backend != "process":
-        return Path.home() / ".cache" / "conclave"
-    root = Path(tempfile.gettempdir()) / f"conclave-sources-{os.getuid()}"
-    root.mkdir(mode=0o755, exist_ok=True)
-    info = root.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
-        raise SandboxStartError(f"{root} is not a directory only this user may write: remove it")
-    return root
 
 
 def _say(source: str, line: str) -> None:

@@ -1,6 +1,6 @@
 """`mcp_stdio` tool sources: MCP servers run inside the calling identity's sandbox.
 
-At start-up each source's runtime is prepared on the host (`tools.sources.prepare_stdio_source`:
+At start-up each source's runtime is prepared on the host (`prepare.prepare_stdio_source`:
 its npm packages, and its PyPI packages as a read-only directory for bwrap and process or an
 image layer for docker, plus the host's node in the image when it has npm packages). One
 discovery sandbox then starts each server and lists its tools, resources and prompts; its
@@ -10,7 +10,8 @@ entrypoint `mcp_stdio:<source>/<tool>`. A source that cannot be prepared, starte
 is left out with one log line naming it; every other source is served. A served name too
 long or claimed by another tool stops the start-up, naming both.
 
-The gateway is each server's MCP client: `StdioRouter` turns a call of a source's tool into
+The gateway is each server's MCP client: `StdioSources.call_tool` (which
+`gateway.sources.SourceRouter` calls) turns a call of a source's tool into
 a `tools/call` message that the sandbox pool runs in the caller's own sandbox, where the
 runner keeps the server warm (`sandbox.runner`), and reads the server's result. While someone
 listens to the call's events, the message carries a `progressToken` and the runner relays the
@@ -41,13 +42,18 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.config import Settings
 from gateway.gateway_error import GatewayError
-from gateway.sources.client_requests import ClientChannel, capability_missing
-from gateway.sources.python_sources import DISCOVERY_LIMITS, cache_root, effective_backend
-from gateway.sources.upstream_failure import tool_error
-from gateway.sources.upstream_tool import UpstreamTool
+from gateway.sources.mcp_stdio.prepare import prepare_stdio_source
+from gateway.sources.shared import (
+    DISCOVERY_LIMITS,
+    ClientChannel,
+    UpstreamTool,
+    cache_root,
+    capability_missing,
+    effective_backend,
+    tool_error,
+)
 from protocol import ErrorCode, ExitReason, Principal, ToolContext
 from sandbox import (
-    MCP_STDIO_ENTRYPOINT,
     CallLimits,
     Invocation,
     Outcome,
@@ -59,7 +65,11 @@ from sandbox import (
     source_layer,
 )
 from tools import RegisteredTool, ToolRegistry, ToolResult
-from tools.sources import McpStdioSource, ToolSource, prepare_stdio_source
+from tools.sources import (
+    MCP_STDIO_ENTRYPOINT,
+    McpStdioSource,
+    ToolSource,
+)
 
 log = logging.getLogger("conclave.sources")
 CAPABILITY_MISSING = ErrorCode.CLIENT_CAPABILITY_MISSING
@@ -367,28 +377,6 @@ class StdioSources:
         )
 
 
-class StdioRouter:
-    """The executor that relays calls of `mcp_stdio` tools to their servers; every other
-    call goes to `local`, the sandbox pool."""
-
-    def __init__(self, local: ToolExecutor, stdio: StdioSources) -> None:
-        self.local = local
-        self.stdio = stdio
-        stdio.executor = local
-
-    @property
-    def name(self) -> str:
-        return self.local.name
-
-    async def execute(self, invocation: Invocation) -> Outcome:
-        if invocation.entrypoint.startswith(MCP_STDIO_ENTRYPOINT):
-            return await self.stdio.call_tool(self.local, invocation)
-        return await self.local.execute(invocation)
-
-    async def aclose(self) -> None:
-        await self.local.aclose()
-
-
 async def _relay(
     executor: ToolExecutor,
     server: StdioServer,
@@ -480,4 +468,4 @@ class _ServerArguments(BaseModel):
 
 
 def _runs_in_sandbox(**_: Any) -> Any:
-    raise RuntimeError("an mcp_stdio tool runs in its server, through StdioRouter")
+    raise RuntimeError("an mcp_stdio tool runs in its server, through SourceRouter")

@@ -10,7 +10,8 @@
 - its JSON-RPC refusal of the arguments (-32602): INVALID_ARGUMENTS; of the tool (-32601):
   TOOL_NOT_FOUND;
 - the tool's own failure (`isError: true`): TOOL_FAILED, not retryable, with the content the
-  upstream answered kept in `details` (`/mcp` shows it to the client unchanged).
+  upstream answered kept in `details` (`/mcp` shows it to the client unchanged); that one is
+  `gateway.sources.shared.upstream_tool.tool_error`, shared with `mcp_stdio`.
 Every envelope names the source, so an operator knows which upstream to look at.
 """
 
@@ -18,10 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.sources.http1_pool import AnswerTooLarge
-from gateway.sources.mcp_session import PARSE_ERROR, RpcError, UpstreamHttpError
+from gateway.sources.mcp_http.mcp_session import PARSE_ERROR, RpcError, UpstreamHttpError
+from gateway.sources.shared import AnswerTooLarge
 from protocol import ErrorCode, SerfError
-from tools import FAILED_CONTENT
 
 _METHOD_NOT_FOUND = -32601
 _INVALID_PARAMS = -32602
@@ -68,19 +68,6 @@ def unavailable(source: str, reason: str, details: dict[str, Any] | None = None)
         ErrorCode.UPSTREAM_UNAVAILABLE,
         f"upstream {source!r} is unavailable ({reason}); retry later",
         details=details or {"upstream": source},
-    )
-
-
-def tool_error(source: str, tool: str, result: dict[str, Any], kind: str = "upstream") -> SerfError:
-    """The upstream tool's own failure (its result had `isError: true`): its text in the
-    message, its content blocks kept as they came in `details` (`tools.FAILED_CONTENT`)."""
-    content = result.get("content")
-    blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
-    text = "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
-    return SerfError.of(
-        ErrorCode.TOOL_FAILED,
-        f"{tool} failed on {kind} {source!r}: {text[:500]}",
-        details={kind: source, FAILED_CONTENT: blocks},
     )
 
 

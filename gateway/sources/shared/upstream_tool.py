@@ -1,6 +1,7 @@
 """`UpstreamTool`: a tool as an MCP server's `tools/list` declares it, for both remote kinds
 (`mcp_http`, `mcp_stdio`). Every field MCP defines is kept as the server sent it (title,
-output schema, annotations, icons, `_meta`), so `/mcp` lists the tool as its server does."""
+output schema, annotations, icons, `_meta`), so `/mcp` lists the tool as its server does;
+and `tool_error`, the SERF envelope of a call the server answered `isError: true`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from protocol import ResourceIntent, ToolAnnotations, ToolSpec
+from protocol import ErrorCode, ResourceIntent, SerfError, ToolAnnotations, ToolSpec
+from tools import FAILED_CONTENT
 
 
 class UpstreamTool(BaseModel):
@@ -55,3 +57,16 @@ def _annotations(declared: dict[str, Any] | None) -> ToolAnnotations | None:
         return ToolAnnotations.model_validate(declared)
     except ValidationError:
         return None
+
+
+def tool_error(source: str, tool: str, result: dict[str, Any], kind: str = "upstream") -> SerfError:
+    """The upstream tool's own failure (its result had `isError: true`): its text in the
+    message, its content blocks kept as they came in `details` (`tools.FAILED_CONTENT`)."""
+    content = result.get("content")
+    blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    text = "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+    return SerfError.of(
+        ErrorCode.TOOL_FAILED,
+        f"{tool} failed on {kind} {source!r}: {text[:500]}",
+        details={kind: source, FAILED_CONTENT: blocks},
+    )

@@ -20,8 +20,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.sources.config import McpStdioSource
-from tools.sources.python_source import SourceUnavailable, pip_install
+from tools.sources import McpStdioSource, SourceUnavailable, pip_install
 
 RECIPE_VERSION = "1"
 PACKAGE_PREFIX = "conclave_stdio_"

@@ -46,16 +46,23 @@ from anyio.abc import TaskGroup, TaskStatus
 from pydantic import BaseModel, ConfigDict
 
 from gateway.gateway_error import GatewayError
-from gateway.sources.client_requests import (
+from gateway.sources.mcp_http.mcp_session import (
+    PARSE_ERROR,
+    McpSession,
+    RpcError,
+    UpstreamHttpError,
+)
+from gateway.sources.mcp_http.upstream_failure import unavailable, upstream_failure
+from gateway.sources.mcp_http.upstream_rounds import call_params, check_wire, input_round
+from gateway.sources.shared import (
+    ANSWER_LIMIT,
     ClientChannel,
     ClientRequestCheck,
+    Http1Pool,
+    UpstreamTool,
     capability_missing,
+    tool_error,
 )
-from gateway.sources.http1_pool import ANSWER_LIMIT, Http1Pool
-from gateway.sources.mcp_session import PARSE_ERROR, McpSession, RpcError, UpstreamHttpError
-from gateway.sources.upstream_failure import tool_error, unavailable, upstream_failure
-from gateway.sources.upstream_rounds import call_params, check_wire, input_round
-from gateway.sources.upstream_tool import UpstreamTool
 from protocol import (
     STATELESS_VERSION,
     CallUsage,

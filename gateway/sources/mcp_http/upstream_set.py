@@ -6,8 +6,8 @@
   their entrypoint `mcp_http:<source>/<tool>` says where they run. An upstream's tools are
   known only once it answers, which may be long after start-up: a tool whose name is too long
   or claimed by another tool is left out with one log line naming both, the others served.
-- `UpstreamRouter` is the dispatch stage's executor: a call of an upstream tool goes to its
-  upstream, every other call to the sandbox executor. The budgets need nothing new: latency
+- `owner_of` names the upstream a call goes to (`gateway.sources.SourceRouter`, the dispatch
+  stage's executor, sends it there). The budgets need nothing new: latency
   windows and breakers are kept per (tenant, tool), so per upstream tool.
 - Their resources and prompts are served at `/mcp`. Who sees them: a principal whose
   `tool:` scopes cover every tool of the source (`tool:<source>.*`, `tool:<source>__*` or
@@ -30,16 +30,21 @@ from anyio.abc import TaskStatus
 from pydantic import BaseModel, ConfigDict
 
 from gateway.gateway_error import GatewayError
-from gateway.sources.http_upstream import HttpUpstream
-from gateway.sources.upstream_events import SourceEvents, UpstreamListener
+from gateway.sources.mcp_http.http_upstream import HttpUpstream
+from gateway.sources.mcp_http.upstream_events import SourceEvents, UpstreamListener
 from protocol import ErrorCode, Principal
-from sandbox import Invocation, Outcome, ToolExecutor
 from tools import DuplicateToolError, RegisteredTool, ToolRegistry
-from tools.sources import McpHttpSource, ToolNameError, ToolSource
+from tools.sources import (
+    MCP_HTTP_ENTRYPOINT,
+    McpHttpSource,
+    RunsIn,
+    ToolNameError,
+    ToolSource,
+    runs_in,
+    source_of,
+)
 
 log = logging.getLogger("conclave.upstreams")
-
-ENTRYPOINT_PREFIX = "mcp_http:"
 
 
 class UpstreamSet:
@@ -102,7 +107,7 @@ class UpstreamSet:
                 function=_runs_upstream,
                 arguments_model=_UpstreamArguments,
                 context_param=None,
-                entrypoint=f"{ENTRYPOINT_PREFIX}{upstream.name}/{name}",
+                entrypoint=f"{MCP_HTTP_ENTRYPOINT}{upstream.name}/{name}",
                 aliases=upstream.source.aliases(name),
             )
             try:
@@ -125,9 +130,9 @@ class UpstreamSet:
         )
 
     def owner_of(self, tool: RegisteredTool | None) -> HttpUpstream | None:
-        if tool is None or not tool.entrypoint.startswith(ENTRYPOINT_PREFIX):
+        if tool is None or runs_in(tool.entrypoint) is not RunsIn.HTTP_UPSTREAM:
             return None
-        return self.upstreams.get(tool.entrypoint[len(ENTRYPOINT_PREFIX) :].split("/", 1)[0])
+        return self.upstreams.get(source_of(tool.entrypoint))
 
     def visible(self, principal: Principal) -> list[HttpUpstream]:
         """The upstreams whose resources and prompts `principal` may see (and ask them)."""
@@ -150,27 +155,6 @@ class UpstreamSet:
         return listener
 
 
-class UpstreamRouter:
-    """The executor that sends each call where its tool runs: its upstream, or `local`."""
-
-    def __init__(self, local: ToolExecutor, upstreams: UpstreamSet) -> None:
-        self.local = local
-        self.upstreams = upstreams
-
-    @property
-    def name(self) -> str:
-        return self.local.name
-
-    async def execute(self, invocation: Invocation) -> Outcome:
-        upstream = self.upstreams.owner_of(self.upstreams.registry.get(invocation.tool))
-        if upstream is not None:
-            return await upstream.call(invocation)
-        return await self.local.execute(invocation)
-
-    async def aclose(self) -> None:
-        await self.local.aclose()
-
-
 class _UpstreamArguments(BaseModel):
     """Any arguments: the upstream checks them against its own schema."""
 
@@ -178,4 +162,4 @@ class _UpstreamArguments(BaseModel):
 
 
 def _runs_upstream(**_: Any) -> Any:
-    raise RuntimeError("an mcp_http tool runs on its upstream, through UpstreamRouter")
+    raise RuntimeError("an mcp_http tool runs on its upstream, through SourceRouter")

@@ -36,7 +36,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from gateway.sources.http1_pool import ANSWER_LIMIT, Http1Answer, Http1Pool
+from gateway.sources.shared import ANSWER_LIMIT, Http1Answer, Http1Pool
 from gateway.telemetry import TRACING, SpanKind, inject, mark_raised
 from protocol import STATELESS_VERSION
 

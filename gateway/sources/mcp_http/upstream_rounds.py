@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.sources.client_requests import NEEDS, capability_missing
-from gateway.sources.mcp_session import McpSession
+from gateway.sources.mcp_http.mcp_session import McpSession
+from gateway.sources.shared import NEEDS, capability_missing
 from protocol import (
     INPUT_REQUESTS,
     INPUT_REQUIRED,

@@ -1,0 +1,40 @@
+"""What the source kinds share: the channel for a tool server's requests to the calling
+client (`client_requests`), the HTTP/1.1 connection pool remote MCP servers are spoken to
+over (`http1_pool`), a tool as an MCP server declares it, with the SERF envelope of its failed
+call (`upstream_tool`, for `mcp_http` and `mcp_stdio` both), and what preparing the
+sandboxed kinds shares (`sandbox_prep`: backend, cache directory, discovery limits)."""
+
+from gateway.sources.shared.client_requests import (
+    NEEDS,
+    ClientChannel,
+    ClientRequestCheck,
+    capability_missing,
+)
+from gateway.sources.shared.http1_pool import (
+    ANSWER_LIMIT,
+    AnswerTooLarge,
+    Http1Answer,
+    Http1Pool,
+    UpstreamClosed,
+    read_answer,
+)
+from gateway.sources.shared.sandbox_prep import DISCOVERY_LIMITS, cache_root, effective_backend
+from gateway.sources.shared.upstream_tool import UpstreamTool, tool_error
+
+__all__ = [
+    "ANSWER_LIMIT",
+    "DISCOVERY_LIMITS",
+    "NEEDS",
+    "AnswerTooLarge",
+    "ClientChannel",
+    "ClientRequestCheck",
+    "Http1Answer",
+    "Http1Pool",
+    "UpstreamClosed",
+    "UpstreamTool",
+    "cache_root",
+    "capability_missing",
+    "effective_backend",
+    "read_answer",
+    "tool_error",
+]

@@ -1,0 +1,39 @@
+"""What preparing and discovering the sandboxed source kinds (`python`, `mcp_stdio`) share:
+the backend that will run their tools, where their prepared directories are kept, and the
+limits of the calls that list their tools."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from gateway.config import Settings
+from sandbox import CallLimits, SandboxStartError, strongest_available
+
+DISCOVERY_LIMITS = CallLimits(
+    memory_mb=512, cpu_seconds=60, timeout_ms=120_000, max_output_bytes=16 << 20
+)
+
+
+def effective_backend(settings: Settings) -> Settings:
+    """The settings with `auto` resolved to the backend that will run the tools."""
+    if settings.sandbox.backend != "auto":
+        return settings
+    picked = strongest_available(settings.docker_host, settings.sandbox.image)
+    return settings.model_copy(update={"sandbox_backend": picked.name})
+
+
+def cache_root(backend: str) -> Path:
+    """Where prepared sources are kept: the user's cache, except for the process backend,
+    whose runner (uid 65534 under root) cannot pass through a private home directory: a
+    directory of ours in the temp dir then, refused if anyone else could have planted it."""
+    if backend != "process":
+        return Path.home() / ".cache" / "conclave"
+    root = Path(tempfile.gettempdir()) / f"conclave-sources-{os.getuid()}"
+    root.mkdir(mode=0o755, exist_ok=True)
+    info = root.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise SandboxStartError(f"{root} is not a directory only this user may write: remove it")
+    return root
