@@ -22,7 +22,7 @@ expired is refused; one whose call ended without anyone reading its result waits
 longer than the state's expiry (the call's time limit). The call's server never waits on a
 client that does not retry: `CallEvents.request` answers it with an error by its deadline.
 
-A server on the 2026-07-28 wire asks in rounds itself (`gateway.sources.upstream_rounds`):
+A server on the 2026-07-28 wire asks in rounds itself (`gateway.sources.mcp_http.upstream_rounds`):
 its call ends with its own `InputRequiredResult` (`protocol.InputRound`), and nothing keeps
 running between the rounds. The client is answered with the server's `inputRequests`
 unchanged (its own keys) and a `requestState` of the gateway's (`relayed`): the server's own
