@@ -149,7 +149,10 @@ def _listing(registry: ToolRegistry) -> Any:
         return tool
 
     async def listing(ctx: RequestContext) -> dict[str, Any]:
-        return {"tools": [listed(spec) for spec in allowed_specs(registry, ctx)]}
+        tools = [listed(spec) for spec in allowed_specs(registry, ctx)]
+        if ctx.headers.get(VERSION_HEADER) == handshake_tasks.HANDSHAKE_TASKS_VERSION:
+            tools = [{**tool, **handshake_tasks.TASK_SUPPORT} for tool in tools]
+        return {"tools": tools}
 
     return listing
 

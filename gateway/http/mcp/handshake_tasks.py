@@ -18,8 +18,8 @@ check, take-over and cancel), shown as the 2025-11-25 revision spells it
 - `initialize` advertises `capabilities.tasks` with `cancel` and `requests.tools.call` only:
   `tasks/list` is not served (a task is found by its id alone, kept per owner), and
   `notifications/tasks/status` is not sent (no stream of the call's request outlives it).
-  Tools are listed without `execution.taskSupport`, which the revision reads as
-  "forbidden" for a strict client; Conclave runs any tool as a task when asked.
+  Every tool is listed with `execution.taskSupport: "optional"` on 2025-11-25 (a tool
+  without it is "forbidden" to a strict client): any call may run as a task, or not.
 - A call's server asking its client (sampling, elicitation) while it runs as such a task gets
   an error: the revision delivers those through `tasks/result`'s stream, not served here.
 
@@ -42,6 +42,8 @@ HANDSHAKE_TASK_METHODS = ("tasks/get", "tasks/result", "tasks/cancel")
 RELATED_TASK_META = "io.modelcontextprotocol/related-task"
 # What initialize advertises on 2025-11-25: only what is served.
 TASKS_CAPABILITY: dict[str, Any] = {"cancel": {}, "requests": {"tools": {"call": {}}}}
+# What each listed tool carries on 2025-11-25: any tool may be called as a task.
+TASK_SUPPORT: dict[str, Any] = {"execution": {"taskSupport": "optional"}}
 # How long a tasks/cancel waits for the call to stop, to answer the task as cancelled.
 CANCEL_SETTLE_S = 2.0
 
@@ -129,6 +131,7 @@ __all__ = [
     "HANDSHAKE_TASK_METHODS",
     "RELATED_TASK_META",
     "TASKS_CAPABILITY",
+    "TASK_SUPPORT",
     "already_ended",
     "asks_for_task",
     "created",
