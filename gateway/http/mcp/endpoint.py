@@ -28,15 +28,17 @@ A request on MCP 2026-07-28's stateless wire (its version in `params._meta`) is 
 request and checked and answered by `stateless_era` (`server/discover` by `discover`); the
 pipeline and everything above hold for it unchanged. On that wire a `tools/call` may be
 answered with a task (`task_methods`: the call runs on in `gateway.tasks.TaskRunner`, and a
-client that goes away does not cancel it), and `tasks/get`, `tasks/update` and `tasks/cancel`
-are pipeline operations. Its server-to-client requests are the
-revision's multi round-trip requests (`input_rounds`): a streamed `tools/call` whose client
-declared client features (streamed or not) is answered `InputRequiredResult` when its
-server asks, and the client's retry carrying `requestState` resumes that call, on any
-replica; a server's own `InputRequiredResult` is relayed, and the retry is a new call
-carrying the answers to it. A `resources/read` or `prompts/get` forwarded to an MCP source
-runs as a call does (a cancel switch, `CallStream`, rounds), since its server may ask the
-client too; its relayed round binds the URI, or the prompt's name and arguments.
+client that goes away does not cancel it), and `tasks/get`, `tasks/update` and
+`tasks/cancel` are pipeline operations. The handshake era's revision 2025-11-25 gets the
+same tasks in its own shape (`handshake_tasks`: `params.task`, `tasks/get`, `tasks/result`,
+`tasks/cancel`). On the 2026-07-28 wire, server-to-client requests are the revision's multi
+round-trip requests (`input_rounds`): a streamed `tools/call` whose client declared client
+features (streamed or not) is answered `InputRequiredResult` when its server asks, and the
+client's retry carrying `requestState` resumes that call, on any replica; a server's own
+`InputRequiredResult` is relayed, and the retry is a new call carrying the answers to it. A
+`resources/read` or `prompts/get` forwarded to an MCP source runs as a call does (a cancel
+switch, `CallStream`, rounds), since its server may ask the client too; its relayed round
+binds the URI, or the prompt's name and arguments.
 """
 
 from __future__ import annotations
