@@ -1,13 +1,14 @@
 """MCP tasks end to end: the official `mcp` 2.x client on the 2026-07-28 wire, with the tasks
 extension declared (tests/mcp_tasks_client.py), against a real gateway running tools in
 Docker sandboxes: a task polled to its result, and a task cancelled, its sandbox's process
-gone."""
+gone (on revision 2025-11-25's wire too)."""
 
 from __future__ import annotations
 
 import random
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -75,3 +76,29 @@ async def test_a_cancelled_task_stops_its_sandbox_call(docker_stack: EmbeddedSta
         ended = await poll_task(mcp.session, created.task_id, timeout_s=10)
     assert ended.status == "cancelled" and "tasks/cancel" in (ended.status_message or "")
     assert ended.result is None  # nothing was answered for it
+
+
+async def test_a_2025_11_25_task_cancelled_stops_its_sandbox_call(
+    docker_stack: EmbeddedStack,
+) -> None:
+    """The same task on the handshake era (revision 2025-11-25, raw JSON-RPC: the `mcp` 2.x
+    client does not speak that revision's tasks): `tasks/cancel` kills the Docker call."""
+    token = docker_stack.token("acme", f"t{random.randrange(10**9)}", ["tool:run_shell"])
+    headers = {"Authorization": f"Bearer {token}", "MCP-Protocol-Version": "2025-11-25"}
+    marker = f"25.{random.randrange(10**9):09d}"
+
+    async def send(http: httpx.AsyncClient, method: str, params: dict[str, Any]) -> Any:
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        answer = await http.post(f"{docker_stack.url}/mcp", json=body, headers=headers)
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    async with httpx.AsyncClient(timeout=60) as http:
+        call = {"name": "run_shell", "arguments": {"command": f"sleep {marker}"}, "task": {}}
+        task = (await send(http, "tools/call", call))["result"]["task"]
+        await until(lambda: bool(processes_with(marker)), 30, poll_s=0.05)
+        cancelled = (await send(http, "tasks/cancel", {"taskId": task["taskId"]}))["result"]
+        assert cancelled["status"] == "cancelled"
+        await until(lambda: not processes_with(marker), 5, poll_s=0.02)
+        outcome = await send(http, "tasks/result", {"taskId": task["taskId"]})
+    assert outcome["error"]["data"]["code"] == "CANCELLED"

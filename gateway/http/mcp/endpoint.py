@@ -28,15 +28,17 @@ A request on MCP 2026-07-28's stateless wire (its version in `params._meta`) is 
 request and checked and answered by `stateless_era` (`server/discover` by `discover`); the
 pipeline and everything above hold for it unchanged. On that wire a `tools/call` may be
 answered with a task (`task_methods`: the call runs on in `gateway.tasks.TaskRunner`, and a
-client that goes away does not cancel it), and `tasks/get`, `tasks/update` and `tasks/cancel`
-are pipeline operations. Its server-to-client requests are the
-revision's multi round-trip requests (`input_rounds`): a streamed `tools/call` whose client
-declared client features (streamed or not) is answered `InputRequiredResult` when its
-server asks, and the client's retry carrying `requestState` resumes that call, on any
-replica; a server's own `InputRequiredResult` is relayed, and the retry is a new call
-carrying the answers to it. A `resources/read` or `prompts/get` forwarded to an MCP source
-runs as a call does (a cancel switch, `CallStream`, rounds), since its server may ask the
-client too; its relayed round binds the URI, or the prompt's name and arguments.
+client that goes away does not cancel it), and `tasks/get`, `tasks/update` and
+`tasks/cancel` are pipeline operations. The handshake era's revision 2025-11-25 gets the
+same tasks in its own shape (`handshake_tasks`: `params.task`, `tasks/get`, `tasks/result`,
+`tasks/cancel`). On the 2026-07-28 wire, server-to-client requests are the revision's multi
+round-trip requests (`input_rounds`): a streamed `tools/call` whose client declared client
+features (streamed or not) is answered `InputRequiredResult` when its server asks, and the
+client's retry carrying `requestState` resumes that call, on any replica; a server's own
+`InputRequiredResult` is relayed, and the retry is a new call carrying the answers to it. A
+`resources/read` or `prompts/get` forwarded to an MCP source runs as a call does (a cancel
+switch, `CallStream`, rounds), since its server may ask the client too; its relayed round
+binds the URI, or the prompt's name and arguments.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body, refuse_before_body
 from gateway.http.gateway_parts import gateway_parts
 from gateway.http.hot_routes import hot_route
-from gateway.http.mcp import stateless_era, subscriptions_listen, task_methods
+from gateway.http.mcp import handshake_tasks, stateless_era, subscriptions_listen, task_methods
 from gateway.http.mcp.call_stream import CallStream, LevelOf, accepts_stream, fixed_level
 from gateway.http.mcp.cancel_notice import CANCELLED_METHOD, cancel_notice
 from gateway.http.mcp.catalog import ASKING_OPERATIONS, CAPABILITIES, UPSTREAM_OPERATIONS
@@ -120,7 +122,10 @@ _OPERATIONS = (
 def _initialize(params: dict[str, Any]) -> dict[str, Any]:
     asked = params.get("protocolVersion")
     version = asked if asked in SUPPORTED_VERSIONS else NEWEST_VERSION
-    result = InitializeResult(protocolVersion=version, capabilities=CAPABILITIES)
+    capabilities = CAPABILITIES
+    if version == handshake_tasks.HANDSHAKE_TASKS_VERSION:  # its tasks (handshake_tasks)
+        capabilities = {**CAPABILITIES, "tasks": handshake_tasks.TASKS_CAPABILITY}
+    result = InitializeResult(protocolVersion=version, capabilities=capabilities)
     return result.model_dump(by_alias=True)
 
 
@@ -146,7 +151,10 @@ def _listing(registry: ToolRegistry) -> Any:
         return tool
 
     async def listing(ctx: RequestContext) -> dict[str, Any]:
-        return {"tools": [listed(spec) for spec in allowed_specs(registry, ctx)]}
+        tools = [listed(spec) for spec in allowed_specs(registry, ctx)]
+        if ctx.headers.get(VERSION_HEADER) == handshake_tasks.HANDSHAKE_TASKS_VERSION:
+            tools = [{**tool, **handshake_tasks.TASK_SUPPORT} for tool in tools]
+        return {"tools": tools}
 
     return listing
 
@@ -223,6 +231,17 @@ def _context(request: Request, message: McpMessage, registry: ToolRegistry) -> R
         ctx.action = initialize
     elif method == SET_LEVEL_METHOD:
         ctx.action = gateway_parts(request.app).log_levels.action(message.params)
+    elif handshake_tasks.serves_task_method(request.headers.get(VERSION_HEADER), method):
+        parts = gateway_parts(request.app)
+        ctx.action = task_methods.task_action(
+            method,
+            message.params,
+            parts.tasks,
+            parts.inflight,
+            parts.client_requests,
+            handshake=True,
+        )
+        ctx.operation = f"mcp:{method}"
     elif method == CANCELLED_METHOD:
         ctx.action = cancel_notice(gateway_parts(request.app).inflight, message.params)
     elif method == "ping" or method.startswith("notifications/"):
@@ -320,6 +339,9 @@ async def mcp_post(request: Request) -> Response:
                 # A server's own round: the retry is a call of its own (input_rounds).
                 retried = _round_call(message)
                 ctx.on_admitted, as_task = rounds.admit_answer(message.params, retried), False
+        else:  # revision 2025-11-25's tasks (handshake_tasks)
+            version = request.headers.get(VERSION_HEADER)
+            as_task = handshake_tasks.asks_for_task(version, message.method, message.params)
     except GatewayError as exc:
         ctx = RequestContext("mcp", "mcp:(unreadable)", request.headers, input_error=exc)
     finish = stateless_era.finish if stateless else _unchanged
@@ -337,6 +359,8 @@ async def mcp_post(request: Request) -> Response:
         record = await parts.tasks.start(ctx, task_id)
         if record is None:  # refused before it ran: answered as any refusal
             return answer()
+        if not stateless:
+            return JSONResponse(rpc_result(message.id, handshake_tasks.created(record)))
         created = {**finish("tools/call", task_methods.created(record)), "resultType": "task"}
         return JSONResponse(rpc_result(message.id, created))
     if ctx.cancel is None:

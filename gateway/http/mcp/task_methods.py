@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import suppress
+from functools import partial
 from typing import Any
 
 import anyio
@@ -44,6 +45,7 @@ from redis.exceptions import RedisError
 
 from gateway.cancellation import InflightCalls, call_key
 from gateway.gateway_error import GatewayError
+from gateway.http.mcp import handshake_tasks
 from gateway.http.mcp.catalog import Action
 from gateway.http.mcp.client_requests import ClientRequests
 from gateway.http.mcp.messages import (
@@ -169,8 +171,11 @@ def task_action(
     runner: TaskRunner,
     inflight: InflightCalls,
     requests: ClientRequests,
+    *,
+    handshake: bool = False,
 ) -> Action:
-    """The pipeline action answering the task method `method` for the caller."""
+    """The pipeline action answering the task method `method` for the caller, on the
+    2026-07-28 wire or (`handshake`) as revision 2025-11-25 shows tasks (`handshake_tasks`)."""
     task_id = params.get("taskId")
 
     async def answer(ctx: RequestContext) -> dict[str, Any]:
@@ -184,7 +189,14 @@ def task_action(
             if not record.ended and not await runner.store.leased(record.tenant, record.task_id):
                 await runner.resume(record, ctx.headers)  # its replica is gone
                 record = await runner.store.get(principal, record.task_id) or record
-            return record.wire()
+            return handshake_tasks.task(record) if handshake else record.wire()
+        if method == "tasks/result":  # the handshake era's: waits for the end
+            read = partial(runner.store.get, principal, record.task_id)
+            poll_s = min(runner.store.poll_ms / 1000, 0.25)
+            ended = await handshake_tasks.settled(read, record, poll_s, None)
+            return handshake_tasks.outcome(ended)
+        if method == "tasks/cancel" and handshake and record.ended:
+            raise handshake_tasks.already_ended(record)
         if method == "tasks/cancel" and not record.ended:
             # Kept in the record too: a call taken over and not yet running sees it there.
             await runner.store.ask_cancel(record.tenant, record.task_id, CANCELLED_BY_CALLER)
@@ -201,6 +213,21 @@ def task_action(
                 outstanding = key in record.inputs and requests.issued_to(principal, key)
                 if outstanding and isinstance(response, dict):
                     await requests.answer(principal, key, {"result": response})
+        if method == "tasks/cancel" and handshake:
+            # The revision answers the task cancelled: once its call stopped, or recorded so
+            # now if stopping takes longer (its kill goes on; the runner's own end is then
+            # not recorded again, the store ends a task once).
+            read = partial(runner.store.get, principal, record.task_id)
+            poll_s = min(runner.store.poll_ms / 1000, 0.05)
+            stopped = await handshake_tasks.settled(
+                read, record, poll_s, handshake_tasks.CANCEL_SETTLE_S
+            )
+            if not stopped.ended:
+                await runner.store.finish(
+                    record.tenant, record.task_id, "cancelled", None, CANCELLED_BY_CALLER
+                )
+                stopped = await read() or stopped
+            return handshake_tasks.task(stopped)
         return {}
 
     return answer
