@@ -1,4 +1,4 @@
-"""Hedged attempts over real HTTP, on docker and bubblewrap (DESIGN.md, "Budgets (ATBA)").
+"""Hedged attempts over real HTTP, on each sandbox backend (DESIGN.md, "Budgets (ATBA)").
 
 The tools are `tools.harness.hedging`'s: a first attempt sleeps as long as asked, a hedge
 (the gateway's second attempt, marked in its context) as long as asked of it, each in a
@@ -37,22 +37,12 @@ WARM_CALLS = 20  # at a 5% share, one hedge earned
 GONE_WITHIN_S = 5.0
 
 
-@pytest.fixture(scope="module", params=("docker", "bwrap"))
-def isolating_backend(request: pytest.FixtureRequest) -> str:
-    """Docker and bubblewrap. Not the process backend: its sandboxes all run as one user of
-    the machine, whose process cap other sandboxes (other test workers') can fill, and then a
-    tool's fork fails EAGAIN, which says nothing about hedging."""
-    name: str = request.param
-    request.getfixturevalue("docker_engine" if name == "docker" else "bwrap_available")
-    return name
-
-
 @pytest.fixture(scope="module")
-def stack(redis_url: str, isolating_backend: str) -> Iterator[EmbeddedStack]:
+def stack(redis_url: str, sandbox_backend: str) -> Iterator[EmbeddedStack]:
     settings = Settings(
         redis_url=redis_url,
         port=0,
-        sandbox_backend=isolating_backend,
+        sandbox_backend=sandbox_backend,
         tool_modules=("tools.builtin", "tools.harness.hedging"),
         sandbox_agent_max=AGENT_SHARE,
         rate_limit_per_s=100.0,

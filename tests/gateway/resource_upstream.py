@@ -6,6 +6,9 @@ sessions (news reaches a client on its session's GET stream). Two of them (label
 
 - resources `notes://readme` ("<label> notes") and `<label>://status` (its read count);
 - templates `notes://{topic}/page` (both serve it) and `<label>://items/{id}` (its own);
+- reads of the item `gone` answer JSON-RPC -32002 (resource not found, as the MCP spec says)
+  and of the item `broken` -32603 (FastMCP's answer when a resource's function raises), as
+  does the prompt for the topic `broken`;
 - a prompt `ask(topic)`; `completion/complete` suggests `<label>-1`, `<label>-2` for an
   item's `id` and `alpha`, `beta` for the prompt's `topic` (filtered by the typed prefix);
 - `resources/subscribe|unsubscribe`, and the tools `touch(uri)` (tells every session
@@ -24,6 +27,9 @@ from typing import Any
 import uvicorn
 from fastmcp import FastMCP
 from mcp import types
+from mcp.shared.exceptions import MCPError
+
+_RESOURCE_NOT_FOUND = -32002
 
 
 def build_app(label: str) -> Any:
@@ -52,11 +58,17 @@ def build_app(label: str) -> Any:
     @server.resource(f"{label}://items/{{id}}", mime_type="text/plain")
     def item(id: str) -> str:
         """Item `id`."""
+        if id == "gone":
+            raise MCPError(_RESOURCE_NOT_FOUND, f"no item {id!r} on {label}")
+        if id == "broken":
+            raise RuntimeError(f"item {id!r} is broken on purpose")
         return f"{label} item {id}"
 
     @server.prompt
     def ask(topic: str) -> str:
         """A question on `topic`."""
+        if topic == "broken":
+            raise RuntimeError(f"topic {topic!r} is broken on purpose")
         return f"Tell me about {topic}."
 
     @server.tool

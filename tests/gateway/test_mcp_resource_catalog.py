@@ -166,3 +166,34 @@ async def test_completion_is_answered_by_the_source_owning_the_prompt_or_templat
                 {"name": "topic", "value": ""},
             )
         assert unknown.value.error.data["code"] == "NOT_FOUND"
+
+
+@pytest.mark.parametrize(
+    ("method", "target", "code", "said"),
+    [
+        ("read", "a://items/gone", "NOT_FOUND", "no item 'gone' on a"),
+        ("read", "a://items/broken", "TOOL_FAILED", "item 'broken' is broken on purpose"),
+        ("prompt", "broken", "TOOL_FAILED", "topic 'broken' is broken on purpose"),
+    ],
+)
+async def test_an_upstreams_json_rpc_refusal_is_not_worth_retrying(
+    settings: Settings,
+    redis: Redis,
+    upstreams: dict[str, str],
+    method: str,
+    target: str,
+    code: str,
+    said: str,
+) -> None:
+    """The upstream is up and refused this request: the same request would be refused again,
+    so it is no UPSTREAM_UNAVAILABLE ("retry later") but a final error with its words."""
+    async with _mcp(settings, upstreams, "tool:a.*") as client:
+        with pytest.raises(MCPError) as refused:
+            if method == "read":
+                await client.read_resource(target)
+            else:
+                await client.get_prompt("a__ask", {"topic": target})
+        error = refused.value.error.data
+        assert (error["code"], error["retryable"]) == (code, False), error
+        assert said in error["message"] and error["details"]["upstream"] == "a"
+        assert (await _text(client, "a://items/7")) == "a item 7"  # the source still serves

@@ -181,8 +181,7 @@ async def test_the_budgets_deadline_ends_a_task_with_its_serf_error(
 
 async def test_a_cancelled_task_stops_its_call(http: httpx.AsyncClient, settings: Settings) -> None:
     """The call stops at once, not when its 20 s are up (that its sandbox's processes are gone
-    is tests/e2e/test_mcp_tasks_e2e.py's, on Docker: here a fork can fail for the host's
-    process count, which the process backend's RLIMIT_NPROC sees)."""
+    is tests/e2e/test_mcp_tasks_e2e.py's, on Docker)."""
     caller = Caller(http, settings)
     sleep = {"distribution": "fixed", "median_ms": 20_000}
     created = await caller.call("heavy_tailed_sleep", sleep)

@@ -8,7 +8,9 @@
 - its answer runs past the call's output cap (cut there, the rest never read):
   SANDBOX_OUTPUT_LIMIT, as a tool's result over the cap in a sandbox;
 - its JSON-RPC refusal of the arguments (-32602): INVALID_ARGUMENTS; of the tool (-32601):
-  TOOL_NOT_FOUND;
+  TOOL_NOT_FOUND; of a resource it does not have (-32002, the MCP spec's code): NOT_FOUND;
+  any other JSON-RPC error (its handler failed: -32603, a server's own code): TOOL_FAILED.
+  None is retryable: the upstream is up and refused this request, as it would again;
 - the tool's own failure (`isError: true`): TOOL_FAILED, not retryable, with the content the
   upstream answered kept in `details` (`/mcp` shows it to the client unchanged); that one is
   `gateway.sources.shared.upstream_tool.tool_error`, shared with `mcp_stdio`.
@@ -25,6 +27,7 @@ from protocol import ErrorCode, SerfError
 
 _METHOD_NOT_FOUND = -32601
 _INVALID_PARAMS = -32602
+_RESOURCE_NOT_FOUND = -32002
 
 
 def upstream_failure(source: str, exc: BaseException) -> SerfError:
@@ -59,6 +62,19 @@ def upstream_failure(source: str, exc: BaseException) -> SerfError:
                 f"upstream {source!r} no longer serves it: {_short(exc)}",
                 details=details,
             )
+        if exc.code == _RESOURCE_NOT_FOUND:
+            return SerfError.of(
+                ErrorCode.NOT_FOUND,
+                f"upstream {source!r} has no such resource: {_short(exc)}; resources/list and"
+                " resources/templates/list name what it serves",
+                details=details,
+            )
+        return SerfError.of(
+            ErrorCode.TOOL_FAILED,
+            f"upstream {source!r} answered JSON-RPC error {exc.code}: {_short(exc)}; the same"
+            " request fails again: change it, or ask the upstream's operator",
+            details=details,
+        )
     return unavailable(source, f"{type(exc).__name__}: {_short(exc)}", details)
 
 
