@@ -223,6 +223,11 @@ async def tear_down(cgroup: SandboxCgroup, process: Process) -> None:
             await anyio.sleep(0.001)
         cgroup.kill_all()
         cgroup.freeze(False)
+        # The first process too, by itself: torn down in its first moments (a call cancelled
+        # while its sandbox starts) it may not have joined the group yet, and then nothing
+        # above reached it. Once it joined, it forked nothing before.
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
         await process.wait()
         while not cgroup.remove():
             cgroup.kill_all()
