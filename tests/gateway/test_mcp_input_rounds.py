@@ -18,7 +18,6 @@ task's `input_required` status, answered by `tasks/update` on another replica.
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -34,54 +33,31 @@ from mcp.client.streamable_http import streamable_http_client
 from pydantic import HttpUrl
 from redis.asyncio import Redis
 
-from conclave.bench.core import running_child_server
 from conclave.bench.mcp.conformance_suite import running_fixture
-from conclave.stack.ports import free_port
 from gateway.assembly import create_app
 from gateway.config import Settings
-from gateway.identity.tokens import issue_token
+from tests.gateway.rounds_replicas import (
+    VERSION,
+    Alternating,
+    bearer,
+    replicas,
+    running_rounds_upstream,
+)
 from tools.sources import McpHttpSource
 
 pytestmark = pytest.mark.anyio
 
-VERSION = "2026-07-28"
-
 
 @pytest.fixture(scope="module")
 def upstream_url() -> Iterator[str]:
-    port = free_port()
-    with running_child_server(["tools.harness.input_rounds_server", "--port", str(port)], port):
-        yield f"http://127.0.0.1:{port}/mcp"
-
-
-@asynccontextmanager
-async def _replicas(settings: Settings, url: str) -> AsyncIterator[tuple[Any, Any]]:
-    source = McpHttpSource(kind="mcp_http", name="rt", url=HttpUrl(url), wire=VERSION)
-    async with AsyncExitStack() as stack:
-        apps = []
-        for _ in range(2):
-            app = create_app(settings, sources=(source,))
-            await stack.enter_async_context(app.router.lifespan_context(app))
-            apps.append(app)
-        yield apps[0], apps[1]
+    yield from running_rounds_upstream()
 
 
 def _auth(settings: Settings, agent: str) -> dict[str, str]:
-    token = issue_token(settings, tenant="rounds", agent=agent, scopes=("tool:*",))
-    return {"Authorization": f"Bearer {token}"}
+    return bearer(settings, "rounds", agent)
 
 
-class _Alternating(httpx2.AsyncBaseTransport):
-    """Each request to the next replica in turn: no round meets the replica of the last."""
-
-    def __init__(self, *apps: Any) -> None:
-        self._next = itertools.cycle([httpx2.ASGITransport(app=app) for app in apps])
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        return await next(self._next).handle_async_request(request)
-
-
-async def test_the_official_client_answers_an_upstreams_own_rounds_across_replicas(
+async def test_the_official_client_answers_an_upstreams_own_rounds_acrossreplicas(
     settings: Settings, redis: Redis, upstream_url: str
 ) -> None:
     asked: list[str] = []
@@ -91,9 +67,9 @@ async def test_the_official_client_answers_an_upstreams_own_rounds_across_replic
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"name": next(names)})
 
-    async with _replicas(settings, upstream_url) as (first, second):
+    async with replicas(settings, upstream_url) as (first, second):
         http = httpx2.AsyncClient(
-            transport=_Alternating(first, second),
+            transport=Alternating(first, second),
             base_url="http://gateway",
             headers=_auth(settings, "official"),
             timeout=30,
@@ -137,7 +113,7 @@ async def test_an_upstreams_round_keeps_its_keys_and_only_its_caller_may_answer_
 ) -> None:
     tool = "rt__ask_name"
     async with (
-        _replicas(settings, upstream_url) as (first, second),
+        replicas(settings, upstream_url) as (first, second),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=first), base_url="http://gateway") as a,
         httpx.AsyncClient(
             transport=httpx.ASGITransport(app=second), base_url="http://gateway"
@@ -184,7 +160,7 @@ async def test_an_upstreams_round_keeps_its_keys_and_only_its_caller_may_answer_
 async def test_a_handshake_era_client_calls_such_an_upstream_as_before(
     settings: Settings, redis: Redis, upstream_url: str
 ) -> None:
-    async with _replicas(settings, upstream_url) as (first, _):
+    async with replicas(settings, upstream_url) as (first, _):
         http = httpx2.AsyncClient(
             transport=httpx2.ASGITransport(app=first),
             base_url="http://gateway",
@@ -279,13 +255,10 @@ async def _clients(*apps: Any) -> AsyncIterator[list[httpx.AsyncClient]]:
 async def test_a_tasks_question_waits_in_the_task_for_tasks_update_on_any_replica(
     settings: Settings, redis: Redis, fixture_url: str
 ) -> None:
-    source = McpHttpSource(kind="mcp_http", name="fx", url=HttpUrl(fixture_url))
     async with AsyncExitStack() as stack:
-        apps = []
-        for _ in range(2):
-            app = create_app(settings, sources=(source,))
-            await stack.enter_async_context(app.router.lifespan_context(app))
-            apps.append(app)
+        apps = await stack.enter_async_context(
+            replicas(settings, fixture_url, wire="handshake", name="fx")
+        )
         first, second = await stack.enter_async_context(_clients(*apps))
         call = {"name": "fx__test_elicitation", "arguments": {"message": "who?"}}
         created = await _task_message(first, settings, "tools/call", call)
@@ -312,7 +285,7 @@ async def test_a_task_answers_an_upstreams_own_rounds_through_tasks_update(
     settings: Settings, redis: Redis, upstream_url: str
 ) -> None:
     async with (
-        _replicas(settings, upstream_url) as apps,
+        replicas(settings, upstream_url) as apps,
         _clients(*apps) as (first, second),
     ):
         created = await _task_message(first, settings, "tools/call", {"name": "rt__two_steps"})

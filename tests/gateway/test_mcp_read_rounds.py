@@ -15,9 +15,7 @@ state is bound to the URI it was given for.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -27,54 +25,29 @@ import pytest
 from mcp import types
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
-from pydantic import HttpUrl
 from redis.asyncio import Redis
 
-from conclave.bench.core import running_child_server
-from conclave.stack.ports import free_port
-from gateway.assembly import create_app
 from gateway.config import Settings
-from gateway.identity.tokens import issue_token
-from tools.sources import McpHttpSource
+from tests.gateway.rounds_replicas import (
+    VERSION,
+    Alternating,
+    bearer,
+    replicas,
+    running_rounds_upstream,
+)
 
 pytestmark = pytest.mark.anyio
 
-VERSION = "2026-07-28"
 LETTER = "rounds://letter/bob"
 
 
 @pytest.fixture(scope="module")
 def upstream_url() -> Iterator[str]:
-    port = free_port()
-    with running_child_server(["tools.harness.input_rounds_server", "--port", str(port)], port):
-        yield f"http://127.0.0.1:{port}/mcp"
-
-
-@asynccontextmanager
-async def _replicas(settings: Settings, url: str, wire: str) -> AsyncIterator[list[Any]]:
-    source = McpHttpSource(kind="mcp_http", name="rt", url=HttpUrl(url), wire=wire)
-    async with AsyncExitStack() as stack:
-        apps = []
-        for _ in range(2):
-            app = create_app(settings, sources=(source,))
-            await stack.enter_async_context(app.router.lifespan_context(app))
-            apps.append(app)
-        yield apps
+    yield from running_rounds_upstream()
 
 
 def _auth(settings: Settings, agent: str) -> dict[str, str]:
-    token = issue_token(settings, tenant="reads", agent=agent, scopes=("tool:*",))
-    return {"Authorization": f"Bearer {token}"}
-
-
-class _Alternating(httpx2.AsyncBaseTransport):
-    """Each request to the next replica in turn: no round meets the replica of the last."""
-
-    def __init__(self, *apps: Any) -> None:
-        self._next = itertools.cycle([httpx2.ASGITransport(app=app) for app in apps])
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        return await next(self._next).handle_async_request(request)
+    return bearer(settings, "reads", agent)
 
 
 async def _read_and_prompt(
@@ -89,7 +62,7 @@ async def _read_and_prompt(
         return types.ElicitResult(action="accept", content={"name": "ada"})
 
     http = httpx2.AsyncClient(
-        transport=_Alternating(*apps),
+        transport=Alternating(*apps),
         base_url="http://gateway",
         headers=_auth(settings, f"reader-{mode}"),
         timeout=30,
@@ -113,10 +86,10 @@ async def _read_and_prompt(
         "handshake",  # the upstream asks mid-request: Conclave's rounds
     ],
 )
-async def test_a_2026_client_answers_a_servers_question_in_rounds_across_replicas(
+async def test_a_2026_client_answers_a_servers_question_in_rounds_acrossreplicas(
     settings: Settings, redis: Redis, upstream_url: str, wire: str
 ) -> None:
-    async with _replicas(settings, upstream_url, wire) as apps:
+    async with replicas(settings, upstream_url, wire) as apps:
         letter, prompt, version, asked = await _read_and_prompt(settings, apps, "auto")
     assert version == VERSION
     assert letter == "bob writes to ada"
@@ -152,7 +125,7 @@ async def test_a_read_asking_what_the_client_did_not_declare_is_refused_at_once(
     settings: Settings, redis: Redis, upstream_url: str, wire: str
 ) -> None:
     async with (
-        _replicas(settings, upstream_url, wire) as (app, _),
+        replicas(settings, upstream_url, wire) as (app, _),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway") as c,
     ):
         with anyio.fail_after(8):  # not at a time limit: at the upstream's first question
@@ -169,7 +142,7 @@ async def test_an_upstreams_round_on_a_read_is_bound_to_its_uri_and_caller(
     settings: Settings, redis: Redis, upstream_url: str
 ) -> None:
     async with (
-        _replicas(settings, upstream_url, VERSION) as (first, second),
+        replicas(settings, upstream_url, VERSION) as (first, second),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=first), base_url="http://gateway") as a,
         httpx.AsyncClient(
             transport=httpx.ASGITransport(app=second), base_url="http://gateway"
@@ -229,7 +202,7 @@ async def test_an_upstreams_round_on_a_prompt_is_bound_to_its_name_and_arguments
         "Mcp-Name": "rt__dedication",
     }
     async with (
-        _replicas(settings, upstream_url, VERSION) as (first, second),
+        replicas(settings, upstream_url, VERSION) as (first, second),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=first), base_url="http://gateway") as a,
         httpx.AsyncClient(
             transport=httpx.ASGITransport(app=second), base_url="http://gateway"
