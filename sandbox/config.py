@@ -38,6 +38,11 @@ class SandboxConfig(BaseModel):
     # cold start's CPU (the engine's, the runtime's, the runner's imports) is in no tenant's
     # CPU share, so a tenant cycling calls through many agents must not spend it freely.
     tenant_starts_max: int = Field(default=0, ge=0)
+    # And how fast, once it began its share's worth back to back: a tenant whose agents
+    # outnumber its share turns every call into a cold start (each evicts another agent's
+    # idle sandbox), ~0.25 CPU-seconds of the engine's and the runner's each, which no CPU
+    # share bounds; at 1 a second that is a quarter of a core. 0: no bound.
+    tenant_start_rate_per_s: float = Field(default=1.0, ge=0)
     # A call that cannot have a sandbox waits up to this long (never past its deadline) in a
     # queue served round robin by tenant, then gets SANDBOX_UNAVAILABLE: long enough for a
     # warm call or two to finish, short enough that a refused agent backs off soon. At most
@@ -67,4 +72,4 @@ class SandboxConfig(BaseModel):
 
 
 # A pool built directly (tests, the bench) refuses at once and keeps no spares unless asked.
-DIRECT_POOL = SandboxConfig(queue_ms=0, spares=(), workspace_mb=0)
+DIRECT_POOL = SandboxConfig(queue_ms=0, spares=(), workspace_mb=0, tenant_start_rate_per_s=0)

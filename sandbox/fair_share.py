@@ -2,10 +2,12 @@
 
 Of the sandboxes in use (busy or starting) a tenant holds at most `tenant_max` and an agent
 at most `agent_max`, so one tenant's flood cannot take every sandbox. Of those, a tenant may
-have at most `tenant_starts_max` starting at once: a cold start's CPU is spent by the
-engine, the runtime and the runner's imports, in no tenant's CPU share, so a tenant cycling
-calls through more agents than its share (each needing a sandbox of its own) would
-otherwise buy with starts the cores every other tenant's calls run on.
+have at most `tenant_starts_max` starting at once, and begins cold starts no faster than
+`tenant_start_rate_per_s` once it spent a burst of its share's worth (`StartTokens`): a cold
+start's CPU is spent by the engine, the runtime and the runner's imports, in no tenant's CPU
+share, so a tenant cycling calls through more agents than its share (each needing a sandbox
+of its own, the last one's evicted for room) would otherwise buy with starts the cores every
+other tenant's calls run on.
 
 The pool admits a call only under these caps and its own `pool_max` (`SandboxPool._admit`);
 what it admits is a `Grant`, and what it refuses is a `PoolFullError` whose message
@@ -14,6 +16,8 @@ what it admits is a `Grant`, and what it refuses is a `PoolFullError` whose mess
 
 from __future__ import annotations
 
+import math
+import time
 from collections import Counter
 from dataclasses import dataclass
 
@@ -36,14 +40,51 @@ class Grant:
     evicted: Sandbox | None = None
 
 
+class StartTokens:
+    """Per tenant, the cold starts it may begin now: a bucket of `burst` tokens (a tenant
+    warms its whole share at once) that refills at `rate_per_s`; None: no bound."""
+
+    def __init__(self, rate_per_s: float | None, burst: int) -> None:
+        self.rate_per_s = rate_per_s
+        self.burst = burst
+        self._left: dict[str, tuple[float, float]] = {}  # tenant: (tokens, as of when)
+
+    def _now(self, tenant: str) -> float:
+        if self.rate_per_s is None:
+            return math.inf
+        tokens, at = self._left.get(tenant, (float(self.burst), 0.0))
+        now = time.monotonic()
+        tokens = min(float(self.burst), tokens + (now - at) * self.rate_per_s)
+        self._left[tenant] = (tokens, now)
+        if tokens >= self.burst:
+            del self._left[tenant]  # a full bucket is the default: no entry kept
+        return tokens
+
+    def may_take(self, tenant: str) -> bool:
+        return self._now(tenant) >= 1.0
+
+    def take(self, tenant: str) -> None:
+        tokens = self._now(tenant)
+        if tokens != math.inf:
+            self._left[tenant] = (tokens - 1.0, time.monotonic())
+
+    def next_in_s(self, tenant: str) -> float:
+        """Seconds until the tenant may begin its next start (0: now)."""
+        tokens = self._now(tenant)
+        if tokens >= 1.0 or self.rate_per_s is None:
+            return 0.0
+        return (1.0 - tokens) / self.rate_per_s
+
+
 class FairShares:
     def __init__(self, config: SandboxConfig) -> None:
         """`config`'s `tenant_max`, `agent_max` unset are half and a quarter of `pool_max`
-        (at least one); `tenant_starts_max` unset is no cap."""
+        (at least one); `tenant_starts_max` unset is no cap, as is a start rate of 0."""
         self.config = config
         self.tenant_max = config.tenant_max or max(1, config.pool_max // 2)
         self.agent_max = config.agent_max or max(1, config.pool_max // 4)
         self.tenant_starts_max = config.tenant_starts_max or None
+        self.start_tokens = StartTokens(config.tenant_start_rate_per_s or None, self.tenant_max)
         # Sandboxes in use (busy or starting) per tenant and per (tenant, agent).
         self._tenant_in_use: Counter[str] = Counter()
         self._agent_in_use: Counter[tuple[str, str]] = Counter()
@@ -58,9 +99,12 @@ class FairShares:
         return self._agent_in_use[(tenant, agent)] < self.agent_max
 
     def may_start(self, tenant: str) -> bool:
-        """Whether the tenant is under its cap of cold starts at once."""
+        """Whether the tenant is under its cap of cold starts at once and its start rate (a
+        new sandbox for it: a cold start, or a spare it takes, which is started again)."""
         starts_max = self.tenant_starts_max
-        return starts_max is None or self._tenant_starting[tenant] < starts_max
+        if starts_max is not None and self._tenant_starting[tenant] >= starts_max:
+            return False
+        return self.start_tokens.may_take(tenant)
 
     def use(self, tenant: str, agent: str) -> None:
         """One more sandbox of this identity is in use."""
@@ -83,6 +127,7 @@ class FairShares:
 
     def start_begun(self, key: PoolKey) -> None:
         """A cold start for this identity and profile begins."""
+        self.start_tokens.take(key[0])
         self.starting += 1
         self._tenant_starting[key[0]] += 1
         self._agent_starting[key[:2]] += 1
@@ -126,6 +171,14 @@ class FairShares:
                 f"tenant {tenant!r} already has {starts_max} sandboxes starting {waited}; "
                 "retry shortly, or keep calls on fewer agents, whose sandboxes stay warm "
                 "(or raise CONCLAVE_SANDBOX_TENANT_STARTS_MAX)"
+            )
+        if not self.start_tokens.may_take(tenant):
+            rate = self.start_tokens.rate_per_s
+            return (
+                f"tenant {tenant!r} started {self.tenant_max} new sandboxes and may start "
+                f"{rate:g} more a second {waited}; retry in "
+                f"{self.start_tokens.next_in_s(tenant):.1f} s, or keep calls on fewer agents, "
+                "whose sandboxes stay warm (or raise CONCLAVE_SANDBOX_TENANT_START_RATE_PER_S)"
             )
         return (
             f"all {self.config.pool_max} sandboxes are busy {waited}; retry shortly "

@@ -14,8 +14,9 @@ kill invites is warm. A call's wall limit and how long the pool waits for a sand
 
 Fair sharing: at most `pool_max` exist at once (an idle one of anyone is torn down to
 make room); of those in use a tenant and an agent hold at most their share, and a tenant has
-at most so many starting (`sandbox.fair_share`). A call that cannot have one waits up to
-`queue_ms` (never past its deadline) in a queue served round robin by tenant
+at most so many starting and begins them no faster than its start rate
+(`sandbox.fair_share`). A call that cannot have one waits up to `queue_ms` (never past its
+deadline) in a queue served round robin by tenant
 (`sandbox.fair_queue`), at most `queue_max` calls per tenant; then it gets
 `SANDBOX_UNAVAILABLE` (retryable), or the deadline error if its deadline came first. A call
 that may not queue (`Invocation.may_queue`: a hedge, the gateway's second attempt of a slow
@@ -122,6 +123,7 @@ class SandboxPool:
         # Per identity, the sandboxes on their way to its idle pool (`Arriving`): a retry
         # after a cancel or a deadline finds one warm instead of starting another.
         self._arrivals = Arrivals()
+        self._rate_wakeups: set[str] = set()  # tenants whose queue is served at a next start
         self._starts_by_deadline = StartsByDeadline(
             self._work, self._arrivals, self._fulfil, self._checkin
         )
@@ -308,6 +310,20 @@ class SandboxPool:
                 )
         return await self._wait_for_grant(waiter, wait_s)
 
+    def _serve_at_next_start(self, tenant: str) -> None:
+        """The tenant's call was refused a start for its start rate: serve the queue when it
+        may begin the next (no release of a sandbox need come by then)."""
+        delay_s = self._shares.start_tokens.next_in_s(tenant)
+        if delay_s > 0 and tenant not in self._rate_wakeups:
+            self._rate_wakeups.add(tenant)
+            self._work.start(self._serve_after, tenant, delay_s)
+
+    async def _serve_after(self, tenant: str, delay_s: float) -> None:
+        await anyio.sleep(delay_s + 0.002)  # a timer may fire a clock tick early
+        async with self._lock:
+            self._rate_wakeups.discard(tenant)
+            self._queue.serve(self._admit)  # refused again: the next wake-up is set
+
     async def _wait_for_grant(self, waiter: Waiter[PoolKey, Grant], wait_s: float) -> Grant | None:
         try:
             with anyio.move_on_after(wait_s):
@@ -328,18 +344,21 @@ class SandboxPool:
         if self._closed or not self._shares.may_use(tenant, agent):
             return None
         idle = self._idle.get(key)
-        spare = None if idle else self._spares.take(key[2])
+        tokens = self._shares.start_tokens
+        spare = None if idle or not tokens.may_take(tenant) else self._spares.take(key[2])
         if idle:
             sandbox = idle.pop()
             self._busy.add(sandbox)
             grant = Grant(sandbox=sandbox)
         elif spare is not None:  # from now on it is this identity's, workspace and all
+            tokens.take(tenant)  # the spare is started again: the tenant's new sandbox
             spare.spec = replace(spare.spec, tenant=tenant, agent=agent)
             self._busy.add(spare)
             self._spares.last_cold = key[2]
             grant = Grant(sandbox=spare)
         else:
             if not self._shares.may_start(tenant):
+                self._serve_at_next_start(tenant)
                 return None
             grant = Grant()
             if self.size >= self.config.pool_max:

@@ -294,6 +294,55 @@ async def test_a_tenants_cold_starts_go_one_at_a_time_and_never_hold_up_another_
     assert victim_launch < noisy_ready[-2]  # not queued behind the noisy tenant's starts
 
 
+async def test_a_tenant_past_its_burst_of_starts_begins_them_at_its_rate_alone(
+    make_pool: PoolFactory,
+) -> None:
+    """A tenant whose agents outnumber its share turns calls into cold starts, whose CPU no
+    tenant's share bounds: past a burst of its share's worth it begins them at its start
+    rate (the calls wait in the queue for their turn), while another tenant starts at once."""
+    pool = await make_pool(
+        "process", pool_max=12, tenant_max=4, agent_max=1, queue_ms=5_000,
+        tenant_start_rate_per_s=1.0, spares=[],
+    )  # fmt: skip
+    launches: list[tuple[str, float]] = []
+    launch = pool.backend.launch
+
+    async def recorded(spec: Any) -> Any:
+        launches.append((spec.tenant, time.monotonic()))
+        return await launch(spec)
+
+    pool.backend.launch = recorded  # type: ignore[method-assign]
+
+    async def call(tenant: str, agent: str) -> None:
+        outcome = await pool.execute(invocation("whoami", tenant=tenant, agent=agent))
+        assert outcome.ok, outcome.error
+
+    async with anyio.create_task_group() as group:
+        for i in range(6):
+            group.start_soon(call, "noisy", f"n{i}")
+        await until(lambda: len(launches) >= 4, 10)
+        group.start_soon(call, "victim", "v")
+    noisy = sorted(at for tenant, at in launches if tenant == "noisy")
+    assert len(noisy) == 6
+    assert noisy[3] - noisy[0] < 0.5  # its share's worth at once
+    assert noisy[4] - noisy[0] >= 0.9  # then one a second
+    assert noisy[5] - noisy[0] >= 1.9
+    (victim,) = [at for tenant, at in launches if tenant == "victim"]
+    assert victim < noisy[4]  # the other tenant's start waited for none of them
+
+    fast = await make_pool(
+        "process", pool_max=12, tenant_max=2, agent_max=1, tenant_start_rate_per_s=0.5,
+        spares=[],
+    )  # fmt: skip
+    for i in range(2):
+        assert (await fast.execute(invocation("whoami", tenant="noisy", agent=f"n{i}"))).ok
+    refused = await fast.execute(invocation("whoami", tenant="noisy", agent="n2"))
+    assert refused.error is not None
+    assert refused.error.code == ErrorCode.SANDBOX_UNAVAILABLE
+    assert refused.error.retryable
+    assert "CONCLAVE_SANDBOX_TENANT_START_RATE_PER_S" in refused.error.message
+
+
 async def test_a_call_whose_deadline_ends_in_a_cold_start_leaves_the_sandbox_warm(
     make_pool: PoolFactory,
 ) -> None:
