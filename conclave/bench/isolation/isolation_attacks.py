@@ -10,6 +10,7 @@ The attack code follows the tests of tests/security/ that first showed each clas
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -144,10 +145,27 @@ async def hold_slow_sandboxes(run: AttackRun) -> None:
 
 
 async def huge_read_sets(run: AttackRun) -> None:
+    """tests/security/test_state_limits.py: commits with an 80,000-key read set. The body is
+    serialized once and sent as bytes, as an attacker's client would: what is measured is
+    what the gateway spends on it, not the attacker's own JSON encoding on the shared cores."""
     request = CommitRequest(
         writes=[Write(key="k", value=1)], read_set={f"k{i}": 0 for i in range(80_000)}
     )
-    await _each(run, [], 4, lambda c: c.commit("noisy-ns", request))
+    body = request.model_dump_json(exclude_none=True).encode()
+    tokens = [(await new_client(run.target, "noisy", [])).token or "" for _ in range(4)]
+    run.start()
+
+    async def commit(http: httpx.AsyncClient) -> Any:
+        answer = await http.post("/v1/state/noisy-ns/commit", content=body)
+        if answer.status_code >= 400:
+            raise GatewayCallError(SerfError.model_validate(answer.json()), answer.status_code)
+        return answer
+
+    async with contextlib.AsyncExitStack() as clients, anyio.create_task_group() as group:
+        for token in tokens:
+            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+            http = httpx.AsyncClient(base_url=run.target.url, headers=headers, timeout=30)
+            group.start_soon(_loop, partial(commit, await clients.enter_async_context(http)), run)
 
 
 async def forge_results(run: AttackRun) -> None:
