@@ -69,7 +69,10 @@ def _backends(docker_host: str, image: str) -> dict[str, SandboxBackend | str]:
 
 def _pool(backend: SandboxBackend, spares: tuple[int, ...] | None) -> SandboxPool:
     root = Path(tempfile.mkdtemp(prefix="conclave-bench-"))
-    config = SandboxConfig(pool_max=64, queue_ms=0, spares=spares, workspace_mb=0)
+    # One tenant's cold starts back to back are what the suite measures: no start rate.
+    config = SandboxConfig(
+        pool_max=64, queue_ms=0, spares=spares, workspace_mb=0, tenant_start_rate_per_s=0
+    )
     return SandboxPool(
         backend, config, tool_modules=("tools.builtin", "tools.harness.misbehaving"),
         workspace_root=root,
