@@ -251,6 +251,19 @@ async def test_nothing_is_left_after_the_pool_closes_with_spares(
             client.close()
 
 
+def _recorded_launches(pool: SandboxPool) -> list[tuple[str, float]]:
+    """The list the pool's backend records each launch in from now on: (tenant, when)."""
+    launches: list[tuple[str, float]] = []
+    launch = pool.backend.launch
+
+    async def recorded(spec: Any) -> Any:
+        launches.append((spec.tenant, time.monotonic()))
+        return await launch(spec)
+
+    pool.backend.launch = recorded  # type: ignore[method-assign]
+    return launches
+
+
 async def test_a_tenants_cold_starts_go_one_at_a_time_and_never_hold_up_another_tenants(
     make_pool: PoolFactory,
 ) -> None:
@@ -261,14 +274,7 @@ async def test_a_tenants_cold_starts_go_one_at_a_time_and_never_hold_up_another_
         "process", pool_max=8, tenant_max=4, agent_max=1, queue_ms=30_000,
         tenant_starts_max=1, spares=[],
     )  # fmt: skip
-    launches: list[tuple[str, float]] = []
-    launch = pool.backend.launch
-
-    async def recorded(spec: Any) -> Any:
-        launches.append((spec.tenant, time.monotonic()))
-        return await launch(spec)
-
-    pool.backend.launch = recorded  # type: ignore[method-assign]
+    launches = _recorded_launches(pool)
     ready: dict[str, tuple[float, float]] = {}  # per agent: its launch began, its sandbox ready
 
     async def call(tenant: str, agent: str) -> None:
@@ -304,14 +310,7 @@ async def test_a_tenant_past_its_burst_of_starts_begins_them_at_its_rate_alone(
         "process", pool_max=12, tenant_max=4, agent_max=1, queue_ms=5_000,
         tenant_start_rate_per_s=1.0, spares=[],
     )  # fmt: skip
-    launches: list[tuple[str, float]] = []
-    launch = pool.backend.launch
-
-    async def recorded(spec: Any) -> Any:
-        launches.append((spec.tenant, time.monotonic()))
-        return await launch(spec)
-
-    pool.backend.launch = recorded  # type: ignore[method-assign]
+    launches = _recorded_launches(pool)
 
     async def call(tenant: str, agent: str) -> None:
         outcome = await pool.execute(invocation("whoami", tenant=tenant, agent=agent))
