@@ -342,6 +342,21 @@ async def test_a_tenant_past_its_burst_of_starts_begins_them_at_its_rate_alone(
     assert "CONCLAVE_SANDBOX_TENANT_START_RATE_PER_S" in refused.error.message
 
 
+async def test_the_call_after_a_recycle_finds_its_successor_warm(make_pool: PoolFactory) -> None:
+    """A sandbox is recycled after `recycle_after` calls; its successor starts a tenth of
+    that ahead, so an agent in service never meets a cold start on the call after."""
+    pool = await make_pool("process", recycle_after=10, spares=[])
+    for _ in range(10):
+        outcome = await pool.execute(invocation("whoami"))
+        assert outcome.ok, outcome.error
+    await until(lambda: pool.started == 2, 30)  # begun after the 9th call, not by a call
+    assert pool.recycled == 1
+    after = await pool.execute(invocation("whoami"))
+    assert after.ok, after.error
+    assert pool.started == 2  # the 11th call started nothing
+    assert after.waited_ms is not None and after.waited_ms < 100
+
+
 async def test_a_call_whose_deadline_ends_in_a_cold_start_leaves_the_sandbox_warm(
     make_pool: PoolFactory,
 ) -> None:
