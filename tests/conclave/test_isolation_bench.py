@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 
 from conclave.bench import run_bench
-from conclave.bench.isolation.isolation_suite import SCENARIOS, IsolationOptions
+from conclave.bench.isolation.isolation_suite import CONTROL, SCENARIOS, IsolationOptions
 from gateway import Settings
 
 
@@ -38,7 +38,11 @@ def test_the_isolation_suite_prints_every_scenario_and_finds_no_secret(
         "revoke works",
         "left: fds/procs/bytes",
     ]
-    for row in table.rows[1:]:  # every attack says what the attacker got, and the rest
+    attacks = [row for row in table.rows if row[0] not in ("alone", CONTROL)]
+    assert len(attacks) == len(SCENARIOS) - 2
+    for row in attacks:  # every attack says what the attacker got, and the rest
         assert str(row[-3]).startswith(("yes (", "NO (")) and row[-2] in ("yes", "NO"), row
+    (control,) = [row for row in table.rows if row[0] == CONTROL]
+    assert control[-3:] == ["-", "-", "-"]  # no attacker: nothing refused, revoked or left
     (written,) = tmp_path.glob("*/isolation.json")
     assert json.loads(written.read_text())["suite"] == "isolation"
