@@ -12,6 +12,7 @@ from protocol import ResourceIntent, ToolContext
 from tools.registry import tool
 
 _SMALL = ResourceIntent(memory_mb=128, cpu_seconds=10, timeout_ms=30_000)
+_ECHO = ResourceIntent(memory_mb=64, cpu_seconds=1, timeout_ms=2_000)  # as `echo`'s
 
 
 @tool(read_only=True, idempotent=True, intent=_SMALL)
@@ -24,6 +25,15 @@ def countdown(steps: int, ctx: ToolContext) -> str:
         ctx.report_progress(step, steps, f"step {step} of {steps}")
     ctx.log("warning", "lift-off", logger="countdown")
     return f"counted {steps}"
+
+
+@tool(read_only=True, idempotent=True, cheap=True, intent=_ECHO)
+def echo_with_progress(message: str, ctx: ToolContext) -> str:
+    """`echo` that reports its progress once first: the least a call that streams does (a
+    caller that sent a `progressToken` is answered with an event stream; `conclave bench
+    gateway` measures it against a plain `echo`)."""
+    ctx.report_progress(1, 1)
+    return message
 
 
 @tool(read_only=True, idempotent=True, intent=_SMALL)

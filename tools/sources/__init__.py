@@ -1,4 +1,10 @@
-"""Tool sources: the user's own tools, declared in `conclave.toml` (DESIGN.md, "Tool sources")."""
+"""Tool sources: the user's own tools, declared in `conclave.toml` (DESIGN.md, "Tool sources").
+
+What the gateway and the sandbox share of them: their configuration, where each kind's tools
+run, their served names, and the `python` kind's loader, which the runner imports inside the
+sandbox (with the layout of a prepared source's directory). Each kind's host-side preparation
+is the gateway's (`gateway.sources.<kind>.prepare`).
+"""
 
 from tools.sources.config import (
     ConclaveConfig,
@@ -18,13 +24,7 @@ from tools.sources.placement import (
     runs_in,
     source_of,
 )
-from tools.sources.python_source import (
-    PreparedSource,
-    SourceUnavailable,
-    pip_install,
-    prepare_python_source,
-)
-from tools.sources.source_loader import DESCRIBE_ENTRYPOINT
+from tools.sources.source_loader import CODE_DIR, DEPS_DIR, DESCRIBE_ENTRYPOINT, MANIFEST
 from tools.sources.tool_names import (
     DEFAULT_SEPARATOR,
     SERVED_NAME,
@@ -34,8 +34,11 @@ from tools.sources.tool_names import (
 )
 
 __all__ = [
+    "CODE_DIR",
     "DEFAULT_SEPARATOR",
+    "DEPS_DIR",
     "DESCRIBE_ENTRYPOINT",
+    "MANIFEST",
     "MCP_HTTP_ENTRYPOINT",
     "MCP_STDIO_ENTRYPOINT",
     "SERVED_NAME",
@@ -43,18 +46,14 @@ __all__ = [
     "ConfigError",
     "McpHttpSource",
     "McpStdioSource",
-    "PreparedSource",
     "PythonSource",
     "RunsIn",
     "SourceBase",
-    "SourceUnavailable",
     "ToolNameError",
     "ToolSource",
     "dotted_tool_name",
     "load_config",
     "pip_error",
-    "pip_install",
-    "prepare_python_source",
     "runs_in",
     "served_tool_name",
     "source_of",

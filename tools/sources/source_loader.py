@@ -1,7 +1,7 @@
 """Inside the sandbox: import one `python` tool source and serve its tools under its prefix.
 
 The gateway never imports a user's tool code. It prepares, per source, a package directory
-(`tools.sources.python_source`) whose `__init__` calls `load_source`; the runner imports that
+(`gateway.sources.python.prepare`) whose `__init__` calls `load_source`; the runner imports that
 package like any tool module. `load_source` puts the source's code and dependency
 directories on `sys.path`, imports the user's module with a registry of its own (so the
 source's tool names cannot clash with the built-ins or another source's), and files each tool

@@ -16,7 +16,7 @@ from conclave.bench.core.suite import (
 )
 from conclave.bench.core.suite_registry import SUITES, load_suite, suite_summary
 from conclave.bench.core.suite_runner import run_bench
-from conclave.bench.core.timing import Call, latencies, throughput
+from conclave.bench.core.timing import Call, alternated_latencies, latencies, throughput
 
 __all__ = [
     "NO_RATE_LIMITS",
@@ -28,6 +28,7 @@ __all__ = [
     "SuiteOptions",
     "SuiteResult",
     "Table",
+    "alternated_latencies",
     "encode_request",
     "latencies",
     "load_suite",

@@ -4,7 +4,7 @@ running at once, each worker one call function (its own connection and identity)
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import anyio
@@ -21,6 +21,22 @@ async def latencies(call: Call, count: int) -> list[float]:
         began = time.perf_counter()
         await call()
         samples.append((time.perf_counter() - began) * 1000)
+    return samples
+
+
+async def alternated_latencies(calls: Sequence[Call], count: int) -> list[list[float]]:
+    """`latencies` of each of `calls`, taken in turns (one call of each, `count` times): a
+    change in the machine's other load falls on all of them alike, so their difference is
+    measured within one stretch of time."""
+    for _ in range(min(50, count)):
+        for call in calls:
+            await call()
+    samples: list[list[float]] = [[] for _ in calls]
+    for _ in range(count):
+        for call, taken in zip(calls, samples, strict=True):
+            began = time.perf_counter()
+            await call()
+            taken.append((time.perf_counter() - began) * 1000)
     return samples
 
 

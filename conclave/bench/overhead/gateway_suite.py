@@ -7,6 +7,13 @@ measured for overhead runs tools in-process, so the difference is the gateway it
 the six stages and their Redis round trips. One more row calls the bench stack's own
 gateway, whose executor is the configured sandbox, to show what a sandboxed call costs end
 to end.
+
+A streamed `/mcp` call (issue 24) is measured against the plain one in turns: `echo` reports
+nothing, so the gateway answers it plain JSON even to a client that takes an event stream;
+`echo_with_progress` (`tools.harness.reporting`) is `echo` reporting one progress event, asked
+as the `mcp` client with a progress callback asks (a `progressToken` in `_meta`, `Accept:
+application/json, text/event-stream`), so its answer is an SSE stream on the POST: the
+progress notification, then the JSON-RPC response, which the raw client reads to its end.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from conclave.bench.core import (
     Http1Connection,
     SuiteResult,
     Table,
+    alternated_latencies,
     encode_request,
     latencies,
     measuring_settings,
@@ -40,7 +48,15 @@ from tools import default_registry
 
 GOAL_P50_MS, GOAL_P99_MS, GOAL_RATE = 1.5, 5.0, 1500.0
 GOAL_CEILING_SHARE = 0.5  # the REST echo's calls/s against the bare endpoint's (issue 13)
+GOAL_STREAMED_ADDED_MS = 1.0  # a streamed /mcp call's p50 over a plain one's (issue 24)
 CEILING = "ceiling: bare FastAPI+uvicorn, one Redis call"
+PLAIN = "gateway /mcp (JSON-RPC, raw HTTP/1.1)"
+STREAMED = "gateway /mcp streamed (SSE, one progress event, raw HTTP/1.1)"
+STREAMED_TOOL = "echo_with_progress"
+STREAMED_ADDED = "streamed added p50 over plain (ms)"
+# The overhead gateway's tools: `echo`, and the one that streams (`STREAMED_TOOL`).
+TOOL_MODULES = ("tools.builtin", "tools.harness.reporting")
+ROUNDS = 2  # of calls/s each for the plain and the streamed /mcp rows, in turns
 
 
 async def _throughput(make_call: Callable[[int], Call], workers: int, seconds: float) -> float:
@@ -80,7 +96,11 @@ class _Target:
         # so a sandbox the gateway starts for worker 16 in the background (a hedge of its slow
         # first calls) never takes one of the 16 places the throughput workers' tenant has.
         self.tokens = [
-            stack.token("bench" if i < 16 else "bench-solo", f"gateway-suite-w{i}", ["tool:echo"])
+            stack.token(
+                "bench" if i < 16 else "bench-solo",
+                f"gateway-suite-w{i}",
+                ["tool:echo", f"tool:{STREAMED_TOOL}"],
+            )
             for i in range(17)
         ]
 
@@ -127,6 +147,46 @@ class _Target:
 
         return call
 
+    def streamed(self, index: int) -> Call:
+        """The handshake era's `tools/call` of `STREAMED_TOOL`, answered as an event stream: read
+        to its end, the JSON-RPC response its last event."""
+        params = {
+            "name": STREAMED_TOOL,
+            "arguments": {"message": "ping"},
+            "_meta": {"progressToken": 1},
+        }
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        raw = self._raw(index, "/mcp", body, "application/json, text/event-stream")
+        connection = self.connections[index]
+
+        async def call() -> None:
+            status, answer = await connection.request(raw)
+            _expect(status, answer)
+            # Not streamed, the row would measure a plain call under another name.
+            if not answer.startswith(b"event: message\ndata: ") or b"/progress" not in answer:
+                raise RuntimeError(f"a streamed bench call was not streamed: {answer!r}")
+            if json.loads(answer.rsplit(b"data: ", 1)[1])["result"].get("isError"):
+                raise RuntimeError(f"the gateway refused a bench call: {answer!r}")
+
+        return call
+
+
+async def _plain_and_streamed(
+    target: _Target, count: int, seconds: float
+) -> dict[str, tuple[list[float], float]]:
+    """The plain and the streamed /mcp rows, measured in turns: sequential calls one of each
+    at a time, calls/s in `ROUNDS` rounds of each, so the streamed call's added p50 is a
+    difference within one stretch of the machine's load."""
+    plain, streamed = await alternated_latencies([target.jsonrpc(16), target.streamed(16)], count)
+    rates: tuple[list[float], list[float]] = ([], [])
+    for _ in range(ROUNDS):
+        rates[0].append(await _throughput(target.jsonrpc, 16, seconds / ROUNDS))
+        rates[1].append(await _throughput(target.streamed, 16, seconds / ROUNDS))
+    return {
+        PLAIN: (plain, statistics.mean(rates[0])),
+        STREAMED: (streamed, statistics.mean(rates[1])),
+    }
+
 
 async def _official_client_rows(target: _Target, count: int, seconds: float) -> list[list[Any]]:
     from mcp.client.client import Client
@@ -167,10 +227,8 @@ def _ceiling_call(connection: Http1Connection, url: str) -> Call:
 
 
 async def _measure(
-    ctx: BenchContext, overhead_stack: EmbeddedStack, ceiling_url: str
+    ctx: BenchContext, overhead_stack: EmbeddedStack, ceiling_url: str, count: int, seconds: float
 ) -> dict[str, Any]:
-    count = 300 if ctx.quick else 2000
-    seconds = 2.0 if ctx.quick else 8.0
     executor = InProcessExecutor(default_registry)
     invocation = _invocation()
 
@@ -193,10 +251,7 @@ async def _measure(
             await latencies(target.rest(16), count),
             await _throughput(target.rest, 16, seconds),
         )
-        rows["gateway /mcp (JSON-RPC, raw HTTP/1.1)"] = (
-            await latencies(target.jsonrpc(16), count),
-            await _throughput(target.jsonrpc, 16, seconds),
-        )
+        rows |= await _plain_and_streamed(target, count, seconds)
         rows["gateway /mcp 2026-07-28 (JSON-RPC, raw HTTP/1.1)"] = (
             await latencies(target.jsonrpc(16, stateless=True), count),
             await _throughput(lambda i: target.jsonrpc(i, stateless=True), 16, seconds),
@@ -223,8 +278,15 @@ async def _measure(
 
 
 def run(ctx: BenchContext) -> SuiteResult:
+    count, seconds = (300, 2.0) if ctx.quick else (2000, 8.0)
+    return measure(ctx, count, seconds)
+
+
+def measure(ctx: BenchContext, count: int, seconds: float) -> SuiteResult:
+    """The suite with `count` sequential calls a row and `seconds` of calls/s at concurrency
+    16 (`run`: by --quick; a test: the least that shows its rows)."""
     base = ctx.stack.settings
-    settings = measuring_settings(base)
+    settings = measuring_settings(base, tool_modules=TOOL_MODULES)
     task = ctx.progress.add_task("gateway: echo direct vs through the gateway", total=1)
     with (
         EmbeddedStack(settings, log_path=ctx.gateway_log("overhead")) as overhead_stack,
@@ -232,7 +294,13 @@ def run(ctx: BenchContext) -> SuiteResult:
     ):
         # uvloop on the client side too: the bench's own event loop shares the gateway's 2 cores.
         rows = anyio.run(
-            _measure, ctx, overhead_stack, ceiling_url, backend_options={"use_uvloop": True}
+            _measure,
+            ctx,
+            overhead_stack,
+            ceiling_url,
+            count,
+            seconds,
+            backend_options={"use_uvloop": True},
         )
     ctx.progress.advance(task)
 
@@ -252,7 +320,7 @@ def run(ctx: BenchContext) -> SuiteResult:
         result.figures[f"{key} added_p99_ms"] = added99
         result.figures[f"{key} calls_per_s"] = rate
         result.series[path] = {"p50": p50, "p99": p99, "rate": rate}
-        if path.startswith("gateway"):
+        if path.startswith("gateway") and path != STREAMED:  # its own goal, over the plain row
             result.goals += [
                 Goal(f"{path}: added p50", f"<= {GOAL_P50_MS} ms", f"{added50:.3f} ms",
                      added50 <= GOAL_P50_MS),
@@ -261,6 +329,12 @@ def run(ctx: BenchContext) -> SuiteResult:
                 Goal(f"{path}: calls/s c=16", f">= {GOAL_RATE:.0f}", f"{rate:.0f}",
                      rate >= GOAL_RATE),
             ]  # fmt: skip
+    streamed_added = statistics.median(rows[STREAMED][0]) - statistics.median(rows[PLAIN][0])
+    result.figures[STREAMED_ADDED] = streamed_added
+    result.goals.append(
+        Goal("streamed /mcp call: added p50 over a plain one", f"<= {GOAL_STREAMED_ADDED_MS:g} ms",
+             f"{streamed_added:.3f} ms", streamed_added <= GOAL_STREAMED_ADDED_MS)
+    )  # fmt: skip
     _, rest_rate = rows["gateway HTTP /v1/tools"]
     _, ceiling_rate = rows[CEILING]
     share = rest_rate / ceiling_rate
@@ -279,5 +353,14 @@ def run(ctx: BenchContext) -> SuiteResult:
         "inprocess), so 'added' is HTTP + the six stages + Redis; the client (a minimal keep-alive "
         "HTTP/1.1 client, or the mcp SDK) runs in the bench process on the same 2 cores and is "
         "part of the figure"
+    )
+    result.notes.append(
+        f"streamed row: `{STREAMED_TOOL}` (tools.harness.reporting), `echo` reporting one "
+        "progress event (`echo` reports none, so it is answered plain JSON even with a "
+        "progressToken), asked with a progressToken in _meta and Accept: application/json, "
+        "text/event-stream, as the mcp client with a progress callback asks; answered as an SSE "
+        "stream on the POST (the progress notification, then the JSON-RPC response), read to its "
+        f"end. It and the plain /mcp row are measured in turns (sequential calls one of each, "
+        f"calls/s in {ROUNDS} rounds of each); '{STREAMED_ADDED}' is their p50s' difference"
     )
     return result

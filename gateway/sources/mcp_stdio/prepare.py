@@ -20,7 +20,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.sources import McpStdioSource, SourceUnavailable, pip_install
+from gateway.sources.shared import SourceUnavailable, pip_install
+from tools.sources import McpStdioSource
 
 RECIPE_VERSION = "1"
 PACKAGE_PREFIX = "conclave_stdio_"

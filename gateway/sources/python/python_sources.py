@@ -28,7 +28,13 @@ import anyio
 from pydantic import ConfigDict, create_model
 
 from gateway.config import Settings
-from gateway.sources.shared import DISCOVERY_LIMITS, cache_root, effective_backend
+from gateway.sources.python.prepare import PreparedSource, prepare_python_source
+from gateway.sources.shared import (
+    DISCOVERY_LIMITS,
+    SourceUnavailable,
+    cache_root,
+    effective_backend,
+)
 from protocol import Principal, ResourceIntent, ToolContext, ToolSpec
 from sandbox import (
     Invocation,
@@ -37,14 +43,7 @@ from sandbox import (
     source_layer,
 )
 from tools import RegisteredTool, ToolRegistry
-from tools.sources import (
-    DESCRIBE_ENTRYPOINT,
-    PreparedSource,
-    PythonSource,
-    SourceUnavailable,
-    ToolSource,
-    prepare_python_source,
-)
+from tools.sources import DESCRIBE_ENTRYPOINT, PythonSource, ToolSource
 
 log = logging.getLogger("conclave.sources")
 

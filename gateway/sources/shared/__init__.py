@@ -2,7 +2,8 @@
 client (`client_requests`), the HTTP/1.1 connection pool remote MCP servers are spoken to
 over (`http1_pool`), a tool as an MCP server declares it, with the SERF envelope of its failed
 call (`upstream_tool`, for `mcp_http` and `mcp_stdio` both), and what preparing the
-sandboxed kinds shares (`sandbox_prep`: backend, cache directory, discovery limits)."""
+sandboxed kinds shares (`sandbox_prep`: backend, cache directory, discovery limits, and their
+prepare steps' `pip_install` and `SourceUnavailable`)."""
 
 from gateway.sources.shared.client_requests import (
     NEEDS,
@@ -18,7 +19,13 @@ from gateway.sources.shared.http1_pool import (
     UpstreamClosed,
     read_answer,
 )
-from gateway.sources.shared.sandbox_prep import DISCOVERY_LIMITS, cache_root, effective_backend
+from gateway.sources.shared.sandbox_prep import (
+    DISCOVERY_LIMITS,
+    SourceUnavailable,
+    cache_root,
+    effective_backend,
+    pip_install,
+)
 from gateway.sources.shared.upstream_tool import UpstreamTool, tool_error
 
 __all__ = [
@@ -30,11 +37,13 @@ __all__ = [
     "ClientRequestCheck",
     "Http1Answer",
     "Http1Pool",
+    "SourceUnavailable",
     "UpstreamClosed",
     "UpstreamTool",
     "cache_root",
     "capability_missing",
     "effective_backend",
+    "pip_install",
     "read_answer",
     "tool_error",
 ]

@@ -1,16 +1,21 @@
 """What preparing and discovering the sandboxed source kinds (`python`, `mcp_stdio`) share:
-the backend that will run their tools, where their prepared directories are kept, and the
-limits of the calls that list their tools."""
+the backend that will run their tools, where their prepared directories are kept, the limits
+of the calls that list their tools, and, for their host-side prepare steps (each kind's
+`prepare`), `pip_install` of their packages and `SourceUnavailable`, the refusal of a source
+that cannot be served."""
 
 from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 from gateway.config import Settings
 from sandbox import CallLimits, SandboxStartError, strongest_available
+from tools.sources import pip_error
 
 DISCOVERY_LIMITS = CallLimits(
     memory_mb=512, cpu_seconds=60, timeout_ms=120_000, max_output_bytes=16 << 20
@@ -37,3 +42,16 @@ def cache_root(backend: str) -> Path:
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
         raise SandboxStartError(f"{root} is not a directory only this user may write: remove it")
     return root
+
+
+class SourceUnavailable(Exception):
+    """A source cannot be served; the message is one line saying why and what to do."""
+
+
+def pip_install(requirements: tuple[str, ...], target: Path) -> None:
+    argv = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    argv += ["--no-warn-script-location", "--target", str(target), *requirements]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        said = pip_error(f"{done.stdout}\n{done.stderr}")
+        raise SourceUnavailable(f"pip could not install {' '.join(requirements)}: {said}")

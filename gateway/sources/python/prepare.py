@@ -2,11 +2,13 @@
 
 Nothing here imports the user's code. For a source we copy its module (a single `.py` file,
 or a package directory) into `<cache>/python-sources/<name>-<digest>/conclave_source_<name>/
-code`, write a manifest and an `__init__` that calls `tools.sources.source_loader`, and, for
-backends that bind host directories (bwrap, process), `pip install --target` its requirements
-into `deps` next to it. The digest hashes the code, the requirements and this recipe, so an
-unchanged source is prepared once. Docker gets its requirements from an image layer instead
-(`sandbox.image`), keyed by the same digest.
+code`, write a manifest and an `__init__` that calls `tools.sources.source_loader` (the
+runner imports it inside the sandbox, so the directory's layout, `MANIFEST`, `CODE_DIR` and
+`DEPS_DIR`, is defined there), and, for backends that bind host directories (bwrap,
+process), `pip install --target` its requirements into `deps` next to it. The digest hashes
+the code, the requirements and this recipe, so an unchanged source is prepared once. Docker
+gets its requirements from an image layer instead (`sandbox.image`), keyed by the same
+digest.
 
 `module = "name"` means `name.py` or the package `name/` beside the config file, or, when
 neither exists there, a module the source's requirements provide.
@@ -17,24 +19,18 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.sources.config import PythonSource
-from tools.sources.pip_output import pip_error
-from tools.sources.source_loader import CODE_DIR, DEPS_DIR, MANIFEST
+from gateway.sources.shared import SourceUnavailable, pip_install
+from tools.sources import CODE_DIR, DEPS_DIR, MANIFEST, PythonSource
 
 RECIPE_VERSION = "2"  # 2: the manifest names the separator
 PACKAGE_PREFIX = "conclave_source_"
 # Top-level names the sandbox already imports: a user's module of the same name would shadow it.
 RESERVED_MODULES = frozenset({"protocol", "tools", "sandbox", "gateway", "agents", "conclave"})
 _STUB = "from tools.sources.source_loader import load_source\n\nload_source(__path__[0])\n"
-
-
-class SourceUnavailable(Exception):
-    """A source cannot be served; the message is one line saying why and what to do."""
 
 
 @dataclass(frozen=True)
@@ -120,15 +116,6 @@ def _build(
         pip_install(requirements, staged / DEPS_DIR)
     partial.chmod(0o755)
     partial.rename(root)
-
-
-def pip_install(requirements: tuple[str, ...], target: Path) -> None:
-    argv = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    argv += ["--no-warn-script-location", "--target", str(target), *requirements]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        said = pip_error(f"{done.stdout}\n{done.stderr}")
-        raise SourceUnavailable(f"pip could not install {' '.join(requirements)}: {said}")
 
 
 def _digest(
