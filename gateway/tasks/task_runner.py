@@ -143,7 +143,9 @@ class TaskRunner:
 
         decided = anyio.Event()
         self._prepare(ctx, record.task_id, admitted)
-        self._task_group().start_soon(self._drive, ctx, record.task_id, decided, True)
+        self._task_group().start_soon(
+            self._drive, ctx, record.task_id, decided, True, record.tenant
+        )
         await decided.wait()
 
     def _prepare(self, ctx: RequestContext, task_id: str, admitted: _Hook) -> None:
@@ -158,11 +160,17 @@ class TaskRunner:
         return self._group
 
     async def _drive(
-        self, ctx: RequestContext, task_id: str, decided: anyio.Event, resumed: bool
+        self,
+        ctx: RequestContext,
+        task_id: str,
+        decided: anyio.Event,
+        resumed: bool,
+        tenant: str | None = None,
     ) -> None:
         """Run the call, keep its lease while it runs, and write how it ended. A call
         `resumed` from its record ends its task even when refused before it ran (a passed
-        deadline, a revoked agent): it is not run again at the next poll."""
+        deadline, a revoked agent): it is not run again at the next poll. Its lease, taken
+        over for `tenant`, is renewed from the start, before the call is authenticated."""
         admitted = anyio.Event()
         if resumed:
             admitted.set()
@@ -177,7 +185,7 @@ class TaskRunner:
         ctx.on_admitted = on_admitted
         try:
             async with anyio.create_task_group() as beating:
-                beating.start_soon(self._keep_lease, ctx, task_id, admitted)
+                beating.start_soon(self._keep_lease, ctx, task_id, admitted, tenant)
                 await self.pipeline.run(ctx)
                 for _ in range(MAX_ROUNDS):  # its server asks in rounds itself (task_rounds)
                     if not isinstance(ctx.result, InputRound) or ctx.events is None:
@@ -203,15 +211,21 @@ class TaskRunner:
         except Exception:  # the store is gone: the lease lapses, and a poll takes it over
             log.exception("task %s ended, but its outcome could not be written", task_id)
 
-    async def _keep_lease(self, ctx: RequestContext, task_id: str, admitted: anyio.Event) -> None:
+    async def _keep_lease(
+        self, ctx: RequestContext, task_id: str, admitted: anyio.Event, tenant: str | None
+    ) -> None:
         await admitted.wait()
         every_s = self.store.lease_ms / 3000
         while True:
             await anyio.sleep(every_s)
-            if ctx.principal is None:  # a resumed call not yet authenticated
+            # A resumed call's lease was taken for its record's tenant: renewed while the
+            # call is still being admitted (under load that outlasted the lease, and the
+            # next poll ran the task a third time).
+            owner = ctx.principal.tenant if ctx.principal is not None else tenant
+            if owner is None:
                 continue
             try:
-                await self.store.renew(ctx.principal.tenant, task_id)
+                await self.store.renew(owner, task_id)
             except Exception as exc:  # a blip in Redis: the next renewal may make it
                 log.warning("task %s: lease not renewed (%s)", task_id, exc)
 

@@ -204,6 +204,11 @@ class TaskStore:
         first (or its own replica renewed it)."""
         key = task_key(tenant, task_id)
         taken = await self.redis.set(f"{key}:lease", self.replica, px=self.lease_ms, nx=True)
+        if taken and await self.redis.hget(key, "status") not in ("working", "input_required"):
+            # It ended between the poll's read and now (its finish took the lease with it):
+            # not run again.
+            await self.redis.delete(f"{key}:lease")
+            return False
         if taken:
             await self.redis.hincrby(key, "attempts", 1)
             # The questions its call asked died with it: none is open, the task works again.

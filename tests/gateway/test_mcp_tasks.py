@@ -229,6 +229,22 @@ async def test_a_dead_replicas_idempotent_task_is_run_again_by_the_next_poll(
     assert expired["result"]["_meta"]["conclave/error"]["code"] == "DEADLINE_EXCEEDED", expired
 
 
+async def test_a_task_that_ended_after_a_poll_read_it_is_not_taken_over(
+    http: httpx.AsyncClient, settings: Settings, redis: Redis
+) -> None:
+    """A poll reads the task working and its lease gone, while the replica re-running it
+    writes its outcome (the lease goes with it): the poll's take-over must not run it a
+    third time (CI saw `attempts` 3 under load)."""
+    caller = Caller(http, settings)
+    call = TaskCall("echo", {"message": "once"}, None, idempotent=True)
+    task_id = await _orphan(redis, caller, call)
+    store = TaskStore(redis, replica="r:2", **_LIMITS, lease_ms=5000, quota_bytes=10**9)
+    assert await store.finish("acme", task_id, "completed", {"content": []})
+    assert not await store.take_over("acme", task_id)  # as the late poll would
+    assert await redis.hget(task_key("acme", task_id), "attempts") == "1"
+    assert not await store.leased("acme", task_id)
+
+
 async def test_a_dead_replicas_task_waiting_for_input_is_taken_over_with_no_question_open(
     http: httpx.AsyncClient, settings: Settings, redis: Redis
 ) -> None:
