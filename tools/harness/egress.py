@@ -22,7 +22,10 @@ from urllib.parse import urlsplit
 from protocol import ResourceIntent
 from tools.registry import tool
 
-EGRESS_TEST_PORT = 47613
+# Below Linux's ephemeral range (32768-60999): a busy test run's client sockets take ports
+# there, and one holding this port made the suite's server fail to bind ("Address already
+# in use", all of the module's tests at once).
+EGRESS_TEST_PORT = 31613
 _INTENT = ResourceIntent(memory_mb=128, cpu_seconds=2, timeout_ms=15_000)
 _LOOPBACK_V4 = f"127.0.0.1:{EGRESS_TEST_PORT}"
 _LOOPBACK_V6 = f"[::1]:{EGRESS_TEST_PORT}"
