@@ -30,6 +30,19 @@ _INVALID_PARAMS = -32602
 _RESOURCE_NOT_FOUND = -32002
 
 
+# The JSON-RPC errors an upstream answers that say what to do: our code, and what to say
+# after "upstream '<source>'" ({} is the upstream's own message, shortened).
+_BY_RPC_CODE: dict[int, tuple[ErrorCode, str]] = {
+    PARSE_ERROR: (ErrorCode.TOOL_FAILED, "answered with something that is not MCP: {}"),
+    _INVALID_PARAMS: (ErrorCode.INVALID_ARGUMENTS, "refused the arguments: {}"),
+    _METHOD_NOT_FOUND: (ErrorCode.TOOL_NOT_FOUND, "no longer serves it: {}"),
+    _RESOURCE_NOT_FOUND: (
+        ErrorCode.NOT_FOUND,
+        "has no such resource: {}; resources/list and resources/templates/list name what it serves",
+    ),
+}
+
+
 def upstream_failure(source: str, exc: BaseException) -> SerfError:
     """The envelope for an exception raised while talking to upstream `source`."""
     details: dict[str, Any] = {"upstream": source}
@@ -44,30 +57,10 @@ def upstream_failure(source: str, exc: BaseException) -> SerfError:
         details["http_status"] = exc.status
     if isinstance(exc, RpcError):
         details["rpc_code"] = exc.code
-        if exc.code == PARSE_ERROR:
+        if (known := _BY_RPC_CODE.get(exc.code)) is not None:
+            code, says = known
             return SerfError.of(
-                ErrorCode.TOOL_FAILED,
-                f"upstream {source!r} answered with something that is not MCP: {_short(exc)}",
-                details=details,
-            )
-        if exc.code == _INVALID_PARAMS:
-            return SerfError.of(
-                ErrorCode.INVALID_ARGUMENTS,
-                f"upstream {source!r} refused the arguments: {_short(exc)}",
-                details=details,
-            )
-        if exc.code == _METHOD_NOT_FOUND:
-            return SerfError.of(
-                ErrorCode.TOOL_NOT_FOUND,
-                f"upstream {source!r} no longer serves it: {_short(exc)}",
-                details=details,
-            )
-        if exc.code == _RESOURCE_NOT_FOUND:
-            return SerfError.of(
-                ErrorCode.NOT_FOUND,
-                f"upstream {source!r} has no such resource: {_short(exc)}; resources/list and"
-                " resources/templates/list name what it serves",
-                details=details,
+                code, f"upstream {source!r} {says.format(_short(exc))}", details=details
             )
         return SerfError.of(
             ErrorCode.TOOL_FAILED,
