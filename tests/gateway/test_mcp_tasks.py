@@ -17,13 +17,12 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from gateway.assembly import create_app
 from gateway.config import Settings
 from gateway.gateway_error import GatewayError
-from gateway.http import GatewayApp
 from gateway.identity.tokens import issue_token
 from gateway.tasks import TaskCall, TaskStore, new_task_id, task_key
 from protocol import Principal
+from tests.helpers import in_process_gateway
 
 pytestmark = pytest.mark.anyio
 
@@ -35,17 +34,11 @@ _LIMITS = {"ttl_ms": 60_000, "poll_ms": 100}  # a store's, where a test makes on
 
 
 @pytest.fixture
-async def app(settings: Settings, redis: Redis) -> AsyncIterator[GatewayApp]:
+async def http(settings: Settings, redis: Redis) -> AsyncIterator[httpx.AsyncClient]:
     tools = ("tools.builtin", "tools.harness.faults")  # `heavy_tailed_sleep`: long-running
-    gateway = create_app(settings.model_copy(update={"tool_modules": tools, "task_lease_ms": 600}))
-    async with gateway.router.lifespan_context(gateway):
-        yield gateway
-
-
-@pytest.fixture
-async def http(app: GatewayApp) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+    async with in_process_gateway(
+        settings.model_copy(update={"tool_modules": tools, "task_lease_ms": 600})
+    ) as client:
         yield client
 
 

@@ -18,12 +18,10 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from gateway.assembly import create_app
 from gateway.config import Settings
-from gateway.http import GatewayApp
 from gateway.identity.tokens import issue_token
 from gateway.tasks import new_task_id
-from tests.helpers import processes_with, until
+from tests.helpers import in_process_gateway, processes_with, until
 
 pytestmark = pytest.mark.anyio
 
@@ -32,17 +30,9 @@ RELATED = "io.modelcontextprotocol/related-task"
 
 
 @pytest.fixture
-async def app(settings: Settings, redis: Redis) -> AsyncIterator[GatewayApp]:
+async def http(settings: Settings, redis: Redis) -> AsyncIterator[httpx.AsyncClient]:
     tools = ("tools.builtin", "tools.harness.faults")  # `heavy_tailed_sleep`
-    gateway = create_app(settings.model_copy(update={"tool_modules": tools}))
-    async with gateway.router.lifespan_context(gateway):
-        yield gateway
-
-
-@pytest.fixture
-async def http(app: GatewayApp) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+    async with in_process_gateway(settings.model_copy(update={"tool_modules": tools})) as client:
         yield client
 
 

@@ -12,11 +12,10 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from gateway.assembly import create_app
 from gateway.config import Settings
-from gateway.http import GatewayApp
 from gateway.identity.tokens import issue_token
 from protocol import ADMIN_KEY_HEADER, SerfError
+from tests.helpers import in_process_gateway
 
 pytestmark = pytest.mark.anyio
 
@@ -25,18 +24,10 @@ BURST = 3
 
 
 @pytest.fixture
-async def app(settings: Settings, redis: Redis) -> AsyncIterator[GatewayApp]:
+async def http(settings: Settings, redis: Redis) -> AsyncIterator[httpx.AsyncClient]:
     # A burst small enough to empty in a few messages, refilled too slowly to matter here.
     limited = settings.model_copy(update={"rate_limit_burst": BURST, "rate_limit_per_s": 0.01})
-    gateway = create_app(limited)
-    async with gateway.router.lifespan_context(gateway):
-        yield gateway
-
-
-@pytest.fixture
-async def http(app: GatewayApp) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+    async with in_process_gateway(limited) as client:
         yield client
 
 
