@@ -50,6 +50,7 @@ from gateway.sources.shared import (
     cache_root,
     capability_missing,
     effective_backend,
+    packages_layer,
     tool_error,
 )
 from protocol import ErrorCode, ExitReason, Principal, ToolContext
@@ -62,7 +63,6 @@ from sandbox import (
     ToolExecutor,
     create_executor,
     node_layer,
-    source_layer,
 )
 from tools import RegisteredTool, ToolRegistry, ToolResult
 from tools.sources import (
@@ -151,17 +151,10 @@ class StdioSources:
                 (say or _say)(source.name, "preparing its server and packages")
                 prepared = await anyio.to_thread.run_sync(prepare, abandon_on_cancel=True)
                 if on_docker and source.pypi:
-                    build = partial(
-                        source_layer,
-                        settings.docker_host,
-                        image,
-                        source.name,
-                        prepared.digest,
-                        source.pypi,
-                        cache_dir=cache,
-                        say=partial(say or _say, source.name),
-                    )
-                    image = await anyio.to_thread.run_sync(build, abandon_on_cancel=True)
+                    image = await packages_layer(
+                        settings, image, source.name, prepared.digest, source.pypi, cache,
+                        partial(say or _say, source.name),
+                    )  # fmt: skip
             except Exception as exc:  # one line per source; the others go on
                 self._refuse(source, str(exc))
                 continue

@@ -34,13 +34,13 @@ from gateway.sources.shared import (
     SourceUnavailable,
     cache_root,
     effective_backend,
+    packages_layer,
 )
 from protocol import Principal, ResourceIntent, ToolContext, ToolSpec
 from sandbox import (
     Invocation,
     SandboxError,
     create_executor,
-    source_layer,
 )
 from tools import RegisteredTool, ToolRegistry
 from tools.sources import DESCRIBE_ENTRYPOINT, PythonSource, ToolSource
@@ -97,17 +97,10 @@ async def open_python_sources(
             ready = await anyio.to_thread.run_sync(prepare, abandon_on_cancel=True)
             _refuse_module_clash(ready, prepared)
             if on_docker and ready.requirements:
-                build = partial(
-                    source_layer,
-                    settings.docker_host,
-                    image,
-                    source.name,
-                    ready.digest,
-                    ready.requirements,
-                    cache_dir=cache,
-                    say=partial(say or _say, source.name),
-                )
-                image = await anyio.to_thread.run_sync(build, abandon_on_cancel=True)
+                image = await packages_layer(
+                    settings, image, source.name, ready.digest, ready.requirements, cache,
+                    partial(say or _say, source.name),
+                )  # fmt: skip
         except Exception as exc:  # one line per source; the others go on
             failed.append(_failed(source, str(exc)))
             continue

@@ -3,7 +3,7 @@ client (`client_requests`), the HTTP/1.1 connection pool remote MCP servers are 
 over (`http1_pool`), a tool as an MCP server declares it, with the SERF envelope of its failed
 call (`upstream_tool`, for `mcp_http` and `mcp_stdio` both), and what preparing the
 sandboxed kinds shares (`sandbox_prep`: backend, cache directory, discovery limits, and their
-prepare steps' `pip_install` and `SourceUnavailable`)."""
+prepare steps' `pip_install`, `SourceUnavailable` and `packages_layer`)."""
 
 from gateway.sources.shared.client_requests import (
     NEEDS,
@@ -24,6 +24,7 @@ from gateway.sources.shared.sandbox_prep import (
     SourceUnavailable,
     cache_root,
     effective_backend,
+    packages_layer,
     pip_install,
 )
 from gateway.sources.shared.upstream_tool import UpstreamTool, tool_error
@@ -43,6 +44,7 @@ __all__ = [
     "cache_root",
     "capability_missing",
     "effective_backend",
+    "packages_layer",
     "pip_install",
     "read_answer",
     "tool_error",

@@ -2,7 +2,7 @@
 the backend that will run their tools, where their prepared directories are kept, the limits
 of the calls that list their tools, and, for their host-side prepare steps (each kind's
 `prepare`), `pip_install` of their packages and `SourceUnavailable`, the refusal of a source
-that cannot be served."""
+that cannot be served, and `packages_layer`, the Docker image layer of a source's packages."""
 
 from __future__ import annotations
 
@@ -11,10 +11,14 @@ import stat
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
+import anyio
+
 from gateway.config import Settings
-from sandbox import CallLimits, SandboxStartError, strongest_available
+from sandbox import CallLimits, SandboxStartError, source_layer, strongest_available
 from tools.sources import pip_error
 
 DISCOVERY_LIMITS = CallLimits(
@@ -55,3 +59,21 @@ def pip_install(requirements: tuple[str, ...], target: Path) -> None:
     if done.returncode != 0:
         said = pip_error(f"{done.stdout}\n{done.stderr}")
         raise SourceUnavailable(f"pip could not install {' '.join(requirements)}: {said}")
+
+
+async def packages_layer(
+    settings: Settings,
+    image: str,
+    source: str,
+    digest: str,
+    packages: tuple[str, ...],
+    cache: Path,
+    say: Callable[[str], None],
+) -> str:
+    """`image` with a layer holding `source`'s packages (built once per `digest`, in a
+    worker thread): the image its sandboxes run on Docker."""
+    build = partial(
+        source_layer, settings.docker_host, image, source, digest, packages,
+        cache_dir=cache, say=say,
+    )  # fmt: skip
+    return await anyio.to_thread.run_sync(build, abandon_on_cancel=True)
