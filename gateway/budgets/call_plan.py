@@ -100,9 +100,10 @@ def plan_call(
         raise _hopeless(tool, chain, choice.finish, remaining_ms)
 
     def clamped(ms: float) -> int:
-        # Never past what the rest of the plan leaves at its low end (`grant.room_ms`): of
-        # grants the chain's chance cannot tell apart, the longest would run to the deadline.
-        ms = min(ms, max(grant.room_ms, 0.0))
+        # Within what this call may use (`usable`: its kill still answers in time). Not within
+        # `grant.room_ms` (what the rest of the plan leaves at its low end): at a tight deadline
+        # that clamp killed a first call the chain's odds said to let finish (SIMULATION, 100
+        # chains: heavy-tail completion at 560 ms 42% with it, 49% without).
         return max(1, int(min(max(ms, float(min_ms)), float(max_ms), usable)))
 
     granted = clamped(choice.grant_ms)

@@ -133,8 +133,11 @@ async def test_a_late_kill_is_kept_back_once_per_chain_not_once_per_later_call(
                               token_id="jti-1")  # fmt: skip
     await AuthorizeStage(default_registry)(ctx)
     await ScopeStage()(ctx)
+    decided_from = time.time() * 1000
     await stage(ctx)
     assert ctx.granted_ms is not None and ctx.kill_margin_ms == 10 + 300
-    # ~600 - 310 (this call's late kill) - 2 x (p25 35 ms + 15 ms of overhead) = ~190 ms.
+    # At least ~600 - 310 (this call's late kill) - 2 x (p25 35 ms + 15 ms of overhead).
     assert ctx.granted_ms >= 150
-    assert time.time() * 1000 + ctx.granted_ms + ctx.kill_margin_ms <= deadline
+    # Counted from when it was decided, a kill at the grant answers in time (a call that
+    # starts later is stopped by the sandbox's deadline, the run's less the kill margin).
+    assert decided_from + ctx.granted_ms + ctx.kill_margin_ms <= deadline
