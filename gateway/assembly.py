@@ -54,6 +54,7 @@ from gateway.pipeline import (
     AccountStage,
     AuthenticateStage,
     AuthorizeStage,
+    BodyRate,
     BudgetStage,
     DispatchStage,
     HeaderCheck,
@@ -342,4 +343,5 @@ def _pipeline(
             )
         ],
     )
-    return pipeline, HeaderCheck(authenticate, budget)
+    body_rate = BodyRate(settings.tenant_body_bytes_per_s, settings.tenant_body_bytes_burst)
+    return pipeline, HeaderCheck(authenticate, budget, body_rate)

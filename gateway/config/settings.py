@@ -113,6 +113,13 @@ class Settings(BaseSettings):
     # every client shares its address: raise it there.
     http_unauthenticated_per_s: float = Field(default=20.0, gt=0)
     max_body_bytes: int = Field(default=1_048_576, gt=0)
+    # Request bodies over 64 KiB take their bytes from their tenant's bucket, per gateway
+    # process, before they are read (`gateway.pipeline.body_rate`): parsing is what a large
+    # body costs (~50 MB/s of one core here), so 4 MiB/s holds one tenant's large bodies to
+    # under a tenth of a core; past it, RATE_LIMITED with the wait. The burst: 8 bodies at
+    # the 1 MiB limit.
+    tenant_body_bytes_per_s: float = Field(default=4_194_304, gt=0)
+    tenant_body_bytes_burst: int = Field(default=8_388_608, gt=0)
     audit_stream_max: int = Field(default=100_000, gt=0)  # ~records the audit stream keeps
     max_value_bytes: int = Field(default=262_144, gt=0)
     # Rate limits: each agent per target (a tool, or all its state operations), and each

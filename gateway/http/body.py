@@ -83,12 +83,16 @@ async def read_body(request: Request, limit: int) -> bytes:
     return body
 
 
-async def refuse_before_body(request: Request, target: str) -> None:
+async def refuse_before_body(request: Request, target: str, limit: int) -> None:
     """Raise what the request's headers already refuse (no token or a bad one, a revoked
-    agent, a caller over its rate for `target`) when its body may be large: it is then
-    never read."""
+    agent, a caller over its rate for `target`, a tenant over its rate of large bodies) when
+    its body may be large: it is then never read. `limit`: the route's `max_body_bytes`."""
     check: HeaderCheck = gateway_parts(request.app).header_check
-    if check.wanted(request.headers) and (refused := await check.refusal(request.headers, target)):
+    if not check.wanted(request.headers):
+        return
+    declared = request.headers.get("content-length", "")
+    size = min(int(declared), limit) if declared.isdigit() else limit
+    if refused := await check.refusal(request.headers, target, size):
         raise refused
 
 

@@ -6,6 +6,7 @@ One stage a module, each numbered in its docstring; `gateway.assembly` composes 
 from gateway.pipeline.account import AccountStage
 from gateway.pipeline.authenticate import AuthenticateStage
 from gateway.pipeline.authorize import AuthorizeStage, allowed_specs, find_tool
+from gateway.pipeline.body_rate import BodyRate
 from gateway.pipeline.budget import BudgetStage, DeadlineClamp, TimeAllocator
 from gateway.pipeline.context import RequestContext, Stage, trace_of
 from gateway.pipeline.dispatch import DispatchStage, fit_limits
@@ -17,6 +18,7 @@ __all__ = [
     "AccountStage",
     "AuthenticateStage",
     "AuthorizeStage",
+    "BodyRate",
     "BudgetStage",
     "DeadlineClamp",
     "DispatchStage",

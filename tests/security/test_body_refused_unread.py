@@ -128,3 +128,51 @@ async def test_a_strangers_large_mcp_message_is_refused_unread(
     assert answer.status_code == 401, answer.text
     assert answer.json()["error"]["data"]["code"] == code
     assert sent <= UNREAD_MAX, f"the gateway read {sent} bytes of a stranger's MCP message"
+
+
+async def test_a_tenants_large_bodies_past_its_byte_rate_are_refused_unread(
+    redis_url: str, redis: Redis
+) -> None:
+    """Parsing is what a large body costs: past its tenant's bucket of body bytes (per
+    gateway process), a tenant's large bodies are refused RATE_LIMITED before they are read,
+    whichever of its agents sends them; its small calls and another tenant's large ones go
+    on. On main, every such body was read and parsed (the huge read-set attack: 20x on a
+    victim's p99)."""
+    settings = Settings(
+        redis_url=redis_url,
+        port=0,
+        sandbox_backend="inprocess",
+        tenant_body_bytes_per_s=1_000,
+        tenant_body_bytes_burst=300_000,
+        secret="body-rate-secret-" + "x" * 32,
+        admin_key="body-rate-admin-key",
+    )
+    large = {"arguments": {"message": "x" * 200_000}}
+    async with in_process_gateway(settings, "http://localhost") as gateway:
+        admin = admin_headers(settings)
+
+        async def bearer(tenant: str, agent: str) -> dict[str, str]:
+            token = await registered_token(gateway, admin, tenant, agent, tools=["echo"])
+            return {"Authorization": f"Bearer {token}"}
+
+        noisy, noisy_too, victim = (
+            await bearer("noisy", "a"), await bearer("noisy", "b"), await bearer("good", "v")
+        )  # fmt: skip
+        first = await gateway.post("/v1/tools/echo/call", json=large, headers=noisy)
+        assert first.status_code == 200, first.text  # within the burst
+        for headers in (noisy, noisy_too):  # the bucket is the tenant's, not an agent's
+            answer, sent = await _send_large(gateway, "/v1/tools/echo/call", headers)
+            error = answer.json()
+            assert answer.status_code == 429 and error["code"] == "RATE_LIMITED", answer.text
+            assert error["details"]["limited_by"] == "tenant_body_bytes"
+            assert error["retryable"] and error["retry_after_ms"] >= 90_000  # 100 KB short
+            assert sent <= UNREAD_MAX, f"the gateway read {sent} bytes past the byte rate"
+        declared = await gateway.post("/v1/tools/echo/call", json=large, headers=noisy)
+        assert declared.status_code == 429, declared.text
+        small = await gateway.post(
+            "/v1/tools/echo/call", json={"arguments": {"message": "hi"}}, headers=noisy
+        )
+        assert small.status_code == 200, small.text
+        other = await gateway.post("/v1/tools/echo/call", json=large, headers=victim)
+        assert other.status_code == 200, other.text
+        assert other.json()["result"] == large["arguments"]["message"]

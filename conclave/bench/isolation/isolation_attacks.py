@@ -319,11 +319,16 @@ ATTACKS: dict[str, tuple[Attack, frozenset[str]]] = {
     "noisy holds slow sandboxes": (
         hold_slow_sandboxes, frozenset({"SANDBOX_UNAVAILABLE", "RATE_LIMITED"})
     ),
-    "noisy commits huge read sets": (huge_read_sets, frozenset({"PAYLOAD_TOO_LARGE"})),
+    # Past its tenant's rate of large bodies a commit is refused unread, before that parsed.
+    "noisy commits huge read sets": (
+        huge_read_sets, frozenset({"PAYLOAD_TOO_LARGE", "RATE_LIMITED"})
+    ),
     "noisy forges results": (forge_results, frozenset({"SANDBOX_KILLED", "TOOL_FAILED"})),
     "noisy fills redis": (fill_redis, frozenset({"STATE_QUOTA_EXCEEDED"})),
     # The plan's names are over the head's bytes in a header, over the body cap in a body.
-    "noisy floods plans": (flood_plans, frozenset({"INVALID_REQUEST", "PAYLOAD_TOO_LARGE"})),
+    "noisy floods plans": (
+        flood_plans, frozenset({"INVALID_REQUEST", "PAYLOAD_TOO_LARGE", "RATE_LIMITED"})
+    ),
     "noisy fills its workspace": (fill_workspaces, frozenset({"SANDBOX_DISK_FULL"})),
     "noisy floods egress (fds)": (flood_egress, frozenset({"egress 429 (RATE_LIMITED)"})),
     "stranger floods connections": (

@@ -316,8 +316,9 @@ async def mcp_post(request: Request) -> Response:
     level_of: LevelOf = gateway_parts(request.app).log_levels.level_of  # the identity's setLevel
     declared: dict[str, Any] = {}  # a 2026-07-28 client's features, from its _meta
     try:
-        await refuse_before_body(request, "mcp:*")  # a large body from a refused caller: unread
-        body = await read_body(request, app_settings(request.app).max_body_bytes)
+        limit = app_settings(request.app).max_body_bytes
+        await refuse_before_body(request, "mcp:*", limit)  # a refused caller's large body: unread
+        body = await read_body(request, limit)
         parsed = parse_message(body)
         if isinstance(parsed, McpAnswer):
             return await _client_answer(request, pipeline, parsed)

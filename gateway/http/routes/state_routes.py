@@ -110,7 +110,8 @@ async def _write_with_body(
     """A write whose body is parsed first: a body that does not parse is refused through
     the pipeline too, so it is authenticated and audited like any other refusal."""
     try:
-        await refuse_before_body(request, "state:*")
+        limit = app_settings(request.app).max_body_bytes
+        await refuse_before_body(request, "state:*", limit)
         body = await _body(request, model, empty_ok=empty_ok)
     except (GatewayError, ValidationError) as exc:
         return await _through_pipeline(request, name, namespace, "write", None, exc)

@@ -41,8 +41,9 @@ async def call_tool(request: Request) -> Response:
     ctx = RequestContext("http", name, request.headers, tool_name=name)
     ctx.show_traceback = shows_traceback(request.headers, app_settings(request.app))
     try:
-        await refuse_before_body(request, name)
-        body = await read_body(request, app_settings(request.app).max_body_bytes)
+        limit = app_settings(request.app).max_body_bytes
+        await refuse_before_body(request, name, limit)
+        body = await read_body(request, limit)
         call = ToolCallRequest.model_validate_json(body or b"{}")
     except Exception as exc:  # refused by the scope stage, once we know who sent it
         ctx.input_error = exc
