@@ -38,17 +38,20 @@ class CountedBody:
             yield chunk
 
 
-@pytest.fixture
-def settings(redis_url: str) -> Settings:
+def _settings(redis_url: str, **limits: float) -> Settings:
     return Settings(
         redis_url=redis_url,
         port=0,
         sandbox_backend="inprocess",
-        rate_limit_per_s=0.01,
-        rate_limit_burst=2,
         secret="unread-bodies-secret-" + "x" * 32,
         admin_key="unread-bodies-admin-key",
+        **limits,
     )
+
+
+@pytest.fixture
+def settings(redis_url: str) -> Settings:
+    return _settings(redis_url, rate_limit_per_s=0.01, rate_limit_burst=2)
 
 
 @pytest.fixture
@@ -138,15 +141,7 @@ async def test_a_tenants_large_bodies_past_its_byte_rate_are_refused_unread(
     whichever of its agents sends them; its small calls and another tenant's large ones go
     on. On main, every such body was read and parsed (the huge read-set attack: 20x on a
     victim's p99)."""
-    settings = Settings(
-        redis_url=redis_url,
-        port=0,
-        sandbox_backend="inprocess",
-        tenant_body_bytes_per_s=1_000,
-        tenant_body_bytes_burst=300_000,
-        secret="body-rate-secret-" + "x" * 32,
-        admin_key="body-rate-admin-key",
-    )
+    settings = _settings(redis_url, tenant_body_bytes_per_s=1_000, tenant_body_bytes_burst=300_000)
     large = {"arguments": {"message": "x" * 200_000}}
     async with in_process_gateway(settings, "http://localhost") as gateway:
         admin = admin_headers(settings)
