@@ -51,10 +51,11 @@ class SandboxConfig(BaseModel):
     queue_max: int = Field(default=32, gt=0)
     idle_s: float = Field(default=300.0, gt=0)
     recycle_after: int = Field(default=500, gt=0)
-    # Keep one pre-started spare sandbox, nobody's until a new identity's first call takes it,
-    # for the profiles of calls limited to these memory_mb (rounded up to their tier, so
-    # [256] covers every call of up to 256 MB). Unset: the profile of the last cold start;
-    # [] none. A spare counts against pool_max and is the first torn down for room.
+    # Keep one pre-started spare sandbox for the tenant of the last cold start, in its cgroup,
+    # until a new agent of that tenant takes it, for the profiles of calls limited to these
+    # memory_mb (rounded up to their tier, so [256] covers every call of up to 256 MB).
+    # Unset: the profile of the last cold start; [] none. A spare counts against pool_max and
+    # is the first torn down for room.
     spares: tuple[int, ...] | None = None
     # Each sandbox's workspace is a file system of its own of this size and file count, so
     # tool code that fills it fails its own call (SANDBOX_DISK_FULL) and no other tenant, nor

@@ -28,7 +28,7 @@ for its start, which ends sooner than a second one would).
 A cancelled call's sandbox, and a cold start that outlived its caller's deadline, go to the
 idle pool when they are ready; the identity's next call waits for them instead of starting
 another (`sandbox.arrivals`). With `spares`, the pool keeps pre-started sandboxes that belong
-to nobody yet, for identities it has not seen (`sandbox.spares`).
+to a tenant but no identity yet, for its agents it has not seen (`sandbox.spares`).
 
 Subscriptions: a call that subscribed one of the sandbox's MCP servers (`Invocation.hold`)
 keeps that sandbox from idle reaping for the hold's time after it (it is evicted for room
@@ -52,15 +52,15 @@ import anyio
 
 from protocol import CallUsage, ErrorCode, ExitReason, SerfError
 from sandbox.arrivals import Arrivals, Arriving, StartsByDeadline
-from sandbox.backend import SandboxBackend, SandboxError, SandboxProfile, SandboxSpec
+from sandbox.backend import SandboxBackend, SandboxError, SandboxSpec
 from sandbox.background import BackgroundWork
 from sandbox.config import DIRECT_POOL, SandboxConfig
 from sandbox.executor import CallLimits, Invocation, Outcome
 from sandbox.fair_queue import FairQueue, Waiter
 from sandbox.fair_share import FairShares, Grant, PoolFullError
 from sandbox.instance import CANCEL_ANSWER_S, EgressGate, Sandbox, StaleSandboxError
-from sandbox.profiles import NOBODY, PoolKey, profile_for
-from sandbox.spares import Spares
+from sandbox.profiles import SPARE_AGENT, PoolKey, profile_for
+from sandbox.spares import SpareKey, Spares
 from sandbox.time_limit import TimeLimit
 from sandbox.unavailable import unavailable_error
 from sandbox.workspace import DEFAULT_ROOT, create_workspace, remove_workspace
@@ -352,7 +352,7 @@ class SandboxPool:
             return None
         idle = None if fresh else self._idle.get(key)
         tokens = self._shares.start_tokens
-        spare = None if idle or not tokens.may_take(tenant) else self._spares.take(key[2])
+        spare = None if idle or not tokens.may_take(tenant) else self._spares.take(tenant, key[2])
         if idle:
             sandbox = idle.pop()
             self._busy.add(sandbox)
@@ -361,7 +361,7 @@ class SandboxPool:
             tokens.take(tenant)  # the spare is started again: the tenant's new sandbox
             spare.spec = replace(spare.spec, tenant=tenant, agent=agent)
             self._busy.add(spare)
-            self._spares.last_cold = key[2]
+            self._spares.last_cold = (tenant, key[2])
             grant = Grant(sandbox=spare)
         else:
             if not self._shares.may_start(tenant):
@@ -409,7 +409,7 @@ class SandboxPool:
         async with self._lock:
             self._shares.started_or_not(key)
             self._busy.add(sandbox)
-            self._spares.last_cold = key[2]
+            self._spares.last_cold = (key[0], key[2])
             if self._shares.tenant_starts_max is not None:
                 self._queue.serve(self._admit)  # the tenant's next start may go now
         return sandbox
@@ -470,23 +470,25 @@ class SandboxPool:
         wanted = self._spares.wanted()
         for unwanted in self._spares.unwanted(wanted):
             self._work.start(self._destroy, unwanted)
-        for profile in self._spares.missing(wanted):
+        for spare in self._spares.missing(wanted):
             if self.size >= self.config.pool_max:
                 return
-            self._spares.starting.add(profile)
-            self._work.start(self._start_spare, profile)
+            self._spares.starting.add(spare)
+            self._work.start(self._start_spare, spare)
 
-    async def _start_spare(self, profile: SandboxProfile) -> None:
+    async def _start_spare(self, spare: SpareKey) -> None:
+        """Start the tenant's spare (in its cgroup; of no agent until one takes it)."""
+        tenant, profile = spare
         sandbox: Sandbox | None = None
         try:
-            sandbox = await self._start((*NOBODY, profile))
+            sandbox = await self._start((tenant, SPARE_AGENT, profile))
         except Exception:  # a spare is a courtesy; a call starts its own sandbox anyway
             log.info("could not start a spare sandbox of %s MB", profile.memory_mb, exc_info=True)
         finally:
             async with self._lock:
-                self._spares.starting.discard(profile)
+                self._spares.starting.discard(spare)
                 if sandbox is not None and not self._closed:
-                    self._spares.ready[profile], sandbox = sandbox, None
+                    self._spares.ready[spare], sandbox = sandbox, None
                     self._queue.serve(self._admit)  # a queued call may take it
         if sandbox is not None:  # the pool shut down while it started
             await self._destroy(sandbox)

@@ -16,7 +16,7 @@ from sandbox.executor import CallLimits
 MEMORY_TIERS_MB = (256, 1024, 4096, 16384, 65536)
 RUNNER_OVERHEAD_MB = 192
 PoolKey = tuple[str, str, SandboxProfile]  # (tenant, agent, profile)
-NOBODY = ("", "")  # the (tenant, agent) of a spare: it belongs to no identity yet
+SPARE_AGENT = ""  # the agent of a spare: it belongs to its tenant, to no identity yet
 
 
 def profile_for(limits: CallLimits, network: bool = False) -> SandboxProfile:

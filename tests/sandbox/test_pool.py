@@ -218,11 +218,20 @@ async def test_a_spare_is_evicted_first_and_never_evicts(make_pool: PoolFactory)
     assert pool.size == 3 and pool.ready_spares == 0 and pool.started == 4
 
 
-async def test_configured_spares_start_before_any_call(make_pool: PoolFactory) -> None:
-    pool = await make_pool("process", spares=(DEFAULT_LIMITS.memory_mb,))  # its reaper starts it
-    spare = await _ready_spare(pool)
-    first = await pool.execute(invocation("whoami"))
-    assert first.usage.sandbox == spare.label and pool.started == 1
+async def test_configured_spares_start_for_the_tenant_of_the_last_cold_start(
+    make_pool: PoolFactory,
+) -> None:
+    """A spare is a tenant's (started in its cgroup), so none starts before a tenant's cold
+    start says whose; then one of each configured profile, which only its agents take."""
+    pool = await make_pool("process", spares=(DEFAULT_LIMITS.memory_mb, 1024))
+    first = await pool.execute(invocation("whoami"))  # acme's cold start
+    await until(lambda: pool.ready_spares == 2, 30)
+    assert {s.spec.tenant for s in pool._spares.ready.values()} == {"acme"}
+    acmes = {s.label for s in pool._spares.ready.values()}
+    bob = await pool.execute(invocation("whoami", agent="bob", memory_mb=1024))
+    assert bob.ok and pool.started == 3  # acme's spare of that profile: no start for bob
+    carol = await pool.execute(invocation("whoami", tenant="globex", agent="carol"))
+    assert carol.ok and carol.usage.sandbox not in {first.usage.sandbox, *acmes}  # her own
 
 
 @pytest.mark.parametrize("backend", ISOLATING)

@@ -22,7 +22,9 @@ import pytest
 
 from gateway.assembly import create_app
 from gateway.config import Settings
+from gateway.http.gateway_parts import gateway_parts
 from gateway.identity.tokens import issue_token
+from sandbox import SandboxPool
 from sandbox.backends.cgroup import CGROUP_ROOT, TENANT_CPU_SHARES, tenant_group
 from tests.helpers import until
 
@@ -37,7 +39,7 @@ WORK = "n = 0\nfor i in range(3_000_000):\n    n += i\nn"
 @pytest.fixture(params=["bwrap", "docker"])
 async def gateway(
     request: pytest.FixtureRequest, redis_url: str
-) -> AsyncIterator[tuple[httpx.AsyncClient, Settings]]:
+) -> AsyncIterator[tuple[httpx.AsyncClient, Settings, SandboxPool]]:
     request.getfixturevalue("docker_engine" if request.param == "docker" else "bwrap_available")
     settings = Settings(
         redis_url=redis_url,
@@ -53,7 +55,9 @@ async def gateway(
         async with httpx.AsyncClient(
             transport=transport, base_url="http://localhost", timeout=120
         ) as client:
-            yield client, settings
+            pool = gateway_parts(app).executor
+            assert isinstance(pool, SandboxPool)
+            yield client, settings, pool
 
 
 def _bearer(settings: Settings, tenant: str, agent: str) -> dict[str, str]:
@@ -90,9 +94,9 @@ def _sandbox_group(settings: Settings, sandbox: str) -> Path:
 
 
 async def test_a_tenants_cpu_burners_share_one_tenants_cpu(
-    gateway: tuple[httpx.AsyncClient, Settings],
+    gateway: tuple[httpx.AsyncClient, Settings, SandboxPool],
 ) -> None:
-    client, settings = gateway
+    client, settings, _ = gateway
 
     async def victim_call() -> tuple[float, str]:
         began = time.perf_counter()
@@ -131,3 +135,34 @@ async def test_a_tenants_cpu_burners_share_one_tenants_cpu(
     assert flooded <= VICTIM_MAX_RATIO * alone, (
         f"the victim's call took {flooded:.2f} s under the flood, {alone:.2f} s alone"
     )
+
+
+async def test_every_sandbox_runs_in_its_own_tenants_group_spares_too(
+    gateway: tuple[httpx.AsyncClient, Settings, SandboxPool],
+) -> None:
+    """A spare is started for the tenant whose cold start called for it, in its group, and
+    only that tenant's agents take it. Before, a spare was nobody's (`tenant-` with no
+    name) and stayed in that group when any tenant's new agent took it: under the isolation
+    flood the victim's sandbox and the attacker's shared it, and no tenant share held."""
+    client, settings, pool = gateway
+
+    async def first_call(tenant: str, agent: str) -> str:
+        headers = _bearer(settings, tenant, agent)
+        answer = await client.post("/v1/tools/whoami/call", json={"arguments": {}}, headers=headers)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["result"]["tenant"] == tenant
+        sandbox: str = answer.json()["usage"]["sandbox"]
+        return sandbox
+
+    def spare_of(tenant: str) -> bool:
+        return any(spare.spec.tenant == tenant for spare in pool._spares.ready.values())
+
+    placed: list[tuple[str, str]] = []
+    for tenant, agent in [("victim", "v1"), ("noisy", "n1"), ("noisy", "n2"), ("victim", "v2")]:
+        placed.append((tenant, await first_call(tenant, agent)))
+        await until(lambda tenant=tenant: spare_of(tenant), 30, poll_s=0.05)  # started for it
+    for tenant, sandbox in placed:
+        assert _sandbox_group(settings, sandbox).parent == _cpu_group(tenant), (tenant, sandbox)
+    # Cold starts: v1, n1, v2 (noisy's spare is not the victim's); n2 took noisy's spare; a
+    # spare after each of the four calls.
+    assert pool.started == 7
