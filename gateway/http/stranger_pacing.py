@@ -12,37 +12,28 @@ and the wait costs it nothing (no CPU, a descriptor the connection limits alread
 Only 401 answers wait: a client with a good token is never paced here (its rate limits are
 the budget stage's), and a client whose token expired gets its one 401 at once, from a full
 bucket. Behind a proxy every client shares the proxy's address, so raise `per_s` there.
-The buckets are per process; at most `MAX_ADDRESSES` are kept (the least recently seen go,
-and an address seen again starts full).
+The buckets are per process (`gateway.pipeline.local_buckets`); at most 4,096 addresses are
+kept (the least recently seen go, and an address seen again starts full).
 """
 
 from __future__ import annotations
 
-import time
-from collections import OrderedDict
-
 import anyio
 from starlette.types import Message, Scope, Send
 
-MAX_ADDRESSES = 4096
+from gateway.pipeline.local_buckets import LocalBuckets
 
 
 class StrangerPacing:
     def __init__(self, per_s: float) -> None:
         self.per_s = per_s
         self.burst = 2 * per_s
-        # Per address: tokens (negative: answers already promised ahead) and when counted.
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        # Per address; a bucket below zero: answers already promised ahead.
+        self._buckets = LocalBuckets(per_s, self.burst)
 
     def delay_s(self, address: str) -> float:
         """Take one token of `address`'s bucket: how long its answer must wait for it."""
-        now = time.monotonic()
-        tokens, then = self._buckets.pop(address, (self.burst, now))
-        tokens = min(self.burst, tokens + (now - then) * self.per_s) - 1
-        self._buckets[address] = (tokens, now)
-        if len(self._buckets) > MAX_ADDRESSES:
-            self._buckets.popitem(last=False)
-        return 0.0 if tokens >= 0 else -tokens / self.per_s
+        return self._buckets.take(address, 1, owing=True)
 
     def pace(self, scope: Scope, send: Send) -> Send:
         """`send`, holding a 401 answer until the client's address has a token."""

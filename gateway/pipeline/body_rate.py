@@ -10,42 +10,31 @@ declared length, or `max_body_bytes` when it declares none, before it is read; a
 whose bucket is short is refused RATE_LIMITED (`details.limited_by: tenant_body_bytes`) and
 its body is never read. Small bodies cost what a request costs: the rate buckets count them.
 
-The buckets are per process, as the CPU they share out is; at most `MAX_TENANTS` are kept
-(the least recently seen go, and a tenant seen again starts full). A body larger than the
-burst takes the whole burst, so `max_body_bytes` above the burst still gets through.
+The buckets are per process, as the CPU they share out is (`local_buckets`). A body larger
+than the burst takes the whole burst, so `max_body_bytes` above the burst still gets through.
 """
 
 from __future__ import annotations
 
 import math
-import time
-from collections import OrderedDict
 
 from gateway.gateway_error import GatewayError
+from gateway.pipeline.local_buckets import LocalBuckets
 from protocol import ErrorCode
-
-MAX_TENANTS = 4096
 
 
 class BodyRate:
     def __init__(self, per_s: float, burst: int) -> None:
         self.per_s = per_s
         self.burst = burst
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tokens, when
+        self._buckets = LocalBuckets(per_s, burst)
 
     def take(self, tenant: str, size: int) -> GatewayError | None:
         """Take `size` bytes from `tenant`'s bucket, or say why not (taking nothing)."""
-        now = time.monotonic()
-        tokens, then = self._buckets.pop(tenant, (float(self.burst), now))
-        tokens = min(float(self.burst), tokens + (now - then) * self.per_s)
-        cost = min(size, self.burst)
-        refused = tokens < cost
-        self._buckets[tenant] = (tokens if refused else tokens - cost, now)
-        if len(self._buckets) > MAX_TENANTS:
-            self._buckets.popitem(last=False)
-        if not refused:
+        wait_s = self._buckets.take(tenant, min(size, self.burst))
+        if wait_s == 0:
             return None
-        wait_ms = math.ceil((cost - tokens) * 1000 / self.per_s)
+        wait_ms = math.ceil(wait_s * 1000)
         return GatewayError.of(
             ErrorCode.RATE_LIMITED,
             f"tenant {tenant} is over its rate of large request bodies ({self.per_s:g} bytes/s,"
