@@ -21,7 +21,7 @@ from __future__ import annotations
 import anyio
 from starlette.types import Message, Scope, Send
 
-from gateway.pipeline.local_buckets import LocalBuckets
+from gateway.pipeline import LocalBuckets
 
 
 class StrangerPacing:

@@ -11,6 +11,7 @@ from gateway.pipeline.budget import BudgetStage, DeadlineClamp, TimeAllocator
 from gateway.pipeline.context import RequestContext, Stage, trace_of
 from gateway.pipeline.dispatch import DispatchStage, fit_limits
 from gateway.pipeline.header_check import HeaderCheck
+from gateway.pipeline.local_buckets import LocalBuckets
 from gateway.pipeline.pipeline import Pipeline
 from gateway.pipeline.scope import ScopeStage
 
@@ -23,6 +24,7 @@ __all__ = [
     "DeadlineClamp",
     "DispatchStage",
     "HeaderCheck",
+    "LocalBuckets",
     "Pipeline",
     "RequestContext",
     "ScopeStage",

@@ -359,6 +359,11 @@ async def test_the_call_after_a_recycle_finds_its_successor_warm(make_pool: Pool
         outcome = await pool.execute(invocation("whoami"))
         assert outcome.ok, outcome.error
     await until(lambda: pool.started == 2, 30)  # begun after the 9th call, not by a call
+
+    def successor_idle() -> bool:  # started, then checked in warm (a moment later)
+        return pool.tenant_stats().get("acme", (0, 0, 0))[1] == 1
+
+    await until(successor_idle, 30)
     assert pool.recycled == 1
     after = await pool.execute(invocation("whoami"))
     assert after.ok, after.error
