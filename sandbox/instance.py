@@ -204,7 +204,10 @@ class Sandbox:
 
         async def watch_for_death(scope: anyio.CancelScope) -> None:
             while True:
-                await anyio.sleep(0.01)
+                # Every 50 ms: each look is an event-loop wake-up per starting sandbox (a
+                # burst of a tenant's cold starts is tens of them), and a docker backend
+                # asks its engine at most every 0.5 s anyway.
+                await anyio.sleep(0.05)
                 reason = await self.launched.exit_reason()
                 if reason is not None:
                     died.append(reason)
