@@ -74,6 +74,7 @@ class SandboxSpec:
     workspace: Path  # on the host; mounted read-write at SANDBOX_WORKSPACE
     tool_modules: tuple[str, ...]
     workspace_quota: WorkspaceQuota | None = None  # None: the workspace is not bounded
+    cpus: str | None = None  # the CPUs it runs on, a cpuset list (`SandboxConfig.cpus`)
 
 
 class LaunchedSandbox(Protocol):

@@ -8,9 +8,10 @@ the gateway's tool registry read them too, so they stay beside this in the setti
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sandbox.backend import WorkspaceQuota
 
@@ -63,6 +64,24 @@ class SandboxConfig(BaseModel):
     # memory. 0: no quota (a plain directory on the host's disk). Needs a root gateway.
     workspace_mb: int = Field(default=256, ge=0)
     workspace_inodes: int = Field(default=16_384, gt=0)
+    # The CPUs every sandbox runs on, a cpuset list ("1-3", "0,2"); unset: every CPU. Leaving
+    # one out keeps a core no tool code runs on for the gateway, Redis and the Docker engine:
+    # under one tenant's flood of sandboxes (its cold starts, its tools' CPU) another tenant's
+    # call otherwise waits for a CPU at each hop through them. Set by each sandbox's cgroup
+    # (cpuset), so tool code cannot widen it. Needs cgroups: docker, or bwrap and process as
+    # root on cgroup v1.
+    cpus: str | None = None
+
+    @field_validator("cpus")
+    @classmethod
+    def _cpus_here(cls, cpus: str | None) -> str | None:
+        return None if cpus is None else cpu_list(cpus)
+
+    @model_validator(mode="after")
+    def _cpus_need_sandboxes(self) -> SandboxConfig:
+        if self.cpus is not None and self.backend == "inprocess":
+            raise ValueError("sandbox cpus: the inprocess backend runs tools in the gateway")
+        return self
 
     @property
     def workspace_quota(self) -> WorkspaceQuota | None:
@@ -70,6 +89,34 @@ class SandboxConfig(BaseModel):
         if self.workspace_mb <= 0:
             return None
         return WorkspaceQuota(self.workspace_mb, self.workspace_inodes)
+
+
+def cpu_list(text: str) -> str:
+    """`text`, a cpuset list of CPUs this process may run on, in its canonical form ("0-2,5");
+    ValueError when it is malformed, empty or names a CPU not here."""
+    cpus: set[int] = set()
+    try:
+        for part in text.replace(" ", "").split(","):
+            first, _, last = part.partition("-")
+            cpus.update(range(int(first), int(last or first) + 1))
+    except ValueError:
+        cpus = set()
+    if not cpus:
+        raise ValueError(f"sandbox cpus {text!r}: not a CPU list such as '1-3' or '0,2'")
+    here = os.sched_getaffinity(0)
+    if not cpus <= here:
+        raise ValueError(f"sandbox cpus {text!r}: this machine's CPUs are {_ranges(sorted(here))}")
+    return _ranges(sorted(cpus))
+
+
+def _ranges(cpus: list[int]) -> str:
+    runs: list[list[int]] = []
+    for cpu in cpus:
+        if runs and cpu == runs[-1][1] + 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 # A pool built directly (tests, the bench) refuses at once and keeps no spares unless asked.

@@ -419,7 +419,10 @@ class SandboxPool:
         sandbox_id = f"sbx-{uuid.uuid4().hex[:12]}"
         quota = self.config.workspace_quota
         workspace = create_workspace(self.workspace_root, sandbox_id, quota)
-        spec = SandboxSpec(sandbox_id, tenant, agent, profile, workspace, self.tool_modules, quota)
+        spec = SandboxSpec(
+            sandbox_id, tenant, agent, profile, workspace, self.tool_modules, quota,
+            self.config.cpus,
+        )  # fmt: skip
         try:
             sandbox = await Sandbox.open(self.backend, spec, self.startup_timeout_s, self.egress)
         except BaseException:

@@ -107,7 +107,7 @@ class BwrapBackend:
     async def launch(self, spec: SandboxSpec) -> LaunchedSandbox:
         seccomp_fd = _seccomp_file()
         try:
-            cgroup = SandboxCgroup(spec.sandbox_id, spec.tenant)
+            cgroup = SandboxCgroup(spec.sandbox_id, spec.tenant, spec.cpus)
             cgroup.create(spec.profile)
             argv = joining(cgroup, bwrap_argv(spec, seccomp_fd))
             try:

@@ -8,7 +8,8 @@ one. The docker backend puts its containers in the same tenant groups (`cgroup_p
 so a tenant's share is one across both backends. A tenant's group is removed with its last
 sandbox (an rmdir, which the kernel refuses while the group holds another).
 
-Limits: memory (and memory+swap, so it cannot swap), process count and CPU quota. The
+Limits: memory (and memory+swap, so it cannot swap), process count, CPU quota and, when the
+operator keeps some CPUs free of tool code (`SandboxConfig.cpus`), a v1 cpuset. The
 process count is the group's own (`pids.max`): unlike RLIMIT_NPROC, which counts every process
 of a uid on the host, no other sandbox's processes count against it. A sandbox's first process
 joins the group before it execs anything (`joining`), so nothing of it starts outside. Teardown
@@ -93,16 +94,36 @@ def ensure_tenant_cgroup(tenant: str) -> None:
 
 def remove_tenant_cgroup(tenant: str) -> None:
     """Remove the tenant's group if it holds no sandbox any more (else leave it)."""
-    for path in tenant_cgroup_dirs(tenant).values():
+    for path in [*tenant_cgroup_dirs(tenant).values(), _cpuset_dir(tenant_group(tenant))]:
         with contextlib.suppress(OSError):
             path.rmdir()
 
 
+def _cpuset_dir(group: str) -> Path:
+    return CGROUP_ROOT / "cpuset" / group
+
+
+def _cpuset_group(group: Path, cpus: str) -> None:
+    """Make the sandbox's v1 cpuset group on `cpus`, and each missing parent on its parent's
+    CPUs and memory nodes (a v1 cpuset group starts with none, and takes no process then)."""
+    levels = [group, *group.parents]
+    for path in reversed(levels[: levels.index(CGROUP_ROOT / "cpuset")]):
+        path.mkdir(exist_ok=True)
+        for name in ("cpuset.mems", "cpuset.cpus"):
+            if not (path / name).read_text().strip():
+                _write(path / name, (path.parent / name).read_text().strip())
+    _write(group / "cpuset.cpus", cpus)
+
+
 class SandboxCgroup:
-    def __init__(self, sandbox_id: str, tenant: str) -> None:
+    def __init__(self, sandbox_id: str, tenant: str, cpus: str | None = None) -> None:
+        """`cpus`: the CPUs it runs on (a cpuset list; None: every CPU)."""
         self.v2 = cgroup_v2()
         self.tenant = tenant
+        self.cpus = cpus
         self.dirs = {c: path / sandbox_id for c, path in tenant_cgroup_dirs(tenant).items()}
+        if cpus is not None and not self.v2:
+            self.dirs["cpuset"] = _cpuset_dir(f"{tenant_group(tenant)}/{sandbox_id}")
 
     def create(self, profile: SandboxProfile) -> None:
         """The sandbox's group with its limits, in its tenant's group. Another gateway process
@@ -125,6 +146,11 @@ class SandboxCgroup:
         quota = int(profile.cpus * CPU_PERIOD_US)
         try:
             ensure_tenant_cgroup(self.tenant)
+            if self.v2 and self.cpus is not None:
+                raise SandboxStartError(
+                    "CONCLAVE_SANDBOX_CPUS with the bwrap or process backend needs cgroup v1 "
+                    "here; the docker backend sets it on v2"
+                )
             if self.v2:
                 self.dirs["all"].mkdir()
                 group = self.dirs["all"]
@@ -133,8 +159,11 @@ class SandboxCgroup:
                 _write(group / "pids.max", str(profile.pids))
                 _write(group / "cpu.max", f"{quota} {CPU_PERIOD_US}")
                 return
-            for path in self.dirs.values():
-                path.mkdir()
+            for controller, path in self.dirs.items():
+                if controller == "cpuset" and self.cpus is not None:
+                    _cpuset_group(path, self.cpus)
+                else:
+                    path.mkdir()
             _write(self.dirs["memory"] / "memory.limit_in_bytes", str(memory))
             _write(self.dirs["memory"] / "memory.memsw.limit_in_bytes", str(memory), optional=True)
             _write(self.dirs["pids"] / "pids.max", str(profile.pids))

@@ -177,6 +177,7 @@ class DockerBackend:
             mem_limit=memory,
             memswap_limit=memory,
             nano_cpus=int(spec.profile.cpus * 1e9),
+            cpuset_cpus=spec.cpus,
             pids_limit=spec.profile.pids,
             cgroup_parent=cgroup_parent(spec.tenant, self._cgroup_driver),
             cap_drop=["ALL"],

@@ -192,7 +192,14 @@ class ProcessBackend:
             str(spec.workspace),
             spec.tool_modules,
         )
-        cgroup = SandboxCgroup(spec.sandbox_id, spec.tenant) if self.caps_processes else None
+        if spec.cpus is not None and not self.caps_processes:
+            raise SandboxStartError(
+                "CONCLAVE_SANDBOX_CPUS needs a cgroup per sandbox, which the process backend "
+                "makes only as root"
+            )
+        cgroup = (
+            SandboxCgroup(spec.sandbox_id, spec.tenant, spec.cpus) if self.caps_processes else None
+        )
         if cgroup is not None:
             cgroup.create(spec.profile)
             argv = joining(cgroup, argv)
