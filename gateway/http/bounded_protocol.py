@@ -14,6 +14,12 @@ holds nothing for long). New connections are admitted by the process's `Connecti
   closed; so is an idle keep-alive after `idle_timeout_s`, uvicorn's own timer).
 Each of these refusals is audited through the table's `ConnectionAudit` (the stream of the
 unauthenticated, rate limited: `gateway.http.connection_audit`).
+
+A refused head is answered with a lingering close: closing a connection with bytes of the
+client's still unread makes the kernel reset it, and a client still sending (a 600 KB plan
+header) then loses the answer to the reset. So the answer is followed by the end of the
+gateway's side, and what the client still sends is read and dropped, `LINGER_BYTES` or
+`LINGER_S` at most, before the close.
 """
 
 from __future__ import annotations
@@ -27,6 +33,9 @@ from gateway.http.connection_audit import ConnectionAudit
 from gateway.http.connection_limits import ConnectionLimits, ConnectionTable
 from gateway.http.uvicorn_protocol import CoalescingHttpToolsProtocol
 from protocol import ErrorCode, SerfError
+
+LINGER_BYTES = 1 << 20
+LINGER_S = 2.0
 
 
 class _HeadRefused(Exception):
@@ -72,6 +81,8 @@ class BoundedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         self._head_since: float | None = None  # loop time the gateway became ready for a head
         self._head_timer: TimerHandle | None = None
         self._refusal: bytes | None = None
+        self._linger_left: int | None = None  # bytes still dropped before the close
+        self._linger_timer: TimerHandle | None = None
 
     # Connections: admitted by the table, released once.
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -89,6 +100,8 @@ class BoundedHttpToolsProtocol(CoalescingHttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
         if self._admitted:
             self._admitted = False
             self.table.release(self, self._address)
@@ -100,6 +113,11 @@ class BoundedHttpToolsProtocol(CoalescingHttpToolsProtocol):
 
     # The head: bytes, headers, time.
     def data_received(self, data: bytes) -> None:
+        if self._linger_left is not None:  # refused: dropped until the close
+            self._linger_left -= len(data)
+            if self._linger_left <= 0:
+                self.transport.close()
+            return
         if not self._in_head:
             super().data_received(data)
             return
@@ -144,14 +162,24 @@ class BoundedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         if self._refusal is None:
             super().send_400_response(msg)
             return
-        self.transport.write(self._refusal)
-        self.transport.close()
+        self._answer_and_linger(self._refusal)
         self.audit.refused(ErrorCode.PAYLOAD_TOO_LARGE, self._address)
 
     def _refuse_head(self, limit: str) -> None:
-        self.transport.write(self._head_refusal(limit))
-        self.transport.close()
+        self._answer_and_linger(self._head_refusal(limit))
         self.audit.refused(ErrorCode.PAYLOAD_TOO_LARGE, self._address)
+
+    def _answer_and_linger(self, answer: bytes) -> None:
+        """Write `answer`, end the gateway's side, and drop what the client still sends for
+        a while before closing (the module's lingering close)."""
+        self._cancel_head_timer()
+        self.transport.write(answer)
+        if not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        self.transport.write_eof()
+        self._linger_left = LINGER_BYTES
+        self._linger_timer = self.loop.call_later(LINGER_S, self.transport.close)
 
     def _head_refusal(self, limit: str) -> bytes:
         error = SerfError.of(

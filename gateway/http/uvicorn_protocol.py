@@ -5,7 +5,7 @@ answer costs two `send` system calls and, with TCP_NODELAY, two packets. On the 
 benchmark on, socket writes were ~19% of the gateway's CPU under load (py-spy, issue 3/4).
 `CoalescingTransport` gathers what one event-loop step writes and sends it at once, as the
 step ends (`call_soon`); anything but `write` goes straight to the real transport, and `close`
-sends what is gathered first.
+and `write_eof` send what is gathered first.
 
 A connection lost before its request was answered calls the hook the request's handler left
 in its scope (`gateway.cancellation.CLIENT_GONE_HOOK`: the running call's cancel), so a tool
@@ -44,6 +44,10 @@ class CoalescingTransport:
     def close(self) -> None:
         self._flush()
         self._transport.close()
+
+    def write_eof(self) -> None:
+        self._flush()
+        self._transport.write_eof()
 
     def __getattr__(self, name: str) -> Any:  # everything else: the real transport's
         return getattr(self._transport, name)

@@ -130,6 +130,22 @@ def test_a_head_past_its_bytes_is_431(stack: EmbeddedStack) -> None:
     assert _victim_call(stack) < VICTIM_MAX_S
 
 
+def test_a_client_still_sending_its_oversized_head_reads_the_431_not_a_reset(
+    stack: EmbeddedStack,
+) -> None:
+    """The gateway refuses at 64 KiB while most of a 600 KB head is still on its way: closing
+    with those bytes unread would reset the connection, and the client would lose the
+    answer (an agent SDK saw "gateway not reachable" for one call in five). The gateway
+    shuts its side after the answer and drops what still comes, then closes."""
+    head = b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Plan: " + b"x" * 600_000 + b"\r\n\r\n"
+    for _ in range(10):
+        sock = _connect(stack, "127.0.0.16")
+        sock.sendall(head)
+        status, envelope = _answer(sock)
+        sock.close()
+        assert (status, envelope["code"]) == (431, "PAYLOAD_TOO_LARGE")
+
+
 def test_too_many_headers_is_431(stack: EmbeddedStack) -> None:
     sock = _connect(stack, "127.0.0.13")
     headers = b"".join(b"X-H%d: 1\r\n" % i for i in range(101))
