@@ -33,6 +33,7 @@ from sandbox.backend import SandboxProfile, SandboxStartError
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 GROUP_PARENT = "conclave"
+CPUSET_ROOT = CGROUP_ROOT / "cpuset"  # v1: the sandboxes' CPUs, when the operator sets them
 V1_CONTROLLERS = ("memory", "pids", "cpu", "freezer")
 CPU_PERIOD_US = 100_000
 TENANT_CPU_SHARES = 1024  # v1 cpu.shares of every tenant's group: equal, the kernel default
@@ -104,14 +105,14 @@ def remove_tenant_cgroup(tenant: str) -> None:
 
 
 def _cpuset_dir(group: str) -> Path:
-    return CGROUP_ROOT / "cpuset" / group
+    return CPUSET_ROOT / group
 
 
 def _cpuset_group(group: Path, cpus: str) -> None:
     """Make the sandbox's v1 cpuset group on `cpus`, and each missing parent on its parent's
     CPUs and memory nodes (a v1 cpuset group starts with none, and takes no process then)."""
     levels = [group, *group.parents]
-    for path in reversed(levels[: levels.index(CGROUP_ROOT / "cpuset")]):
+    for path in reversed(levels[: levels.index(CPUSET_ROOT)]):
         path.mkdir(exist_ok=True)
         for name in ("cpuset.mems", "cpuset.cpus"):
             if not (path / name).read_text().strip():
@@ -150,10 +151,10 @@ class SandboxCgroup:
         quota = int(profile.cpus * CPU_PERIOD_US)
         try:
             ensure_tenant_cgroup(self.tenant)
-            if self.v2 and self.cpus is not None:
+            if self.cpus is not None and (self.v2 or not CPUSET_ROOT.is_dir()):
                 raise SandboxStartError(
-                    "CONCLAVE_SANDBOX_CPUS with the bwrap or process backend needs cgroup v1 "
-                    "here; the docker backend sets it on v2"
+                    "CONCLAVE_SANDBOX_CPUS with the bwrap or process backend needs cgroup v1's "
+                    "cpuset hierarchy here; the docker backend sets it on either version"
                 )
             if self.v2:
                 self.dirs["all"].mkdir()
@@ -164,10 +165,10 @@ class SandboxCgroup:
                 _write(group / "cpu.max", f"{quota} {CPU_PERIOD_US}")
                 return
             for controller, path in self.dirs.items():
-                if controller == "cpuset" and self.cpus is not None:
-                    _cpuset_group(path, self.cpus)
-                else:
+                if controller != "cpuset":
                     path.mkdir()
+            if self.cpus is not None:
+                _cpuset_group(self.dirs["cpuset"], self.cpus)
             _write(self.dirs["memory"] / "memory.limit_in_bytes", str(memory))
             _write(self.dirs["memory"] / "memory.memsw.limit_in_bytes", str(memory), optional=True)
             _write(self.dirs["pids"] / "pids.max", str(profile.pids))
