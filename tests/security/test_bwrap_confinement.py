@@ -65,7 +65,12 @@ def _sandbox_id(outcome: Outcome) -> str:
 
 
 def _argv(pid: int) -> list[str]:
-    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    """The process's command line; [] once it is gone (the call's child, reaped since the
+    group was listed: the runner itself lives on)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except FileNotFoundError:
+        return []
 
 
 def _status(pid: int) -> dict[str, str]:
