@@ -94,14 +94,10 @@ def ensure_tenant_cgroup(tenant: str) -> None:
 
 
 def remove_tenant_cgroup(tenant: str) -> None:
-    """Remove the tenant's group if it holds no sandbox any more (else leave it), from every
-    hierarchy: Docker's runtime makes it in each v1 hierarchy mounted (blkio, devices, ...)
-    and leaves it there, one more empty group per tenant ever served."""
-    group = tenant_group(tenant)
-    hierarchies = [CGROUP_ROOT] if cgroup_v2() else list(CGROUP_ROOT.iterdir())
-    for hierarchy in hierarchies:
+    """Remove the tenant's group if it holds no sandbox any more (else leave it)."""
+    for path in [*tenant_cgroup_dirs(tenant).values(), _cpuset_dir(tenant_group(tenant))]:
         with contextlib.suppress(OSError):
-            (hierarchy / group).rmdir()
+            path.rmdir()
 
 
 def _cpuset_dir(group: str) -> Path:
