@@ -95,7 +95,7 @@ def ensure_tenant_cgroup(tenant: str) -> None:
 
 def remove_tenant_cgroup(tenant: str) -> None:
     """Remove the tenant's group if it holds no sandbox any more (else leave it)."""
-    for path in [*tenant_cgroup_dirs(tenant).values(), _cpuset_dir(tenant_group(tenant))]:
+    for path in tenant_cgroup_dirs(tenant).values():
         with contextlib.suppress(OSError):
             path.rmdir()
 
