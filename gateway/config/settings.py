@@ -95,16 +95,18 @@ class Settings(BaseSettings):
 
     # Connections (gateway.http.connection_limits), checked before a request reaches the app:
     # a request head (request line and headers) past http_max_head_bytes or http_max_headers
-    # is 431; a head not complete http_head_timeout_s after the gateway is ready for it (idle
-    # before the first request included) closes the connection; an idle keep-alive closes
-    # after http_idle_timeout_s. Each process serves at most http_max_connections (cut to its
-    # descriptor limit less 512), at most http_max_connections_per_address of them from one
-    # client address (raise it to the total behind a proxy); at the total, the oldest idle
-    # connection is closed for a new one. A JWT and a full plan header fit 64 KiB many times.
+    # is 431; a head not complete http_head_timeout_s after it started (a new connection's
+    # from the connection's start, a kept-alive one's from its first byte) closes the
+    # connection; an idle keep-alive closes after http_idle_timeout_s, longer than common
+    # clients' keep-alive expiry (httpx's 5 s) so none reuses a connection as it closes.
+    # Each process serves at most http_max_connections (cut to its descriptor limit less
+    # 512), at most http_max_connections_per_address of them from one client address (raise
+    # it to the total behind a proxy); at the total, the oldest idle connection is closed for
+    # a new one. A JWT and a full plan header fit 64 KiB many times.
     http_max_head_bytes: int = Field(default=65_536, ge=1024)
     http_max_headers: int = Field(default=100, gt=0)
     http_head_timeout_s: float = Field(default=5.0, gt=0)
-    http_idle_timeout_s: float = Field(default=5.0, gt=0)
+    http_idle_timeout_s: float = Field(default=15.0, gt=0)
     http_max_connections: int = Field(default=4096, gt=0)
     http_max_connections_per_address: int = Field(default=1024, gt=0)
     # 401 answers (no token, a bad one) to one client address: at most this many a second (a

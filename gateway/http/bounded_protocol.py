@@ -4,10 +4,14 @@ httptools has no cap of its own on a request head: it gathers a header's pieces 
 header ends, so a 64 MB header cost 10 s of gateway CPU (issue 26). This protocol counts the
 bytes of each request head as they arrive and parses no more than `max_head_bytes` of it,
 counts headers, and closes a connection whose head is not complete `head_timeout_s` after
-the gateway became ready for it (a connection that never sends, or sends a byte at a time,
-holds nothing for long). New connections are admitted by the process's `ConnectionTable`
-(per address and in total, idle ones evicted first). Every refusal is a SERF envelope with
-`Connection: close`, written before the app is reached:
+it started: for a new connection, from its start (one that never sends, or sends a byte at a
+time, holds nothing for long); for a kept-alive one, from the head's first byte, the wait
+before it being the idle timeout's (`idle_timeout_s`, uvicorn's own timer). The idle timeout
+is longer than the keep-alive expiry of common clients (httpx's and the `mcp` client's 5 s):
+a gateway that closed a kept-alive connection at the moment the client reused it reset the
+request in flight (the client saw a ReadError, CI). New connections are admitted by the
+process's `ConnectionTable` (per address and in total, idle ones evicted first). Every
+refusal is a SERF envelope with `Connection: close`, written before the app is reached:
 - a head past its bytes or its header count: 431, PAYLOAD_TOO_LARGE, naming the limit;
 - a connection over its address's cap, or over the total with none idle: 429, RATE_LIMITED;
 - a head begun but not finished in time: 408, INVALID_REQUEST (a silent connection is just
@@ -78,7 +82,7 @@ class BoundedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         self._admitted = False
         self._in_head = True  # the bytes arriving now belong to a request head
         self._head_bytes = 0
-        self._head_since: float | None = None  # loop time the gateway became ready for a head
+        self._head_since: float | None = None  # loop time the head's clock started (None: idle)
         self._head_timer: TimerHandle | None = None
         self._refusal: bytes | None = None
         self._linger_left: int | None = None  # bytes still dropped before the close
@@ -121,6 +125,8 @@ class BoundedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         if not self._in_head:
             super().data_received(data)
             return
+        if self._head_since is None:  # a kept-alive connection's next head begins
+            self._start_head_clock()
         room = self.limits.max_head_bytes - self._head_bytes
         if len(data) <= room:
             self._head_bytes += len(data)
@@ -156,7 +162,7 @@ class BoundedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         pipelined = bool(self.pipeline)  # a head already in: its request starts now
         super().on_response_complete()
         if not pipelined and not self.transport.is_closing():
-            self._await_head()
+            self.table.mark_idle(self)  # the idle timeout runs; the head's clock at its byte
 
     def send_400_response(self, msg: str) -> None:
         if self._refusal is None:
@@ -190,17 +196,21 @@ class BoundedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         return raw_refusal(431, error)
 
     def _await_head(self) -> None:
-        """Ready for a request: its head must be complete within the head timeout. The timer
-        is armed once and re-armed lazily when it fires, not once per request."""
+        """A new connection: its first head must be complete within the head timeout."""
+        self._start_head_clock()
+        self.table.mark_idle(self)
+
+    def _start_head_clock(self) -> None:
+        """The head must be complete within the head timeout from now. The timer is armed
+        once and re-armed lazily when it fires, not once per request."""
         self._head_since = self.loop.time()
         if self._head_timer is None:
             self._head_timer = self.loop.call_later(self.limits.head_timeout_s, self._check_head)
-        self.table.mark_idle(self)
 
     def _check_head(self) -> None:
         self._head_timer = None
         if self._head_since is None or self.transport.is_closing():
-            return  # a request in flight: the next `_await_head` arms the timer again
+            return  # in flight or idle: the next head's first byte arms the timer again
         left_s = self._head_since + self.limits.head_timeout_s - self.loop.time()
         if left_s > 0:
             self._head_timer = self.loop.call_later(left_s, self._check_head)

@@ -186,6 +186,34 @@ def test_a_byte_at_a_time_head_is_closed_within_the_head_timeout(stack: Embedded
     assert time.perf_counter() - started < CLOSED_WITHIN_S
 
 
+def _readyz_kept_alive(sock: socket.socket) -> int:
+    """GET /readyz on a kept-alive connection: the answer's status, the connection open."""
+    sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    data = b""
+    while b"\r\n\r\n" not in data or not data.endswith(b"}"):
+        chunk = sock.recv(65536)
+        assert chunk, f"closed after {data!r}"
+        data += chunk
+    return int(data.split()[1])
+
+
+def test_a_kept_alive_connection_waits_the_idle_timeout_not_the_head_timeout(
+    stack: EmbeddedStack,
+) -> None:
+    # httpx (and the mcp client) reuse a connection for 5 s: a gateway closing kept-alive
+    # connections at its 5 s head timeout reset a request sent as it closed (a ReadError).
+    with _connect(stack, "127.0.0.19") as sock:
+        assert _readyz_kept_alive(sock) == 200
+        time.sleep(HEAD_TIMEOUT_S + 1.0)  # idle past the head timeout, within the idle one
+        assert _readyz_kept_alive(sock) == 200
+        # The next head's clock starts at its first byte: half a head is refused in time.
+        started = time.perf_counter()
+        sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        status, envelope = _answer(sock)
+        assert status == 408 and envelope["code"] == "INVALID_REQUEST"
+        assert HEAD_TIMEOUT_S <= time.perf_counter() - started < CLOSED_WITHIN_S
+
+
 def test_idle_connections_past_an_address_cap_are_refused(stack: EmbeddedStack) -> None:
     held = [_connect(stack, "127.0.0.16") for _ in range(PER_ADDRESS)]
     try:
