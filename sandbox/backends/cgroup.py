@@ -100,10 +100,6 @@ def remove_tenant_cgroup(tenant: str) -> None:
             path.rmdir()
 
 
-def _cpuset_dir(group: str) -> Path:
-    return CPUSET_ROOT / group
-
-
 def _cpuset_group(group: Path, cpus: str) -> None:
     """Make the sandbox's v1 cpuset group on `cpus`, and each missing parent on its parent's
     CPUs and memory nodes (a v1 cpuset group starts with none, and takes no process then)."""
@@ -124,7 +120,7 @@ class SandboxCgroup:
         self.cpus = cpus
         self.dirs = {c: path / sandbox_id for c, path in tenant_cgroup_dirs(tenant).items()}
         if cpus is not None and not self.v2:
-            self.dirs["cpuset"] = _cpuset_dir(f"{tenant_group(tenant)}/{sandbox_id}")
+            self.dirs["cpuset"] = CPUSET_ROOT / tenant_group(tenant) / sandbox_id
 
     def create(self, profile: SandboxProfile) -> None:
         """The sandbox's group with its limits, in its tenant's group. Another gateway process

@@ -104,8 +104,8 @@ def egress_hold_connections(count: int, send_head: bool = True, hold_s: float = 
     """Open `count` connections to the egress proxy and keep them all open, then hold them
     `hold_s` more seconds: the descriptor flood of issue 26. Each is a CONNECT tunnel to the
     test server, opened once the one before it was answered, or silent (all opened at once,
-    never sending a head). Says what each got first: the proxy's status line, "silent"
-    (nothing yet) or "closed"."""
+    never sending a head). Says what each got first: the proxy's status line (a refusal's
+    SERF body after it), "silent" (nothing yet) or "closed"."""
     proxy = urlsplit(os.environ["HTTPS_PROXY"])
     held, seen = [], []
     for _ in range(count):
@@ -124,12 +124,17 @@ def egress_hold_connections(count: int, send_head: bool = True, hold_s: float = 
 
 
 def _first_line(conn: socket.socket, wait_s: float) -> str:
+    """The answer's status line; a refusal's SERF body after it (" | "), as far as it came."""
     conn.settimeout(wait_s)
     try:
-        first = conn.recv(128)
+        first = conn.recv(2048)
     except TimeoutError:
         return "silent"
-    return first.split(b"\r\n", 1)[0].decode() if first else "closed"
+    if not first:
+        return "closed"
+    line, _, rest = first.partition(b"\r\n")
+    body = rest.partition(b"\r\n\r\n")[2]
+    return line.decode() if b" 200 " in line or not body else f"{line.decode()} | {body!r}"
 
 
 @tool(intent=_INTENT, network=(_LOOPBACK_V4,))
