@@ -47,9 +47,10 @@ class _Greeter(BaseHTTPRequestHandler):
 class _DualStackServer(ThreadingHTTPServer):
     address_family = socket.AF_INET6
     daemon_threads = True
-    # The tools' allow-lists name one fixed port, and pytest-xdist may run this module's tests
-    # on two workers at once: each binds its own server to it (they answer alike).
-    allow_reuse_port = True
+    # The tools' allow-lists name one fixed port: this module's tests share one worker
+    # (tests/tiers.py, checked by tests/test_worker_groups.py), so one server binds it. No
+    # SO_REUSEPORT: servers of two workers sharing the port reset each other's connections
+    # as one closed (a 502 "Connect call failed" in CI); a second binder now fails loudly.
 
     def server_bind(self) -> None:
         self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
