@@ -4,12 +4,11 @@ httptools has no cap of its own on a request head: it gathers a header's pieces 
 header ends, so a 64 MB header cost 10 s of gateway CPU (issue 26). This protocol counts the
 bytes of each request head as they arrive and parses no more than `max_head_bytes` of it,
 counts headers, and closes a connection whose head is not complete `head_timeout_s` after
-it started: for a new connection, from its start (one that never sends, or sends a byte at a
-time, holds nothing for long); for a kept-alive one, from the head's first byte, the wait
-before it being the idle timeout's (`idle_timeout_s`, uvicorn's own timer). The idle timeout
-is longer than the keep-alive expiry of common clients (httpx's and the `mcp` client's 5 s):
-a gateway that closed a kept-alive connection at the moment the client reused it reset the
-request in flight (the client saw a ReadError, CI). New connections are admitted by the
+it started: a new connection's from the connection's start (one that never sends, or sends a
+byte at a time, holds nothing for long), a kept-alive one's from the head's first byte. The
+wait before that byte is `idle_timeout_s` (uvicorn's own timer), longer than common clients'
+keep-alive expiry (httpx's and the `mcp` client's 5 s): closing a kept-alive connection as
+the client reused it reset the request in flight. New connections are admitted by the
 process's `ConnectionTable` (per address and in total, idle ones evicted first). Every
 refusal is a SERF envelope with `Connection: close`, written before the app is reached:
 - a head past its bytes or its header count: 431, PAYLOAD_TOO_LARGE, naming the limit;
@@ -100,7 +99,8 @@ class BoundedHttpToolsProtocol(CoalescingHttpToolsProtocol):
             self.audit.refused(error.code, self._address)
             return
         self._admitted = True
-        self._await_head()
+        self._start_head_clock()  # a new connection's first head: timed from now
+        self.table.mark_idle(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
@@ -194,11 +194,6 @@ class BoundedHttpToolsProtocol(CoalescingHttpToolsProtocol):
             param_hints={"headers": limit},
         )
         return raw_refusal(431, error)
-
-    def _await_head(self) -> None:
-        """A new connection: its first head must be complete within the head timeout."""
-        self._start_head_clock()
-        self.table.mark_idle(self)
 
     def _start_head_clock(self) -> None:
         """The head must be complete within the head timeout from now. The timer is armed

@@ -114,16 +114,16 @@ def egress_hold_connections(count: int, send_head: bool = True, hold_s: float = 
         if send_head:
             head = f"CONNECT {_LOOPBACK_V4} HTTP/1.1\r\nHost: {_LOOPBACK_V4}\r\n\r\n"
             conn.sendall(head.encode())
-            seen.append(_first_line(conn, 5.0))
+            seen.append(_first_answer(conn, 5.0))
     if not send_head:
-        seen = [_first_line(conn, 0.5) for conn in held]  # a silent one gets nothing yet
+        seen = [_first_answer(conn, 0.5) for conn in held]  # a silent one gets nothing yet
     time.sleep(hold_s)
     for conn in held:
         conn.close()
     return seen
 
 
-def _first_line(conn: socket.socket, wait_s: float) -> str:
+def _first_answer(conn: socket.socket, wait_s: float) -> str:
     """The answer's status line; a refusal's SERF body after it (" | "), as far as it came."""
     conn.settimeout(wait_s)
     try:
