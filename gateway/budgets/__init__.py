@@ -2,6 +2,7 @@
 
 Each idea has its module: `admission` (one script per request), `latency_window` (p50/p95
 per tenant and tool, Kaplan-Meier over censored samples), `grant_rule` (the pure ATBA rule),
+`estimate_cache` (the estimates a process holds, made again only when their window moved),
 `time_ask` (what a caller asks of a request's time: deadline, plan, reserve, read once by the
 scope stage), `allocator` (the budget stage's seam over the rule), `breaker` (per tenant and tool),
 `outcome` (what the account stage records of each finished call: its sample, its kill's
@@ -22,6 +23,7 @@ from gateway.budgets.admission import (
 from gateway.budgets.allocator import AtbaAllocator, TimeGrant
 from gateway.budgets.breaker import BreakerState, CircuitBreaker, breaker_key, counts_against_tool
 from gateway.budgets.call_plan import HEDGE_WORTH, HOPELESS, CallPlan, plan_call
+from gateway.budgets.estimate_cache import EstimateCache
 from gateway.budgets.grant_rule import Allocation, allocate_budget, best_attempt, planned_chain
 from gateway.budgets.hedge_budget import DEFAULT_CAP as DEFAULT_HEDGE_CAP
 from gateway.budgets.hedge_budget import HedgeBudget, hedge_key
@@ -32,9 +34,11 @@ from gateway.budgets.latency_window import (
     LatencyEstimate,
     LatencySample,
     LatencyWindow,
+    WindowRead,
     censored_quantile,
     finish_curve,
     kill_overshoot_of,
+    version_key,
     window_key,
 )
 from gateway.budgets.outcome import CallFeedback, OutcomeRecorder
@@ -54,6 +58,7 @@ __all__ = [
     "CallPlan",
     "CallReads",
     "CircuitBreaker",
+    "EstimateCache",
     "HedgeBudget",
     "HedgePlan",
     "HedgeRace",
@@ -68,6 +73,7 @@ __all__ = [
     "TimeAsk",
     "TimeGrant",
     "TimedCall",
+    "WindowRead",
     "allocate_budget",
     "best_attempt",
     "breaker_key",
@@ -82,5 +88,6 @@ __all__ = [
     "plan_hedge",
     "planned_chain",
     "read_time_ask",
+    "version_key",
     "window_key",
 ]

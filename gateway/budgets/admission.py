@@ -5,7 +5,9 @@ generation (if not, refuse, and take nothing); then one token from the agent's b
 target and one from its tenant's bucket (a refusal takes from neither), refilled by Redis's
 own clock so replicas never disagree; then, for a tool call, what the allocator asked to
 read (`CallReads`): the tool's circuit breaker (which may take the half-open probe's lease)
-and the latency windows its grant is computed from. Before, those were four round trips.
+and the latency windows its grant is computed from: each window's version, and its members
+only where the estimate the process holds went stale (`estimate_cache`), so what a call
+reads does not grow with the tool's history. Before, those were four round trips.
 Every key carries the tenant as Redis Cluster hash tag, so the script touches one slot.
 
 A tool call also takes a place among its tenant's calls in flight (`InFlight`), counted in
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from redis.asyncio import Redis
 
 from gateway.budgets.breaker import breaker_key
-from gateway.budgets.latency_window import window_key
+from gateway.budgets.latency_window import WindowRead, version_key, window_key
 from gateway.identity import generation_key
 from gateway.redis_io import PooledScript, lua_script
 
@@ -76,13 +78,15 @@ class RateLimit:
 @dataclass(frozen=True)
 class CallReads:
     """What the allocator needs read before a call: the breaker to pass (None: no breaker),
-    the probe's lease should it be the half-open probe, and the latency windows (by name)
-    with the age past which their samples no longer count."""
+    the probe's lease should it be the half-open probe, the latency windows (by name) with
+    the age past which their samples no longer count, and which of them to read whole
+    (`fetch`, one flag a window; the others' versions only; all of them when not given)."""
 
     breaker_tool: str | None = None
     probe_ttl_ms: int = 0
     windows: tuple[str, ...] = ()
     window_ms: int = 0
+    fetch: tuple[bool, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ class AdmissionDecision:
     breaker_admitted: bool = True
     breaker_wait_ms: int = 0
     breaker_state: str = "closed"
-    windows: dict[str, list[str]] = field(default_factory=dict)  # name -> sample members
+    windows: dict[str, WindowRead] = field(default_factory=dict)  # name -> as read
     now_ms: int = 0  # the clock the breaker and windows were read at
     unknown_agent: bool = False  # the token's agent has no registration in this store
 
@@ -143,7 +147,9 @@ class Admission:
             keys.append(in_flight_key(tenant))
         if reads.breaker_tool is not None:
             keys.append(breaker_key(tenant, reads.breaker_tool))
-        keys += [window_key(tenant, name) for name in reads.windows]
+        for name in reads.windows:
+            keys += [window_key(tenant, name), version_key(tenant, name)]
+        fetch = reads.fetch if reads.fetch is not None else (True,) * len(reads.windows)
         tenant_limit = self.tenant or RateLimit(self.rate_per_s, self.burst)
         now = int(time.time() * 1000)
         reply = await self._admit(
@@ -154,6 +160,7 @@ class Admission:
                 tenant_burst=tenant_limit.burst,
                 breaker_asked="1" if reads.breaker_tool else "0", now_ms=now,
                 probe_lease_ms=max(1, reads.probe_ttl_ms), windows_after=now - reads.window_ms,
+                windows_fetch="".join("1" if f else "0" for f in fetch),
                 in_flight_max=self.in_flight_max if counted else 0,
                 call_id=in_flight.call_id if in_flight else "",
                 hold_ms=in_flight.hold_ms if in_flight else 0,
@@ -161,7 +168,7 @@ class Admission:
             ),
         )  # fmt: skip
         revoked, allowed, wait, limited_by, admitted, breaker_wait, state = reply[:7]
-        members = reply[7:]
+        windows = reply[7:]
         return AdmissionDecision(
             revoked=int(revoked) == 1,
             unknown_agent=int(revoked) == 2,
@@ -172,8 +179,8 @@ class Admission:
             breaker_wait_ms=int(breaker_wait),
             breaker_state=str(state),
             windows={
-                name: [str(m) for m in found]
-                for name, found in zip(reads.windows, members, strict=False)
+                name: WindowRead(int(read[0]), [str(m) for m in read[1:]] if asked else None)
+                for name, asked, read in zip(reads.windows, fetch, windows, strict=False)
             },
             now_ms=now,
         )

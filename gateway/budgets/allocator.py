@@ -9,6 +9,9 @@ and the call gets `allocate_budget`'s share (or BUDGET_EXHAUSTED). The grant bec
 call's `CallLimits.timeout_ms`, so an overrun is killed by the sandbox; with it comes the
 kill margin by which the dispatch stage moves the sandbox's deadline before the run's.
 Without a deadline the tool's declared timeout (or the caller's smaller request) applies.
+The estimates come from the process's `EstimateCache`: the script reads a window's members
+only when the estimate held of it went stale, so a grant costs the same on a young gateway
+and on one with full windows.
 A half-open circuit's probe lease is taken in the script, before the grant is known: it
 covers the longest grant the call can get.
 
@@ -26,10 +29,16 @@ from dataclasses import dataclass
 from gateway.budgets.admission import AdmissionDecision, CallReads
 from gateway.budgets.breaker import CircuitBreaker
 from gateway.budgets.call_plan import plan_call
+from gateway.budgets.estimate_cache import EstimateCache
 from gateway.budgets.grant_rule import planned_chain
 from gateway.budgets.hedge_budget import HedgeBudget
 from gateway.budgets.hedge_rule import DEFAULT_QUANTILE, HedgePlan, plan_fixed_hedge, wait
-from gateway.budgets.latency_window import LatencyWindow, kill_overshoot_of
+from gateway.budgets.latency_window import (
+    LatencyEstimate,
+    LatencyWindow,
+    WindowRead,
+    kill_overshoot_of,
+)
 from gateway.budgets.time_ask import TimedCall
 from protocol import ResourceIntent
 from sandbox import fit_timeout
@@ -64,6 +73,7 @@ class AtbaAllocator:
         hedge_quantile: float = DEFAULT_QUANTILE,
     ) -> None:
         self.window = window
+        self.estimates = EstimateCache(window)
         self.hedges = hedges  # None: hedging is off
         self.hedge_quantile = hedge_quantile
         self.breaker = breaker
@@ -89,11 +99,13 @@ class AtbaAllocator:
         probe_ttl_ms = self._ceiling_ms(call.tool, call) + PROBE_GRACE_MS
         if call.ask.deadline_ms is None:
             # A hedgeable call weighs its hedge on the tool's window, deadline or not.
-            alone: tuple[str, ...] = (tool,) if self._hedgeable(call) else ()
-            return CallReads(tool, probe_ttl_ms, alone, self.window.window_ms)
-        chain = planned_chain(tool, plan)
-        windows = tuple(dict.fromkeys((*chain, kill_overshoot_of(tool))))
-        return CallReads(tool, probe_ttl_ms, windows, self.window.window_ms)
+            windows: tuple[str, ...] = (tool,) if self._hedgeable(call) else ()
+        else:
+            chain = planned_chain(tool, plan)
+            windows = tuple(dict.fromkeys((*chain, kill_overshoot_of(tool))))
+        tenant = call.principal.tenant
+        fetch = tuple(not self.estimates.fresh(tenant, name) for name in windows)
+        return CallReads(tool, probe_ttl_ms, windows, self.window.window_ms, fetch)
 
     async def allocate(self, call: TimedCall, admitted: AdmissionDecision) -> TimeGrant:
         if call.tool is None:
@@ -114,8 +126,7 @@ class AtbaAllocator:
         overshoot = kill_overshoot_of(tool)
         declared = {name: self._declared_ms(name) for name in chain} | {overshoot: 0}
         estimates = {
-            name: self.window.summarize(name, admitted.windows.get(name, ()), ms)
-            for name, ms in declared.items()
+            name: self._estimate(tenant, name, admitted, ms) for name, ms in declared.items()
         }
         hedging = self._hedgeable(call)
         decided = plan_call(
@@ -136,6 +147,12 @@ class AtbaAllocator:
         hedge = await self._affordable(call, decided.hedge)
         granted = decided.granted_ms if hedge.hedges else decided.unhedged_ms
         return TimeGrant(granted, kill_margin_ms=decided.kill_margin_ms, hedge=hedge)
+
+    def _estimate(
+        self, tenant: str, name: str, admitted: AdmissionDecision, declared_ms: int
+    ) -> LatencyEstimate:
+        read = admitted.windows.get(name, WindowRead(0, ()))
+        return self.estimates.settle(tenant, name, read, declared_ms)
 
     def _hedgeable(self, call: TimedCall) -> bool:
         """A call of an idempotent tool run in our sandboxes, with hedging on, whose caller
@@ -162,7 +179,7 @@ class AtbaAllocator:
         that timeout leaves a hedge its typical duration."""
         if not self._hedgeable(call):
             return TimeGrant(ceiling)
-        this = self.window.summarize(tool.name, admitted.windows.get(tool.name, ()), ceiling)
+        this = self._estimate(call.principal.tenant, tool.name, admitted, ceiling)
         hedge = plan_fixed_hedge(
             this, ceiling, overhead_ms=self.margin_ms, quantile=self.hedge_quantile
         )

@@ -13,6 +13,10 @@ hides the quantile, the largest sample stands in as a lower bound.
 
 Until a tool has `min_samples` samples its declared timeout (`ToolSpec.intent.timeout_ms`)
 stands in for both quantiles, and the estimate says so (`source="declared"`).
+
+Each window has a version beside it (`version_key`), moved by every sample written, so a
+gateway can tell whether the estimate it holds is still the window's without reading the
+window (`gateway.budgets.estimate_cache`).
 """
 
 from __future__ import annotations
@@ -114,10 +118,25 @@ def _quantile(curve: Sequence[tuple[float, float]], q: float, longest_ms: float)
 
 
 _RECORD = lua_script("gateway.budgets", "record_sample", "latency_record")
+VERSION_PREFIX = "conclave:latv:"
 
 
 def window_key(tenant: str, tool: str) -> str:
     return f"{KEY_PREFIX}{{{tenant}}}:{tool}"  # hash tag: a tenant's budget keys share a slot
+
+
+def version_key(tenant: str, tool: str) -> str:
+    """The window's version: +1 a sample, lapsing with the window (`record_sample.lua`)."""
+    return f"{VERSION_PREFIX}{{{tenant}}}:{tool}"
+
+
+@dataclass(frozen=True)
+class WindowRead:
+    """A window as the admission script read it: its version (0: there is none) and, when
+    they were asked for, its members."""
+
+    version: int
+    members: Sequence[str] | None = None
 
 
 def sample_member(sample: LatencySample) -> str:
@@ -165,7 +184,7 @@ class LatencyWindow:
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         member = sample_member(LatencySample(max(0.0, duration_ms), censored))
         await self._record(
-            keys=_RECORD.keys(window=window_key(tenant, tool)),
+            keys=_RECORD.keys(window=window_key(tenant, tool), version=version_key(tenant, tool)),
             args=_RECORD.argv(
                 member=member, now_ms=now, window_ms=self.window_ms, max_samples=self.max_samples
             ),

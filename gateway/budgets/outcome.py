@@ -41,6 +41,7 @@ from gateway.budgets.latency_window import (
     LatencyWindow,
     kill_overshoot_of,
     sample_member,
+    version_key,
     window_key,
 )
 from gateway.redis_io import PooledScript, lua_script
@@ -79,12 +80,15 @@ class OutcomeRecorder:
             return None
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         evidence = "" if healthy is None else ("1" if healthy else "0")
+        overshoot = kill_overshoot_of(tool)
         state = await self._record(
             keys=_RECORD_BOTH.keys(
                 window=window_key(tenant, tool),
+                version=version_key(tenant, tool),
                 breaker=breaker_key(tenant, tool),
-                overshoot_window=window_key(tenant, kill_overshoot_of(tool)),
-                hedge_bucket=hedge.key if hedge else window_key(tenant, kill_overshoot_of(tool)),
+                overshoot_window=window_key(tenant, overshoot),
+                overshoot_version=version_key(tenant, overshoot),
+                hedge_bucket=hedge.key if hedge else window_key(tenant, overshoot),
             ),
             args=_RECORD_BOTH.argv(
                 now_ms=now,

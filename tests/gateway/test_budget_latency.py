@@ -7,7 +7,16 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.assembly import create_app
-from gateway.budgets import LatencySample, LatencyWindow, censored_quantile
+from gateway.budgets import (
+    Admission,
+    CallReads,
+    EstimateCache,
+    LatencyEstimate,
+    LatencySample,
+    LatencyWindow,
+    WindowRead,
+    censored_quantile,
+)
 from gateway.config import Settings
 from gateway.identity.tokens import issue_token
 
@@ -118,3 +127,37 @@ async def test_after_hung_calls_a_budgeted_call_still_runs_once_the_tool_answers
             assert answered.status_code == 200, answered.text
             assert answered.json()["result"] == 20
             assert time.time() * 1000 <= deadline
+
+
+async def test_a_held_estimate_is_made_again_once_its_window_moved_a_tenth(redis: Redis) -> None:
+    window = LatencyWindow(redis, min_samples=5)
+    admission = Admission(redis, rate_per_s=1e6, burst=10**6)
+    held = EstimateCache(window, refresh_ms=60_000)
+
+    async def grant_estimate() -> LatencyEstimate:
+        fetch = (not held.fresh("acme", "t"),)
+        reads = CallReads(None, 0, ("t",), window.window_ms, fetch)
+        decision = await admission.admit("acme", "a", 0, "t", reads)
+        return held.settle("acme", "t", decision.windows["t"], 2_000)
+
+    assert (await grant_estimate()).source == "declared"  # no window yet: the declared 2 s
+    for _ in range(100):
+        await window.record("acme", "t", 10.0)
+    await grant_estimate()  # learns the window's version: its estimate is stale
+    assert (await grant_estimate()).p50_ms == 10.0
+    for _ in range(9):  # 9 of 100: not a tenth yet, the held estimate stands
+        await window.record("acme", "t", 50.0)
+    await grant_estimate()
+    assert (await grant_estimate()).p50_ms == 10.0
+    await window.record("acme", "t", 50.0)  # 10 of 100
+    await grant_estimate()
+    assert (await grant_estimate()).samples == 110
+
+
+async def test_the_held_estimates_are_bounded(redis: Redis) -> None:
+    held = EstimateCache(LatencyWindow(redis), max_entries=3)
+    for tool in ("a", "b", "c", "d"):
+        held.settle("acme", tool, WindowRead(1, ["5.000|o|1"]), 2_000)
+    assert len(held) == 3 and not held.fresh("acme", "a")  # the oldest went
+    # Pushed out between a call's admission and its grant: the declared timeout stands in.
+    assert held.settle("acme", "a", WindowRead(1), 2_000).p50_ms == 2_000

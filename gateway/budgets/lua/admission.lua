@@ -3,21 +3,24 @@
 -- place among the tenant's calls in flight, the tool's circuit breaker, and the latency
 -- windows the grant is computed from.
 --- KEYS: generation, parts...
---- ARGV: token_generation, buckets, agent_rate, agent_burst, tenant_rate, tenant_burst, breaker_asked, now_ms, probe_lease_ms, windows_after, in_flight_max, call_id, hold_ms, in_flight_wait_ms, peek
+--- ARGV: token_generation, buckets, agent_rate, agent_burst, tenant_rate, tenant_burst, breaker_asked, now_ms, probe_lease_ms, windows_after, windows_fetch, in_flight_max, call_id, hold_ms, in_flight_wait_ms, peek
 -- KEYS: the agent's generation; then (`parts`) n buckets (agent x target, tenant x target); then the
---       tenant's in-flight set, when asked; then the breaker, when asked; then the latency
---       windows to read. All carry the tenant as hash tag: one cluster slot.
+--       tenant's in-flight set, when asked; then the breaker, when asked; then each latency
+--       window to read and its version, in pairs. All carry the tenant as hash tag: one
+--       cluster slot.
 -- ARGV: the token's generation, n buckets (0-2), agent rate per s, agent burst, tenant rate
 --       per s, tenant burst, breaker asked (0/1), now (ms, the gateway's clock, as the
 --       breaker and the windows are written with it), probe lease (ms), windows' oldest
---       score (exclusive), in-flight cap (0: not asked), the call's in-flight id, how long
---       its place is held at most (ms), the wait to suggest when the tenant is full (ms),
---       peek ('1': check the generation and the buckets only, take nothing: a request whose
---       body is not read yet is refused early, and admitted again once it is read).
+--       score (exclusive), which windows' members to read ('1' or '0' a window: the gateway
+--       asks only for those whose estimate it holds went stale), in-flight cap (0: not
+--       asked), the call's in-flight id, how long its place is held at most (ms), the wait to
+--       suggest when the tenant is full (ms), peek ('1': check the generation and the buckets
+--       only, take nothing: a request whose body is not read yet is refused early, and
+--       admitted again once it is read).
 -- Returns {refused token (0: no, 1: revoked, 2: agent unknown here), allowed (0/1), wait ms,
--- limited by ('agent'|'tenant'|'in_flight'|''),
--- breaker admitted (0/1), breaker wait ms, breaker state, window members...}: the members of
--- each window as one array each. A revoked token takes nothing; a refused bucket takes from
+-- limited by ('agent'|'tenant'|'in_flight'|''), breaker admitted (0/1), breaker wait ms,
+-- breaker state, windows...}: each window as one array, its version (0: no window) and then,
+-- when asked, its members. A revoked token takes nothing; a refused bucket takes from
 -- neither; the breaker and the windows are read only for an admitted call. Buckets refill by
 -- Redis's own clock, so replicas never disagree about them, and expire once full again.
 -- The in-flight set (a sorted set: call id -> the Redis time its place lapses) is counted
@@ -77,7 +80,14 @@ if breaker_asked == '1' then
   next_key = next_key + 1
   if reply[5] == 0 then return reply end
 end
-for k = next_key, #parts do
-  reply[#reply + 1] = redis.call('ZRANGEBYSCORE', parts[k], '(' .. windows_after, '+inf')
+local w = 0
+for k = next_key, #parts, 2 do
+  w = w + 1
+  local read = {tonumber(redis.call('GET', parts[k + 1]) or '0')}
+  if string.sub(windows_fetch, w, w) == '1' then
+    local members = redis.call('ZRANGEBYSCORE', parts[k], '(' .. windows_after, '+inf')
+    for i = 1, #members do read[i + 1] = members[i] end
+  end
+  reply[#reply + 1] = read
 end
 return reply

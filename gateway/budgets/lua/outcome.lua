@@ -2,10 +2,10 @@
 -- the breaker's evidence and what the call earns its identity's hedge budget (after
 -- record_sample.lua, record_outcome.lua and hedge_deposit.lua). All keys carry the tenant's
 -- hash tag, so the script touches a single cluster slot.
---- KEYS: window, breaker, overshoot_window, hedge_bucket
+--- KEYS: window, version, breaker, overshoot_window, overshoot_version, hedge_bucket
 --- ARGV: now_ms, member, window_ms, max_samples, evidence, failure_threshold, cooldown_ms, overshoot_member, hedge_share, hedge_cap, hedge_ttl_ms
--- KEYS: latency window, breaker, kill-overshoot window (all the tenant's, for this tool),
---       the caller's hedge bucket (the tenant's too).
+-- KEYS: latency window and its version, breaker, kill-overshoot window and its version (all
+--       the tenant's, for this tool), the caller's hedge bucket (the tenant's too).
 -- ARGV: now (ms), sample member ('' = no sample), window (ms), max samples,
 --       evidence ('1' healthy, '0' a fault, '' none), failure threshold, cool-down (ms),
 --       kill-overshoot member ('' = none), hedge share ('' = no deposit), hedge cap, the
@@ -13,10 +13,10 @@
 -- Returns the breaker's state ('closed' or 'open'), or '' when there was no evidence.
 local now = tonumber(now_ms)
 if member ~= '' then
-  record_sample(window, member, now, tonumber(window_ms), tonumber(max_samples))
+  record_sample(window, version, member, now, tonumber(window_ms), tonumber(max_samples))
 end
 if overshoot_member ~= '' then
-  record_sample(overshoot_window, overshoot_member, now, tonumber(window_ms), tonumber(max_samples))
+  record_sample(overshoot_window, overshoot_version, overshoot_member, now, tonumber(window_ms), tonumber(max_samples))
 end
 if hedge_share ~= '' then
   hedge_deposit(hedge_bucket, tonumber(hedge_share), tonumber(hedge_cap), tonumber(hedge_ttl_ms))

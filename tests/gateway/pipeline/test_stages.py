@@ -9,7 +9,14 @@ import pytest
 from redis.asyncio import Redis
 
 import tools.builtin  # noqa: F401  (registers the built-in tools)
-from gateway.budgets import AtbaAllocator, CallReads, CircuitBreaker, LatencyWindow, RateLimit
+from gateway.budgets import (
+    AtbaAllocator,
+    CallReads,
+    CircuitBreaker,
+    LatencyWindow,
+    RateLimit,
+    WindowRead,
+)
 from gateway.budgets.admission import Admission
 from gateway.config import Settings
 from gateway.gateway_error import GatewayError
@@ -207,8 +214,10 @@ async def test_one_admission_script_reads_the_breaker_and_the_windows(redis: Red
     reads = CallReads("echo", 1000, ("echo", "read_file"), window.window_ms)
     decision = await admission.admit("acme", "w", 0, "echo", reads)
     assert decision.allowed and decision.breaker_admitted
-    assert [window.summarize("echo", decision.windows["echo"], 2000).p50_ms] == [40.0]
-    assert decision.windows["read_file"] == []
+    echo = decision.windows["echo"]
+    assert echo.version > 0 and echo.members is not None
+    assert [window.summarize("echo", echo.members, 2000).p50_ms] == [40.0]
+    assert decision.windows["read_file"] == WindowRead(0, [])  # none: version 0, no members
     await breaker.record("acme", "echo", ok=False)  # opens: one failure is the threshold
     stage = BudgetStage(admission, AtbaAllocator(window, breaker, default_registry))
     soon = str(int(time.time() * 1000) + 1000)
