@@ -79,14 +79,18 @@ class RateLimit:
 class CallReads:
     """What the allocator needs read before a call: the breaker to pass (None: no breaker),
     the probe's lease should it be the half-open probe, the latency windows (by name) with
-    the age past which their samples no longer count, and which of them to read whole
-    (`fetch`, one flag a window; the others' versions only; all of them when not given)."""
+    the age past which their samples no longer count, the estimates the process holds of
+    them (`held`: a window's version each was made from, and how far the window may have
+    moved past it before its members are read again; every window is read whole when not
+    given), and the hedges the caller holds (`hedge_bucket`, for a call that may be
+    hedged)."""
 
     breaker_tool: str | None = None
     probe_ttl_ms: int = 0
     windows: tuple[str, ...] = ()
     window_ms: int = 0
-    fetch: tuple[bool, ...] | None = None
+    held: tuple[tuple[int, int], ...] | None = None
+    hedge_bucket: str | None = None  # the caller's hedge bucket, to read its tokens
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,7 @@ class AdmissionDecision:
     breaker_wait_ms: int = 0
     breaker_state: str = "closed"
     windows: dict[str, WindowRead] = field(default_factory=dict)  # name -> as read
+    hedge_tokens: int | None = None  # the caller's hedge bucket, when it was asked for
     now_ms: int = 0  # the clock the breaker and windows were read at
     unknown_agent: bool = False  # the token's agent has no registration in this store
 
@@ -145,11 +150,13 @@ class Admission:
                 buckets = 2
         if counted:
             keys.append(in_flight_key(tenant))
+        if reads.hedge_bucket is not None:
+            keys.append(reads.hedge_bucket)
         if reads.breaker_tool is not None:
             keys.append(breaker_key(tenant, reads.breaker_tool))
         for name in reads.windows:
             keys += [window_key(tenant, name), version_key(tenant, name)]
-        fetch = reads.fetch if reads.fetch is not None else (True,) * len(reads.windows)
+        held = reads.held if reads.held is not None else ((0, 0),) * len(reads.windows)
         tenant_limit = self.tenant or RateLimit(self.rate_per_s, self.burst)
         now = int(time.time() * 1000)
         reply = await self._admit(
@@ -158,9 +165,10 @@ class Admission:
                 token_generation=generation, buckets=buckets, agent_rate=self.rate_per_s,
                 agent_burst=self.burst, tenant_rate=tenant_limit.per_s,
                 tenant_burst=tenant_limit.burst,
-                breaker_asked="1" if reads.breaker_tool else "0", now_ms=now,
+                breaker_asked="1" if reads.breaker_tool else "0",
+                hedge_asked="1" if reads.hedge_bucket else "0", now_ms=now,
                 probe_lease_ms=max(1, reads.probe_ttl_ms), windows_after=now - reads.window_ms,
-                windows_fetch="".join("1" if f else "0" for f in fetch),
+                held=[n for pair in held for n in pair],
                 in_flight_max=self.in_flight_max if counted else 0,
                 call_id=in_flight.call_id if in_flight else "",
                 hold_ms=in_flight.hold_ms if in_flight else 0,
@@ -168,7 +176,9 @@ class Admission:
             ),
         )  # fmt: skip
         revoked, allowed, wait, limited_by, admitted, breaker_wait, state = reply[:7]
-        windows = reply[7:]
+        windows, hedge_tokens = reply[7:], None
+        if reads.hedge_bucket is not None and len(windows) > len(reads.windows):
+            hedge_tokens = int(float(windows.pop()))  # last, and only for an admitted call
         return AdmissionDecision(
             revoked=int(revoked) == 1,
             unknown_agent=int(revoked) == 2,
@@ -179,9 +189,10 @@ class Admission:
             breaker_wait_ms=int(breaker_wait),
             breaker_state=str(state),
             windows={
-                name: WindowRead(int(read[0]), [str(m) for m in read[1:]] if asked else None)
-                for name, asked, read in zip(reads.windows, fetch, windows, strict=False)
+                name: WindowRead(int(read[0]), [str(m) for m in read[2:]] if int(read[1]) else None)
+                for name, read in zip(reads.windows, windows, strict=False)
             },
+            hedge_tokens=hedge_tokens,
             now_ms=now,
         )
 

@@ -31,7 +31,7 @@ from gateway.budgets.breaker import CircuitBreaker
 from gateway.budgets.call_plan import plan_call
 from gateway.budgets.estimate_cache import EstimateCache
 from gateway.budgets.grant_rule import planned_chain
-from gateway.budgets.hedge_budget import HedgeBudget
+from gateway.budgets.hedge_budget import HedgeBudget, hedge_key, holds_a_hedge
 from gateway.budgets.hedge_rule import DEFAULT_QUANTILE, HedgePlan, plan_fixed_hedge, wait
 from gateway.budgets.latency_window import (
     LatencyEstimate,
@@ -103,9 +103,10 @@ class AtbaAllocator:
         else:
             chain = planned_chain(tool, plan)
             windows = tuple(dict.fromkeys((*chain, kill_overshoot_of(tool))))
-        tenant = call.principal.tenant
-        fetch = tuple(not self.estimates.fresh(tenant, name) for name in windows)
-        return CallReads(tool, probe_ttl_ms, windows, self.window.window_ms, fetch)
+        p = call.principal
+        held = tuple(self.estimates.ask(p.tenant, name) for name in windows)
+        hedges = hedge_key(p.tenant, p.agent) if self._hedgeable(call) else None
+        return CallReads(tool, probe_ttl_ms, windows, self.window.window_ms, held, hedges)
 
     async def allocate(self, call: TimedCall, admitted: AdmissionDecision) -> TimeGrant:
         if call.tool is None:
@@ -144,7 +145,7 @@ class AtbaAllocator:
         )
         if decided.hedge is None:
             return TimeGrant(decided.granted_ms, kill_margin_ms=decided.kill_margin_ms)
-        hedge = await self._affordable(call, decided.hedge)
+        hedge = self._affordable(decided.hedge, admitted)
         granted = decided.granted_ms if hedge.hedges else decided.unhedged_ms
         return TimeGrant(granted, kill_margin_ms=decided.kill_margin_ms, hedge=hedge)
 
@@ -163,12 +164,10 @@ class AtbaAllocator:
             return False  # a remote upstream's: no sandbox of ours to run a second attempt in
         return call.ask.hedge
 
-    async def _affordable(self, call: TimedCall, hedge: HedgePlan) -> HedgePlan:
-        """The plan, or waiting when the caller's identity holds no hedge now."""
-        if not hedge.hedges or self.hedges is None:
-            return hedge
-        p = call.principal
-        if await self.hedges.holds(p.tenant, p.agent):
+    def _affordable(self, hedge: HedgePlan, admitted: AdmissionDecision) -> HedgePlan:
+        """The plan, or waiting when the caller's identity held no hedge as admission read
+        its bucket (a hedge is taken for real when it starts: `HedgeBudget.take`)."""
+        if not hedge.hedges or holds_a_hedge(admitted.hedge_tokens or 0):
             return hedge
         return wait(f"the identity's hedge budget is spent ({hedge.reason})")
 
@@ -183,7 +182,7 @@ class AtbaAllocator:
         hedge = plan_fixed_hedge(
             this, ceiling, overhead_ms=self.margin_ms, quantile=self.hedge_quantile
         )
-        return TimeGrant(ceiling, hedge=await self._affordable(call, hedge))
+        return TimeGrant(ceiling, hedge=self._affordable(hedge, admitted))
 
 
 def _plan(call: TimedCall) -> tuple[str, ...]:

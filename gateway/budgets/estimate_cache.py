@@ -5,20 +5,23 @@ A tool's estimate (its Kaplan-Meier curve, p50 and p95) is made from every membe
 latency window: up to `latency_window_max` samples to parse and sort. Made on every call, a
 call's cost grew with the window, so a gateway slowed as it served. Instead each process keeps
 the estimate it last made of each (tenant, window), with the window's version it was made
-from (`latency_window.version_key`, +1 a sample written). The admission script returns every
-window's version, and a window's members only when `fresh` said the estimate held is stale:
+from (`latency_window.version_key`, +1 a sample written). A call hands the admission script
+that version and how far the window may have moved past it (`ask`); the script reads the
+window's current version and returns its members only when it moved that far:
 
-- the window has moved by at least `refresh_share` of the samples the estimate was made from
-  (one sample, while it had fewer than ten), or
-- it has moved at all and the estimate is `refresh_ms` old, or
-- the window is gone (version 0) or was never read here.
+- by `refresh_share` of the samples the estimate was made from (one sample while it had
+  fewer than ten), or
+- at all, once the estimate is `refresh_ms` old, or
+- whatever the version, when this process holds no estimate of the window yet;
+- and when the window lapsed or was made anew (its version went back).
 
-So a window of n samples is parsed at most once every n/10 calls that read it (about ten
-members a call, whatever n is) or once a second, and an estimate is never older than one
-tenth of its window's samples or than a second: well inside the window's own sampling error.
-While one call of the process is reading a window's members, the others keep the estimate held
-(`asked`), so a burst of concurrent calls reads the window once, not once each; a read whose
-call never came back (refused, or failed) is asked again after `refresh_ms`.
+So a window of n samples is parsed about once every n/10 calls that read it (about ten
+members a call, whatever n is) or once a second, and a grant never rests on an estimate that
+misses more than a tenth of its window's samples or a second of them: well inside the
+window's own sampling error. The decision is the script's, on the version as it is at the
+call, so a tool called again after a quiet spell is read anew at once. Calls admitted in the
+same round trip may each read a window that crossed its mark; the first to come back makes
+the estimate and the others keep it (`settle`) instead of parsing the window again.
 
 The holder is bounded (`max_entries`, least recently used out), so a stream of new tenants or
 tools costs it memory up to the bound, never more. A held estimate is made without the tool's
@@ -40,13 +43,11 @@ REFRESH_MS = 1_000
 MAX_ENTRIES = 10_000
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Held:
     estimate: LatencyEstimate  # made with a declared timeout of 0 (see `_declared`)
     version: int  # the window's version it was made from
     made_at: float  # time.monotonic()
-    seen: int  # the newest version an admission reply showed since
-    asked_at: float | None = None  # a call of this process is reading the members
 
 
 class EstimateCache:
@@ -65,43 +66,40 @@ class EstimateCache:
         self._held: OrderedDict[tuple[str, str], _Held] = OrderedDict()
         self.members_parsed = 0  # every window member this process parsed, for the bench
 
-    def fresh(self, tenant: str, name: str) -> bool:
-        """Whether the estimate held of `tenant`'s window `name` will do for the next call (so
-        only the window's version need be read); False asks the call to read its members,
-        and the process's other calls keep the held one meanwhile."""
+    def ask(self, tenant: str, name: str) -> tuple[int, int]:
+        """What a call hands the admission script of `tenant`'s window `name`: the version of
+        the estimate held, and how far the window may have moved past it before the script
+        returns its members (0: return them whatever the version)."""
         held = self._held.get((tenant, name))
         if held is None:
-            return False
+            return 0, 0
         self._held.move_to_end((tenant, name))
-        now = time.monotonic()
-        if held.asked_at is not None and now - held.asked_at < self.refresh_s:
-            return True
-        moved = held.seen - held.version
-        if moved == 0:
-            return True
-        threshold = max(1, int(held.estimate.samples * self.refresh_share))
-        if moved < 0 or moved >= threshold or now - held.made_at >= self.refresh_s:
-            held.asked_at = now
-            return False
-        return True
+        return held.version, self._mark(held, time.monotonic())
+
+    def _mark(self, held: _Held, now: float) -> int:
+        if now - held.made_at >= self.refresh_s:
+            return 1
+        return max(1, int(held.estimate.samples * self.refresh_share))
 
     def settle(self, tenant: str, name: str, read: WindowRead, declared_ms: int) -> LatencyEstimate:
         """The estimate for a call, from the window as its admission read it: made from the
-        members when they were read, else the one held."""
+        members when they were read (unless another call just made it from nearly the same
+        window), else the one held."""
         key = (tenant, name)
         held = self._held.get(key)
-        if read.members is None:
-            if held is None:  # pushed out since `fresh` (the bound): the declared timeout
-                return LatencyEstimate(name, declared_ms, declared_ms, 0, 0, "declared")
-            if read.version == 0 or read.version > held.seen:
-                held.seen = read.version
+        now = time.monotonic()
+        # A read that moved less than the mark since the estimate held: another call of this
+        # process made it meanwhile (or, version going back but not to 0, from a later read).
+        if held is not None and (
+            read.members is None
+            or (read.version != 0 and read.version - held.version < self._mark(held, now))
+        ):
             return _declared(held.estimate, declared_ms)
-        if held is not None and held.version == read.version:
-            held.asked_at = None  # another call made it from the same version meanwhile
-            return _declared(held.estimate, declared_ms)
+        if read.members is None:  # pushed out since `ask` (the bound): the declared timeout
+            return LatencyEstimate(name, declared_ms, declared_ms, 0, 0, "declared")
         self.members_parsed += len(read.members)
         estimate = self.window.summarize(name, read.members, 0)
-        self._held[key] = _Held(estimate, read.version, time.monotonic(), read.version)
+        self._held[key] = _Held(estimate, read.version, now)
         self._held.move_to_end(key)
         while len(self._held) > self.max_entries:
             self._held.popitem(last=False)

@@ -19,16 +19,19 @@ Everything is keyed by (tenant, tool): what one tenant's calls do (or forge) nev
 another tenant's grants, margins or breakers. The durations come from the executor, which
 clamps them to what the host observed (`sandbox.instance`).
 
-Done as separate requests, the sample, the overshoot and the evidence would be up to three
-round trips on every call; `OutcomeRecorder` runs one Lua script that does all of them, with
-the same effect as `LatencyWindow.record` followed by `CircuitBreaker.record`. Its keys
-share the tenant's hash tag, so the script touches a single cluster slot.
+The same round trip gives back the call's place among its tenant's calls in flight
+(`admission.InFlight`). Done as separate requests, the place, the sample, the overshoot and
+the evidence would be up to four round trips on every call; `OutcomeRecorder` runs one Lua
+script that does all of them, with the same effect as `Admission.release`,
+`LatencyWindow.record` and `CircuitBreaker.record`. Its keys share the tenant's hash tag, so
+the script touches a single cluster slot.
 """
 
 from __future__ import annotations
 
 import time
 
+from gateway.budgets.admission import InFlight, in_flight_key
 from gateway.budgets.breaker import (
     BreakerStateName,
     CircuitBreaker,
@@ -70,13 +73,15 @@ class OutcomeRecorder:
         healthy: bool | None,
         kill_overshoot_ms: float | None = None,
         hedge: HedgeDeposit | None = None,
+        in_flight: InFlight | None = None,
         now_ms: int | None = None,
     ) -> BreakerStateName | None:
         """Add a sample (unless `duration_ms` is None), how late a kill answered (unless
         `kill_overshoot_ms` is None) and the breaker's evidence (unless `healthy` is None),
-        all for `tenant`'s calls of `tool`; returns the breaker's state when there was
-        evidence."""
-        if duration_ms is None and healthy is None and kill_overshoot_ms is None and not hedge:
+        all for `tenant`'s calls of `tool`, and give back the call's place `in_flight`;
+        returns the breaker's state when there was evidence."""
+        nothing = duration_ms is None and healthy is None and kill_overshoot_ms is None
+        if nothing and not hedge and in_flight is None:
             return None
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         evidence = "" if healthy is None else ("1" if healthy else "0")
@@ -89,6 +94,7 @@ class OutcomeRecorder:
                 overshoot_window=window_key(tenant, overshoot),
                 overshoot_version=version_key(tenant, overshoot),
                 hedge_bucket=hedge.key if hedge else window_key(tenant, overshoot),
+                in_flight=in_flight_key(tenant),
             ),
             args=_RECORD_BOTH.argv(
                 now_ms=now,
@@ -102,6 +108,7 @@ class OutcomeRecorder:
                 hedge_share=hedge.share_units if hedge else "",
                 hedge_cap=hedge.cap_units if hedge else 0,
                 hedge_ttl_ms=hedge.ttl_ms if hedge else 0,
+                call_id=in_flight.call_id if in_flight else "",
             ),
         )
         if healthy is None:
@@ -135,10 +142,12 @@ class CallFeedback:
         stop_by_ms: int | None,
         answered_ms: float,
         agent: str | None = None,
+        in_flight: InFlight | None = None,
     ) -> None:
         """Record one finished call of `tenant`'s: its outcome (`error`, None for a result),
         the wall time it took, the time it was granted, and when it answered against the
-        sandbox's deadline (`stop_by_ms`); with `agent`, the identity's hedge share."""
+        sandbox's deadline (`stop_by_ms`); with `agent`, the identity's hedge share; with
+        `in_flight`, its place among the tenant's calls in flight is given back."""
         timed_out = error is not None and error.code is ErrorCode.TOOL_TIMEOUT
         cancelled = error is not None and error.code is ErrorCode.CANCELLED
         duration: float | None = None
@@ -168,4 +177,5 @@ class CallFeedback:
             healthy=healthy,
             kill_overshoot_ms=overshoot,
             hedge=self.hedges.deposit(tenant, agent) if self.hedges and agent else None,
+            in_flight=in_flight,
         )

@@ -4,8 +4,9 @@ An audit record (handed to the background `AuditWriter`), metrics (requests, lat
 operation and per stage, errors by code, rate-limit hits), one structured log line carrying
 the trace id, and for a tool call that reached its executor, what the time budgets learn
 from it (`CallFeedback`: the latency sample and the breaker's evidence, the caller's
-tenant's own). A tool call's place among its tenant's calls in flight is given back here,
-first, whatever the outcome (a place never given back lapses in Redis on its own).
+tenant's own). A tool call's place among its tenant's calls in flight is given back here
+whatever the outcome, in the same round trip (a place never given back lapses in Redis on
+its own).
 Runs as the pipeline's closing stage, so refusals are accounted like answers.
 """
 
@@ -113,25 +114,24 @@ class AccountStage:
         if log.isEnabledFor(level):
             log.log(level, "request", extra=record.model_dump(exclude={"id"}))
         self.audit.submit(record)
-        await self._give_back_place(ctx)
-        await self._feed_back(ctx)
+        await self._settle(ctx)
 
-    async def _give_back_place(self, ctx: RequestContext) -> None:
-        """The call's place among its tenant's calls in flight, given back after its audit
-        record is written: best effort, since a place Redis failed to take back lapses on its
-        own (after the tool's timeout), and the record must not be lost for it."""
-        if ctx.in_flight is None or self.admission is None:
-            return
-        in_flight, ctx.in_flight = ctx.in_flight, None
-        try:
-            await self.admission.release(ctx.require_principal().tenant, in_flight)
-        except RedisError as lost:
-            log.warning("in-flight place not given back (it lapses on its own): %s", lost)
-
-    async def _feed_back(self, ctx: RequestContext) -> None:
+    async def _settle(self, ctx: RequestContext) -> None:
+        """What the budgets learn from a tool call that ran, in one round trip with its place
+        among its tenant's calls in flight given back; a call that never ran gives back its
+        place alone. Both after its audit record is handed over, so no record waits on them.
+        Giving a place back is best effort: one Redis failed to take back lapses on its own
+        (after the tool's timeout)."""
+        in_flight, ctx.in_flight = (ctx.in_flight, None) if self.admission else (None, None)
         call, usage, answered = ctx.invocation, ctx.usage, ctx.answered_ms
         if self.feedback is None or ctx.tool is None or call is None or usage is None:
-            return  # not a tool call, or no outcome came back from its executor
+            if in_flight is None or self.admission is None:
+                return  # not a tool call, or no outcome came back from its executor
+            try:
+                await self.admission.release(ctx.require_principal().tenant, in_flight)
+            except RedisError as lost:
+                log.warning("in-flight place not given back (it lapses on its own): %s", lost)
+            return
         assert answered is not None  # set by dispatch with the outcome
         await self.feedback.learn(
             ctx.require_principal().tenant,
@@ -143,4 +143,5 @@ class AccountStage:
             stop_by_ms=call.context.deadline_ms,
             answered_ms=answered,
             agent=ctx.require_principal().agent,
+            in_flight=in_flight,
         )

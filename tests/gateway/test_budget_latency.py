@@ -16,6 +16,8 @@ from gateway.budgets import (
     LatencyWindow,
     WindowRead,
     censored_quantile,
+    version_key,
+    window_key,
 )
 from gateway.config import Settings
 from gateway.identity.tokens import issue_token
@@ -135,29 +137,28 @@ async def test_a_held_estimate_is_made_again_once_its_window_moved_a_tenth(redis
     held = EstimateCache(window, refresh_ms=60_000)
 
     async def grant_estimate() -> LatencyEstimate:
-        fetch = (not held.fresh("acme", "t"),)
-        reads = CallReads(None, 0, ("t",), window.window_ms, fetch)
+        reads = CallReads(None, 0, ("t",), window.window_ms, (held.ask("acme", "t"),))
         decision = await admission.admit("acme", "a", 0, "t", reads)
         return held.settle("acme", "t", decision.windows["t"], 2_000)
 
     assert (await grant_estimate()).source == "declared"  # no window yet: the declared 2 s
     for _ in range(100):
         await window.record("acme", "t", 10.0)
-    await grant_estimate()  # learns the window's version: its estimate is stale
-    assert (await grant_estimate()).p50_ms == 10.0
-    for _ in range(9):  # 9 of 100: not a tenth yet, the held estimate stands
+    assert (await grant_estimate()).p50_ms == 10.0  # read at once, after a quiet spell too
+    parsed = held.members_parsed
+    for _ in range(9):  # 9 of 100: not a tenth yet, the held estimate stands, unread
         await window.record("acme", "t", 50.0)
-    await grant_estimate()
-    assert (await grant_estimate()).p50_ms == 10.0
+    assert (await grant_estimate()).p50_ms == 10.0 and held.members_parsed == parsed
     await window.record("acme", "t", 50.0)  # 10 of 100
-    await grant_estimate()
     assert (await grant_estimate()).samples == 110
+    await redis.delete(window_key("acme", "t"), version_key("acme", "t"))  # the window lapsed
+    assert (await grant_estimate()).source == "declared"
 
 
 async def test_the_held_estimates_are_bounded(redis: Redis) -> None:
     held = EstimateCache(LatencyWindow(redis), max_entries=3)
     for tool in ("a", "b", "c", "d"):
         held.settle("acme", tool, WindowRead(1, ["5.000|o|1"]), 2_000)
-    assert len(held) == 3 and not held.fresh("acme", "a")  # the oldest went
+    assert len(held) == 3 and held.ask("acme", "a") == (0, 0)  # the oldest went: read it whole
     # Pushed out between a call's admission and its grant: the declared timeout stands in.
     assert held.settle("acme", "a", WindowRead(1), 2_000).p50_ms == 2_000
