@@ -12,13 +12,18 @@ from dataclasses import dataclass, replace
 
 from gateway.budgets.chain_odds import best_choice
 from gateway.budgets.grant_rule import Allocation, allocate_budget
-from gateway.budgets.hedge_rule import DEFAULT_QUANTILE, HedgePlan, plan_hedge, wait
+from gateway.budgets.hedge_rule import (
+    DEFAULT_QUANTILE,
+    HEDGE_START_MS,
+    HedgePlan,
+    plan_hedge,
+    wait,
+)
 from gateway.budgets.latency_window import LatencyEstimate
 from gateway.gateway_error import GatewayError
 from protocol import ErrorCode
 from sandbox import kill_margin_ms
 
-HEDGE_START_MS = 5.0  # from the hedge point to the second attempt running (a warm sandbox)
 # A hedge must raise the chance that the chain finishes by this much per hedge spent: the
 # identity's budget holds few, so they go to the calls where they buy the most.
 HEDGE_WORTH = 0.1

@@ -20,7 +20,8 @@ Waiting wins only when it is clearly more likely to finish (by `MIN_GAIN`: the c
 estimate): otherwise the call hedges, as a hedge starts only for the slow tail of calls
 (those past p95: one in twenty) and cuts that tail short, which leaves the rest of the chain
 more time even where both finish within the grant. A hedge needs room: it must have at least
-the tool's p50 to run (a hedge that cannot finish typically only costs). No hedge without
+the tool's p50 to run (a hedge that cannot finish typically only costs), and a hedge point
+no sooner than a second attempt takes to start (`HEDGE_START_MS`). No hedge without
 an observed window (no p95 to start it at, no curve to weigh it), for a tool not declared
 idempotent, for a caller that said `hedge: false`, or when the identity's hedge budget is
 spent (`HedgeBudget`).
@@ -34,6 +35,7 @@ from gateway.budgets.grant_rule import MIN_GAIN, Allocation
 from gateway.budgets.latency_window import LatencyEstimate
 
 DEFAULT_QUANTILE = 0.95
+HEDGE_START_MS = 5.0  # from the hedge point to the second attempt running (a warm sandbox)
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,14 @@ def plan_hedge(
     hedged_room = min(room_ms, float(max_ms))
     hedge_left = hedged_room - after - overhead_ms
     p50 = this.quantile(0.5)
-    if after <= 0 or hedge_left < p50:
+    if after < HEDGE_START_MS:
+        # The tool answers before a second attempt could even start: a hedge would only
+        # double the call (and the race's own machinery would cost every call of it).
+        return wait(
+            f"the tool's p{quantile * 100:.0f} ({after:.1f} ms) is shorter than a hedge takes"
+            f" to start ({HEDGE_START_MS:g} ms)"
+        )
+    if hedge_left < p50:
         return HedgePlan(
             None,
             f"no room: a hedge at {after:.0f} ms would have {max(0.0, hedge_left):.0f} ms,"

@@ -50,6 +50,14 @@ def test_no_hedge_without_a_window_or_without_room_for_a_typical_hedge() -> None
     assert not plan.hedges and "no room" in plan.reason
 
 
+def test_a_tool_that_answers_before_a_hedge_could_start_is_never_hedged() -> None:
+    # A sub-millisecond tool with a heavy tail: its p95 (0.9 ms) is sooner than a second
+    # attempt can start, so a hedge there would only run every slow call twice.
+    this = _estimate([0.1 + i / 100 for i in range(19)] + [40.0])
+    plan = plan_fixed_hedge(this, 2_000, overhead_ms=10, quantile=0.95)
+    assert not plan.hedges and "shorter than a hedge takes to start" in plan.reason
+
+
 def test_a_call_without_a_deadline_hedges_when_its_timeout_leaves_room() -> None:
     this = _estimate(DURATIONS)
     assert plan_fixed_hedge(this, 60_000, overhead_ms=10, quantile=0.95).after_ms == 56
