@@ -11,7 +11,14 @@ from rich.progress import Progress
 
 from conclave.bench.core import BenchContext, measuring_settings
 from conclave.bench.overhead import gateway_suite
-from conclave.bench.overhead.gateway_suite import PLAIN, STREAMED, STREAMED_ADDED
+from conclave.bench.overhead.gateway_suite import (
+    HISTORY,
+    PLAIN,
+    REST,
+    REST_AFTER,
+    STREAMED,
+    STREAMED_ADDED,
+)
 from conclave.stack import EmbeddedStack
 from gateway import Settings
 
@@ -38,3 +45,8 @@ def test_a_streamed_mcp_call_is_measured_against_a_plain_one(
     assert goal.measured == f"{result.figures[STREAMED_ADDED]:.3f} ms"
     assert not [name for name in goals if name.startswith(STREAMED)]  # its one goal is that
     assert any("echo_with_progress" in note for note in result.notes)
+    # Issue 39: the REST row again after 10,000 calls, with what each call read from Redis.
+    history = {row[0]: row for row in result.tables[1].rows}
+    fresh, after = history[REST], history[REST_AFTER]
+    assert fresh[1] > 0 and after[1] > 0 and fresh[2] > 0 and 0 < after[2] < 4 * fresh[2]
+    assert f"gateway HTTP /v1/tools: calls/s after {HISTORY:,} calls vs fresh" in goals

@@ -8,6 +8,11 @@ the six stages and their Redis round trips. One more row calls the bench stack's
 gateway, whose executor is the configured sandbox, to show what a sandboxed call costs end
 to end.
 
+A gateway is measured with history too (issue 39): the REST row again after `HISTORY` calls of
+`echo` (its latency windows full, its audit stream long), with the bytes each call made Redis
+send (the server's own `total_net_output_bytes`, over the calls/s run), so a cost that grows
+with what the gateway has served shows as a drop from the fresh row.
+
 A streamed `/mcp` call (issue 24) is measured against the plain one in turns: `echo` reports
 nothing, so the gateway answers it plain JSON even to a client that takes an event stream;
 `echo_with_progress` (`tools.harness.reporting`) is `echo` reporting one progress event, asked
@@ -25,6 +30,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
+from redis.asyncio import Redis
 
 from conclave.bench.core import (
     BenchContext,
@@ -42,12 +48,19 @@ from conclave.bench.core import (
 )
 from conclave.bench.overhead.ceiling_app import ceiling_server
 from conclave.stack import EmbeddedStack
+from gateway import connect_redis
 from protocol import Principal, ToolContext
 from sandbox import CallLimits, InProcessExecutor, Invocation
 from tools import default_registry
 
 GOAL_P50_MS, GOAL_P99_MS, GOAL_RATE = 1.5, 5.0, 1500.0
-GOAL_CEILING_SHARE = 0.5  # the REST echo's calls/s against the bare endpoint's (issue 13)
+GOAL_CEILING_SHARE = 0.6  # the REST echo's calls/s against the bare endpoint's (issue 39)
+GOAL_HISTORY_DROP = 0.05  # calls/s after HISTORY calls against a fresh gateway's (issue 39)
+GOAL_CLIENT_SHARE = 0.5  # the official mcp client's calls/s against raw /mcp's (issue 39)
+HISTORY = 10_000
+REST = "gateway HTTP /v1/tools"
+REST_AFTER = f"gateway HTTP /v1/tools after {HISTORY:,} calls"
+OFFICIAL = "gateway /mcp (official mcp client)"
 GOAL_STREAMED_ADDED_MS = 1.0  # a streamed /mcp call's p50 over a plain one's (issue 24)
 CEILING = "ceiling: bare FastAPI+uvicorn, one Redis call"
 PLAIN = "gateway /mcp (JSON-RPC, raw HTTP/1.1)"
@@ -216,6 +229,44 @@ async def _official_client_rows(target: _Target, count: int, seconds: float) -> 
     return [samples, rate]  # type: ignore[list-item]
 
 
+async def _rate_and_bytes(
+    redis: Redis, make_call: Callable[[int], Call], seconds: float
+) -> tuple[float, float]:
+    """Calls/s at concurrency 16, and the bytes Redis sent per call meanwhile (every client
+    of the bench's Redis counts: the other gateways are idle while a row runs)."""
+    done = 0
+
+    def counted(index: int) -> Call:
+        call = make_call(index)
+
+        async def once() -> None:
+            nonlocal done
+            await call()
+            done += 1
+
+        return once
+
+    before = await _sent_bytes(redis)
+    rate = await _throughput(counted, 16, seconds)
+    return rate, (await _sent_bytes(redis) - before) / max(1, done)
+
+
+async def _sent_bytes(redis: Redis) -> int:
+    return int((await redis.info("stats"))["total_net_output_bytes"])
+
+
+async def _history(make_call: Callable[[int], Call]) -> None:
+    """`HISTORY` calls from the 16 workers, so the row after them meets full windows."""
+    async with anyio.create_task_group() as calling:
+        for index in range(16):
+
+            async def worker(call: Call = make_call(index)) -> None:
+                for _ in range(HISTORY // 16):
+                    await call()
+
+            calling.start_soon(worker)
+
+
 def _ceiling_call(connection: Http1Connection, url: str) -> Call:
     body = json.dumps({"arguments": {"message": "ping"}}).encode()
     raw = encode_request("POST", url, "/echo", {"Accept": "application/json"}, body)
@@ -247,17 +298,22 @@ async def _measure(
         for connection in connections:
             exits.push_async_callback(connection.aclose)
         target = _Target(overhead_stack, connections)
-        rows["gateway HTTP /v1/tools"] = (
-            await latencies(target.rest(16), count),
-            await _throughput(target.rest, 16, seconds),
-        )
+        redis = connect_redis(overhead_stack.settings.redis_url or "")
+        exits.push_async_callback(redis.aclose)
+        sent: dict[str, float] = {}
+        for row in (REST, REST_AFTER):
+            if row == REST_AFTER:
+                await _history(target.rest)
+            samples = await latencies(target.rest(16), count)
+            rate, sent[row] = await _rate_and_bytes(redis, target.rest, seconds)
+            rows[row] = (samples, rate)
+        rows["Redis bytes sent per call"] = sent
         rows |= await _plain_and_streamed(target, count, seconds)
         rows["gateway /mcp 2026-07-28 (JSON-RPC, raw HTTP/1.1)"] = (
             await latencies(target.jsonrpc(16, stateless=True), count),
             await _throughput(lambda i: target.jsonrpc(i, stateless=True), 16, seconds),
         )
-        samples, rate = await _official_client_rows(target, count, seconds)
-        rows["gateway /mcp (official mcp client)"] = (samples, rate)
+        rows[OFFICIAL] = tuple(await _official_client_rows(target, count, seconds))
         ceiling = [Http1Connection(ceiling_url) for _ in range(17)]
         for connection in ceiling:
             exits.push_async_callback(connection.aclose)
@@ -303,6 +359,7 @@ def measure(ctx: BenchContext, count: int, seconds: float) -> SuiteResult:
             backend_options={"use_uvloop": True},
         )
     ctx.progress.advance(task)
+    sent: dict[str, float] = rows.pop("Redis bytes sent per call")
 
     direct_samples, _ = rows["direct (in-process executor)"]
     d50, d99 = statistics.median(direct_samples), percentile(direct_samples, 0.99)
@@ -315,7 +372,7 @@ def measure(ctx: BenchContext, count: int, seconds: float) -> SuiteResult:
         p50, p99 = statistics.median(samples), percentile(samples, 0.99)
         added50, added99 = p50 - d50, p99 - d99
         table.rows.append([path, p50, p99, added50, added99, round(rate)])
-        key = path.split(" (")[0] if path.startswith("gateway HTTP") else path
+        key = path.split(" (")[0] if path == REST else path
         result.figures[f"{key} added_p50_ms"] = added50
         result.figures[f"{key} added_p99_ms"] = added99
         result.figures[f"{key} calls_per_s"] = rate
@@ -335,14 +392,33 @@ def measure(ctx: BenchContext, count: int, seconds: float) -> SuiteResult:
         Goal("streamed /mcp call: added p50 over a plain one", f"<= {GOAL_STREAMED_ADDED_MS:g} ms",
              f"{streamed_added:.3f} ms", streamed_added <= GOAL_STREAMED_ADDED_MS)
     )  # fmt: skip
-    _, rest_rate = rows["gateway HTTP /v1/tools"]
+    _, rest_rate = rows[REST]
     _, ceiling_rate = rows[CEILING]
     share = rest_rate / ceiling_rate
     result.figures["REST share of ceiling"] = share
-    result.goals.append(
+    _, after_rate = rows[REST_AFTER]
+    drop = 1 - after_rate / rest_rate
+    result.figures[f"REST calls/s drop after {HISTORY} calls"] = drop
+    client_share = rows[OFFICIAL][1] / rows[PLAIN][1]
+    result.figures["official client share of raw /mcp"] = client_share
+    history = Table(
+        f"gateway: a REST echo call, fresh and after {HISTORY:,} calls (calls/s at c=16)",
+        ["gateway", "calls/s c=16", "Redis bytes sent per call"],
+    )
+    for path in (REST, REST_AFTER):
+        history.rows.append([path, round(rows[path][1]), round(sent[path])])
+        result.figures[f"{path} redis_bytes_per_call"] = sent[path]
+    result.tables.append(history)
+    result.goals += [
         Goal("gateway HTTP /v1/tools: calls/s share of the ceiling", f">= {GOAL_CEILING_SHARE:.0%}",
-             f"{share:.0%}", share >= GOAL_CEILING_SHARE)
-    )  # fmt: skip
+             f"{share:.0%}", share >= GOAL_CEILING_SHARE),
+        Goal(f"gateway HTTP /v1/tools: calls/s after {HISTORY:,} calls vs fresh",
+             f"<= {GOAL_HISTORY_DROP:.0%} lower", f"{drop:+.1%} lower ({after_rate:.0f} vs "
+             f"{rest_rate:.0f}; {sent[REST_AFTER]:.0f} vs {sent[REST]:.0f} Redis bytes a call)",
+             drop <= GOAL_HISTORY_DROP),
+        Goal("official mcp client: calls/s share of raw /mcp", f">= {GOAL_CLIENT_SHARE:.0%}",
+             f"{client_share:.0%}", client_share >= GOAL_CLIENT_SHARE),
+    ]  # fmt: skip
     result.notes.append(
         "ceiling row: a bare FastAPI endpoint under uvicorn (bench/overhead/ceiling_app) that "
         "parses the JSON body and makes one Redis call, in its own process, driven by the same "
