@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -78,12 +78,18 @@ class LatencyEstimate:
         Never the kills' lower bound: after a run of hung calls that would say the tool
         needs longer than any grant, and refuse every budgeted call until the window ages
         out (nothing could finish under a budget to show otherwise)."""
-        for duration, finished in self.curve:
-            if finished >= q - 1e-12:
-                return duration
+        # The curve's finish chances only rise: a bisection, not a walk of up to the window's
+        # every sample on every call that weighs a hedge.
+        index = bisect_left(self.curve, q - 1e-12, key=_finished)
+        if index < len(self.curve):
+            return self.curve[index][0]
         if self.curve or self.censored >= self.samples:
             return self.curve[-1][0] if self.curve else 0.0
         return self.p50_ms if q <= 0.5 else self.p95_ms  # a summary given without its curve
+
+
+def _finished(point: tuple[float, float]) -> float:
+    return point[1]
 
 
 def finish_curve(samples: Sequence[LatencySample]) -> tuple[tuple[float, float], ...]:
