@@ -22,7 +22,7 @@ it before reading a large body, so a revoked or rate-limited caller's body is ne
 
 from __future__ import annotations
 
-import secrets
+import random
 import time
 from dataclasses import dataclass, field
 
@@ -66,7 +66,9 @@ class InFlight:
     @classmethod
     def for_call(cls, declared_timeout_ms: int | None) -> InFlight:
         hold = IN_FLIGHT_HOLD_MS if declared_timeout_ms is None else declared_timeout_ms
-        return cls(secrets.token_hex(8), hold + IN_FLIGHT_SLACK_MS)
+        # The id never leaves the gateway: unique among the tenant's places is all it needs,
+        # so `random`, not the OS's entropy (a system call on every tool call).
+        return cls(f"{random.getrandbits(64):016x}", hold + IN_FLIGHT_SLACK_MS)
 
 
 @dataclass(frozen=True)
