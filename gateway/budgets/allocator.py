@@ -97,15 +97,16 @@ class AtbaAllocator:
         plan = _plan(call)  # refused here, before any Redis work
         # The probe's lease covers the longest grant this call can get, and the reply.
         probe_ttl_ms = self._ceiling_ms(call.tool, call) + PROBE_GRACE_MS
+        hedgeable = self._hedgeable(call)
         if call.ask.deadline_ms is None:
             # A hedgeable call weighs its hedge on the tool's window, deadline or not.
-            windows: tuple[str, ...] = (tool,) if self._hedgeable(call) else ()
+            windows: tuple[str, ...] = (tool,) if hedgeable else ()
         else:
             chain = planned_chain(tool, plan)
             windows = tuple(dict.fromkeys((*chain, kill_overshoot_of(tool))))
         p = call.principal
         held = tuple(self.estimates.ask(p.tenant, name) for name in windows)
-        hedges = hedge_key(p.tenant, p.agent) if self._hedgeable(call) else None
+        hedges = hedge_key(p.tenant, p.agent) if hedgeable else None
         return CallReads(tool, probe_ttl_ms, windows, self.window.window_ms, held, hedges)
 
     async def allocate(self, call: TimedCall, admitted: AdmissionDecision) -> TimeGrant:
