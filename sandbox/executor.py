@@ -19,6 +19,7 @@ from protocol import CallUsage, ErrorCode, InputAnswer, InputRound, SerfError, T
 from sandbox.call_events import CallEvents
 from sandbox.idle_watch import SubscriptionHold
 from tools import ToolResult
+from tools.calls import IN_SANDBOX, Placement
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,9 @@ class Invocation:
     # A call that subscribes an MCP server in the sandbox: the pool keeps that sandbox for
     # the hold's time after it, and its servers' notices go to the hold's receiver.
     hold: SubscriptionHold | None = None
+    # Where the tool runs (the registered tool's, or an MCP source's server for a message
+    # relayed to it): every executor routes on it, none on the entrypoint's text.
+    placement: Placement = IN_SANDBOX
 
 
 # Failures decided before the tool did any work: they say nothing about its latency or health.

@@ -30,7 +30,7 @@ Events: before its reply the runner may send the call's events (its tool's progr
 messages, its MCP server's notifications); they go to the invocation's `events`, which bounds
 and checks them. They are the tool's word: nothing in them is recorded as usage.
 
-MCP servers: an invocation of an `mcp_stdio` tool (`tools.sources.placement`) is sent as a
+MCP servers: an invocation of an `mcp_stdio` tool (`tools.calls.Placement`) is sent as a
 request of type "mcp": its arguments are the server's spec and one JSON-RPC message, which
 the runner relays to the server it keeps in this sandbox (started on first use). The server's
 requests to the calling client (sampling, elicitation, roots) come as server-request frames
@@ -97,7 +97,7 @@ from sandbox.time_limit import TimeLimit
 from sandbox.unavailable import unavailable_error
 from sandbox.workspace import disk_full_error, workspace_is_full
 from tools import ToolResult, ToolResultError, tool_exception_code
-from tools.sources import RunsIn, runs_in
+from tools.calls import RunsIn
 
 # A sandbox is torn down after these. Not after a timeout the runner reported: it killed the
 # call's process group and reaped it, and sweeps any orphan before the next call, so the
@@ -274,7 +274,7 @@ class Sandbox:
             "limits": {**asdict(invocation.limits), "max_processes": self._nproc},
             "egress": bool(invocation.network) and self._egress is not None,
         }
-        if runs_in(invocation.entrypoint) is RunsIn.STDIO_SERVER:
+        if invocation.placement.runs_in is RunsIn.STDIO_SERVER:
             request["type"] = MCP
         started = time.monotonic()
         reply: dict[str, Any] | None = None

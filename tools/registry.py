@@ -33,6 +33,7 @@ from protocol import (
     ToolContext,
     ToolSpec,
 )
+from tools.calls import IN_SANDBOX, Placement
 from tools.tool_result import ToolResult, result_of
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -156,6 +157,8 @@ class RegisteredTool:
     aliases: tuple[str, ...] = ()
     # Its schema wraps a returned value as {"result": value} (see `output_schema_of`).
     wraps_result: bool = True
+    # Where it runs: set where its kind registers (an MCP source's discovery), never parsed.
+    placement: Placement = IN_SANDBOX
 
     @property
     def name(self) -> str:

@@ -43,7 +43,7 @@ from gateway.budgets.time_ask import TimedCall
 from protocol import ResourceIntent
 from sandbox import fit_timeout
 from tools import RegisteredTool, ToolRegistry
-from tools.sources import RunsIn, runs_in
+from tools.calls import RunsIn
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,7 @@ class AtbaAllocator:
         did not say no."""
         if self.hedges is None or call.tool is None or not call.tool.spec.idempotent:
             return False
-        if runs_in(call.tool.entrypoint) is RunsIn.HTTP_UPSTREAM:
+        if call.tool.placement.runs_in is RunsIn.HTTP_UPSTREAM:
             return False  # a remote upstream's: no sandbox of ours to run a second attempt in
         return call.ask.hedge
 

@@ -121,6 +121,7 @@ class DispatchStage:
         ctx.invocation = Invocation(
             tool=ctx.tool.name,
             entrypoint=ctx.tool.entrypoint,
+            placement=ctx.tool.placement,
             arguments=ctx.arguments,
             context=context,
             limits=limits,

@@ -4,7 +4,7 @@ servers, run in sandboxes, and remote `mcp_http` upstreams, all served as `<sour
 One folder per kind, each with its prepare, discover and execute parts: `python`,
 `mcp_stdio`, `mcp_http`; what they share (the client-requests channel, the HTTP/1.1 pool,
 `UpstreamTool`, the sandboxed kinds' backend and cache) is in `shared`. Which executor runs
-a tool is decided by one table, `tools.sources.placement`, which `SourceRouter` (the
+a tool is decided where its kind registers (`tools.calls.Placement`), which `SourceRouter` (the
 dispatch stage's executor) reads; the configuration and the served names are
 `tools.sources`'.
 """

@@ -1,9 +1,10 @@
 """`SourceRouter`: the dispatch stage's executor, which sends each call where its tool runs.
 
-Where a tool runs is read from the one table, `tools.sources.placement`: an `mcp_http` tool
-goes to its upstream, an `mcp_stdio` tool to its server in the caller's sandbox (through the
-sandbox executor, `local`), every other tool (the gateway's own, `python` sources') to
-`local` itself: the sandbox pool, or the in-process executor on the `inprocess` backend.
+Where a tool runs is the invocation's `Placement` (`tools.calls`), set where the tool's kind
+registered: an `mcp_http` tool goes to its upstream, an `mcp_stdio` tool to its server in the
+caller's sandbox (through the sandbox executor, `local`), every other tool (the gateway's own,
+`python` sources') to `local` itself: the sandbox pool, or the in-process executor on the
+`inprocess` backend. No tool is looked up again here, and no entrypoint is read.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from gateway.sources.mcp_http import UpstreamSet
 from gateway.sources.mcp_stdio import StdioSources
 from sandbox import Invocation, Outcome, ToolExecutor
-from tools.sources import RunsIn, runs_in
+from tools.calls import RunsIn
 
 
 class SourceRouter:
@@ -28,12 +29,10 @@ class SourceRouter:
         return self.local.name
 
     async def execute(self, invocation: Invocation) -> Outcome:
-        # An upstream's tool is known by its registered entrypoint (the registry is the
-        # upstream set's, which adds and withdraws them as the upstream's list changes).
-        upstream = self.upstreams.owner_of(self.upstreams.registry.get(invocation.tool))
-        if upstream is not None:
-            return await upstream.call(invocation)
-        if runs_in(invocation.entrypoint) is RunsIn.STDIO_SERVER:
+        placement = invocation.placement
+        if placement.runs_in is RunsIn.HTTP_UPSTREAM:
+            return await self.upstreams.call(placement.source, invocation)
+        if placement.runs_in is RunsIn.STDIO_SERVER:
             return await self.stdio.call_tool(self.local, invocation)
         return await self.local.execute(invocation)
 

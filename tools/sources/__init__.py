@@ -1,9 +1,9 @@
 """Tool sources: the user's own tools, declared in `conclave.toml` (DESIGN.md, "Tool sources").
 
-What the gateway and the sandbox share of them: their configuration, where each kind's tools
-run, their served names, and the `python` kind's loader, which the runner imports inside the
-sandbox (with the layout of a prepared source's directory). Each kind's host-side preparation
-is the gateway's (`gateway.sources.<kind>.prepare`).
+What the gateway and the sandbox share of them: their configuration, their served names, and
+the `python` kind's loader, which the runner imports inside the sandbox (with the layout of a
+prepared source's directory). Where each kind's tools run is `tools.calls.Placement`. Each
+kind's host-side preparation is the gateway's (`gateway.sources.<kind>.prepare`).
 """
 
 from tools.sources.config import (
@@ -17,13 +17,6 @@ from tools.sources.config import (
     load_config,
 )
 from tools.sources.pip_output import pip_error
-from tools.sources.placement import (
-    MCP_HTTP_ENTRYPOINT,
-    MCP_STDIO_ENTRYPOINT,
-    RunsIn,
-    runs_in,
-    source_of,
-)
 from tools.sources.source_loader import CODE_DIR, DEPS_DIR, DESCRIBE_ENTRYPOINT, MANIFEST
 from tools.sources.tool_names import (
     DEFAULT_SEPARATOR,
@@ -39,22 +32,17 @@ __all__ = [
     "DEPS_DIR",
     "DESCRIBE_ENTRYPOINT",
     "MANIFEST",
-    "MCP_HTTP_ENTRYPOINT",
-    "MCP_STDIO_ENTRYPOINT",
     "SERVED_NAME",
     "ConclaveConfig",
     "ConfigError",
     "McpHttpSource",
     "McpStdioSource",
     "PythonSource",
-    "RunsIn",
     "SourceBase",
     "ToolNameError",
     "ToolSource",
     "dotted_tool_name",
     "load_config",
     "pip_error",
-    "runs_in",
     "served_tool_name",
-    "source_of",
 ]

@@ -4,7 +4,7 @@ Prepare: nothing to build; `check_upstream` (`conclave tools check`) tries one. 
 `UpstreamSet` opens each upstream (`http_upstream`, over its `mcp_session`) and registers the
 tools its `tools/list` declares, at start-up and again when it says its list changed
 (`upstream_events`, which also relays resource updates). Execute: `HttpUpstream.call`, where
-`gateway.sources.SourceRouter` sends a call of such a tool (`tools.sources.placement`);
+`gateway.sources.SourceRouter` sends a call of such a tool (`tools.calls.Placement`);
 `upstream_rounds` carries the 2026-07-28 wire's input rounds and `upstream_failure` turns
 what goes wrong into SERF errors.
 """

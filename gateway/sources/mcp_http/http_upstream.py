@@ -259,9 +259,8 @@ class HttpUpstream:
         """Call the tool on the upstream within the call's grant; its failures as SERF."""
         began = time.perf_counter()
         started = anyio.current_time()
-        # The upstream's own name, from the entrypoint `mcp_http:<source>/<tool>` (the served
-        # name may have had characters replaced).
-        tool = invocation.entrypoint.partition("/")[2]
+        # The upstream's own name (the served name may have had characters replaced).
+        tool = invocation.placement.name
         timeout_ms = invocation.limits.timeout_ms
         meta: dict[str, Any] = {TIMEOUT_META: timeout_ms}
         if invocation.context.deadline_ms is not None:

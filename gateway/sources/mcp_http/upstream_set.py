@@ -3,11 +3,11 @@
 - Their tools go into the gateway's `ToolRegistry` under their served names, `<source>.<tool>`
   an alias (`tools.sources.tool_names`; the source's allow and deny filters applied, its
   default intent), so listings, scopes and the six stages treat them like every other tool;
-  their entrypoint `mcp_http:<source>/<tool>` says where they run. An upstream's tools are
+  their placement (`tools.calls.Placement.http`) says where they run. An upstream's tools are
   known only once it answers, which may be long after start-up: a tool whose name is too long
   or claimed by another tool is left out with one log line naming both, the others served.
-- `owner_of` names the upstream a call goes to (`gateway.sources.SourceRouter`, the dispatch
-  stage's executor, sends it there). The budgets need nothing new: latency
+- `call` sends a call to the upstream its placement names (`gateway.sources.SourceRouter`,
+  the dispatch stage's executor, routes it here). The budgets need nothing new: latency
   windows and breakers are kept per (tenant, tool), so per upstream tool.
 - Their resources and prompts are served at `/mcp`. Who sees them: a principal whose
   `tool:` scopes cover every tool of the source (`tool:<source>.*`, `tool:<source>__*` or
@@ -33,16 +33,10 @@ from gateway.gateway_error import GatewayError
 from gateway.sources.mcp_http.http_upstream import HttpUpstream
 from gateway.sources.mcp_http.upstream_events import SourceEvents, UpstreamListener
 from protocol import ErrorCode, Principal
+from sandbox import Invocation, Outcome
 from tools import DuplicateToolError, RegisteredTool, ToolRegistry
-from tools.sources import (
-    MCP_HTTP_ENTRYPOINT,
-    McpHttpSource,
-    RunsIn,
-    ToolNameError,
-    ToolSource,
-    runs_in,
-    source_of,
-)
+from tools.calls import Placement
+from tools.sources import McpHttpSource, ToolNameError, ToolSource
 
 log = logging.getLogger("conclave.upstreams")
 
@@ -102,13 +96,15 @@ class UpstreamSet:
                     continue  # registered at an earlier discovery, unchanged
                 self.registry.remove(qualified)  # changed: served as it is now
                 del self._registered[qualified]
+            placement = Placement.http(upstream.name, name)
             tool = RegisteredTool(
                 spec=spec,
                 function=_runs_upstream,
                 arguments_model=_UpstreamArguments,
                 context_param=None,
-                entrypoint=f"{MCP_HTTP_ENTRYPOINT}{upstream.name}/{name}",
+                entrypoint=placement.entrypoint,
                 aliases=upstream.source.aliases(name),
+                placement=placement,
             )
             try:
                 self.registry.add(tool)
@@ -129,10 +125,15 @@ class UpstreamSet:
             len(upstream.prompts),
         )
 
-    def owner_of(self, tool: RegisteredTool | None) -> HttpUpstream | None:
-        if tool is None or runs_in(tool.entrypoint) is not RunsIn.HTTP_UPSTREAM:
-            return None
-        return self.upstreams.get(source_of(tool.entrypoint))
+    async def call(self, source: str, invocation: Invocation) -> Outcome:
+        """The call on the upstream `source`, whose tool the invocation was resolved to."""
+        upstream = self.upstreams.get(source)
+        if upstream is None:  # its source was withdrawn since the call was authorized
+            raise GatewayError.of(
+                ErrorCode.TOOL_NOT_FOUND,
+                f"tool {invocation.tool!r}: its mcp_http source {source!r} is no longer served",
+            )
+        return await upstream.call(invocation)
 
     def visible(self, principal: Principal) -> list[HttpUpstream]:
         """The upstreams whose resources and prompts `principal` may see (and ask them)."""

@@ -65,8 +65,8 @@ from sandbox import (
     node_layer,
 )
 from tools import RegisteredTool, ToolRegistry, ToolResult
+from tools.calls import Placement
 from tools.sources import (
-    MCP_STDIO_ENTRYPOINT,
     McpStdioSource,
     ToolSource,
 )
@@ -99,6 +99,11 @@ class StdioServer:
             "env": dict(self.source.env),
             "message": {"method": method, "params": params},
         }
+
+    @property
+    def placement(self) -> Placement:
+        """Where a message to the server itself (a read, a prompt, a listing) runs."""
+        return Placement.stdio(self.name)
 
     @property
     def limits(self) -> CallLimits:
@@ -239,16 +244,17 @@ class StdioSources:
                 self._refuse(server.source, f"its tool {name!r} cannot be served: {why}")
                 return
             network = () if server.source.network == "none" else server.source.network
-            entrypoint = f"{MCP_STDIO_ENTRYPOINT}{server.name}/{name}"
+            placement = Placement.stdio(server.name, name)
             tools.append(
                 RegisteredTool(
                     spec,
                     _runs_in_sandbox,
                     _ServerArguments,
                     None,
-                    entrypoint,
+                    placement.entrypoint,
                     network=network,
                     aliases=server.source.aliases(name),
+                    placement=placement,
                 )
             )
         for tool in tools:
@@ -271,8 +277,7 @@ class StdioSources:
 
     async def call_tool(self, executor: ToolExecutor, invocation: Invocation) -> Outcome:
         """Run `tools/call` on the tool's server in the caller's sandbox."""
-        own = invocation.entrypoint.removeprefix(MCP_STDIO_ENTRYPOINT)
-        source, _, tool = own.partition("/")
+        source, tool = invocation.placement.source, invocation.placement.name
         server = self.servers[source]
         params: dict[str, Any] = {"name": tool, "arguments": invocation.arguments}
         if invocation.events is not None:  # the server reports progress only when asked
@@ -340,12 +345,13 @@ class StdioSources:
             message["capabilities"] = dict(events.capabilities)
         invocation = Invocation(
             f"{server.name}.{method}",
-            f"{MCP_STDIO_ENTRYPOINT}{server.name}",
+            server.placement.entrypoint,
             message,
             _context(principal),
             server.limits,
             events=events,
             client_capabilities=channel.declared,
+            placement=server.placement,
         )
         outcome = await self.executor.execute(invocation)
         if outcome.error is not None and outcome.error.code is CAPABILITY_MISSING:
@@ -382,11 +388,12 @@ async def _relay(
     """The server's result for one message, run in `context`'s identity's sandbox."""
     invocation = Invocation(
         f"{server.name}.{method}",
-        f"{MCP_STDIO_ENTRYPOINT}{server.name}",
+        server.placement.entrypoint,
         server.message(method, params),
         context,
         limits,
         hold=hold,
+        placement=server.placement,
     )
     outcome = await executor.execute(invocation)
     if outcome.error is not None:
