@@ -71,7 +71,7 @@ from protocol import (
     InputRound,
     SerfError,
 )
-from sandbox import CallEvents, Invocation, Outcome, answer_deadline, frame_limit
+from sandbox import CallEvents, Invocation, Outcome, answer_deadline
 from tools import ToolResult
 from tools.sources import McpHttpSource
 
@@ -80,6 +80,16 @@ log = logging.getLogger("conclave.upstreams")
 # Meta keys the upstream reads its time from: its grant, and the caller's absolute deadline.
 TIMEOUT_META = "conclave/timeout_ms"
 DEADLINE_META = "conclave/deadline_ms"
+
+# What an upstream's answer to a call may carry past the call's output cap: the JSON-RPC
+# envelope, `_meta` and the content blocks' own fields around the tool's output. An answer
+# longer than that is cut while it streams in (`Http1Pool`), before it is parsed.
+ANSWER_OVERHEAD = 64 * 1024
+
+
+def answer_limit(max_output_bytes: int) -> int:
+    """The longest answer an upstream may send to a call capped at `max_output_bytes`."""
+    return max(0, int(max_output_bytes)) + ANSWER_OVERHEAD
 
 
 class UpstreamConfigError(ValueError):
@@ -285,7 +295,7 @@ class HttpUpstream:
             assert declared is not None
             params = call_params(params, declared, invocation.answer)
         result: dict[str, Any] | None = None
-        limit = frame_limit(invocation.limits.max_output_bytes)
+        limit = answer_limit(invocation.limits.max_output_bytes)
         notified = None if events is None else events.emit_notification
         stopped = anyio.CancelScope()
         asks = ClientRequestCheck(invocation.client_capabilities, stopped.cancel)
