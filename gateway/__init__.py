@@ -35,7 +35,7 @@ _HOMES = {
     "authenticated": "gateway.identity",
     "issue_token": "gateway.identity",
     "verify_token": "gateway.identity",
-    "connect_redis": "gateway.redis_io.client",
+    "connect_redis": "gateway.redis_io.redis_client",
     "ADMIN_KEY_FILE": "gateway.config.secrets_store",
     "default_data_dir": "gateway.config.secrets_store",
     "Settings": "gateway.config.settings",

@@ -10,8 +10,7 @@ from sandbox.backend import (
     SandboxStartError,
     WorkspaceQuota,
 )
-from sandbox.call_events import MAX_EVENT_BYTES, Ask, CallEvents, answer_deadline
-from sandbox.config import SandboxChoice, SandboxConfig
+from sandbox.call_event_sink import MAX_EVENT_BYTES, Ask, CallEvents, answer_deadline
 from sandbox.detect import BackendChoice, bwrap_status, docker_status, strongest_available
 from sandbox.docker_client import docker_client
 from sandbox.executor import NOT_RUN, CallLimits, Invocation, Outcome, ToolExecutor
@@ -25,6 +24,7 @@ from sandbox.instance import Sandbox
 from sandbox.pool import SandboxPool
 from sandbox.profiles import profile_for
 from sandbox.runner_wire import frame_limit
+from sandbox.sandbox_config import SandboxChoice, SandboxConfig
 from sandbox.source_layer import node_layer, source_layer
 from sandbox.time_limit import (
     TimeLimit,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from protocol import CallUsage, ErrorCode, InputAnswer, InputRound, SerfError, ToolContext
-from sandbox.call_events import CallEvents
+from sandbox.call_event_sink import CallEvents
 from sandbox.idle_watch import SubscriptionHold
 from tools import ToolResult
 from tools.calls import IN_SANDBOX, Placement

@@ -11,10 +11,10 @@ import logging
 from collections.abc import Sequence
 
 from sandbox.backend import SandboxBackend, SandboxStartError
-from sandbox.config import SandboxConfig
 from sandbox.detect import bwrap_status, docker_status, strongest_available
 from sandbox.instance import EgressGate
 from sandbox.pool import SandboxPool
+from sandbox.sandbox_config import SandboxConfig
 
 log = logging.getLogger("conclave.sandbox")
 

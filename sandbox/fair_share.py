@@ -22,9 +22,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 from sandbox.backend import SandboxError
-from sandbox.config import SandboxConfig
 from sandbox.instance import Sandbox
 from sandbox.profiles import PoolKey
+from sandbox.sandbox_config import SandboxConfig
 
 
 class PoolFullError(SandboxError):

@@ -73,7 +73,7 @@ from sandbox.backend import (
     SandboxSpec,
     SandboxStartError,
 )
-from sandbox.call_events import CallEvents, answer_deadline
+from sandbox.call_event_sink import CallEvents, answer_deadline
 from sandbox.channel import ChannelClosed, OversizedFrame, RunnerChannel, accept, listen
 from sandbox.executor import CallLimits, Invocation, Outcome
 from sandbox.idle_watch import IdleWatch, NoticeGate, SubscriptionHold

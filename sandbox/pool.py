@@ -54,12 +54,12 @@ from protocol import CallUsage, ErrorCode, ExitReason, SerfError
 from sandbox.arrivals import Arrivals, Arriving, StartsByDeadline
 from sandbox.backend import SandboxBackend, SandboxError, SandboxSpec
 from sandbox.background import BackgroundWork
-from sandbox.config import DIRECT_POOL, SandboxConfig
 from sandbox.executor import CallLimits, Invocation, Outcome
 from sandbox.fair_queue import FairQueue, Waiter
 from sandbox.fair_share import FairShares, Grant, PoolFullError
 from sandbox.instance import CANCEL_ANSWER_S, EgressGate, Sandbox, StaleSandboxError
 from sandbox.profiles import SPARE_AGENT, PoolKey, profile_for
+from sandbox.sandbox_config import DIRECT_POOL, SandboxConfig
 from sandbox.spares import SpareKey, Spares
 from sandbox.time_limit import TimeLimit
 from sandbox.unavailable import unavailable_error

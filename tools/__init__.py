@@ -1,7 +1,7 @@
 """The tool registry and the built-in tools."""
 
 from tools import builtin
-from tools.content import Audio, Image
+from tools.media_content import Audio, Image
 from tools.registry import (
     DuplicateToolError,
     FunctionSchema,

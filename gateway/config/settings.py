@@ -82,7 +82,7 @@ class Settings(BaseSettings):
     # `sandbox_engine_capacity` (unset: sandbox_pool_max) less the sandboxes this gateway holds
     # there; one that stops answering is drained. Unset: docker_host alone.
     docker_hosts: tuple[str, ...] | None = None
-    # The sandboxes and their pool (sandbox.config.SandboxConfig): CONCLAVE_SANDBOX_POOL_MAX
+    # The sandboxes and their pool (sandbox.sandbox_config.SandboxConfig): CONCLAVE_SANDBOX_POOL_MAX
     # (or the keyword sandbox_pool_max) is sandbox.pool_max, and so on for each of its fields.
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     # The egress proxy, per sandbox whose tools have network rights: open connections, of

@@ -3,7 +3,6 @@ connection the hot path shares, the loader of the Lua scripts, and the loop that
 pub/sub channel for good."""
 
 from gateway.redis_io.channel_listener import listen_to_channel
-from gateway.redis_io.client import PooledScript, ReplicaWait, connect_redis
 from gateway.redis_io.lua_files import (
     LuaScript,
     ScriptArguments,
@@ -12,6 +11,7 @@ from gateway.redis_io.lua_files import (
     lua_script,
     lua_text,
 )
+from gateway.redis_io.redis_client import PooledScript, ReplicaWait, connect_redis
 
 __all__ = [
     "LuaScript",

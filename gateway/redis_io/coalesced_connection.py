@@ -1,6 +1,6 @@
 """One Redis connection that many concurrent requests share for their per-call scripts.
 
-Each request's admission and state commit is one short script (`gateway.redis_io.client.
+Each request's admission and state commit is one short script (`gateway.redis_io.redis_client.
 PooledScript`). On its own pooled connection each costs a `send` that wakes Redis and a
 `recv` for the reply: on the 2-core VM, the gateway's socket writes to Redis were ~20% of its
 CPU per state commit under load (py-spy, issue 15). `CoalescedConnection` writes every command

@@ -11,7 +11,7 @@ successful outcome is stored (per agent, for a day) and a retry returns it with
 fixing the cause is judged afresh.
 
 Under durability "replicated" the commit is acknowledged only once `WAIT` confirms a replica
-holds it, else 503 `DURABILITY_UNCONFIRMED` (`gateway.redis_io.client.PooledScript`). A retry
+holds it, else 503 `DURABILITY_UNCONFIRMED` (`gateway.redis_io.redis_client.PooledScript`). A retry
 with the same idempotency key then returns the stored outcome if the first attempt was
 applied, or applies it if not, and waits for a replica again either way: a replay refreshes
 its idempotency record, a write, so the WAIT on its connection also covers the first attempt.

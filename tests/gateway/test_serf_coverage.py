@@ -23,7 +23,7 @@ from gateway.budgets import CircuitBreaker, LatencyEstimate, allocate_budget
 from gateway.config import Settings
 from gateway.gateway_error import translate
 from gateway.identity.tokens import bearer_token, issue_token, verify_token
-from gateway.sources.shared.client_requests import ClientRequestCheck, capability_missing
+from gateway.sources.shared.client_channel import ClientRequestCheck, capability_missing
 from protocol.serf import CODE_TABLE, ErrorCategory, ErrorCode, RecoveryAction, SerfError
 from protocol.tools import ToolCallRequest
 from tools.registry import default_registry

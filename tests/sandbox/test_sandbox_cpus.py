@@ -12,7 +12,7 @@ import os
 import pytest
 from pydantic import ValidationError
 
-from sandbox.config import SandboxConfig
+from sandbox.sandbox_config import SandboxConfig
 from tests.sandbox.conftest import ISOLATING, PoolFactory, invocation
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 
 from protocol import ResourceIntent, ResourceLink, TextContent
-from tools.content import Image
+from tools.media_content import Image
 from tools.registry import tool
 
 # A one-pixel PNG.

@@ -3,10 +3,11 @@
 What the gateway and the sandbox share of them: their configuration, their served names, and
 the `python` kind's loader, which the runner imports inside the sandbox (with the layout of a
 prepared source's directory). Where each kind's tools run is `tools.calls.Placement`. Each
-kind's host-side preparation is the gateway's (`gateway.sources.<kind>.prepare`).
+kind's host-side preparation is the gateway's (`gateway.sources.<kind>.prepare_<kind>`).
 """
 
-from tools.sources.config import (
+from tools.sources.pip_output import pip_error
+from tools.sources.source_config import (
     ConclaveConfig,
     ConfigError,
     McpHttpSource,
@@ -16,7 +17,6 @@ from tools.sources.config import (
     ToolSource,
     load_config,
 )
-from tools.sources.pip_output import pip_error
 from tools.sources.source_loader import CODE_DIR, DEPS_DIR, DESCRIBE_ENTRYPOINT, MANIFEST
 from tools.sources.tool_names import (
     DEFAULT_SEPARATOR,

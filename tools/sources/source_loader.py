@@ -1,8 +1,8 @@
 """Inside the sandbox: import one `python` tool source and serve its tools under its prefix.
 
 The gateway never imports a user's tool code. It prepares, per source, a package directory
-(`gateway.sources.python.prepare`) whose `__init__` calls `load_source`; the runner imports that
-package like any tool module. `load_source` puts the source's code and dependency
+(`gateway.sources.python.prepare_python`) whose `__init__` calls `load_source`; the runner
+imports that package like any tool module. `load_source` puts the source's code and dependency
 directories on `sys.path`, imports the user's module with a registry of its own (so the
 source's tool names cannot clash with the built-ins or another source's), and files each tool
 in the default registry under its served name (`tools.sources.tool_names`, the separator

@@ -23,7 +23,7 @@ What this module implements of MCP 2026-07-28 (spec `docs/specification/2026-07-
   `call_stream`); a request without one is sent none. `logging/setLevel` (the handshake
   era's, kept per identity) does not apply on this wire.
 - Client capabilities: a call whose MCP source asks the client for a feature the request
-  did not declare (`gateway.sources.shared.client_requests`: sampling, elicitation, roots) is
+  did not declare (`gateway.sources.shared.client_channel`: sampling, elicitation, roots) is
   answered -32021 (MissingRequiredClientCapability), HTTP 400, with
   `data.requiredCapabilities` naming it (`capability_refusal`).
 - Methods: `server/discover` (`discover`), `subscriptions/listen`

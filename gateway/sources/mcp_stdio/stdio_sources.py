@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.config import Settings
 from gateway.gateway_error import GatewayError
-from gateway.sources.mcp_stdio.prepare import prepare_stdio_source
+from gateway.sources.mcp_stdio.prepare_stdio import prepare_stdio_source
 from gateway.sources.shared import (
     DISCOVERY_LIMITS,
     ClientChannel,

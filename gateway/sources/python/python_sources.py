@@ -28,7 +28,7 @@ import anyio
 from pydantic import ConfigDict, create_model
 
 from gateway.config import Settings
-from gateway.sources.python.prepare import PreparedSource, prepare_python_source
+from gateway.sources.python.prepare_python import PreparedSource, prepare_python_source
 from gateway.sources.shared import (
     DISCOVERY_LIMITS,
     SourceUnavailable,

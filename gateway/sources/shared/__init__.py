@@ -5,7 +5,7 @@ call (`upstream_tool`, for `mcp_http` and `mcp_stdio` both), and what preparing 
 sandboxed kinds shares (`sandbox_prep`: backend, cache directory, discovery limits, and their
 prepare steps' `pip_install`, `SourceUnavailable` and `packages_layer`)."""
 
-from gateway.sources.shared.client_requests import (
+from gateway.sources.shared.client_channel import (
     NEEDS,
     ClientChannel,
     ClientRequestCheck,
