@@ -297,7 +297,7 @@ def _pipeline(
     latency_window: LatencyWindow,
     breaker: CircuitBreaker,
 ) -> tuple[Pipeline, HeaderCheck]:
-    """The six stages in DESIGN.md's order, account running whatever happened; and what
+    """The six stages in docs/architecture.md's order, account running whatever happened; and what
     authenticate and budget decide from a request's headers before its body is read.
     `executor` runs every tool, wherever it is served from."""
     jwks = JwksVerifier(settings) if settings.jwks_url else None

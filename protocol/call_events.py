@@ -1,6 +1,6 @@
 """What a running tool call reports before its result: progress and log messages.
 
-A call is a stream (DESIGN.md, "Tool execution: one seam"): these events come out of it, in
+A call is a stream (docs/architecture.md, "Where a tool runs"): these events come out of it, in
 order, before its result or its error. Tool code reports them through its `ToolContext`
 (`report_progress`, `log`); an MCP server's `notifications/progress` and
 `notifications/message` become the same events. They reach an MCP caller as those two

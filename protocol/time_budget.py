@@ -11,7 +11,7 @@ PLAN_HEADER = "X-Conclave-Plan"
 RESERVE_HEADER = "X-Conclave-Reserve"
 SESSION_HEADER = "X-Conclave-Session"
 # "off": never hedge this call (the gateway may otherwise start a second attempt of an
-# idempotent tool's call that runs long; DESIGN.md, "Budgets (ATBA)").
+# idempotent tool's call that runs long; docs/concepts.md, "ATBA").
 HEDGE_HEADER = "X-Conclave-Hedge"
 
 

@@ -1,5 +1,5 @@
-"""The product's import graph, read with `ast`: no import circle, and no CLI module imported
-by anything but the CLI.
+"""The product's import graph, read with `ast`: no import circle, no CLI module imported by
+anything but the CLI, and every import within the layers of docs/architecture.md's table.
 
 An import counts when it runs as its module loads: at module level, in a class body, under a
 module-level `if`/`try`; not in a function (a lazy import) nor under `if TYPE_CHECKING:`.
@@ -11,6 +11,7 @@ loads the packages `a` and `a.b`; those implicit edges are not counted, or every
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -172,3 +173,29 @@ def test_the_bench_core_and_the_stack_import_inward_only() -> None:
         if target.startswith(forbidden) and not _within(target, part)
     )
     assert offenders == []
+
+
+def _layers() -> dict[str, set[str]]:
+    """docs/architecture.md's layer table: each package and the packages it may import."""
+    text = (ROOT / "docs" / "architecture.md").read_text("utf-8")
+    table = text.split("<!-- layers: read by tests/test_import_graph.py -->", 1)[1]
+    layers: dict[str, set[str]] = {}
+    for line in table.strip().splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        package, _, may_import = (cell.strip() for cell in line.strip("|").split("|"))
+        layers[package.strip("`")] = set(re.findall(r"`(\w+)`", may_import))
+    return layers
+
+
+def test_every_import_keeps_to_the_layers_of_the_architecture_page() -> None:
+    layers = _layers()
+    assert set(layers) == set(PRODUCT)  # the page names every package, and only those
+    offenders = sorted(
+        f"{module} imports {target}"
+        for module, targets in _graph(lazy=True).items()
+        for target in targets
+        if (source := module.split(".")[0]) != (goal := target.split(".")[0])
+        and goal not in layers[source]
+    )
+    assert offenders == [], "\n".join(offenders)

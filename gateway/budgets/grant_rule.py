@@ -5,7 +5,7 @@ room; once the tool's window has a curve, the grant within that room is the one 
 the *chain* most likely to finish (`chain_odds`, through `call_plan`), and the rule of thumb
 below stands only while the window has too few samples.
 
-For call i with planned calls i..n, deadline D, elapsed e and reserve r, DESIGN.md writes
+For call i with planned calls i..n, deadline D, elapsed e and reserve r, the first design wrote
 `t_i = clamp(min_i, max_i, (D - e - r) * q(i) / sum_{j>=i} q(j))`. A p95-proportional share
 starves mid-chain calls (it kills calls that would have finished and leaves time unused at
 the end), so the grant here is what maximises the chance that the *chain* finishes:

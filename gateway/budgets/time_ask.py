@@ -68,7 +68,7 @@ class PlanBounds:
     """How long a plan may be (names) and how long each of its names (characters)."""
 
     max_names: int = 64
-    max_name_chars: int = 64  # a served tool name's own limit (DESIGN.md, "MCP")
+    max_name_chars: int = 64  # a served tool name's own limit (docs/tools.md)
 
     def check(self, names: Sized, where: str) -> None:
         if len(names) > self.max_names:

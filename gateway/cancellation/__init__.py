@@ -1,5 +1,5 @@
-"""Cancelling a tool call whose caller no longer waits for it (DESIGN.md, "Tool execution:
-one seam": a cancel must stop the work wherever it runs within 100 ms).
+"""Cancelling a tool call whose caller no longer waits for it (docs/architecture.md, "Where a
+tool runs": a cancel stops the work wherever it runs within 100 ms).
 
 `CallCancel` is a call's switch (the pipeline runs the call's stages in its scope);
 `InflightCalls` finds an MCP call from any replica, by the caller's identity and request id,

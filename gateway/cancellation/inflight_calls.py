@@ -1,12 +1,12 @@
 """`InflightCalls`: the MCP calls this replica runs, findable from any replica to cancel them.
 
-MCP's `notifications/cancelled` is a POST of its own, which may land on another replica than
-the call it names (DESIGN.md, "MCP": nothing per-connection). Each replica keeps a table of
-the tool calls it runs, keyed by the caller's identity (tenant, agent) and the call's JSON-RPC
-request id, and listens on one Redis pub/sub channel (`CHANNEL`); a cancel received by any
-replica is published there, and the replica running a call of that key pulls its
-`CallCancel`. The key is the authenticated caller's, never the message's: a cancel from
-another identity names another key, so one identity can only ever cancel its own calls.
+MCP's `notifications/cancelled` is a POST of its own, which may land on another replica than the
+call it names (docs/architecture.md, "One MCP request": nothing per connection). Each replica
+keeps a table of the tool calls it runs, keyed by the caller's identity (tenant, agent) and the
+call's JSON-RPC request id, and listens on one Redis pub/sub channel (`CHANNEL`); a cancel
+received by any replica is published there, and the replica running a call of that key pulls its
+`CallCancel`. The key is the authenticated caller's, never the message's: a cancel from another
+identity names another key, so one identity can only ever cancel its own calls.
 
 Per call this costs a dict entry, no Redis round trip; a cancel is one PUBLISH, seen by every
 replica (cancels are rare). A cancel published while no replica listens is lost, as MCP

@@ -1,4 +1,4 @@
-"""Tool sources (DESIGN.md, "Tool sources"): the user's `python` modules and `mcp_stdio`
+"""Tool sources (docs/tools.md): the user's `python` modules and `mcp_stdio`
 servers, run in sandboxes, and remote `mcp_http` upstreams, all served as `<source>.<tool>`.
 
 One folder per kind, each with its prepare, discover and execute parts: `python`,

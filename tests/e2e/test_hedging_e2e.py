@@ -1,4 +1,4 @@
-"""Hedged attempts over real HTTP, on each sandbox backend (DESIGN.md, "Budgets (ATBA)").
+"""Hedged attempts over real HTTP, on each sandbox backend (docs/concepts.md, "ATBA").
 
 The tools are `tools.harness.hedging`'s: a first attempt sleeps as long as asked, a hedge
 (the gateway's second attempt, marked in its context) as long as asked of it, each in a

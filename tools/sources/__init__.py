@@ -1,4 +1,4 @@
-"""Tool sources: the user's own tools, declared in `conclave.toml` (DESIGN.md, "Tool sources").
+"""Tool sources: the user's own tools, declared in `conclave.toml` (docs/tools.md).
 
 What the gateway and the sandbox share of them: their configuration, their served names, and
 the `python` kind's loader, which the runner imports inside the sandbox (with the layout of a

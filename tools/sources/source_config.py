@@ -1,4 +1,4 @@
-"""`conclave.toml`: where tools come from (DESIGN.md, "Tool sources"), validated at start-up.
+"""`conclave.toml`: where tools come from (docs/tools.md), validated at start-up.
 
 ```toml
 [gateway]                  # any gateway setting; CONCLAVE_* environment variables override

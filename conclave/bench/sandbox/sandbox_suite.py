@@ -41,7 +41,7 @@ from sandbox import (
 LIMITS = CallLimits(memory_mb=256, cpu_seconds=10, timeout_ms=10_000, max_output_bytes=1 << 20)
 KILL_TIMEOUT_MS = 100
 AGENTS = 8
-CANCEL_GOAL_MS = 100  # DESIGN.md: a cancel stops the work wherever it runs within 100 ms
+CANCEL_GOAL_MS = 100  # docs/architecture.md: a cancel stops the work wherever it runs within 100 ms
 
 
 def _invocation(tool: str, arguments: dict[str, Any], agent: str, **limits: Any) -> Invocation:

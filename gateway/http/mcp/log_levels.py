@@ -1,11 +1,11 @@
 """`logging/setLevel` at `/mcp`: the log level each caller asked for, kept in Redis.
 
 The level is the caller's identity's (tenant, agent), not a connection's or a replica's: a
-`logging/setLevel` answered by one replica applies to the calls any replica runs (DESIGN.md,
-"MCP": nothing per-connection). A call's log messages (its tool's, its MCP server's) below
-the level are not sent to the caller. Until a caller sets one, `DEFAULT_LEVEL` applies.
-One key per identity, `conclave:mcp:loglevel:{<tenant>}:<agent>`, kept `KEEP_S` after its
-last setting; a caller's calls read it once, at their first log message.
+`logging/setLevel` answered by one replica applies to the calls any replica runs
+(docs/architecture.md, "One MCP request": nothing per connection). A call's log messages (its
+tool's, its MCP server's) below the level are not sent to the caller. Until a caller sets one,
+`DEFAULT_LEVEL` applies. One key per identity, `conclave:mcp:loglevel:{<tenant>}:<agent>`, kept
+`KEEP_S` after its last setting; a caller's calls read it once, at their first log message.
 """
 
 from __future__ import annotations
