@@ -98,7 +98,7 @@ class CoalescedConnection:
     def __init__(self, pool: ConnectionPool) -> None:
         self._pool = pool
         self._session: _Session | None = None
-        self._loop = asyncio.get_running_loop()
+        self.loop = asyncio.get_running_loop()
 
     async def _current(self) -> _Session:
         if self._session is None or self._session.failed:
@@ -120,7 +120,7 @@ class CoalescedConnection:
             session.sending = True
             session.tasks.start(session.send())
         session.outgoing.extend(session.connection.pack_command(*args))
-        reply: asyncio.Future[Any] = self._loop.create_future()
+        reply: asyncio.Future[Any] = self.loop.create_future()
         session.waiting.append(reply)
         return await reply
 
@@ -131,6 +131,6 @@ _SHARED: WeakKeyDictionary[ConnectionPool, CoalescedConnection] = WeakKeyDiction
 def coalesced(pool: ConnectionPool) -> CoalescedConnection:
     """The pool's shared connection for per-call scripts (one per pool and event loop)."""
     shared = _SHARED.get(pool)
-    if shared is None or shared._loop is not asyncio.get_running_loop():
+    if shared is None or shared.loop is not asyncio.get_running_loop():
         shared = _SHARED[pool] = CoalescedConnection(pool)
     return shared

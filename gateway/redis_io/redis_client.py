@@ -3,6 +3,7 @@ per-call Lua scripts are run."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Sequence
 from typing import Any, cast
@@ -88,6 +89,7 @@ class PooledScript:
         self._text = text
         self.sha = hashlib.sha1(text.encode()).hexdigest()
         self.name = name  # what a trace calls it: "redis <name>"
+        self._shared: CoalescedConnection | None = None  # the pool's, found once per loop
 
     async def __call__(
         self, keys: Sequence[Any], args: Sequence[Any], *, wait: ReplicaWait | None = None
@@ -115,7 +117,9 @@ class PooledScript:
             return await self._call_on_cluster(self._cluster, keys, args, wait)
         assert self._pool is not None
         if wait is None:  # nothing must follow it on its connection: share one (one write)
-            shared = coalesced(self._pool)
+            shared = self._shared
+            if shared is None or shared.loop is not asyncio.get_running_loop():
+                shared = self._shared = coalesced(self._pool)
             policy = (await shared.connection()).retry
             return await policy.call_with_retry(
                 lambda: self._run_coalesced(shared, keys, args), _reconnects_by_itself
