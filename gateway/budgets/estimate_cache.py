@@ -21,7 +21,10 @@ misses more than a tenth of its window's samples or a second of them: well insid
 window's own sampling error. The decision is the script's, on the version as it is at the
 call, so a tool called again after a quiet spell is read anew at once. Calls admitted in the
 same round trip may each read a window that crossed its mark; the first to come back makes
-the estimate and the others keep it (`settle`) instead of parsing the window again.
+the estimate and the others keep it (`settle`) instead of parsing the window again. One
+difference from reading every call: in a window nobody writes to (a planned tool not called
+for a while), samples past `latency_window_s` leave the held estimate when the window lapses
+as a whole (its version goes to 0), not one by one.
 
 The holder is bounded (`max_entries`, least recently used out), so a stream of new tenants or
 tools costs it memory up to the bound, never more. A held estimate is made without the tool's
