@@ -80,12 +80,12 @@ async def _call(
     return await http.post(f"/v1/tools/{tool}/call", json={"arguments": arguments}, headers=headers)
 
 
-async def _warm_up(http: httpx.AsyncClient, tool: str) -> None:
-    """`WARM_CALLS` quick calls in two streams: one hedge earned, two sandboxes warm."""
+async def _warm_up(http: httpx.AsyncClient, tool: str, first_ms: int = 0) -> None:
+    """`WARM_CALLS` calls of `first_ms` in two streams: one hedge earned, two sandboxes warm."""
 
     async def stream() -> None:
         for _ in range(WARM_CALLS // 2):
-            answer = await _call(http, tool, _marker(), 0)
+            answer = await _call(http, tool, _marker(), first_ms)
             assert answer.status_code == 200, answer.text
 
     async with anyio.create_task_group() as group:
@@ -115,7 +115,9 @@ async def test_a_slow_first_attempt_loses_to_a_fast_hedge_and_is_killed(
     agent = f"h{uuid.uuid4().hex[:8]}"
     marker = _marker()
     async with _client(stack, agent) as http:
-        await _warm_up(http, "slow_first")
+        # Calls of ~10 ms: a tool whose p95 is under a hedge's own start (5 ms) is not hedged
+        # (`hedge_rule.HEDGE_START_MS`), and quick calls of this one measured 2-5 ms.
+        await _warm_up(http, "slow_first", first_ms=10)
         began = time.monotonic()
         answer = await _call(http, "slow_first", marker, first_ms=30_000)
         took = time.monotonic() - began
