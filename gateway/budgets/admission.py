@@ -105,7 +105,7 @@ class AdmissionDecision:
     breaker_wait_ms: int = 0
     breaker_state: str = "closed"
     windows: dict[str, WindowRead] = field(default_factory=dict)  # name -> as read
-    hedge_tokens: int | None = None  # the caller's hedge bucket, when it was asked for
+    hedge_tokens: str | None = None  # the caller's hedge bucket's tokens, when asked for
     now_ms: int = 0  # the clock the breaker and windows were read at
     unknown_agent: bool = False  # the token's agent has no registration in this store
 
@@ -180,7 +180,7 @@ class Admission:
         revoked, allowed, wait, limited_by, admitted, breaker_wait, state = reply[:7]
         windows, hedge_tokens = reply[7:], None
         if reads.hedge_bucket is not None and len(windows) > len(reads.windows):
-            hedge_tokens = int(float(windows.pop()))  # last, and only for an admitted call
+            hedge_tokens = str(windows.pop())  # last, and only for an admitted call
         return AdmissionDecision(
             revoked=int(revoked) == 1,
             unknown_agent=int(revoked) == 2,

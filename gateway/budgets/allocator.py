@@ -168,7 +168,7 @@ class AtbaAllocator:
     def _affordable(self, hedge: HedgePlan, admitted: AdmissionDecision) -> HedgePlan:
         """The plan, or waiting when the caller's identity held no hedge as admission read
         its bucket (a hedge is taken for real when it starts: `HedgeBudget.take`)."""
-        if not hedge.hedges or holds_a_hedge(admitted.hedge_tokens or 0):
+        if not hedge.hedges or holds_a_hedge(admitted.hedge_tokens):
             return hedge
         return wait(f"the identity's hedge budget is spent ({hedge.reason})")
 

@@ -27,9 +27,10 @@ DEFAULT_CAP = 2.0
 _TAKE = lua_script("gateway.budgets", "hedge_take")
 
 
-def holds_a_hedge(tokens: int) -> bool:
-    """Whether a bucket of `tokens` (read by `holds`, or by the admission script) holds one."""
-    return tokens >= UNIT
+def holds_a_hedge(tokens: str | bytes | None) -> bool:
+    """Whether a bucket whose `tokens` field reads so (by `holds`, or by the admission
+    script; None: no bucket) holds a hedge."""
+    return tokens is not None and int(float(tokens)) >= UNIT
 
 
 def hedge_key(tenant: str, agent: str) -> str:
@@ -72,7 +73,7 @@ class HedgeBudget:
     async def holds(self, tenant: str, agent: str) -> bool:
         """Whether the identity holds a hedge now (it may be spent by the time it starts)."""
         tokens = await self.redis.hget(hedge_key(tenant, agent), "tokens")
-        return tokens is not None and holds_a_hedge(int(float(tokens)))
+        return holds_a_hedge(tokens)
 
     async def take(self, tenant: str, agent: str) -> bool:
         """Spend one hedge; False when the identity holds none."""

@@ -122,7 +122,9 @@ class AccountStage:
         place alone. Both after its audit record is handed over, so no record waits on them.
         Giving a place back is best effort: one Redis failed to take back lapses on its own
         (after the tool's timeout)."""
-        in_flight, ctx.in_flight = (ctx.in_flight, None) if self.admission else (None, None)
+        in_flight, ctx.in_flight = ctx.in_flight, None
+        if self.admission is None:
+            in_flight = None  # no place was taken: nothing to give back
         call, usage, answered = ctx.invocation, ctx.usage, ctx.answered_ms
         if self.feedback is None or ctx.tool is None or call is None or usage is None:
             if in_flight is None or self.admission is None:

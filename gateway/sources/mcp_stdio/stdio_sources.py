@@ -66,10 +66,7 @@ from sandbox import (
 )
 from tools import RegisteredTool, ToolRegistry, ToolResult
 from tools.calls import Placement
-from tools.sources import (
-    McpStdioSource,
-    ToolSource,
-)
+from tools.sources import McpStdioSource, ToolSource
 
 log = logging.getLogger("conclave.sources")
 CAPABILITY_MISSING = ErrorCode.CLIENT_CAPABILITY_MISSING
