@@ -74,9 +74,12 @@ async def test_retry_backoff_on_a_flaky_upstream(agent: GatewayClient) -> None:
 
 async def test_retry_backoff_waits_out_a_rate_limit(agent: GatewayClient) -> None:
     key = uuid.uuid4().hex
-    await agent.call_tool("rate_limited", {"key": key, "limit": 1, "window_ms": 200})
+    # A 300 ms window: the next call must land inside it to be refused (with 200 ms, CI's load
+    # once let it land after, and it was answered at once), and the policy's backoffs (from
+    # 50 ms, doubling) outlast it within its five attempts.
+    await agent.call_tool("rate_limited", {"key": key, "limit": 1, "window_ms": 300})
     began = time.monotonic()
-    op = _tool(agent, "rate_limited", key=key, limit=1, window_ms=200)
+    op = _tool(agent, "rate_limited", key=key, limit=1, window_ms=300)
     result, actions = await _recover(op)
     assert result.result == 1 and actions[0] == "retry_backoff"
     assert time.monotonic() - began >= 0.2  # waited at least retry_after_ms
