@@ -34,6 +34,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.serial]
 AGENT_SHARE = 5  # sandboxes an agent may hold at once
 REPLY_TOLERANCE_MS = 40  # what the reply may add after the deadline: one local HTTP exchange
 WARM_CALLS = 20  # at a 5% share, one hedge earned
+WARM_MS = 10  # a warm-up call's sleep: the tool's p95 above a hedge's start
 GONE_WITHIN_S = 5.0
 
 
@@ -80,8 +81,10 @@ async def _call(
     return await http.post(f"/v1/tools/{tool}/call", json={"arguments": arguments}, headers=headers)
 
 
-async def _warm_up(http: httpx.AsyncClient, tool: str, first_ms: int = 0) -> None:
-    """`WARM_CALLS` calls of `first_ms` in two streams: one hedge earned, two sandboxes warm."""
+async def _warm_up(http: httpx.AsyncClient, tool: str, first_ms: int = WARM_MS) -> None:
+    """`WARM_CALLS` calls of `first_ms` in two streams: one hedge earned, two sandboxes warm.
+    The calls take ~10 ms: a quick call measured 2-5 ms, and on a fast run the tool's p95
+    fell under a hedge's start (`HEDGE_START_MS`), below which no call of it is hedged."""
 
     async def stream() -> None:
         for _ in range(WARM_CALLS // 2):
@@ -117,7 +120,7 @@ async def test_a_slow_first_attempt_loses_to_a_fast_hedge_and_is_killed(
     async with _client(stack, agent) as http:
         # Calls of ~10 ms: a tool whose p95 is under a hedge's own start (5 ms) is not hedged
         # (`hedge_rule.HEDGE_START_MS`), and quick calls of this one measured 2-5 ms.
-        await _warm_up(http, "slow_first", first_ms=10)
+        await _warm_up(http, "slow_first")
         began = time.monotonic()
         answer = await _call(http, "slow_first", marker, first_ms=30_000)
         took = time.monotonic() - began
