@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
@@ -61,6 +60,7 @@ from gateway.sources.shared import (
     Http1Pool,
     UpstreamTool,
     capability_missing,
+    credential_headers,
     tool_error,
 )
 from protocol import (
@@ -90,32 +90,6 @@ ANSWER_OVERHEAD = 64 * 1024
 def answer_limit(max_output_bytes: int) -> int:
     """The longest answer an upstream may send to a call capped at `max_output_bytes`."""
     return max(0, int(max_output_bytes)) + ANSWER_OVERHEAD
-
-
-class UpstreamConfigError(ValueError):
-    """The source's configuration cannot work (its credential is missing): never retryable."""
-
-
-def credential_headers(source: McpHttpSource) -> dict[str, str]:
-    """The header carrying the gateway's credential for `source`, or none if it needs none."""
-    if source.credential_env is not None:
-        value = os.environ.get(source.credential_env)
-        if not value:
-            raise UpstreamConfigError(
-                f"environment variable {source.credential_env} (credential_env) is not set"
-            )
-    elif source.credential_file is not None:
-        try:
-            value = source.credential_file.read_text("utf-8").strip()
-        except OSError as exc:
-            raise UpstreamConfigError(
-                f"cannot read credential_file {source.credential_file}: {exc.strerror}"
-            ) from exc
-    else:
-        return {}
-    if any(c in value for c in "\r\n\0"):  # it would end the header and forge others
-        raise UpstreamConfigError("the credential holds a line break or NUL; it cannot be sent")
-    return {source.credential_header: f"Bearer {value}"}
 
 
 class _Named(BaseModel):

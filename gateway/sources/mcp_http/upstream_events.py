@@ -37,9 +37,9 @@ from typing import Any, Protocol
 import anyio
 import httpx
 
-from gateway.sources.mcp_http.http_upstream import HttpUpstream, credential_headers
+from gateway.sources.mcp_http.http_upstream import HttpUpstream
 from gateway.sources.mcp_http.mcp_session import McpSession
-from gateway.sources.shared import Http1Pool
+from gateway.sources.shared import Http1Pool, credential_headers
 
 log = logging.getLogger("conclave.upstreams")
 
