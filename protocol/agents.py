@@ -24,6 +24,9 @@ class AgentRegistration(BaseModel):
     tenant: str = Field(pattern=NAME_PATTERN)
     agent: str = Field(pattern=NAME_PATTERN)
     tools: list[str] = Field(default_factory=list, description="allow-list glob patterns")
+    agents: list[str] = Field(
+        default_factory=list, description="A2A agents it may call: allow-list glob patterns"
+    )
     namespaces: dict[str, Literal["read", "write"]] = Field(default_factory=dict)
     obo: str | None = Field(default=None, max_length=256, description="on-behalf-of user")
     token_ttl_s: int = Field(default=3600, gt=0, le=30 * 24 * 3600)
@@ -37,6 +40,7 @@ class AgentRegistration(BaseModel):
 
     def scopes(self) -> list[str]:
         scopes = [f"tool:{pattern}" for pattern in self.tools]
+        scopes += [f"agent:{pattern}" for pattern in self.agents]
         scopes += [f"state:{ns}:{access}" for ns, access in sorted(self.namespaces.items())]
         return scopes
 

@@ -5,6 +5,7 @@ Scopes are plain strings so they fit a JWT and an admin's command line:
 - ``tool:<glob>``            may list and call tools whose name matches the glob
 - ``state:<glob>:read``      may read state namespaces matching the glob
 - ``state:<glob>:write``     may read and write them (write implies read)
+- ``agent:<glob>``           may call (delegate to) the A2A agents whose name matches the glob
 
 There is no admin scope: the admin API (agents, audit) takes the gateway's admin key only, so
 no agent token, however it was issued, can manage identities. Namespaces are always the
@@ -24,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}"
 NAME_PATTERN = rf"^{_NAME}$"
-_SCOPE = re.compile(r"^(tool:[A-Za-z0-9_.\-*?]+|state:[A-Za-z0-9_.\-*?]+:(read|write))$")
+_SCOPE = re.compile(r"^((tool|agent):[A-Za-z0-9_.\-*?]+|state:[A-Za-z0-9_.\-*?]+:(read|write))$")
 
 Access = Literal["read", "write"]
 
@@ -32,7 +33,7 @@ Access = Literal["read", "write"]
 def validate_scope(scope: str) -> str:
     if not _SCOPE.fullmatch(scope):  # fullmatch: "$" would let a trailing newline in
         raise ValueError(
-            f"scope {scope!r} is not one of 'tool:<glob>', "
+            f"scope {scope!r} is not one of 'tool:<glob>', 'agent:<glob>', "
             "'state:<glob>:read', 'state:<glob>:write'"
         )
     return scope
@@ -87,6 +88,11 @@ class Principal(BaseModel):
     def may_call(self, tool: str) -> bool:
         patterns = (s[len("tool:") :] for s in self.scopes if s.startswith("tool:"))
         return any(fnmatch.fnmatchcase(tool, pattern) for pattern in patterns)
+
+    def may_delegate(self, agent: str) -> bool:
+        """May call the A2A agent served as `agent` (an `agent:<glob>` scope covers it)."""
+        patterns = (s[len("agent:") :] for s in self.scopes if s.startswith("agent:"))
+        return any(fnmatch.fnmatchcase(agent, pattern) for pattern in patterns)
 
     def may_access(self, namespace: str, access: Access) -> bool:
         for scope in self.scopes:
