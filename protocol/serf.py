@@ -46,6 +46,7 @@ class ErrorCode(StrEnum):
     AUTH_REVOKED = "AUTH_REVOKED"
     # policy
     TOOL_NOT_ALLOWED = "TOOL_NOT_ALLOWED"
+    AGENT_NOT_ALLOWED = "AGENT_NOT_ALLOWED"  # an A2A agent the caller may not delegate to
     PERMISSION_DENIED = "PERMISSION_DENIED"  # a tool refused an operation (PermissionError)
     NAMESPACE_FORBIDDEN = "NAMESPACE_FORBIDDEN"
     ADMIN_REQUIRED = "ADMIN_REQUIRED"
@@ -117,6 +118,7 @@ CODE_TABLE: dict[ErrorCode, CodeInfo] = {
     ErrorCode.AUTH_EXPIRED: CodeInfo(_C.AUTH, 401, False, _A.REAUTH),
     ErrorCode.AUTH_REVOKED: CodeInfo(_C.AUTH, 401, False, _A.ABORT),
     ErrorCode.TOOL_NOT_ALLOWED: CodeInfo(_C.POLICY, 403, False, _A.SWITCH_TOOL),
+    ErrorCode.AGENT_NOT_ALLOWED: CodeInfo(_C.POLICY, 403, False, _A.REPLAN),
     ErrorCode.PERMISSION_DENIED: CodeInfo(_C.POLICY, 403, False, _A.ABORT),
     ErrorCode.NAMESPACE_FORBIDDEN: CodeInfo(_C.POLICY, 403, False, _A.ABORT),
     ErrorCode.ADMIN_REQUIRED: CodeInfo(_C.POLICY, 403, False, _A.ABORT),

@@ -142,6 +142,10 @@ class Settings(BaseSettings):
     # any replica, take the task over. A tool declaring a timeout of `task_long_running_ms` or
     # more runs as a task for every client that declared the extension.
     task_ttl_s: int = Field(default=3600, gt=0)
+    # A2A agents (`[[a2a_agent]]`): a task is bound to the identity that created it for this
+    # long after the last request naming it; an agent's answer longer than this is refused.
+    a2a_task_ttl_s: int = Field(default=7 * 24 * 3600, gt=0)
+    a2a_max_answer_bytes: int = Field(default=16 * 1_048_576, gt=0)
     task_poll_interval_ms: int = Field(default=1000, gt=0)
     task_lease_ms: int = Field(default=3000, ge=300)
     task_long_running_ms: int = Field(default=60_000, gt=0)

@@ -8,6 +8,7 @@ kind's host-side preparation is the gateway's (`gateway.sources.<kind>.prepare_<
 
 from tools.sources.pip_output import pip_error
 from tools.sources.source_config import (
+    A2aAgentConfig,
     ConclaveConfig,
     ConfigError,
     McpHttpSource,
@@ -33,6 +34,7 @@ __all__ = [
     "DESCRIBE_ENTRYPOINT",
     "MANIFEST",
     "SERVED_NAME",
+    "A2aAgentConfig",
     "ConclaveConfig",
     "ConfigError",
     "McpHttpSource",

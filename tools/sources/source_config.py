@@ -135,11 +135,28 @@ class McpHttpSource(SourceBase):
 ToolSource = Annotated[PythonSource | McpStdioSource | McpHttpSource, Field(discriminator="kind")]
 
 
+class A2aAgentConfig(BaseModel):
+    """A remote A2A agent served at `{gateway}/a2a/{name}` (`[[a2a_agent]]`): callers whose
+    registration names it (`agents`, globs) reach it through the gateway's stages. As for an
+    `mcp_http` source, the gateway holds the credential the agent wants (from an environment
+    variable or a secret file) and never passes a caller's token on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=rf"^{SOURCE_NAME}$")
+    url: HttpUrl  # the agent's base URL: its card is at {url}/.well-known/agent-card.json
+    timeout_s: float = Field(default=300.0, gt=0, le=3600)  # one request, without a deadline
+    credential_env: str | None = None
+    credential_file: Path | None = None
+    credential_header: str = "Authorization"  # sent as "Bearer <credential>"
+
+
 class ConclaveConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     gateway: dict[str, Any] = {}
     source: tuple[ToolSource, ...] = ()
+    a2a_agent: tuple[A2aAgentConfig, ...] = ()
 
 
 def load_config(path: Path) -> ConclaveConfig:
@@ -154,10 +171,13 @@ def load_config(path: Path) -> ConclaveConfig:
         config = ConclaveConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError("\n".join(_line(path, raw, e) for e in exc.errors())) from exc
-    names = [s.name for s in config.source]
-    clashes = sorted({n for n in names if names.count(n) > 1})
-    if clashes:
-        raise ConfigError(f"{path}: source names must be unique: {', '.join(clashes)}")
+    for kind, names in (
+        ("source", [s.name for s in config.source]),
+        ("a2a_agent", [a.name for a in config.a2a_agent]),
+    ):
+        clashes = sorted({n for n in names if names.count(n) > 1})
+        if clashes:
+            raise ConfigError(f"{path}: {kind} names must be unique: {', '.join(clashes)}")
     for source in config.source:
         if isinstance(source, PythonSource) and (source.module is None) == (source.path is None):
             raise ConfigError(f"{path}: source {source.name!r}: give exactly one of module, path")
