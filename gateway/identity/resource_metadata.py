@@ -28,7 +28,7 @@ from protocol import ErrorCode, SerfError
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 MCP_PATH = "/mcp"
 # What a token's scopes may say (protocol.identity.validate_scope); globs narrow them.
-SCOPES_SUPPORTED = ("tool:*", "state:*:read", "state:*:write")
+SCOPES_SUPPORTED = ("tool:*", "agent:*", "state:*:read", "state:*:write")
 
 
 def resource_metadata(settings: Settings, origin: str) -> dict[str, Any]:

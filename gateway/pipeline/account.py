@@ -41,6 +41,7 @@ def audit_record(ctx: RequestContext, duration_s: float) -> AuditRecord:
         operation=ctx.operation,
         tool=ctx.tool_name or "",
         namespace=ctx.namespace or "",
+        a2a_agent=ctx.a2a_agent or "",
         outcome=_outcome(ctx),
         code=error.code.value if error else "",
         stage=ctx.failed_stage or "",

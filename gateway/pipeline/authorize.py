@@ -12,6 +12,9 @@ is left on the context for the budget stage to raise: its admission script says 
 whether the token was revoked (a revoked token gets AUTH_REVOKED, never suggestions), and
 takes a token from the caller's rate limit.
 
+A2A agents: a name the gateway does not serve is NOT_FOUND; one no `agent:<glob>` scope of
+the principal covers is AGENT_NOT_ALLOWED (left for the budget stage to raise, as for tools).
+
 State: `state:<glob>:read|write` scopes over the caller's own tenant's namespaces (a scope
 never reaches another tenant): one it may not read is NAMESPACE_NOT_FOUND, exactly like a
 missing one; a write it may only read is NAMESPACE_FORBIDDEN.
@@ -20,7 +23,7 @@ missing one; a write it may only read is NAMESPACE_FORBIDDEN.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
@@ -35,8 +38,9 @@ _SUGGESTED = 3  # close matches named in a TOOL_NOT_FOUND
 class AuthorizeStage:
     name = "authorize"
 
-    def __init__(self, registry: ToolRegistry) -> None:
+    def __init__(self, registry: ToolRegistry, a2a_agents: Collection[str] = ()) -> None:
         self.registry = registry
+        self.a2a_agents = a2a_agents
         # (scopes, tool) -> may call: glob matching every scope on every call was a measurable
         # share of the hot path. The answer depends on nothing else, so it can never go stale.
         self._may_call: dict[tuple[tuple[str, ...], str], bool] = {}
@@ -58,6 +62,8 @@ class AuthorizeStage:
                 ctx.tool = find_tool(self.registry, principal, ctx.tool_name, self._allowed)
             except GatewayError as refused:
                 ctx.tool_refusal = refused
+        if ctx.a2a_agent is not None:
+            ctx.tool_refusal = self._agent_refusal(principal, ctx.a2a_agent)
         if ctx.namespace is not None:
             namespace = check_namespace(ctx.namespace)
             if not principal.may_access(namespace, "read"):
@@ -68,6 +74,22 @@ class AuthorizeStage:
                     f"your token may read but not write state namespace {namespace!r}: ask for"
                     f" scope state:{namespace}:write",
                 )
+
+    def _agent_refusal(self, principal: Principal, name: str) -> GatewayError | None:
+        if name not in self.a2a_agents:
+            return GatewayError.of(
+                ErrorCode.NOT_FOUND,
+                f"no A2A agent {name!r} is served here: its card would be at"
+                f" /a2a/{name}/.well-known/agent-card.json",
+            )
+        if not principal.may_delegate(name):
+            return GatewayError.of(
+                ErrorCode.AGENT_NOT_ALLOWED,
+                f"agent {principal.tenant}/{principal.agent} may not call A2A agent {name!r}:"
+                f" its registration's agents must name it (scope agent:{name})",
+                details={"scope": f"agent:{name}"},
+            )
+        return None
 
 
 def find_tool(

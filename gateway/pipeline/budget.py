@@ -12,7 +12,8 @@ was read (`allocate`); the default grants the tool's declared timeout, cut to wh
 before the run's deadline. The grant and the kill margin land on the context; the dispatch
 stage fits the call's limits to them (`sandbox.time_limit` does the arithmetic).
 
-Buckets are per identity x target: a tool, `state:*` for all state operations, `mcp:*` for
+Buckets are per identity x target: a tool, `a2a:<agent>` for every request to an A2A agent,
+`state:*` for all state operations, `mcp:*` for
 every MCP message that is not a tool call (lists, reads, `ping`, notifications), and
 `refused:*` for calls naming a tool the caller may not call (authorize's refusal is raised
 here, after revocation and the rate limit were checked). No target name is the caller's own
@@ -77,6 +78,8 @@ def _bucket_of(ctx: RequestContext) -> str | None:
         return ctx.tool.name  # the served name, whichever spelling the caller used
     if ctx.tool_refusal is not None:
         return "refused:*"
+    if ctx.a2a_agent is not None:
+        return f"a2a:{ctx.a2a_agent}"  # a served agent: authorize refused any other
     if ctx.tool_name is not None:  # a pipeline without authorize (tests compose such)
         return ctx.tool_name
     if ctx.namespace is not None:

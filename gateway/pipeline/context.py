@@ -38,7 +38,7 @@ _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 # "console": an admin's call through the console's "try this tool" form, as an agent.
 _NOTHING_ASKED = TimeAsk()  # a request scope has not read (frozen: one serves all)
 
-Transport = Literal["http", "mcp", "console"]
+Transport = Literal["http", "mcp", "console", "a2a"]
 Operation = Callable[["RequestContext"], Awaitable[Any]]
 
 
@@ -62,6 +62,7 @@ class RequestContext:
     input_answer: InputAnswer | None = None
     namespace: str | None = None
     access: Access | None = None
+    a2a_agent: str | None = None  # the A2A agent the request goes to (its served name)
     action: Operation | None = None  # a non-tool operation dispatch performs (state, listing)
     input_error: BaseException | None = None  # the body could not be read or parsed
     # A tool call's cancel switch (the pipeline runs its stages in the switch's scope), and
@@ -90,9 +91,9 @@ class RequestContext:
     trace_id: str = ""
     traceparent: str = ""  # what our span hands on to the tool: the caller's trace, our span id
     tool: RegisteredTool | None = None
-    # The tool named is not one the caller may call (not served, or outside its scopes):
-    # found by authorize, raised by budget once admission knows the token is current, so a
-    # revoked token learns nothing about the tools served.
+    # The tool (or A2A agent) named is not one the caller may call (not served, or outside
+    # its scopes): found by authorize, raised by budget once admission knows the token is
+    # current, so a revoked token learns nothing about the tools served.
     tool_refusal: GatewayError | None = None
     in_flight: InFlight | None = None  # the call's place among its tenant's, to give back
     granted_ms: int | None = None

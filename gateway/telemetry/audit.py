@@ -66,6 +66,7 @@ class AuditRecord(BaseModel):
     operation: str
     tool: str = ""
     namespace: str = ""
+    a2a_agent: str = ""  # the A2A agent the request went to
     outcome: Outcome
     code: str = ""
     stage: str = ""
@@ -83,7 +84,9 @@ class AuditRecord(BaseModel):
     dropped: int = 0
 
     # The fields a caller's text reaches (the rest are the gateway's own, or a verified token's).
-    @field_validator("obo", "session", "operation", "tool", "namespace", "peer", mode="before")
+    @field_validator(
+        "obo", "session", "operation", "tool", "namespace", "a2a_agent", "peer", mode="before"
+    )
     @classmethod
     def _capped(cls, value: Any) -> Any:
         return capped(value) if isinstance(value, str) else value

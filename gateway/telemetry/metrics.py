@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from protocol import A2A_METHODS
 from tools import ToolRegistry, default_registry
 
 # Sub-millisecond buckets first: the gateway's own stages live there.
@@ -39,6 +40,9 @@ GATEWAY_OPERATIONS = frozenset(
         "mcp:notifications",
         "mcp:(unknown method)",
         "mcp:(unreadable)",
+        "a2a:(unreadable)",
+        "a2a:(unknown method)",
+        *(f"a2a:{method}" for method in A2A_METHODS),
     }
 )
 

@@ -23,7 +23,9 @@ from gateway.budgets import CircuitBreaker, LatencyEstimate, allocate_budget
 from gateway.config import Settings
 from gateway.gateway_error import translate
 from gateway.identity.tokens import bearer_token, issue_token, verify_token
+from gateway.pipeline import AuthorizeStage, RequestContext
 from gateway.sources.shared.client_channel import ClientRequestCheck, capability_missing
+from protocol import Principal
 from protocol.serf import CODE_TABLE, ErrorCategory, ErrorCode, RecoveryAction, SerfError
 from protocol.tools import ToolCallRequest
 from tools.registry import default_registry
@@ -256,6 +258,22 @@ async def _shutdown(settings: Settings, redis: Redis, client: httpx.AsyncClient)
         await pool.aclose()
     assert outcomes[0].error is not None
     return outcomes[0].error
+
+
+@produces(ErrorCode.AGENT_NOT_ALLOWED)
+async def _agent_not_allowed(
+    settings: Settings, redis: Redis, client: httpx.AsyncClient
+) -> SerfError:
+    """The authorize stage, for a caller whose scopes name tools but no A2A agent (the budget
+    stage raises what it left; tests/e2e/test_a2a_e2e.py shows it over HTTP)."""
+    principal = Principal(
+        tenant="cov", agent="caller", scopes=("tool:*",), expires_at=2**31, token_id="t"
+    )
+    ctx = RequestContext("a2a", "a2a:SendMessage", {}, a2a_agent="planner")
+    ctx.principal = principal
+    await AuthorizeStage(default_registry, {"planner"})(ctx)
+    assert ctx.tool_refusal is not None
+    return translate(ctx.tool_refusal)
 
 
 @produces(ErrorCode.INTERNAL)
