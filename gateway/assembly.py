@@ -25,6 +25,7 @@ import anyio
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
+from gateway.a2a import A2aForwarder, RemoteAgents, TaskOwners
 from gateway.budgets import (
     Admission,
     AtbaAllocator,
@@ -115,8 +116,10 @@ def create_app(
             "'conclave serve'"
         )
     redis_url = settings.redis_url
-    if settings.config is not None and not sources:
-        sources = load_config(settings.config).source
+    config = load_config(settings.config) if settings.config is not None else None
+    if config is not None and not sources:
+        sources = config.source
+    a2a_agents = RemoteAgents(config.a2a_agent if config is not None else ())
     config_dir = settings.config.parent if settings.config is not None else Path.cwd()
 
     registry = served_tools(settings.tool_modules)
@@ -169,6 +172,7 @@ def create_app(
             metrics=metrics,
             latency_window=latency_window,
             breaker=breaker,
+            a2a_agents=a2a_agents,
         )
         tasks = TaskRunner(_task_store(settings, redis), pipeline, task_outcome_of)  # MCP tasks
         parts = GatewayParts(
@@ -195,6 +199,10 @@ def create_app(
             client_requests=client_requests,
             input_rounds=input_rounds,
             tasks=tasks,
+            a2a_agents=a2a_agents,
+            a2a=A2aForwarder(
+                TaskOwners(redis, settings.a2a_task_ttl_s), settings.a2a_max_answer_bytes
+            ),
         )
         keep_parts(app, parts)
         try:
@@ -211,6 +219,7 @@ def create_app(
         finally:
             stdio.close()
             await executor.aclose()
+            await a2a_agents.aclose()
             await egress.aclose()
             connection_audit.attach(None)
             await audit.aclose()
@@ -296,6 +305,7 @@ def _pipeline(
     metrics: GatewayMetrics,
     latency_window: LatencyWindow,
     breaker: CircuitBreaker,
+    a2a_agents: RemoteAgents,
 ) -> tuple[Pipeline, HeaderCheck]:
     """The six stages in docs/architecture.md's order, account running whatever happened; and what
     authenticate and budget decide from a request's headers before its body is read.
@@ -325,7 +335,7 @@ def _pipeline(
         stages=[
             authenticate,
             ScopeStage(PlanBounds(settings.budget_plan_max, settings.budget_plan_name_max)),
-            AuthorizeStage(registry),
+            AuthorizeStage(registry, a2a_agents.names),
             budget,
             DispatchStage(
                 executor,

@@ -16,6 +16,7 @@ from typing import cast
 from redis.asyncio import Redis
 from starlette.applications import Starlette
 
+from gateway.a2a import A2aForwarder, RemoteAgents
 from gateway.budgets import CircuitBreaker, LatencyWindow
 from gateway.cancellation import InflightCalls
 from gateway.egress import EgressProxy
@@ -58,6 +59,8 @@ class GatewayParts:
     client_requests: ClientRequests  # clients' answers to their calls' servers, any replica
     input_rounds: InputRounds  # a 2026-07-28 client's calls waiting on its answers
     tasks: TaskRunner  # MCP tasks: their calls, run in this replica's group
+    a2a_agents: RemoteAgents  # the A2A agents served at /a2a/{name}
+    a2a: A2aForwarder  # forwards their requests, the caller's tasks bound to it
 
 
 _KEY = "gateway_parts"  # the one attribute of `app.state` the parts live in

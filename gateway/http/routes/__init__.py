@@ -2,6 +2,7 @@
 
 from gateway.http.mcp import mcp_router as _mcp_router
 from gateway.http.routes import (
+    a2a_routes,
     agent_routes,
     api_docs_routes,
     audit_routes,
@@ -24,6 +25,7 @@ ROUTERS = (
     latency_routes.router,
     health_routes.router,
     state_routes.router,
+    a2a_routes.router,
     agent_routes.router,
     catalog_routes.router,
     audit_routes.router,

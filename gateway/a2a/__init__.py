@@ -1,0 +1,27 @@
+"""Agents calling agents (A2A 1.0) through the gateway: remote A2A agents declared in
+conclave.toml (`[[a2a_agent]]`), served at `/a2a/{name}` with their cards rewritten to the
+gateway's URLs (`agent_card`), every request through the six stages, forwarded by
+`A2aForwarder` with the caller's tasks bound to it (`TaskOwners`), failures answered as A2A
+names them with the SERF envelope beside (`a2a_errors`)."""
+
+from gateway.a2a.a2a_errors import rest_error, rpc_error
+from gateway.a2a.a2a_methods import A2aRequest, rest_request, rpc_request
+from gateway.a2a.agent_card import agent_path, gateway_card
+from gateway.a2a.forwarding import A2aCall, A2aForwarder
+from gateway.a2a.remote_agents import RemoteAgent, RemoteAgents
+from gateway.a2a.task_owners import TaskOwners
+
+__all__ = [
+    "A2aCall",
+    "A2aForwarder",
+    "A2aRequest",
+    "RemoteAgent",
+    "RemoteAgents",
+    "TaskOwners",
+    "agent_path",
+    "gateway_card",
+    "rest_error",
+    "rest_request",
+    "rpc_error",
+    "rpc_request",
+]

@@ -1,0 +1,228 @@
+"""One A2A request forwarded to its agent, as the dispatch stage's action: the caller's own
+tasks only, the gateway's credential and the caller's identity and deadline on the way, the
+answer read under a cap and checked on the way back.
+
+- A request naming a task another identity created (or one never seen here) is refused
+  TaskNotFoundError before anything is sent (`TaskOwners`); a task the agent creates for a
+  caller is bound to that caller as its answer (or its stream's first event) names it.
+- ListTasks answers only the caller's tasks (a page holds those of the agent's page that are).
+- Upstream: the agent's interface for the binding (its card), the caller's body as it came,
+  the A2A headers it sent (`A2A-Version`, `A2A-Extensions`), the caller's identity
+  (`X-Conclave-Tenant`, `-Agent`, `-On-Behalf-Of`), trace and deadline; never its token.
+- The request ends at the caller's deadline (or the agent's `timeout_s`); a stream is cut
+  there. An answer over `max_answer_bytes` is cut while it arrives (INVALID_AGENT_RESPONSE);
+  an agent that cannot be reached is UPSTREAM_UNAVAILABLE; one that answers something that is
+  not JSON is INVALID_AGENT_RESPONSE.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from starlette.responses import Response, StreamingResponse
+
+from gateway.a2a.a2a_errors import TASK_NOT_FOUND, a2a_failure
+from gateway.a2a.a2a_methods import A2aRequest, task_id_of
+from gateway.a2a.remote_agents import HTTP_JSON, JSONRPC, RemoteAgent, garbage, unavailable
+from gateway.a2a.task_owners import TaskOwners
+from gateway.gateway_error import GatewayError
+from gateway.pipeline import RequestContext
+from protocol import ErrorCode, Principal
+
+_PASSED_ON = ("content-type", "accept", "a2a-version", "a2a-extensions")
+_STREAM_TYPE = "text/event-stream"
+
+
+@dataclass(frozen=True)
+class A2aCall:
+    """What the transport read: the agent, the request, and how to send it on."""
+
+    agent: RemoteAgent
+    request: A2aRequest
+    verb: str  # "POST" for JSON-RPC
+    path: str  # under the binding's URL ("" for JSON-RPC)
+    query: str
+    body: bytes
+
+    @property
+    def binding(self) -> str:
+        return JSONRPC if self.path == "" and self.verb == "POST" else HTTP_JSON
+
+
+class A2aForwarder:
+    def __init__(self, owners: TaskOwners, max_answer_bytes: int) -> None:
+        self.owners = owners
+        self.max_answer_bytes = max_answer_bytes
+
+    async def forward(self, ctx: RequestContext, call: A2aCall) -> Response:
+        principal = ctx.require_principal()
+        agent, request = call.agent, call.request
+        if request.task_id is not None and not await self.owners.holds(
+            agent.name, request.task_id, principal
+        ):
+            raise _not_yours(agent.name, request.task_id)
+        base = await agent.interface(call.binding)
+        url = base + call.path + (f"?{call.query}" if call.query else "")
+        upstream = agent.http.build_request(
+            call.verb,
+            url,
+            content=call.body if call.body else None,
+            headers=_headers(ctx, principal),
+            timeout=_time_left_s(ctx, agent.config.timeout_s),
+        )
+        try:
+            answer = await agent.http.send(upstream, stream=True)
+        except httpx.TimeoutException as exc:
+            raise _timed_out(ctx, agent.name) from exc
+        except httpx.HTTPError as exc:
+            raise unavailable(agent.name, type(exc).__name__) from exc
+        streamed = answer.headers.get("content-type", "").startswith(_STREAM_TYPE)
+        if request.streams and streamed and answer.status_code == 200:
+            return StreamingResponse(
+                self._relay(ctx, call, principal, answer),
+                media_type=_STREAM_TYPE,
+                headers={"Cache-Control": "no-store"},
+            )
+        try:
+            raw = await _read_capped(answer, self.max_answer_bytes, agent.name)
+        except httpx.TimeoutException as exc:
+            raise _timed_out(ctx, agent.name) from exc
+        except httpx.HTTPError as exc:
+            raise unavailable(agent.name, type(exc).__name__) from exc
+        finally:
+            await answer.aclose()
+        return await self._answer(call, principal, answer, raw)
+
+    async def _answer(
+        self, call: A2aCall, principal: Principal, answer: httpx.Response, raw: bytes
+    ) -> Response:
+        name = call.agent.name
+        try:
+            document = json.loads(raw) if raw else None
+        except ValueError as exc:
+            raise garbage(name, f"HTTP {answer.status_code}, not JSON") from exc
+        if call.binding == JSONRPC and not isinstance(document, dict):
+            raise garbage(name, "not a JSON-RPC response")
+        if answer.status_code < 400 and isinstance(document, dict):
+            result = document.get("result") if call.binding == JSONRPC else document
+            changed = await self._checked(call, principal, result)
+            if changed is not None:
+                raw = json.dumps(
+                    {**document, "result": changed} if call.binding == JSONRPC else changed
+                ).encode()
+        media = answer.headers.get("content-type", "application/json")
+        return Response(raw, status_code=answer.status_code, media_type=media)
+
+    async def _checked(self, call: A2aCall, principal: Principal, result: Any) -> Any:
+        """Bind a task the answer creates to the caller; the caller's own of a task list.
+        Returns a changed result (None: as it came)."""
+        name, method = call.agent.name, call.request.method
+        if method in ("SendMessage", "CancelTask", "GetTask"):
+            await self._claim(name, task_id_of(result), principal)
+        elif method == "ListTasks" and isinstance(result, dict):
+            tasks = result.get("tasks")
+            if isinstance(tasks, list):
+                ids = [t.get("id") if isinstance(t, dict) else None for t in tasks]
+                held = await self.owners.held_of(name, [i or "" for i in ids], principal)
+                mine = [t for t, h in zip(tasks, held, strict=True) if h]
+                return {**result, "tasks": mine, "totalSize": len(mine)}
+        return None
+
+    async def _claim(self, agent: str, task_id: str | None, principal: Principal) -> None:
+        if task_id is not None and not await self.owners.claim(agent, task_id, principal):
+            raise garbage(agent, f"it answered with task {task_id[:64]!r}, not the caller's")
+
+    async def _relay(
+        self, ctx: RequestContext, call: A2aCall, principal: Principal, answer: httpx.Response
+    ) -> AsyncIterator[bytes]:
+        """The agent's event stream, event by event, until it ends or the deadline passes;
+        the first event naming a task binds it to the caller."""
+        bound = call.request.method != "SendStreamingMessage"
+        # Each read waits at most the time left when the stream opened (the request's
+        # timeout), and no event is passed on past it.
+        ends = time.monotonic() + _time_left_s(ctx, call.agent.config.timeout_s)
+        event: list[str] = []
+        try:
+            async for line in answer.aiter_lines():
+                if time.monotonic() > ends:
+                    return
+                if line:
+                    event.append(line)
+                    continue
+                if not bound and (task_id := _event_task(event, call.binding)) is not None:
+                    await self._claim(call.agent.name, task_id, principal)
+                    bound = True
+                yield ("\n".join(event) + "\n\n").encode()
+                event = []
+        except (httpx.HTTPError, GatewayError):
+            return  # the agent went away, or answered another's task: the stream ends here
+        finally:
+            await answer.aclose()
+
+
+def _event_task(event: list[str], binding: str) -> str | None:
+    data = "\n".join(line[5:].lstrip() for line in event if line.startswith("data:"))
+    try:
+        document = json.loads(data)
+    except ValueError:
+        return None
+    if binding == JSONRPC:
+        document = document.get("result") if isinstance(document, dict) else None
+    return task_id_of(document)
+
+
+def _headers(ctx: RequestContext, principal: Principal) -> dict[str, str]:
+    headers = {k: v for k in _PASSED_ON if (v := ctx.headers.get(k))}
+    headers["x-conclave-tenant"] = principal.tenant
+    headers["x-conclave-agent"] = principal.agent
+    if principal.obo:
+        headers["x-conclave-on-behalf-of"] = principal.obo
+    if ctx.traceparent:
+        headers["traceparent"] = ctx.traceparent
+    deadline = ctx.time_ask.deadline_ms
+    if deadline is not None:
+        headers["x-conclave-deadline"] = str(deadline)
+    return headers
+
+
+def _time_left_s(ctx: RequestContext, timeout_s: float) -> float:
+    deadline = ctx.time_ask.deadline_ms
+    if deadline is None:
+        return timeout_s
+    return max(0.001, min(timeout_s, (deadline - time.time() * 1000) / 1000))
+
+
+def _timed_out(ctx: RequestContext, name: str) -> GatewayError:
+    if ctx.time_ask.deadline_ms is not None:
+        return GatewayError.of(
+            ErrorCode.DEADLINE_EXCEEDED,
+            f"A2A agent {name!r} had not answered when the run's deadline passed",
+        )
+    return GatewayError.of(
+        ErrorCode.TOOL_TIMEOUT, f"A2A agent {name!r} did not answer within its timeout_s"
+    )
+
+
+def _not_yours(agent: str, task_id: str) -> GatewayError:
+    return a2a_failure(
+        TASK_NOT_FOUND,
+        ErrorCode.NOT_FOUND,
+        f"A2A agent {agent!r} has no task {task_id[:64]!r} of yours: a task is answered only to"
+        " the identity that created it",
+    )
+
+
+async def _read_capped(answer: httpx.Response, cap: int, name: str) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in answer.aiter_bytes():
+        size += len(chunk)
+        if size > cap:
+            raise garbage(name, f"its answer is over {cap} bytes")
+        parts.append(chunk)
+    return b"".join(parts)

@@ -1,0 +1,125 @@
+"""The remote A2A agents the gateway serves (`[[a2a_agent]]` in conclave.toml): each with its
+own HTTP client, the gateway's credential for it, and its card.
+
+An agent's card is read from `{url}/.well-known/agent-card.json` when first needed and again
+every `CARD_TTL_S`; the interfaces it declares (JSON-RPC, HTTP+JSON) say where requests go. An
+interface on another origin than the configured URL is not followed: the operator named one
+host, and a card (the agent's own text) must not send the gateway elsewhere.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from gateway.a2a.a2a_errors import INVALID_AGENT_RESPONSE, UNSUPPORTED_OPERATION, a2a_failure
+from gateway.gateway_error import GatewayError
+from gateway.sources.shared import credential_headers
+from protocol import ErrorCode
+from tools.sources import A2aAgentConfig
+
+CARD_PATH = "/.well-known/agent-card.json"
+CARD_TTL_S = 60.0
+MAX_CARD_BYTES = 256 * 1024
+JSONRPC, HTTP_JSON = "JSONRPC", "HTTP+JSON"
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port
+
+
+def unavailable(name: str, why: str) -> GatewayError:
+    return GatewayError.of(
+        ErrorCode.UPSTREAM_UNAVAILABLE, f"A2A agent {name!r} cannot be reached: {why}"
+    )
+
+
+def garbage(name: str, why: str) -> GatewayError:
+    return a2a_failure(
+        INVALID_AGENT_RESPONSE, ErrorCode.TOOL_FAILED, f"A2A agent {name!r} answered garbage: {why}"
+    )
+
+
+class RemoteAgent:
+    def __init__(self, config: A2aAgentConfig) -> None:
+        self.config = config
+        self.name = config.name
+        self.url = str(config.url).rstrip("/")
+        self.http = httpx.AsyncClient(
+            headers=credential_headers(config),
+            timeout=httpx.Timeout(config.timeout_s, connect=10.0),
+            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+            follow_redirects=False,
+            trust_env=False,  # never an HTTP(S)_PROXY of the gateway's environment
+        )
+        self._card: dict[str, Any] | None = None
+        self._card_read = 0.0
+
+    async def card(self) -> dict[str, Any]:
+        """The agent's own card, as it last published it (read at most every CARD_TTL_S)."""
+        if self._card is not None and time.monotonic() - self._card_read < CARD_TTL_S:
+            return self._card
+        try:
+            answer = await self.http.get(self.url + CARD_PATH, timeout=10.0)
+        except httpx.HTTPError as exc:
+            raise unavailable(self.name, f"its card: {type(exc).__name__}") from exc
+        if answer.status_code != 200:
+            raise unavailable(self.name, f"its card answered HTTP {answer.status_code}")
+        if len(answer.content) > MAX_CARD_BYTES:
+            raise garbage(self.name, f"its card is over {MAX_CARD_BYTES} bytes")
+        try:
+            card = answer.json()
+        except ValueError as exc:
+            raise garbage(self.name, "its card is not JSON") from exc
+        if not isinstance(card, dict) or not isinstance(card.get("supportedInterfaces"), list):
+            raise garbage(self.name, "its card declares no supportedInterfaces")
+        self._card, self._card_read = card, time.monotonic()
+        return card
+
+    async def interface(self, binding: str) -> str:
+        """The agent's URL for `binding` (JSONRPC, HTTP+JSON), on the configured origin."""
+        for declared in (await self.card())["supportedInterfaces"]:
+            if not isinstance(declared, dict) or declared.get("protocolBinding") != binding:
+                continue
+            url = declared.get("url")
+            if not isinstance(url, str) or _origin(url) != _origin(self.url):
+                raise garbage(self.name, f"its {binding} interface is not on {self.url}")
+            return url.rstrip("/")
+        raise a2a_failure(
+            UNSUPPORTED_OPERATION,
+            ErrorCode.METHOD_NOT_FOUND,
+            f"A2A agent {self.name!r} does not serve the {binding} binding: use another"
+            " interface its card declares",
+        )
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+
+class RemoteAgents:
+    """Every declared agent, by name."""
+
+    def __init__(self, configs: Sequence[A2aAgentConfig]) -> None:
+        self._agents = {config.name: RemoteAgent(config) for config in configs}
+
+    def get(self, name: str) -> RemoteAgent | None:
+        return self._agents.get(name)
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(self._agents)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._agents
+
+    def __iter__(self) -> Iterator[RemoteAgent]:
+        return iter(self._agents.values())
+
+    async def aclose(self) -> None:
+        for agent in self._agents.values():
+            await agent.aclose()

@@ -1,0 +1,150 @@
+"""A2A agents served at `/a2a/{name}` (`gateway.a2a`): the card, JSON-RPC at the agent's path,
+HTTP+JSON under `/rest`.
+
+The card is public, as A2A discovery needs (it names the agent and what it does, and says to
+bring a bearer token); every other request runs the six stages: authenticate, scope (the
+deadline), authorize (the caller's `agent:<glob>` scopes name the agent), budget (the
+identity's `a2a:<agent>` bucket), dispatch (forwarded by `A2aForwarder`) and account (audit,
+metrics, traces). A refusal is answered as the binding's A2A error with the SERF envelope in
+its data; a body is read under `max_body_bytes`, as every body is.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+
+from gateway.a2a import (
+    A2aCall,
+    A2aRequest,
+    gateway_card,
+    rest_error,
+    rest_request,
+    rpc_error,
+    rpc_request,
+)
+from gateway.config import app_settings
+from gateway.gateway_error import GatewayError
+from gateway.http.body import read_body
+from gateway.http.gateway_parts import gateway_parts
+from gateway.http.responses import challenge
+from gateway.pipeline import RequestContext
+from protocol import A2A_METHODS, ErrorCode
+
+router = APIRouter(prefix="/a2a", tags=["a2a"])
+_CARD = "/.well-known/agent-card.json"
+
+
+@router.get("/{name}" + _CARD)
+async def agent_card(name: str, request: Request) -> Response:
+    """The agent's card, its interfaces the gateway's (no token needed: A2A discovery)."""
+    agent = gateway_parts(request.app).a2a_agents.get(name)
+    try:
+        if agent is None:
+            raise GatewayError.of(ErrorCode.NOT_FOUND, f"no A2A agent {name!r} is served here")
+        upstream = await agent.card()
+    except GatewayError as exc:
+        status, body = rest_error(exc.error)
+        return JSONResponse(body, status)
+    origin = f"{request.url.scheme}://{request.url.netloc}"
+    return JSONResponse(
+        gateway_card(upstream, origin, name), headers={"Cache-Control": "public, max-age=60"}
+    )
+
+
+@router.post("/{name}")
+async def a2a_jsonrpc(name: str, request: Request) -> Response:
+    """One JSON-RPC request to the agent."""
+    request_id: Any = None
+    a2a: A2aRequest | None = None
+    body = b""
+    input_error: GatewayError | None = None
+    try:
+        body = await read_body(request, app_settings(request.app).max_body_bytes)
+        document = json.loads(body)
+        if not isinstance(document, dict):
+            raise _invalid("a JSON-RPC request is an object")
+        request_id = document.get("id")
+        method = document.get("method")
+        if document.get("jsonrpc") != "2.0" or not isinstance(method, str):
+            raise _invalid('a JSON-RPC 2.0 request has "jsonrpc": "2.0" and a method')
+        if method not in A2A_METHODS:
+            raise GatewayError.of(
+                ErrorCode.METHOD_NOT_FOUND,
+                f"{method[:64]!r} is not an A2A 1.0 method; these are: {', '.join(A2A_METHODS)}",
+            )
+        a2a = rpc_request(method, document.get("params"))
+    except GatewayError as exc:
+        input_error = exc
+    except ValueError:
+        input_error = GatewayError.of(ErrorCode.PARSE_ERROR, "the body is not JSON")
+    ctx = await _run(request, name, a2a, "POST", "", body, input_error)
+    if ctx.error is not None:
+        status, answer = rpc_error(request_id, ctx.error)
+        return JSONResponse(answer, status, headers=challenge(ctx.error))
+    response: Response = ctx.result
+    return response
+
+
+@router.api_route("/{name}/rest/{path:path}", methods=["GET", "POST", "DELETE"])
+async def a2a_rest(name: str, path: str, request: Request) -> Response:
+    """One HTTP+JSON request to the agent."""
+    body = b""
+    a2a: A2aRequest | None = None
+    input_error: GatewayError | None = None
+    try:
+        if request.method != "GET":
+            body = await read_body(request, app_settings(request.app).max_body_bytes)
+        document = json.loads(body) if body.strip() else None
+        a2a = rest_request(request.method, "/" + path, document)
+        if a2a is None:
+            raise GatewayError.of(
+                ErrorCode.NOT_FOUND,
+                f"{request.method} /{path[:64]} is not an A2A 1.0 HTTP+JSON route",
+            )
+    except GatewayError as exc:
+        input_error = exc
+    except ValueError:
+        input_error = GatewayError.of(ErrorCode.PARSE_ERROR, "the body is not JSON")
+    ctx = await _run(request, name, a2a, request.method, "/" + path, body, input_error)
+    if ctx.error is not None:
+        status, answer = rest_error(ctx.error)
+        return JSONResponse(answer, status, headers=challenge(ctx.error))
+    response: Response = ctx.result
+    return response
+
+
+async def _run(
+    request: Request,
+    name: str,
+    a2a: A2aRequest | None,
+    verb: str,
+    path: str,
+    body: bytes,
+    input_error: GatewayError | None,
+) -> RequestContext:
+    parts = gateway_parts(request.app)
+    agent = parts.a2a_agents.get(name)
+
+    async def forward(ctx: RequestContext) -> Response:
+        assert agent is not None and a2a is not None  # authorize and the parse passed
+        call = A2aCall(agent, a2a, verb, path, request.url.query, body)
+        return await parts.a2a.forward(ctx, call)
+
+    ctx = RequestContext(
+        "a2a",
+        f"a2a:{a2a.method}" if a2a is not None else "a2a:(unreadable)",
+        request.headers,
+        a2a_agent=name,
+        action=forward,
+        input_error=input_error,
+    )
+    await parts.pipeline.run(ctx)
+    return ctx
+
+
+def _invalid(message: str) -> GatewayError:
+    return GatewayError.of(ErrorCode.INVALID_REQUEST, message)
