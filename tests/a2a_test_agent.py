@@ -1,0 +1,116 @@
+"""A small A2A 1.0 agent for the tests, built on the reference SDK (`a2a-sdk`), served by uvicorn
+on a free local port: the upstream the gateway's A2A tests put behind `[[a2a_agent]]`.
+
+What it does with a message's text:
+- `who`: answers with the identity headers it was sent (`x-conclave-*`), as JSON text;
+- `wait`: starts working and waits for a cancel (a task that stays open);
+- `ask`: asks for input (the task stays `TASK_STATE_INPUT_REQUIRED`);
+- anything else: completes the task with `echo: <text>` as its message.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import uvicorn
+from a2a.helpers.proto_helpers import new_task_from_user_message
+from a2a.server.agent_execution.agent_executor import AgentExecutor
+from a2a.server.agent_execution.context import RequestContext
+from a2a.server.events.event_queue import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
+from a2a.server.tasks.inmemory_task_store import InMemoryTaskStore
+from a2a.server.tasks.task_updater import TaskUpdater
+from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part
+from starlette.applications import Starlette
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from conclave.stack.ports import free_port
+
+_HEADERS: ContextVar[dict[str, str] | None] = ContextVar("headers", default=None)
+REST_PATH = "/rest"
+
+
+class _Executor(AgentExecutor):
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id, context_id = context.task_id or "", context.context_id or ""
+        updater = TaskUpdater(event_queue, task_id, context_id)
+        if context.current_task is None and context.message is not None:
+            await event_queue.enqueue_event(new_task_from_user_message(context.message))
+        text = context.get_user_input()
+        if text == "who":
+            seen = {k: v for k, v in (_HEADERS.get() or {}).items() if k.startswith("x-conclave-")}
+            await updater.complete(updater.new_agent_message([Part(text=json.dumps(seen))]))
+        elif text == "wait":
+            await updater.start_work()
+        elif text == "ask":
+            await updater.requires_input(updater.new_agent_message([Part(text="which one?")]))
+        else:
+            await updater.complete(updater.new_agent_message([Part(text=f"echo: {text}")]))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        await updater.cancel()
+
+
+def _remember_headers(app: ASGIApp) -> ASGIApp:
+    async def remembering(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            _HEADERS.set({k.decode(): v.decode() for k, v in scope["headers"]})
+        await app(scope, receive, send)
+
+    return remembering
+
+
+def agent_app(base_url: str) -> ASGIApp:
+    card = AgentCard(
+        name="Echo",
+        description="Echoes what it is sent (Conclave's tests)",
+        version="1.0.0",
+        supported_interfaces=[
+            AgentInterface(url=base_url, protocol_binding="JSONRPC", protocol_version="1.0"),
+            AgentInterface(
+                url=base_url + REST_PATH, protocol_binding="HTTP+JSON", protocol_version="1.0"
+            ),
+        ],
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        default_input_modes=["text"],
+        default_output_modes=["text"],
+        skills=[AgentSkill(id="echo", name="Echo", description="echoes", tags=["test"])],
+    )
+    handler = DefaultRequestHandler(
+        agent_executor=_Executor(), task_store=InMemoryTaskStore(), agent_card=card
+    )
+    routes = [
+        *create_agent_card_routes(card),
+        *create_jsonrpc_routes(request_handler=handler, rpc_url="/"),
+        *create_rest_routes(request_handler=handler, path_prefix=REST_PATH),
+    ]
+    return _remember_headers(Starlette(routes=routes))
+
+
+@contextmanager
+def running_agent() -> Iterator[str]:
+    """The agent served on a free local port, in a thread; yields its base URL."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = uvicorn.Server(
+        uvicorn.Config(agent_app(url), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test A2A agent did not start")
+        time.sleep(0.02)
+    try:
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(10)
