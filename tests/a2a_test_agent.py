@@ -5,6 +5,7 @@ What it does with a message's text:
 - `who`: answers with the identity headers it was sent (`x-conclave-*`), as JSON text;
 - `wait`: starts working and waits for a cancel (a task that stays open);
 - `ask`: asks for input (the task stays `TASK_STATE_INPUT_REQUIRED`);
+- `sleep <s>`: completes after `<s>` seconds;
 - anything else: completes the task with `echo: <text>` as its message.
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+import anyio
 import uvicorn
 from a2a.helpers.proto_helpers import new_task_from_user_message
 from a2a.server.agent_execution.agent_executor import AgentExecutor
@@ -48,6 +50,9 @@ class _Executor(AgentExecutor):
             await updater.complete(updater.new_agent_message([Part(text=json.dumps(seen))]))
         elif text == "wait":
             await updater.start_work()
+        elif text.startswith("sleep "):
+            await anyio.sleep(float(text.split()[1]))
+            await updater.complete(updater.new_agent_message([Part(text="slept")]))
         elif text == "ask":
             await updater.requires_input(updater.new_agent_message([Part(text="which one?")]))
         else:

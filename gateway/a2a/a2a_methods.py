@@ -69,6 +69,7 @@ REST_ROUTES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
 class A2aRequest:
     method: str
     task_id: str | None = None  # the existing task the request names (None: none, or new)
+    push_url: str | None = None  # where a push-notification config sends the agent
 
     @property
     def streams(self) -> bool:
@@ -83,7 +84,18 @@ def rpc_request(method: str, params: Any) -> A2aRequest:
         task_id = message.get("taskId") if isinstance(message, dict) else None
     else:
         task_id = params.get(_TASK_ID_FIELD.get(method, ""))
-    return A2aRequest(method, task_id if isinstance(task_id, str) and task_id else None)
+    return A2aRequest(method, _text(task_id), _push_url(method, params))
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _push_url(method: str, body: Any) -> str | None:
+    if method != "CreateTaskPushNotificationConfig" or not isinstance(body, dict):
+        return None
+    url = body.get("url")
+    return url if isinstance(url, str) else ""  # "": named none, refused as not a URL
 
 
 def rest_request(verb: str, path: str, body: Any) -> A2aRequest | None:
@@ -94,7 +106,7 @@ def rest_request(verb: str, path: str, body: Any) -> A2aRequest | None:
         task = found.groupdict().get("task")
         if task is None and method in ("SendMessage", "SendStreamingMessage"):
             return rpc_request(method, body)
-        return A2aRequest(method, task)
+        return A2aRequest(method, task, _push_url(method, body))
     return None
 
 

@@ -5,6 +5,8 @@ answer read under a cap and checked on the way back.
 - A request naming a task another identity created (or one never seen here) is refused
   TaskNotFoundError before anything is sent (`TaskOwners`); a task the agent creates for a
   caller is bound to that caller as its answer (or its stream's first event) names it.
+- A push-notification config's URL must resolve to public addresses only (INVALID_ARGUMENTS
+  otherwise), as a sandbox's egress must: the agent would send to it from its own network.
 - ListTasks answers only the caller's tasks (a page holds those of the agent's page that are).
 - Upstream: the agent's interface for the binding (its card), the caller's body as it came,
   the A2A headers it sent (`A2A-Version`, `A2A-Extensions`), the caller's identity
@@ -22,6 +24,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from starlette.responses import Response, StreamingResponse
@@ -30,6 +33,7 @@ from gateway.a2a.a2a_errors import TASK_NOT_FOUND, a2a_failure
 from gateway.a2a.a2a_methods import A2aRequest, task_id_of
 from gateway.a2a.remote_agents import HTTP_JSON, JSONRPC, RemoteAgent, garbage, unavailable
 from gateway.a2a.task_owners import TaskOwners
+from gateway.egress import EgressRefused, public_addresses
 from gateway.gateway_error import GatewayError
 from gateway.pipeline import RequestContext
 from protocol import ErrorCode, Principal
@@ -66,6 +70,8 @@ class A2aForwarder:
             agent.name, request.task_id, principal
         ):
             raise _not_yours(agent.name, request.task_id)
+        if request.push_url is not None:
+            await _check_push_url(request.push_url)
         base = await agent.interface(call.binding)
         url = base + call.path + (f"?{call.query}" if call.query else "")
         upstream = agent.http.build_request(
@@ -174,6 +180,24 @@ def _event_task(event: list[str], binding: str) -> str | None:
     if binding == JSONRPC:
         document = document.get("result") if isinstance(document, dict) else None
     return task_id_of(document)
+
+
+async def _check_push_url(url: str) -> None:
+    """A push-notification URL must reach a public address: the agent would POST the task's
+    updates there, from inside whatever network it runs in (refused as egress is)."""
+    parts = urlsplit(url)
+    try:
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise EgressRefused(f"{url[:128]!r} is not an http(s) URL")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        await public_addresses(f"{host}:{port}")
+    except (EgressRefused, ValueError) as exc:
+        raise GatewayError.of(
+            ErrorCode.INVALID_ARGUMENTS,
+            f"the push-notification URL is refused: {exc}",
+            param_hints={"url": "a public http(s) URL the agent may send updates to"},
+        ) from exc
 
 
 def _headers(ctx: RequestContext, principal: Principal) -> dict[str, str]:

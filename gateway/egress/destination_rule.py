@@ -67,6 +67,17 @@ async def checked_addresses(allow_list: tuple[str, ...], destination: str) -> li
     return addresses
 
 
+async def public_addresses(destination: str) -> list[IPAddress]:
+    """The addresses of `destination`, or EgressRefused when any of them is not public: for a
+    destination no allow-list covers, named by someone else's text (an A2A push URL)."""
+    host, port = split_host_port(destination)
+    addresses = await _resolve(host, port)
+    for address in addresses:
+        if not _is_public(address):
+            raise EgressRefused(f"{host} resolves to {address}, a non-public address")
+    return addresses
+
+
 async def _resolve(host: str, port: int) -> list[IPAddress]:
     try:
         return [ipaddress.ip_address(host)]

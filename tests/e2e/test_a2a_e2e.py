@@ -6,6 +6,7 @@ HTTP+JSON."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -195,3 +196,38 @@ async def test_every_request_is_audited_with_its_agent_and_method(
             )
         ).json()
     assert any(r["a2a_agent"] == "echo" and r["outcome"] == "ok" for r in records)
+
+
+async def test_the_deadline_travels_to_the_agent_and_ends_the_request(
+    a2a_stack: EmbeddedStack,
+) -> None:
+    async with _caller(a2a_stack, ["agent:echo"]) as caller:
+        deadline = int(time.time() * 1000) + 10_000
+        headers = {"X-Conclave-Deadline": str(deadline)}
+        who = (await caller.post("/a2a/echo", json=_send("who"), headers=headers)).json()
+        seen = json.loads(who["result"]["task"]["status"]["message"]["parts"][0]["text"])
+        assert seen["x-conclave-deadline"] == str(deadline)
+        deadline = int(time.time() * 1000) + 600
+        slow = await caller.post(
+            "/a2a/echo", json=_send("sleep 5"), headers={"X-Conclave-Deadline": str(deadline)}
+        )
+        late_ms = time.time() * 1000 - deadline
+    assert _serf(slow.json()["error"]["data"])["code"] == "DEADLINE_EXCEEDED", slow.text
+    assert late_ms < 400, f"answered {late_ms:.0f} ms past the deadline"
+
+
+async def test_a_push_url_inside_the_machine_is_refused(a2a_stack: EmbeddedStack) -> None:
+    async with _caller(a2a_stack, ["agent:echo"]) as owner:
+        task_id = (await owner.post("/a2a/echo", json=_send("wait"))).json()["result"]["task"]["id"]
+        for url in ("http://127.0.0.1:8321/hook", "http://169.254.169.254/", "file:///etc/passwd"):
+            refused = await owner.post(
+                "/a2a/echo",
+                json=_rpc("CreateTaskPushNotificationConfig", taskId=task_id, url=url),
+            )
+            assert _serf(refused.json()["error"]["data"])["code"] == "INVALID_ARGUMENTS", url
+        # A public address reaches the agent, which answers for itself (it sends no pushes).
+        public = await owner.post(
+            f"/a2a/echo/rest/tasks/{task_id}/pushNotificationConfigs",
+            json={"url": "http://93.184.216.34/hook"},
+        )
+        assert _reason(public.json()["error"]["details"]) == "PUSH_NOTIFICATION_NOT_SUPPORTED"

@@ -26,9 +26,10 @@ from gateway.a2a import (
     rpc_error,
     rpc_request,
 )
+from gateway.cancellation import CallCancel, cancel_when_client_goes
 from gateway.config import app_settings
 from gateway.gateway_error import GatewayError
-from gateway.http.body import read_body
+from gateway.http.body import read_body, refuse_before_body
 from gateway.http.gateway_parts import gateway_parts
 from gateway.http.responses import challenge
 from gateway.pipeline import RequestContext
@@ -63,7 +64,7 @@ async def a2a_jsonrpc(name: str, request: Request) -> Response:
     body = b""
     input_error: GatewayError | None = None
     try:
-        body = await read_body(request, app_settings(request.app).max_body_bytes)
+        body = await _body(request, name)
         document = json.loads(body)
         if not isinstance(document, dict):
             raise _invalid("a JSON-RPC request is an object")
@@ -97,7 +98,7 @@ async def a2a_rest(name: str, path: str, request: Request) -> Response:
     input_error: GatewayError | None = None
     try:
         if request.method != "GET":
-            body = await read_body(request, app_settings(request.app).max_body_bytes)
+            body = await _body(request, name)
         document = json.loads(body) if body.strip() else None
         a2a = rest_request(request.method, "/" + path, document)
         if a2a is None:
@@ -141,9 +142,22 @@ async def _run(
         a2a_agent=name,
         action=forward,
         input_error=input_error,
+        cancel=CallCancel() if input_error is None else None,
     )
-    await parts.pipeline.run(ctx)
+    if ctx.cancel is None:
+        await parts.pipeline.run(ctx)
+    else:  # a caller that closes its connection cancels the request to the agent
+        async with cancel_when_client_goes(request.scope, request.receive, ctx.cancel):
+            await parts.pipeline.run(ctx)
     return ctx
+
+
+async def _body(request: Request, name: str) -> bytes:
+    """The body under `max_body_bytes`; a caller the headers already refuse is refused
+    before a large body of its is read."""
+    limit = app_settings(request.app).max_body_bytes
+    await refuse_before_body(request, f"a2a:{name}", limit)
+    return await read_body(request, limit)
 
 
 def _invalid(message: str) -> GatewayError:
