@@ -3,9 +3,10 @@
 The SDK's path costs a traced request more than its own work: an SDK `ReadableSpan` per span,
 the BatchSpanProcessor's queue per span, and an OTLP encoder that builds a protobuf object per
 span, attribute and value (~12 us a span, in the export thread, holding the GIL against the
-event loop on 2 cores). `WireOtlpExport` queues a finished request's spans as they are (one
-queue entry a request), and its thread writes them as one `ExportTraceServiceRequest`
-(`encode_requests`, ~4 us a span) and sends it with the SDK's own OTLP/HTTP client: endpoint,
+event loop on 2 cores). `WireOtlpExport` writes a finished request's spans as protobuf when
+the request ends (`encode_spans`, ~2 us a span) and queues the bytes (one queue entry a
+request); its thread frames a batch as one `ExportTraceServiceRequest` (`encode_requests`
+writes one from records) and sends it with the SDK's own OTLP/HTTP client: endpoint,
 headers, timeout, compression and retries from `OTEL_EXPORTER_OTLP_*`, batching from
 `OTEL_BSP_SCHEDULE_DELAY`, `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` and `OTEL_BSP_MAX_QUEUE_SIZE`
 (in spans), as the BatchSpanProcessor reads them. Spans carry no events or links.
@@ -112,8 +113,9 @@ def _status(status: Status) -> bytes:
     return _field(15, message + (b"\x18" + _varint(code) if code else b""))
 
 
-def _spans_of(request: RequestTrace, spans: Sequence[SpanRecord]) -> bytes:
-    """Each span of `request` as a ScopeSpans' `spans` field."""
+def encode_spans(request: RequestTrace, spans: Sequence[SpanRecord]) -> bytes:
+    """Each span of `request` as a ScopeSpans' `spans` field (repeated: these bytes joined
+    with another request's are the fields of both)."""
     trace_id = b"\x0a\x10" + request.trace_id.to_bytes(16, "big")
     state = request.trace_state
     trace_state = _field(3, state.to_header().encode()) if state else b""
@@ -149,12 +151,22 @@ def encode_requests(
 ) -> bytes:
     """The OTLP `ExportTraceServiceRequest` carrying the spans of `finished` requests, all
     of one resource and instrumentation scope."""
-    spans = b"".join(_spans_of(request, spans) for request, spans in finished)
-    scope_spans = _field(2, _field(1, _field(1, scope.encode())) + spans)
-    body = _field(1, _attributes(1, resource.attributes)) + scope_spans
-    if resource.schema_url:
-        body += _field(3, resource.schema_url.encode())
-    return _field(1, body)
+    return _ExportFrame(resource, scope).wrap([encode_spans(r, s) for r, s in finished])
+
+
+class _ExportFrame:
+    """An `ExportTraceServiceRequest` around spans already written (`encode_spans`): its one
+    ResourceSpans and ScopeSpans, whose fixed parts are written once."""
+
+    def __init__(self, resource: Resource, scope: str) -> None:
+        self._resource = _field(1, _attributes(1, resource.attributes))
+        self._scope = _field(1, _field(1, scope.encode()))
+        schema = resource.schema_url
+        self._schema = _field(3, schema.encode()) if schema else b""
+
+    def wrap(self, spans: Sequence[bytes]) -> bytes:
+        scope_spans = _field(2, self._scope + b"".join(spans))
+        return _field(1, self._resource + scope_spans + self._schema)
 
 
 class WireOtlpExport:
@@ -164,11 +176,11 @@ class WireOtlpExport:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         self._exporter = OTLPSpanExporter()  # reads OTEL_EXPORTER_OTLP_*
-        self._resource, self._scope = resource, scope
+        self._frame = _ExportFrame(resource, scope)
         self._delay_s = _env_int("OTEL_BSP_SCHEDULE_DELAY", 5000) / 1000
         self._batch = _env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512)
         self._max_queued = _env_int("OTEL_BSP_MAX_QUEUE_SIZE", 2048)
-        self._queue: deque[tuple[RequestTrace, Sequence[SpanRecord]]] = deque()
+        self._queue: deque[tuple[bytes, int]] = deque()  # a request's spans, written; count
         self._queued = 0  # spans in the queue
         self._wake = threading.Event()
         self._stopping = False
@@ -177,12 +189,16 @@ class WireOtlpExport:
         self._thread.start()
 
     def add(self, request: RequestTrace, spans: Sequence[SpanRecord]) -> None:
-        """Queue `spans` (the event loop's only export work); a full queue drops them."""
-        if self._queued + len(spans) > self._max_queued:
+        """Write `spans` and queue them (a full queue drops them). Written here, on the event
+        loop, not in the thread: the thread would hold the same interpreter lock for as long,
+        and records queued until a batch leaves outlive the collector's young generations
+        (the full collections they set off cost a traced request more than its writing)."""
+        count = len(spans)
+        if self._queued + count > self._max_queued:
             log.warning("trace export queue full (%d spans): spans dropped", self._queued)
             return
-        self._queue.append((request, spans))
-        self._queued += len(spans)
+        self._queue.append((encode_spans(request, spans), count))
+        self._queued += count
         if self._queued >= self._batch:
             self._wake.set()
 
@@ -196,13 +212,13 @@ class WireOtlpExport:
     def _send(self) -> None:
         with self._sending:
             while self._queue:
-                finished, count = [], 0
+                written, count = [], 0
                 while self._queue and count < self._batch:
-                    request, spans = self._queue.popleft()
-                    finished.append((request, spans))
-                    count += len(spans)
+                    spans, spans_count = self._queue.popleft()
+                    written.append(spans)
+                    count += spans_count
                 self._queued -= count
-                data = encode_requests(self._resource, self._scope, finished)
+                data = self._frame.wrap(written)
                 # The SDK exporter's own HTTP client: its retries, compression and headers.
                 result = self._exporter._client.export(data)
                 if not result.success:
@@ -225,4 +241,4 @@ def _env_int(name: str, default: int) -> int:
     return int(value) if value.isdigit() and int(value) > 0 else default
 
 
-__all__ = ["WireOtlpExport", "encode_requests"]
+__all__ = ["WireOtlpExport", "encode_requests", "encode_spans"]

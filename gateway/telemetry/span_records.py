@@ -67,6 +67,7 @@ class SpanRecord:
         self.end_ns = time.time_ns()
         if self._token is not None:
             CURRENT_SPAN.reset(self._token)
+            self._token = None  # it holds the task's context: let both go with the request
         self.request.ended(self)
 
     def set_attribute(self, name: str, value: AttributeValue) -> None:
