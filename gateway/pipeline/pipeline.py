@@ -98,7 +98,15 @@ class Pipeline:
         """Run one stage; False (with the context's error set) when it refused."""
         began = time.perf_counter()
         try:
-            await (_traced(stage, ctx) if traced else stage(ctx))
+            if not traced:
+                await stage(ctx)
+            else:  # the span opened here, not in a coroutine of its own (one frame less)
+                with TRACING.span(f"stage {stage.name}") as span:
+                    try:
+                        await stage(ctx)
+                    except Exception as exc:
+                        mark_failed(span, translate(exc, ctx.trace_id))
+                        raise
         except Exception as exc:
             ctx.error = translate(exc, ctx.trace_id)
             ctx.failed_stage = stage.name
@@ -114,7 +122,15 @@ class Pipeline:
         for stage in self.closing:
             began = time.perf_counter()
             try:
-                await (_traced(stage, ctx) if traced else stage(ctx))
+                if not traced:
+                    await stage(ctx)
+                else:
+                    with TRACING.span(f"stage {stage.name}") as span:
+                        try:
+                            await stage(ctx)
+                        except Exception as exc:
+                            mark_failed(span, translate(exc, ctx.trace_id))
+                            raise
             except Exception:  # accounting must never turn an answer into a failure
                 log.exception("closing stage %s failed", stage.name)
             finally:
@@ -133,19 +149,6 @@ def _past_deadline(stage: str) -> GatewayError:
         " may not have been applied: retry it with the same idempotency key (or read the key"
         " back) with a new deadline",
     )
-
-
-async def _traced(stage: Stage, ctx: RequestContext) -> None:
-    """Run `stage` in its own span ("stage <name>"), marked with the SERF code if it refuses.
-
-    Who asked for what is on the request's span, once (`_describe`): an attribute costs
-    microseconds, and a request has six stage spans."""
-    with TRACING.span(f"stage {stage.name}") as span:
-        try:
-            await stage(ctx)
-        except Exception as exc:
-            mark_failed(span, translate(exc, ctx.trace_id))
-            raise
 
 
 def _describe(span: SpanRecord, ctx: RequestContext) -> None:

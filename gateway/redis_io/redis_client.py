@@ -88,22 +88,23 @@ class PooledScript:
         self._pool = None if self._cluster else redis.connection_pool
         self._text = text
         self.sha = hashlib.sha1(text.encode()).hexdigest()
-        self.name = name  # what a trace calls it: "redis <name>"
+        self.name = name
+        self._span_name = f"redis {name}"  # what a trace calls it
+        self._span_attributes = {
+            "db.system": "redis",
+            "db.operation": "EVALSHA",
+            "conclave.script": name,
+        }
         self._shared: CoalescedConnection | None = None  # the pool's, found once per loop
 
     async def __call__(
         self, keys: Sequence[Any], args: Sequence[Any], *, wait: ReplicaWait | None = None
     ) -> Any:
-        if TRACING.on:
-            return await self._traced(keys, args, wait)
-        return await self._call(keys, args, wait)
-
-    async def _traced(
-        self, keys: Sequence[Any], args: Sequence[Any], wait: ReplicaWait | None = None
-    ) -> Any:
-        """The call in a client span (keys, arguments and replies stay out of it)."""
-        attributes = {"db.system": "redis", "db.operation": "EVALSHA", "conclave.script": self.name}
-        with TRACING.span(f"redis {self.name}", attributes, SpanKind.CLIENT) as span:
+        if not TRACING.on:
+            return await self._call(keys, args, wait)
+        # In a client span (keys, arguments and replies stay out of it), opened here rather
+        # than in a coroutine of its own: a traced call's frames are resumed at every await.
+        with TRACING.span(self._span_name, self._span_attributes, SpanKind.CLIENT) as span:
             try:
                 return await self._call(keys, args, wait)
             except Exception as exc:
