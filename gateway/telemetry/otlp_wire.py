@@ -43,6 +43,11 @@ _ONE_BYTE = tuple(bytes((n,)) for n in range(0x80))
 # (tool, tenant, agent, script names); bounded, cleared when full.
 _ENCODED: dict[Any, bytes] = {}
 _MAX_ENCODED = 4096
+# The SDK's variables naming a credential provider, whose requests session it then sends with.
+_CREDENTIAL_PROVIDERS = (
+    "OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER",
+    "OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER",
+)
 
 
 def _varint(value: int) -> bytes:
@@ -173,9 +178,7 @@ class WireOtlpExport:
     """Batches finished requests' spans and sends them over OTLP/HTTP from its own thread."""
 
     def __init__(self, resource: Resource, scope: str) -> None:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        self._exporter = OTLPSpanExporter()  # reads OTEL_EXPORTER_OTLP_*
+        self._exporter = _span_exporter()
         self._frame = _ExportFrame(resource, scope)
         self._delay_s = _env_int("OTEL_BSP_SCHEDULE_DELAY", 5000) / 1000
         self._batch = _env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512)
@@ -233,7 +236,34 @@ class WireOtlpExport:
         self._stopping = True
         self._wake.set()
         self._thread.join()
-        self._exporter.shutdown()  # type: ignore[no-untyped-call]
+        self._exporter.shutdown()
+
+
+def _span_exporter() -> Any:
+    """The SDK's OTLP/HTTP span exporter (it reads `OTEL_EXPORTER_OTLP_*`), sending through the
+    SDK's urllib3 transport rather than its requests one where requests would add nothing: no
+    proxy and no netrc entry for the endpoint, no credential provider's session. requests reads
+    the environment again for every request (proxies, netrc, CA bundle): a batch costs ~0.65 ms
+    of CPU to send through it and ~0.3 ms through urllib3, in a thread that holds the
+    interpreter lock against the event loop."""
+    import requests
+    from opentelemetry.exporter.http.transport._urllib3 import Urllib3HTTPTransport
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    exporter = OTLPSpanExporter()
+    session = getattr(exporter._client._transport, "_session", None)
+    providers = [os.environ.get(name) for name in _CREDENTIAL_PROVIDERS]
+    if type(session) is not requests.Session or session.auth is not None or any(providers):
+        return exporter
+    endpoint = exporter._endpoint
+    # What requests would take from the environment for this endpoint, read once.
+    environment = session.merge_environment_settings(endpoint, {}, None, None, None)
+    if environment["proxies"] or requests.utils.get_netrc_auth(endpoint):
+        return exporter
+    exporter.shutdown()  # type: ignore[no-untyped-call]
+    verify = True if environment["verify"] is None else environment["verify"]
+    transport = Urllib3HTTPTransport(verify=verify, cert=session.cert)
+    return OTLPSpanExporter(_transport=transport)
 
 
 def _env_int(name: str, default: int) -> int:
