@@ -21,6 +21,13 @@ INSPECTOR_VERSION=2.12.0
 # requirements file `tests/e2e/clients/<name>.txt`: langchain-mcp-adapters pins mcp<2 (.venv
 # has mcp 2), and the OpenAI Agents SDK's import name `agents` is Conclave's own package.
 CLIENT_ENVS="$ROOT/.client-envs"
+# The official A2A compatibility kit (TCK, third-party: never copied into the project) and its
+# reference agent, copied from where it is kept (`CONCLAVE_A2A_TCK`, else ../shared/a2a-tck
+# beside the repository or /work/shared/a2a-tck) to `.a2a-tck/kit` (it writes its reports in
+# its own folder), with a venv of its own (`.a2a-tck/venv`): tests/conformance/test_a2a_tck.py.
+A2A_TCK="$ROOT/.a2a-tck"
+A2A_SDK="a2a-sdk[http-server,grpc]==1.3.0"
+A2A_AGENT_SERVER="uvicorn"  # the reference agent runs under it (the SDK does not pull it in)
 STARTED_ENGINE=0
 
 say() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
@@ -121,6 +128,33 @@ install_client_envs() {
     done
 }
 
+a2a_tck_source() {
+    local candidate
+    for candidate in "${CONCLAVE_A2A_TCK:-}" "$ROOT/../shared/a2a-tck" /work/shared/a2a-tck; do
+        if [ -n "$candidate" ] && [ -f "$candidate/run_tck.py" ]; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    echo "the A2A TCK is not at \$CONCLAVE_A2A_TCK, ../shared/a2a-tck or /work/shared/a2a-tck" >&2
+    return 1
+}
+
+install_a2a_tck() {
+    local source stamp
+    source=$(a2a_tck_source)
+    stamp="$A2A_TCK/.installed-$( (cat "$source/pyproject.toml"; echo "$A2A_SDK $A2A_AGENT_SERVER") | sha256sum | cut -c1-16)"
+    [ -f "$stamp" ] && return
+    say "the A2A TCK from $source into .a2a-tck (pip install . $A2A_SDK)"
+    rm -rf "$A2A_TCK"
+    mkdir -p "$A2A_TCK"
+    cp -r "$source" "$A2A_TCK/kit"
+    chmod -R u+w "$A2A_TCK/kit"
+    python3 -m venv "$A2A_TCK/venv"
+    "$A2A_TCK/venv/bin/python" -m pip install -q "$A2A_TCK/kit" "$A2A_SDK" "$A2A_AGENT_SERVER"
+    touch "$stamp"
+}
+
 engine_answers() { DOCKER_HOST="$1" timeout 10 docker version >/dev/null 2>&1; }
 
 # Use the engine DOCKER_HOST names, else the system one, else start our own (own socket,
@@ -178,15 +212,18 @@ conclave_setup() {
     # The client venvs and the node tools do not need .venv: they install beside it (on a
     # fresh clone the three took 211 + 69 + 60 s one after the other; mostly waiting on
     # downloads and disks, so they overlap well).
-    local log_dir client_pid node_pid
+    local log_dir client_pid node_pid tck_pid
     log_dir=$(mktemp -d)
     install_client_envs >"$log_dir/clients" 2>&1 &
     client_pid=$!
     install_node_tools >"$log_dir/node" 2>&1 &
     node_pid=$!
+    install_a2a_tck >"$log_dir/tck" 2>&1 &
+    tck_pid=$!
     install_python_packages
     background_step "$client_pid" "$log_dir/clients" "the MCP client venvs"
     background_step "$node_pid" "$log_dir/node" "the node tools"
+    background_step "$tck_pid" "$log_dir/tck" "the A2A TCK"
     rm -rf "$log_dir"
     start_engine
     build_runtime_image

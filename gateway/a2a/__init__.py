@@ -8,10 +8,11 @@ from gateway.a2a.a2a_errors import rest_error, rpc_error
 from gateway.a2a.a2a_methods import A2aRequest, rest_request, rpc_request
 from gateway.a2a.agent_card import agent_path, gateway_card
 from gateway.a2a.forwarding import A2aCall, A2aForwarder
-from gateway.a2a.remote_agents import RemoteAgent, RemoteAgents
+from gateway.a2a.remote_agents import CARD_TTL_S, RemoteAgent, RemoteAgents
 from gateway.a2a.task_owners import TaskOwners
 
 __all__ = [
+    "CARD_TTL_S",
     "A2aCall",
     "A2aForwarder",
     "A2aRequest",

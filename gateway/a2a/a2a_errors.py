@@ -31,12 +31,27 @@ class A2aErrorType:
     message: str
 
 
-TASK_NOT_FOUND = A2aErrorType("TASK_NOT_FOUND", -32001, 404, "NOT_FOUND", "Task not found")
-INVALID_AGENT_RESPONSE = A2aErrorType(
+_KINDS: dict[str, A2aErrorType] = {}  # by reason: every kind the gateway answers
+
+
+def _kind(reason: str, rpc_code: int, http_status: int, status: str, message: str) -> A2aErrorType:
+    _KINDS[reason] = kind = A2aErrorType(reason, rpc_code, http_status, status, message)
+    return kind
+
+
+TASK_NOT_FOUND = _kind("TASK_NOT_FOUND", -32001, 404, "NOT_FOUND", "Task not found")
+INVALID_AGENT_RESPONSE = _kind(
     "INVALID_AGENT_RESPONSE", -32006, 502, "INTERNAL", "Invalid agent response"
 )
-UNSUPPORTED_OPERATION = A2aErrorType(
+UNSUPPORTED_OPERATION = _kind(
     "UNSUPPORTED_OPERATION", -32004, 400, "UNIMPLEMENTED", "Unsupported operation"
+)
+PUSH_NOT_SUPPORTED = _kind(
+    "PUSH_NOTIFICATION_NOT_SUPPORTED",
+    -32003,
+    400,
+    "UNIMPLEMENTED",
+    "Push notifications are not supported",
 )
 # JSON-RPC's own (no ErrorInfo: not A2A-specific)
 PARSE = -32700
@@ -82,11 +97,6 @@ _REST_STATUS = {  # google.rpc.Code by HTTP status
     502: "INTERNAL",
     503: "UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
-}
-
-
-_KINDS = {
-    kind.reason: kind for kind in (TASK_NOT_FOUND, INVALID_AGENT_RESPONSE, UNSUPPORTED_OPERATION)
 }
 
 

@@ -15,6 +15,14 @@ from typing import Any
 
 from protocol import A2A_STREAMING
 
+PUSH_METHODS = frozenset(
+    {
+        "CreateTaskPushNotificationConfig",
+        "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs",
+        "DeleteTaskPushNotificationConfig",
+    }
+)
 # The methods whose task id is `params.taskId` (push configs), else `params.id`.
 _TASK_ID_FIELD = {
     "GetTask": "id",

@@ -2,6 +2,8 @@
 tasks only, the gateway's credential and the caller's identity and deadline on the way, the
 answer read under a cap and checked on the way back.
 
+- A push-notification method to an agent whose card declares no push notifications is
+  PushNotificationNotSupportedError, whatever task it names (as the agent would answer).
 - A request naming a task another identity created (or one never seen here) is refused
   TaskNotFoundError before anything is sent (`TaskOwners`); a task the agent creates for a
   caller is bound to that caller as its answer (or its stream's first event) names it.
@@ -29,8 +31,8 @@ from urllib.parse import urlsplit
 import httpx
 from starlette.responses import Response, StreamingResponse
 
-from gateway.a2a.a2a_errors import TASK_NOT_FOUND, a2a_failure
-from gateway.a2a.a2a_methods import A2aRequest, task_id_of
+from gateway.a2a.a2a_errors import PUSH_NOT_SUPPORTED, TASK_NOT_FOUND, a2a_failure
+from gateway.a2a.a2a_methods import PUSH_METHODS, A2aRequest, task_id_of
 from gateway.a2a.remote_agents import HTTP_JSON, JSONRPC, RemoteAgent, garbage, unavailable
 from gateway.a2a.task_owners import TaskOwners
 from gateway.egress import EgressRefused, public_addresses
@@ -66,6 +68,13 @@ class A2aForwarder:
     async def forward(self, ctx: RequestContext, call: A2aCall) -> Response:
         principal = ctx.require_principal()
         agent, request = call.agent, call.request
+        if request.method in PUSH_METHODS and not await agent.sends_pushes():
+            raise a2a_failure(
+                PUSH_NOT_SUPPORTED,
+                ErrorCode.METHOD_NOT_FOUND,
+                f"A2A agent {agent.name!r} sends no push notifications (its card says so):"
+                " poll GetTask or subscribe instead",
+            )
         if request.task_id is not None and not await self.owners.holds(
             agent.name, request.task_id, principal
         ):

@@ -59,6 +59,7 @@ class RemoteAgent:
         )
         self._card: dict[str, Any] | None = None
         self._card_read = 0.0
+        self.card_read_at = 0.0  # unix time the card was last read (its Last-Modified)
 
     async def card(self) -> dict[str, Any]:
         """The agent's own card, as it last published it (read at most every CARD_TTL_S)."""
@@ -78,8 +79,15 @@ class RemoteAgent:
             raise garbage(self.name, "its card is not JSON") from exc
         if not isinstance(card, dict) or not isinstance(card.get("supportedInterfaces"), list):
             raise garbage(self.name, "its card declares no supportedInterfaces")
+        if card != self._card:
+            self.card_read_at = time.time()
         self._card, self._card_read = card, time.monotonic()
         return card
+
+    async def sends_pushes(self) -> bool:
+        """Whether its card declares push notifications."""
+        capabilities = (await self.card()).get("capabilities")
+        return isinstance(capabilities, dict) and capabilities.get("pushNotifications") is True
 
     async def interface(self, binding: str) -> str:
         """The agent's URL for `binding` (JSONRPC, HTTP+JSON), on the configured origin."""

@@ -11,13 +11,16 @@ its data; a body is read under `max_body_bytes`, as every body is.
 
 from __future__ import annotations
 
+import hashlib
 import json
+from email.utils import formatdate
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from gateway.a2a import (
+    CARD_TTL_S,
     A2aCall,
     A2aRequest,
     gateway_card,
@@ -51,12 +54,20 @@ async def agent_card(name: str, request: Request) -> Response:
         status, body = rest_error(exc.error)
         return JSONResponse(body, status)
     origin = f"{request.url.scheme}://{request.url.netloc}"
-    return JSONResponse(
-        gateway_card(upstream, origin, name), headers={"Cache-Control": "public, max-age=60"}
-    )
+    card = json.dumps(gateway_card(upstream, origin, name), separators=(",", ":")).encode()
+    etag = f'"{hashlib.blake2b(card, digest_size=12).hexdigest()}"'
+    if request.headers.get("if-none-match") == etag:
+        return Response(status_code=304, headers={"ETag": etag})
+    headers = {
+        "Cache-Control": f"public, max-age={int(CARD_TTL_S)}",
+        "ETag": etag,
+        "Last-Modified": formatdate(agent.card_read_at, usegmt=True),
+    }
+    return Response(card, media_type="application/json", headers=headers)
 
 
 @router.post("/{name}")
+@router.post("/{name}/")  # a client joining paths to the card's URL adds the slash
 async def a2a_jsonrpc(name: str, request: Request) -> Response:
     """One JSON-RPC request to the agent."""
     request_id: Any = None
