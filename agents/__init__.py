@@ -3,6 +3,7 @@
 from agents.agent import Agent, AgentBudget
 from agents.agent_errors import AgentError, GatewayCallError, RecoveryFailed, StateConflict
 from agents.client import GatewayClient, budget_headers, retry_transient
+from agents.delegation import Delegated
 from agents.local_tool import local_tool
 from agents.loop import (
     AgentRun,
@@ -34,6 +35,7 @@ __all__ = [
     "CallRecord",
     "ChatModel",
     "ChatReply",
+    "Delegated",
     "GatewayCallError",
     "GatewayClient",
     "LocalModel",

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agents.client import GatewayClient
+from agents.delegation import Delegated
 from agents.loop import AgentRun, LocalTool, LoopBudget, run_loop
 from agents.models import ChatModel, Message
-from protocol import AgentRegistration
+from protocol import AgentRegistration, Budget
 
 Access = Literal["read", "write"]
 
@@ -47,6 +48,7 @@ class Agent:
     model: ChatModel
     tools: list[str] = field(default_factory=list)
     namespaces: dict[str, Access] = field(default_factory=dict)
+    agents: list[str] = field(default_factory=list)  # the A2A agents it may delegate to
     budget: AgentBudget = field(default_factory=AgentBudget)
     tenant: str = "default"
     local_tools: list[LocalTool] = field(default_factory=list)
@@ -54,7 +56,11 @@ class Agent:
 
     def registration(self) -> AgentRegistration:
         return AgentRegistration(
-            tenant=self.tenant, agent=self.name, tools=self.tools, namespaces=self.namespaces
+            tenant=self.tenant,
+            agent=self.name,
+            tools=self.tools,
+            namespaces=self.namespaces,
+            agents=self.agents,
         )
 
     async def register(self, admin: GatewayClient, *, session: str | None = None) -> GatewayClient:
@@ -87,6 +93,13 @@ class Agent:
             )
         run.session = run_session
         return run
+
+    async def delegate(
+        self, agent: str, text: str, *, task_id: str | None = None, budget: Budget | None = None
+    ) -> Delegated:
+        """Hand `text` to the A2A agent `agent` (one of `agents`) through the gateway, as this
+        agent; `task_id` continues a task that asked for input (`GatewayClient.delegate`)."""
+        return await self._client().delegate(agent, text, task_id=task_id, budget=budget)
 
     async def aclose(self) -> None:
         if self.client is not None:

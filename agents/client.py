@@ -25,8 +25,11 @@ import httpx
 from opentelemetry import trace
 from opentelemetry.propagate import inject
 
-from agents.agent_errors import error_from_response, error_from_transport
+from agents.agent_errors import GatewayCallError, error_from_response, error_from_transport
+from agents.delegation import Delegated, reply_reader, send_message_request
 from protocol import (
+    A2A_VERSION,
+    A2A_VERSION_HEADER,
     ADMIN_KEY_HEADER,
     DEADLINE_HEADER,
     HEDGE_HEADER,
@@ -102,6 +105,12 @@ def _span(name: str, attributes: dict[str, str]) -> AbstractContextManager[objec
     return tracer.start_as_current_span(name, kind=trace.SpanKind.CLIENT, attributes=attributes)
 
 
+def _read_answer(response: httpx.Response) -> Any:
+    if response.status_code < 400:
+        return response.json() if response.content else None
+    raise error_from_response(response)
+
+
 class GatewayClient:
     """Async client for one identity (an agent token, or the admin key for registration)."""
 
@@ -157,7 +166,10 @@ class GatewayClient:
         *,
         json: Any = None,
         headers: dict[str, str] | None = None,
+        read: Callable[[httpx.Response], Any] | None = None,
     ) -> Any:
+        """The answer as `read` reads it (by default: the JSON of a success, a SERF envelope's
+        error raised), resent as `retry` decides when the error says to."""
         attempt = 0
         headers = _with_trace_context(headers)
         while True:
@@ -166,9 +178,10 @@ class GatewayClient:
             except httpx.HTTPError as exc:
                 error = error_from_transport(exc, self.base_url)
             else:
-                if response.status_code < 400:
-                    return response.json() if response.content else None
-                error = error_from_response(response)
+                try:
+                    return (read or _read_answer)(response)
+                except GatewayCallError as exc:
+                    error = exc
             attempt += 1
             wait_s = self._retry(error.serf, attempt)
             if wait_s is None:
@@ -206,6 +219,29 @@ class GatewayClient:
                 headers=budget_headers(budget or self.budget),
             )
         return ToolCallResult.model_validate(payload)
+
+    # --- agents (A2A) --------------------------------------------------------------------
+
+    async def delegate(
+        self,
+        agent: str,
+        text: str,
+        *,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        budget: Budget | None = None,
+    ) -> Delegated:
+        """Send `text` to the A2A agent `agent` through the gateway, as this identity (its
+        registration's `agents` must name it), the budget's deadline travelling with it;
+        `task_id` continues a task (one that asked for input). Refusals and the agent's own
+        errors raise `GatewayCallError` (the hop named in its details)."""
+        body = send_message_request(text, task_id=task_id, context_id=context_id)
+        headers = {A2A_VERSION_HEADER: A2A_VERSION, **budget_headers(budget or self.budget)}
+        with _span(f"delegate {agent}", {"conclave.a2a_agent": agent}):
+            reply: Delegated = await self._request(
+                "POST", f"/a2a/{agent}", json=body, headers=headers, read=reply_reader(agent)
+            )
+        return reply
 
     # --- shared state -------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 `lazy_exports`, the one way a package's `__init__` loads its names on first use."""
 
 from protocol import jsonrpc
-from protocol.a2a import A2A_METHODS, A2A_STREAMING
+from protocol.a2a import A2A_METHODS, A2A_STREAMING, A2A_VERSION, A2A_VERSION_HEADER
 from protocol.agents import ADMIN_KEY_HEADER, AgentRecord, AgentRegistration, AgentToken
 from protocol.call_events import (
     CALL_EVENT,
@@ -109,6 +109,8 @@ from protocol.tools import (
 __all__ = [
     "A2A_METHODS",
     "A2A_STREAMING",
+    "A2A_VERSION",
+    "A2A_VERSION_HEADER",
     "ADMIN_KEY_HEADER",
     "CALL_EVENT",
     "CODE_TABLE",

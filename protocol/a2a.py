@@ -3,6 +3,8 @@ audits and counts; a fixed set, so they are safe as metric labels."""
 
 from __future__ import annotations
 
+A2A_VERSION = "1.0"
+A2A_VERSION_HEADER = "A2A-Version"
 A2A_METHODS = (
     "SendMessage",
     "SendStreamingMessage",

@@ -19,6 +19,7 @@ from a2a.helpers.proto_helpers import new_text_message
 from a2a.types import Role, SendMessageRequest
 from google.protobuf.json_format import MessageToDict
 
+from agents import Agent, GatewayCallError, GatewayClient, ScriptedModel
 from conclave.stack import EmbeddedStack
 from tests.a2a_test_agent import running_agent
 from tests.e2e.conftest import e2e_settings
@@ -231,3 +232,31 @@ async def test_a_push_url_inside_the_machine_is_refused(a2a_stack: EmbeddedStack
             json={"url": "http://93.184.216.34/hook"},
         )
         assert _reason(public.json()["error"]["details"]) == "PUSH_NOTIFICATION_NOT_SUPPORTED"
+
+
+async def test_an_sdk_agent_delegates_and_a_failure_names_the_hop(
+    a2a_stack: EmbeddedStack,
+) -> None:
+    """`Agent.delegate`: the answer as text, a task continued with its id, and the agent's
+    own error raised as SERF naming the hop; a registration without the agent is refused."""
+    async with GatewayClient(a2a_stack.url, admin_key="e2e-admin-key") as admin:
+        planner = Agent(
+            f"p{uuid.uuid4().hex[:8]}", "plans", ScriptedModel([]), tenant="t-sdk", agents=["echo"]
+        )
+        await planner.register(admin)
+        reply = await planner.delegate("echo", "hi")
+        assert (reply.text, reply.state) == ("echo: hi", "TASK_STATE_COMPLETED")
+        asked = await planner.delegate("echo", "ask")
+        assert asked.state == "TASK_STATE_INPUT_REQUIRED" and asked.text == "which one?"
+        resumed = await planner.delegate("echo", "the first", task_id=asked.task_id)
+        assert resumed.task_id == asked.task_id and resumed.text.endswith("echo: the first")
+        with pytest.raises(GatewayCallError) as done_task:
+            await planner.delegate("echo", "again", task_id=reply.task_id)  # completed
+        assert done_task.value.serf.details["hop"] == "echo"
+        loner = Agent(f"l{uuid.uuid4().hex[:8]}", "alone", ScriptedModel([]), tenant="t-sdk")
+        await loner.register(admin)
+        with pytest.raises(GatewayCallError) as refused:
+            await loner.delegate("echo", "hi")
+        assert refused.value.code == "AGENT_NOT_ALLOWED"
+        await planner.aclose()
+        await loner.aclose()

@@ -1,0 +1,118 @@
+"""Delegating to another agent over A2A, through the gateway: `delegate` sends a message to the
+A2A agent served at `{gateway}/a2a/{name}` (JSON-RPC `SendMessage`) as the caller's identity,
+its deadline travelling with it, and reads the answer as a `Delegated` reply.
+
+A refusal or failure raises `GatewayCallError` with the SERF envelope: the gateway's own (in
+the A2A error's data), or, for an error the agent itself answered, one built from it that
+names the hop (`details.hop`) and the A2A error (`details.a2a_code`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from agents.agent_errors import GatewayCallError
+from protocol import ErrorCode, SerfError
+
+SERF_TYPE_SUFFIX = "conclave.SerfError"  # the `@type` of the envelope in an A2A error's data
+
+
+@dataclass(frozen=True)
+class Delegated:
+    """What the agent answered: the task it works on (None for a plain message), its state
+    (`TASK_STATE_COMPLETED`, `..._INPUT_REQUIRED`, ...), and the text of its latest message
+    and artifacts."""
+
+    text: str
+    task_id: str | None = None
+    context_id: str | None = None
+    state: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+def send_message_request(
+    text: str, *, task_id: str | None = None, context_id: str | None = None
+) -> dict[str, Any]:
+    """The JSON-RPC `SendMessage` request carrying `text` (continuing `task_id` when given)."""
+    message: dict[str, Any] = {
+        "messageId": uuid.uuid4().hex,
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+    }
+    if task_id is not None:
+        message["taskId"] = task_id
+    if context_id is not None:
+        message["contextId"] = context_id
+    return {
+        "jsonrpc": "2.0",
+        "id": uuid.uuid4().hex,
+        "method": "SendMessage",
+        "params": {"message": message},
+    }
+
+
+def reply_reader(agent: str) -> Callable[[httpx.Response], Delegated]:
+    """Reads `agent`'s answer (through the gateway) as a reply, or raises its error."""
+
+    def read(response: httpx.Response) -> Delegated:
+        try:
+            answer = response.json()
+        except ValueError:
+            raise _hop_error(agent, None, f"HTTP {response.status_code}, not JSON") from None
+        return delegated_reply(agent, answer)
+
+    return read
+
+
+def delegated_reply(agent: str, answer: Any) -> Delegated:
+    """The reply in a JSON-RPC answer from `agent`, or the error it carries, raised."""
+    if not isinstance(answer, dict):
+        raise _hop_error(agent, None, "the answer is not a JSON-RPC response")
+    if "error" in answer:
+        raise _from_rpc_error(agent, answer["error"])
+    result = answer.get("result")
+    if isinstance(result, dict) and isinstance(result.get("task"), dict):
+        task = result["task"]
+        status = task.get("status") or {}
+        texts = _texts((status.get("message") or {}).get("parts"))
+        for artifact in task.get("artifacts") or []:
+            texts += _texts(artifact.get("parts"))
+        return Delegated(
+            "\n".join(texts), task.get("id"), task.get("contextId"), status.get("state"), task
+        )
+    if isinstance(result, dict) and isinstance(result.get("message"), dict):
+        message = result["message"]
+        text = "\n".join(_texts(message.get("parts")))
+        return Delegated(text, message.get("taskId"), message.get("contextId"), None, message)
+    raise _hop_error(agent, None, "the answer holds neither a task nor a message")
+
+
+def _texts(parts: Any) -> list[str]:
+    if not isinstance(parts, list):
+        return []
+    return [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+
+
+def _from_rpc_error(agent: str, error: Any) -> GatewayCallError:
+    data = error.get("data") if isinstance(error, dict) else None
+    for detail in data if isinstance(data, list) else []:
+        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith(SERF_TYPE_SUFFIX):
+            fields = {k: v for k, v in detail.items() if k != "@type"}
+            return GatewayCallError(SerfError.model_validate(fields))
+    code = error.get("code") if isinstance(error, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    return _hop_error(agent, code, str(message or "an error without a message"))
+
+
+def _hop_error(agent: str, code: Any, message: str) -> GatewayCallError:
+    serf = SerfError.of(
+        ErrorCode.TOOL_FAILED,
+        f"A2A agent {agent!r} answered an error: {message[:500]}",
+        details={"hop": agent, "a2a_code": code},
+    )
+    return GatewayCallError(serf)
