@@ -26,6 +26,9 @@ from a2a.server.agent_execution.context import RequestContext
 from a2a.server.events.event_queue import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
+from a2a.server.tasks.inmemory_push_notification_config_store import (
+    InMemoryPushNotificationConfigStore,
+)
 from a2a.server.tasks.inmemory_task_store import InMemoryTaskStore
 from a2a.server.tasks.task_updater import TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part
@@ -83,13 +86,16 @@ def agent_app(base_url: str) -> ASGIApp:
                 url=base_url + REST_PATH, protocol_binding="HTTP+JSON", protocol_version="1.0"
             ),
         ],
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=True),
         default_input_modes=["text"],
         default_output_modes=["text"],
         skills=[AgentSkill(id="echo", name="Echo", description="echoes", tags=["test"])],
     )
     handler = DefaultRequestHandler(
-        agent_executor=_Executor(), task_store=InMemoryTaskStore(), agent_card=card
+        agent_executor=_Executor(),
+        task_store=InMemoryTaskStore(),
+        agent_card=card,
+        push_config_store=InMemoryPushNotificationConfigStore(),  # kept, never sent
     )
     routes = [
         *create_agent_card_routes(card),

@@ -67,7 +67,7 @@ async def agent_card(name: str, request: Request) -> Response:
 
 
 @router.post("/{name}")
-@router.post("/{name}/")  # a client joining paths to the card's URL adds the slash
+@router.post("/{name}/", include_in_schema=False)  # a client joining paths adds the slash
 async def a2a_jsonrpc(name: str, request: Request) -> Response:
     """One JSON-RPC request to the agent."""
     request_id: Any = None
@@ -101,9 +101,27 @@ async def a2a_jsonrpc(name: str, request: Request) -> Response:
     return response
 
 
-@router.api_route("/{name}/rest/{path:path}", methods=["GET", "POST", "DELETE"])
-async def a2a_rest(name: str, path: str, request: Request) -> Response:
-    """One HTTP+JSON request to the agent."""
+@router.get("/{name}/rest/{path:path}")
+async def a2a_rest_get(name: str, path: str, request: Request) -> Response:
+    """An HTTP+JSON GET to the agent (GetTask, ListTasks, SubscribeToTask, push configs,
+    the extended card)."""
+    return await _rest(name, path, request)
+
+
+@router.post("/{name}/rest/{path:path}")
+async def a2a_rest_post(name: str, path: str, request: Request) -> Response:
+    """An HTTP+JSON POST to the agent (SendMessage, SendStreamingMessage, CancelTask,
+    a push config)."""
+    return await _rest(name, path, request)
+
+
+@router.delete("/{name}/rest/{path:path}")
+async def a2a_rest_delete(name: str, path: str, request: Request) -> Response:
+    """An HTTP+JSON DELETE to the agent (a push config)."""
+    return await _rest(name, path, request)
+
+
+async def _rest(name: str, path: str, request: Request) -> Response:
     body = b""
     a2a: A2aRequest | None = None
     input_error: GatewayError | None = None
