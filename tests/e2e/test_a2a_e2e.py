@@ -20,8 +20,8 @@ from a2a.types import Role, SendMessageRequest
 from google.protobuf.json_format import MessageToDict
 
 from agents import Agent, GatewayCallError, GatewayClient, ScriptedModel
+from conclave.bench.a2a.echo_agent import running_agent
 from conclave.stack import EmbeddedStack
-from tests.a2a_test_agent import running_agent
 from tests.e2e.conftest import e2e_settings
 
 pytestmark = pytest.mark.anyio

@@ -1,5 +1,5 @@
-"""A small A2A 1.0 agent for the tests, built on the reference SDK (`a2a-sdk`), served by uvicorn
-on a free local port: the upstream the gateway's A2A tests put behind `[[a2a_agent]]`.
+"""A small A2A 1.0 agent on the reference SDK (`a2a-sdk`), served by uvicorn in a child process:
+the upstream `conclave bench a2a` and the A2A tests put behind `[[a2a_agent]]`.
 
 What it does with a message's text:
 - `who`: answers with the identity headers it was sent (`x-conclave-*`), as JSON text;
@@ -11,9 +11,8 @@ What it does with a message's text:
 
 from __future__ import annotations
 
+import argparse
 import json
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -35,6 +34,7 @@ from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, 
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from conclave.bench.core.child_server import running_child_server
 from conclave.stack.ports import free_port
 
 _HEADERS: ContextVar[dict[str, str] | None] = ContextVar("headers", default=None)
@@ -106,22 +106,23 @@ def agent_app(base_url: str) -> ASGIApp:
 
 
 @contextmanager
-def running_agent() -> Iterator[str]:
-    """The agent served on a free local port, in a thread; yields its base URL."""
+def running_agent(timeout_s: float = 30.0) -> Iterator[str]:
+    """The agent in a child process on a free local port; yields its base URL."""
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    server = uvicorn.Server(
-        uvicorn.Config(agent_app(url), host="127.0.0.1", port=port, log_level="warning")
+    with running_child_server(
+        ["conclave.bench.a2a.echo_agent", "--port", str(port)], port, timeout_s
+    ):
+        yield f"http://127.0.0.1:{port}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    port = parser.parse_args().port
+    uvicorn.run(
+        agent_app(f"http://127.0.0.1:{port}"), host="127.0.0.1", port=port, log_level="warning"
     )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the test A2A agent did not start")
-        time.sleep(0.02)
-    try:
-        yield url
-    finally:
-        server.should_exit = True
-        thread.join(10)
+
+
+if __name__ == "__main__":
+    main()
