@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
+import anyio
 import httpx
 from starlette.responses import Response, StreamingResponse
 
@@ -38,8 +39,12 @@ from gateway.a2a.task_owners import TaskOwners
 from gateway.egress import EgressRefused, public_addresses
 from gateway.gateway_error import GatewayError
 from gateway.pipeline import RequestContext
+from gateway.sources.shared import AnswerTooLarge, UpstreamClosed
 from protocol import ErrorCode, Principal
 
+# Kept as they are when a caller's (decoded) path is quoted again for the agent: RFC 3986's
+# path characters. Anything else (a space, a CR or LF) is sent %-encoded, never raw.
+_PATH_SAFE = "/:@!$&'()*+,;=-._~"
 _PASSED_ON = ("content-type", "accept", "a2a-version", "a2a-extensions")
 _STREAM_TYPE = "text/event-stream"
 
@@ -81,15 +86,43 @@ class A2aForwarder:
             raise _not_yours(agent.name, request.task_id)
         if request.push_url is not None:
             await _check_push_url(request.push_url)
-        base = await agent.interface(call.binding)
-        url = base + call.path + (f"?{call.query}" if call.query else "")
+        base = urlsplit(await agent.interface(call.binding))
+        target = base.path.rstrip("/") + quote(call.path, safe=_PATH_SAFE)
+        if call.query:
+            target += f"?{call.query}"
+        headers = _headers(ctx, principal)
+        left_s = _time_left_s(ctx, agent.config.timeout_s)
+        if request.streams:
+            return await self._stream(ctx, call, principal, target, headers, left_s)
+        try:
+            with anyio.fail_after(left_s):
+                answer = await agent.pool.request(
+                    call.verb, headers, call.body, limit=self.max_answer_bytes, target=target or "/"
+                )
+        except TimeoutError as exc:
+            raise _timed_out(ctx, agent.name) from exc
+        except AnswerTooLarge as exc:
+            raise garbage(agent.name, f"its answer is over {self.max_answer_bytes} bytes") from exc
+        except (OSError, UpstreamClosed) as exc:
+            raise unavailable(agent.name, type(exc).__name__) from exc
+        return await self._answer(call, principal, answer.status, answer.headers, answer.body)
+
+    async def _stream(
+        self,
+        ctx: RequestContext,
+        call: A2aCall,
+        principal: Principal,
+        target: str,
+        headers: dict[str, str],
+        left_s: float,
+    ) -> Response:
+        """A streaming method: the agent's event stream relayed as it comes (`_relay`), or its
+        answer as any other when it does not stream (an error)."""
+        agent = call.agent
         upstream = agent.http.build_request(
-            call.verb,
-            url,
-            content=call.body if call.body else None,
-            headers=_headers(ctx, principal),
-            timeout=_time_left_s(ctx, agent.config.timeout_s),
-        )
+            call.verb, agent.url + target, content=call.body or None, headers=headers,
+            timeout=left_s,
+        )  # fmt: skip
         try:
             answer = await agent.http.send(upstream, stream=True)
         except httpx.TimeoutException as exc:
@@ -97,7 +130,7 @@ class A2aForwarder:
         except httpx.HTTPError as exc:
             raise unavailable(agent.name, type(exc).__name__) from exc
         streamed = answer.headers.get("content-type", "").startswith(_STREAM_TYPE)
-        if request.streams and streamed and answer.status_code == 200:
+        if streamed and answer.status_code == 200:
             return StreamingResponse(
                 self._relay(ctx, call, principal, answer),
                 media_type=_STREAM_TYPE,
@@ -111,27 +144,32 @@ class A2aForwarder:
             raise unavailable(agent.name, type(exc).__name__) from exc
         finally:
             await answer.aclose()
-        return await self._answer(call, principal, answer, raw)
+        return await self._answer(call, principal, answer.status_code, answer.headers, raw)
 
     async def _answer(
-        self, call: A2aCall, principal: Principal, answer: httpx.Response, raw: bytes
+        self,
+        call: A2aCall,
+        principal: Principal,
+        status: int,
+        headers: Mapping[str, str],
+        raw: bytes,
     ) -> Response:
         name = call.agent.name
         try:
             document = json.loads(raw) if raw else None
         except ValueError as exc:
-            raise garbage(name, f"HTTP {answer.status_code}, not JSON") from exc
+            raise garbage(name, f"HTTP {status}, not JSON") from exc
         if call.binding == JSONRPC and not isinstance(document, dict):
             raise garbage(name, "not a JSON-RPC response")
-        if answer.status_code < 400 and isinstance(document, dict):
+        if status < 400 and isinstance(document, dict):
             result = document.get("result") if call.binding == JSONRPC else document
             changed = await self._checked(call, principal, result)
             if changed is not None:
                 raw = json.dumps(
                     {**document, "result": changed} if call.binding == JSONRPC else changed
                 ).encode()
-        media = answer.headers.get("content-type", "application/json")
-        return Response(raw, status_code=answer.status_code, media_type=media)
+        media = headers.get("content-type", "application/json")
+        return Response(raw, status_code=status, media_type=media)
 
     async def _checked(self, call: A2aCall, principal: Principal, result: Any) -> Any:
         """Bind a task the answer creates to the caller; the caller's own of a task list.

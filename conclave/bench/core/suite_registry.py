@@ -21,6 +21,7 @@ SUITES: dict[str, str] = {
     "scale": "conclave.bench.overhead.scale_suite",
     "isolation": "conclave.bench.isolation.isolation_suite",
     "federation": "conclave.bench.mcp.federation_suite",
+    "a2a": "conclave.bench.a2a.a2a_suite",
     "conformance": "conclave.bench.mcp.conformance_suite",
     "tracing": "conclave.bench.overhead.tracing_suite",
     "console": "conclave.bench.overhead.console_suite",

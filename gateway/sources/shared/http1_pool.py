@@ -82,9 +82,11 @@ class Http1Pool:
         *,
         limit: int = ANSWER_LIMIT,
         body_sink: BodySink | None = None,
+        target: str | None = None,
     ) -> Http1Answer:
-        """Send `method` to the upstream's URL and read its answer, at most `limit` bytes."""
-        head = f"{method} {self.target} HTTP/1.1\r\n{self._head}"
+        """Send `method` to the upstream's URL (or to `target`, a path and query on its
+        origin) and read its answer, at most `limit` bytes."""
+        head = f"{method} {target or self.target} HTTP/1.1\r\n{self._head}"
         head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         raw = f"{head}content-length: {len(body)}\r\n\r\n".encode("latin-1") + body
         while self._idle:  # a kept-alive connection the upstream may have closed meanwhile

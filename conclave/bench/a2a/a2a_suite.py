@@ -1,0 +1,154 @@
+"""`conclave bench a2a`: what putting an A2A agent behind the gateway costs.
+
+An A2A agent on the reference SDK (`conclave.bench.a2a.echo_agent`) in its own process, called
+directly, then through a gateway (its own process, the agent declared as `[[a2a_agent]]`) at
+`/a2a/bench`, by the same lean client: JSON-RPC `SendMessage` (not streamed) over keep-alive
+HTTP/1.1 connections, one per worker. Figures: the p50 the gateway adds per hop, and calls/s
+at concurrency 16 against the agent's own. Measured after a latency window's worth of calls,
+so the gateway has history (each call binds a task to its caller).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import uuid
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+
+from conclave.bench.a2a.echo_agent import running_agent
+from conclave.bench.core import (
+    BenchContext,
+    Call,
+    Goal,
+    Http1Connection,
+    SuiteResult,
+    Table,
+    alternated_latencies,
+    encode_request,
+    measuring_settings,
+    percentile,
+    throughput,
+)
+from conclave.stack import EmbeddedStack
+from gateway import Settings
+from protocol import A2A_VERSION, A2A_VERSION_HEADER
+
+GOAL_ADDED_P50_MS = 1.5
+GOAL_RATE_SHARE = 0.8
+WORKERS = 16
+HISTORY: int = Settings.model_fields["latency_window_max"].default  # calls before a row
+DIRECT = "agent direct"
+GATEWAY = "through the gateway /a2a/bench"
+
+
+def _calls(url: str, token: str | None) -> tuple[list[Call], list[Http1Connection]]:
+    """One SendMessage call function per worker (and one more for latencies)."""
+    headers = {"Content-Type": "application/json", A2A_VERSION_HEADER: A2A_VERSION}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    split = urlsplit(url)
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": uuid.uuid4().hex,
+                "role": "ROLE_USER",
+                "parts": [{"text": "hi"}],
+            }
+        },
+    }
+    raw = encode_request(
+        "POST", f"{split.scheme}://{split.netloc}", split.path or "/", headers,
+        json.dumps(message).encode(),
+    )  # fmt: skip
+    connections = [Http1Connection(url) for _ in range(WORKERS + 1)]
+    calls: list[Call] = []
+    for connection in connections:
+
+        async def call(connection: Http1Connection = connection) -> None:
+            status, body = await connection.request(raw)
+            answer = json.loads(body)
+            if status != 200 or "result" not in answer:
+                raise RuntimeError(f"a bench call failed: {status} {body[:300]!r}")
+
+        calls.append(call)
+    return calls, connections
+
+
+async def _measure(
+    direct_url: str, gateway_url: str, token: str, count: int, seconds: float
+) -> Any:
+    direct, direct_connections = _calls(direct_url, None)
+    through, through_connections = _calls(gateway_url, token)
+    try:
+        for _ in range(HISTORY):
+            await through[-1]()
+        direct_samples, through_samples = await alternated_latencies(
+            [direct[-1], through[-1]], count
+        )
+        direct_rate = await throughput(direct[:WORKERS], seconds)
+        through_rate = await throughput(through[:WORKERS], seconds)
+    finally:
+        for connection in [*direct_connections, *through_connections]:
+            await connection.aclose()
+    return {DIRECT: (direct_samples, direct_rate), GATEWAY: (through_samples, through_rate)}
+
+
+def run(ctx: BenchContext) -> SuiteResult:
+    count = 300 if ctx.quick else 2000
+    seconds = 2.0 if ctx.quick else 8.0
+    task = ctx.progress.add_task("a2a: agent direct vs through the gateway", total=1)
+    with running_agent() as agent_url:
+        config = ctx.out_dir / "a2a-conclave.toml"
+        config.write_text(f'[[a2a_agent]]\nname = "bench"\nurl = "{agent_url}"\n')
+        settings = measuring_settings(ctx.stack.settings, config=config)
+        with EmbeddedStack(settings, log_path=ctx.gateway_log("a2a")) as gateway:
+            token = gateway.token("bench", "a2a-caller", ["agent:bench"])
+            rows = anyio.run(_measure, agent_url, f"{gateway.url}/a2a/bench", token, count, seconds)
+    ctx.progress.advance(task)
+    table = Table(
+        "a2a: SendMessage to an A2A agent, direct vs through the gateway"
+        " (ms; calls/s at concurrency 16)",
+        ["path", "p50", "p99", "added p50", "calls/s c=16", "share of direct calls/s"],
+    )
+    result = SuiteResult("a2a", tables=[table])
+    direct_samples, direct_rate = rows[DIRECT]
+    direct_p50 = statistics.median(direct_samples)
+    for path, (samples, rate) in rows.items():
+        p50 = statistics.median(samples)
+        table.rows.append(
+            [
+                path,
+                p50,
+                percentile(samples, 0.99),
+                p50 - direct_p50,
+                round(rate),
+                rate / direct_rate,
+            ]
+        )
+        result.series[path] = {"p50": p50, "rate": rate}
+    added = statistics.median(rows[GATEWAY][0]) - direct_p50
+    share = rows[GATEWAY][1] / direct_rate
+    result.figures["a2a added_p50_ms"] = added
+    result.figures["a2a calls_per_s share"] = share
+    result.goals += [
+        Goal("a2a: added p50 per hop", f"<= {GOAL_ADDED_P50_MS} ms", f"{added:.3f} ms",
+             added <= GOAL_ADDED_P50_MS),
+        Goal("a2a: calls/s c=16 vs the agent's own", f">= {GOAL_RATE_SHARE:.0%}",
+             f"{share:.0%}", share >= GOAL_RATE_SHARE),
+    ]  # fmt: skip
+    result.notes.append(
+        "a2a rows: the agent is the reference SDK's server (a2a-sdk 1.3, its in-memory task"
+        " store) in its own process, answering each SendMessage with a completed task. Both"
+        " rows use the same client in the bench process (JSON-RPC on keep-alive HTTP/1.1"
+        " connections, one per worker), their latencies taken in turns. 'through the gateway'"
+        " adds the gateway's process: token check, scope, rate limit in Redis, the task bound"
+        " to its caller in Redis, audit, and its own pooled connections to the agent. Client,"
+        " gateway, Redis and agent share the machine's 2 cores"
+    )
+    return result
