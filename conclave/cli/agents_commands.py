@@ -75,6 +75,12 @@ def register(
         list[str] | None,
         typer.Option(help="shared state it may use: NAME=read or NAME=write; repeatable"),
     ] = None,
+    a2a_agent: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--a2a-agent", help="an A2A agent it may call (a glob: 'research-*'); repeatable"
+        ),
+    ] = None,
     obo: Annotated[str | None, typer.Option(help="user the agent acts on behalf of")] = None,
     ttl: Annotated[int | None, typer.Option(help="its token's lifetime in seconds")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the whole answer as JSON")] = False,
@@ -87,6 +93,7 @@ def register(
         "tenant": tenant,
         "agent": agent,
         "tools": tool or [],
+        "agents": a2a_agent or [],
         "namespaces": dict(_namespace_grant(n) for n in namespace or []),
         "obo": obo,
     }
