@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from protocol import A2A_STREAMING
+from gateway.gateway_error import GatewayError
+from protocol import A2A_STREAMING, ErrorCode
 
 PUSH_METHODS = frozenset(
     {
@@ -85,18 +86,34 @@ class A2aRequest:
 
 
 def rpc_request(method: str, params: Any) -> A2aRequest:
-    """The request a JSON-RPC `method` with `params` makes (the method is one of `A2A_METHODS`)."""
+    """The request a JSON-RPC `method` with `params` makes (the method is one of `A2A_METHODS`).
+    INVALID_REQUEST when it names its task in a way the gateway cannot check."""
     params = params if isinstance(params, dict) else {}
     if method in ("SendMessage", "SendStreamingMessage"):
         message = params.get("message")
-        task_id = message.get("taskId") if isinstance(message, dict) else None
+        task_id = _task_named(message if isinstance(message, dict) else {}, "taskId")
     else:
-        task_id = params.get(_TASK_ID_FIELD.get(method, ""))
-    return A2aRequest(method, _text(task_id), _push_url(method, params))
+        task_id = _task_named(params, _TASK_ID_FIELD.get(method, ""))
+    return A2aRequest(method, task_id, _push_url(method, params))
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+def _task_named(body: dict[str, Any], field: str) -> str | None:
+    """The task id `body` names in `field`, in any spelling a server reads (ProtoJSON takes
+    camelCase and the proto's snake_case alike): all of them must agree, and be a string, so
+    the task the gateway checks is the task the agent acts on."""
+    if not field:
+        return None
+    spellings = {field, re.sub(r"[A-Z]", lambda m: "_" + m.group().lower(), field)}
+    named = [body[name] for name in spellings if name in body]
+    if not named:
+        return None
+    if any(not isinstance(n, str) for n in named) or len(set(named)) > 1:
+        raise GatewayError.of(
+            ErrorCode.INVALID_REQUEST,
+            f"the request names its task ({' or '.join(sorted(spellings))}) more than once,"
+            " differently, or not as a string",
+        )
+    return str(named[0]) or None
 
 
 def _push_url(method: str, body: Any) -> str | None:
@@ -114,6 +131,12 @@ def rest_request(verb: str, path: str, body: Any) -> A2aRequest | None:
         task = found.groupdict().get("task")
         if task is None and method in ("SendMessage", "SendStreamingMessage"):
             return rpc_request(method, body)
+        named = _task_named(body, "taskId") if isinstance(body, dict) else None
+        if named is not None and named != task:  # the body may name a task the path does not
+            raise GatewayError.of(
+                ErrorCode.INVALID_REQUEST,
+                "the body names another task than the path: name one task",
+            )
         return A2aRequest(method, task, _push_url(method, body))
     return None
 
