@@ -25,7 +25,14 @@ import anyio
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
-from gateway.a2a import A2aForwarder, RemoteAgents, TaskOwners
+from gateway.a2a import (
+    A2aForwarder,
+    HostedA2a,
+    HostedAgents,
+    HostedTasks,
+    RemoteAgents,
+    TaskOwners,
+)
 from gateway.budgets import (
     Admission,
     AtbaAllocator,
@@ -120,6 +127,7 @@ def create_app(
     if config is not None and not sources:
         sources = config.source
     a2a_agents = RemoteAgents(config.a2a_agent if config is not None else ())
+    hosted_agents = HostedAgents(config.a2a_agent if config is not None else ())
     config_dir = settings.config.parent if settings.config is not None else Path.cwd()
 
     registry = served_tools(settings.tool_modules)
@@ -172,7 +180,7 @@ def create_app(
             metrics=metrics,
             latency_window=latency_window,
             breaker=breaker,
-            a2a_agents=a2a_agents,
+            a2a_names=a2a_agents.names | hosted_agents.names,
         )
         tasks = TaskRunner(_task_store(settings, redis), pipeline, task_outcome_of)  # MCP tasks
         parts = GatewayParts(
@@ -203,6 +211,8 @@ def create_app(
             a2a=A2aForwarder(
                 TaskOwners(redis, settings.a2a_task_ttl_s), settings.a2a_max_answer_bytes
             ),
+            hosted_agents=hosted_agents,
+            hosted=HostedA2a(HostedTasks(redis, settings.a2a_task_ttl_s), hosted_agents),
         )
         keep_parts(app, parts)
         try:
@@ -214,6 +224,7 @@ def create_app(
                 await background.start(tasks.run)  # MCP tasks' calls run in its group
                 await background.start(client_requests.listen)  # clients' answers
                 await background.start(input_rounds.run)  # calls between rounds
+                await background.start(parts.hosted.run)  # hosted A2A tasks' leases, deadlines
                 yield
                 background.cancel_scope.cancel()
         finally:
@@ -305,7 +316,7 @@ def _pipeline(
     metrics: GatewayMetrics,
     latency_window: LatencyWindow,
     breaker: CircuitBreaker,
-    a2a_agents: RemoteAgents,
+    a2a_names: frozenset[str],
 ) -> tuple[Pipeline, HeaderCheck]:
     """The six stages in docs/architecture.md's order, account running whatever happened; and what
     authenticate and budget decide from a request's headers before its body is read.
@@ -335,7 +346,7 @@ def _pipeline(
         stages=[
             authenticate,
             ScopeStage(PlanBounds(settings.budget_plan_max, settings.budget_plan_name_max)),
-            AuthorizeStage(registry, a2a_agents.names),
+            AuthorizeStage(registry, a2a_names),
             budget,
             DispatchStage(
                 executor,

@@ -3,6 +3,7 @@
 
 from protocol import jsonrpc
 from protocol.a2a import A2A_METHODS, A2A_STREAMING, A2A_VERSION, A2A_VERSION_HEADER
+from protocol.a2a_work import A2A_WORK_STATES, A2aCaller, A2aWorkAck, A2aWorkItem, A2aWorkUpdate
 from protocol.agents import ADMIN_KEY_HEADER, AgentRecord, AgentRegistration, AgentToken
 from protocol.call_events import (
     CALL_EVENT,
@@ -111,6 +112,7 @@ __all__ = [
     "A2A_STREAMING",
     "A2A_VERSION",
     "A2A_VERSION_HEADER",
+    "A2A_WORK_STATES",
     "ADMIN_KEY_HEADER",
     "CALL_EVENT",
     "CODE_TABLE",
@@ -132,6 +134,10 @@ __all__ = [
     "SESSION_HEADER",
     "STATELESS_VERSION",
     "TRACEBACK_DETAIL",
+    "A2aCaller",
+    "A2aWorkAck",
+    "A2aWorkItem",
+    "A2aWorkUpdate",
     "Access",
     "AgentRecord",
     "AgentRegistration",

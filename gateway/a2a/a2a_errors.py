@@ -43,6 +43,9 @@ TASK_NOT_FOUND = _kind("TASK_NOT_FOUND", -32001, 404, "NOT_FOUND", "Task not fou
 INVALID_AGENT_RESPONSE = _kind(
     "INVALID_AGENT_RESPONSE", -32006, 502, "INTERNAL", "Invalid agent response"
 )
+TASK_NOT_CANCELABLE = _kind(
+    "TASK_NOT_CANCELABLE", -32002, 409, "FAILED_PRECONDITION", "Task cannot be canceled"
+)
 UNSUPPORTED_OPERATION = _kind(
     "UNSUPPORTED_OPERATION", -32004, 400, "UNIMPLEMENTED", "Unsupported operation"
 )
@@ -104,6 +107,16 @@ def a2a_failure(kind: A2aErrorType, code: ErrorCode, message: str) -> GatewayErr
     """A refusal A2A names (`kind`), as the SERF `code` explains it: the envelope's details
     name the A2A error, so whichever binding answers it answers it as A2A says."""
     return GatewayError.of(code, message, details={"a2a_error": kind.reason})
+
+
+def task_not_found(agent: str, task_id: str) -> GatewayError:
+    """TaskNotFoundError for `task_id`: unknown, or another identity's (the same answer)."""
+    return a2a_failure(
+        TASK_NOT_FOUND,
+        ErrorCode.NOT_FOUND,
+        f"A2A agent {agent!r} has no task {task_id[:64]!r} of yours: a task is answered only to"
+        " the identity that created it",
+    )
 
 
 def _kind_of(serf: SerfError) -> A2aErrorType | None:

@@ -32,7 +32,7 @@ import anyio
 import httpx
 from starlette.responses import Response, StreamingResponse
 
-from gateway.a2a.a2a_errors import PUSH_NOT_SUPPORTED, TASK_NOT_FOUND, a2a_failure
+from gateway.a2a.a2a_errors import PUSH_NOT_SUPPORTED, a2a_failure, task_not_found
 from gateway.a2a.a2a_methods import PUSH_METHODS, A2aRequest, task_id_of
 from gateway.a2a.remote_agents import HTTP_JSON, JSONRPC, RemoteAgent, garbage, unavailable
 from gateway.a2a.task_owners import TaskOwners
@@ -83,7 +83,7 @@ class A2aForwarder:
         if request.task_id is not None and not await self.owners.holds(
             agent.name, request.task_id, principal
         ):
-            raise _not_yours(agent.name, request.task_id)
+            raise task_not_found(agent.name, request.task_id)
         if request.push_url is not None:
             await _check_push_url(request.push_url)
         base = urlsplit(await agent.interface(call.binding))
@@ -276,15 +276,6 @@ def _timed_out(ctx: RequestContext, name: str) -> GatewayError:
         )
     return GatewayError.of(
         ErrorCode.TOOL_TIMEOUT, f"A2A agent {name!r} did not answer within its timeout_s"
-    )
-
-
-def _not_yours(agent: str, task_id: str) -> GatewayError:
-    return a2a_failure(
-        TASK_NOT_FOUND,
-        ErrorCode.NOT_FOUND,
-        f"A2A agent {agent!r} has no task {task_id[:64]!r} of yours: a task is answered only to"
-        " the identity that created it",
     )
 
 

@@ -49,6 +49,7 @@ class RemoteAgent:
     def __init__(self, config: A2aAgentConfig) -> None:
         self.config = config
         self.name = config.name
+        assert config.url is not None  # RemoteAgents holds the remote ones only
         self.url = str(config.url).rstrip("/")
         credential = credential_headers(config)
         # Requests answered at once go over the pool (~0.7 ms of CPU less than httpx a
@@ -115,10 +116,10 @@ class RemoteAgent:
 
 
 class RemoteAgents:
-    """Every declared agent, by name."""
+    """Every declared remote agent (one with a `url`), by name."""
 
     def __init__(self, configs: Sequence[A2aAgentConfig]) -> None:
-        self._agents = {config.name: RemoteAgent(config) for config in configs}
+        self._agents = {c.name: RemoteAgent(c) for c in configs if not c.hosted}
 
     def get(self, name: str) -> RemoteAgent | None:
         return self._agents.get(name)

@@ -16,7 +16,7 @@ from typing import cast
 from redis.asyncio import Redis
 from starlette.applications import Starlette
 
-from gateway.a2a import A2aForwarder, RemoteAgents
+from gateway.a2a import A2aForwarder, HostedA2a, HostedAgents, RemoteAgents
 from gateway.budgets import CircuitBreaker, LatencyWindow
 from gateway.cancellation import InflightCalls
 from gateway.egress import EgressProxy
@@ -61,6 +61,8 @@ class GatewayParts:
     tasks: TaskRunner  # MCP tasks: their calls, run in this replica's group
     a2a_agents: RemoteAgents  # the A2A agents served at /a2a/{name}
     a2a: A2aForwarder  # forwards their requests, the caller's tasks bound to it
+    hosted_agents: HostedAgents  # the A2A agents served at /a2a/{name} by pulling workers
+    hosted: HostedA2a  # their tasks, in Redis, answered to callers and handed to workers
 
 
 _KEY = "gateway_parts"  # the one attribute of `app.state` the parts live in

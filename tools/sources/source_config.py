@@ -32,7 +32,15 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, HttpUrl, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    HttpUrl,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from protocol import Principal, ResourceIntent
 from tools.sources.tool_names import (
@@ -136,19 +144,45 @@ ToolSource = Annotated[PythonSource | McpStdioSource | McpHttpSource, Field(disc
 
 
 class A2aAgentConfig(BaseModel):
-    """A remote A2A agent served at `{gateway}/a2a/{name}` (`[[a2a_agent]]`): callers whose
-    registration names it (`agents`, globs) reach it through the gateway's stages. As for an
-    `mcp_http` source, the gateway holds the credential the agent wants (from an environment
-    variable or a secret file) and never passes a caller's token on."""
+    """An A2A agent served at `{gateway}/a2a/{name}` (`[[a2a_agent]]`): callers whose
+    registration names it (`agents`, globs) reach it through the gateway's stages.
+
+    With a `url` it is remote: as for an `mcp_http` source, the gateway holds the credential
+    the agent wants (from an environment variable or a secret file) and never passes a
+    caller's token on. Without one it is hosted: workers pull its tasks from the gateway
+    (`agents.serve_a2a`), each authenticated as the agent `name` of `tenant` (no
+    other identity may serve it); `description` is its card's, `lease_s` how long a worker
+    holds a task without writing, and an `idempotent` agent's task whose worker went quiet
+    is given to another worker (else it fails)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(pattern=rf"^{SOURCE_NAME}$")
-    url: HttpUrl  # the agent's base URL: its card is at {url}/.well-known/agent-card.json
+    url: HttpUrl | None = None  # a remote agent's base URL: its card is {url}/.well-known/...
     timeout_s: float = Field(default=300.0, gt=0, le=3600)  # one request, without a deadline
     credential_env: str | None = None
     credential_file: Path | None = None
     credential_header: str = "Authorization"  # sent as "Bearer <credential>"
+    # A hosted agent's (no url):
+    tenant: str | None = Field(default=None, min_length=1, max_length=64)
+    description: str = Field(default="", max_length=2000)
+    idempotent: bool = False
+    lease_s: float = Field(default=15.0, gt=0, le=3600)
+
+    @model_validator(mode="after")
+    def _remote_or_hosted(self) -> A2aAgentConfig:
+        if (self.url is None) == (self.tenant is None):
+            raise ValueError(
+                "give a url (a remote agent) or a tenant (an agent its workers serve), not both"
+            )
+        hosted_only = self.description or self.idempotent or "lease_s" in self.model_fields_set
+        if self.url is not None and hosted_only:
+            raise ValueError("description, idempotent and lease_s are for hosted agents (no url)")
+        return self
+
+    @property
+    def hosted(self) -> bool:
+        return self.url is None
 
 
 class ConclaveConfig(BaseModel):

@@ -3,6 +3,7 @@
 from gateway.http.mcp import mcp_router as _mcp_router
 from gateway.http.routes import (
     a2a_routes,
+    a2a_worker_routes,
     agent_routes,
     api_docs_routes,
     audit_routes,
@@ -26,6 +27,7 @@ ROUTERS = (
     health_routes.router,
     state_routes.router,
     a2a_routes.router,
+    a2a_worker_routes.router,
     agent_routes.router,
     catalog_routes.router,
     audit_routes.router,

@@ -4,8 +4,9 @@ HTTP+JSON under `/rest`.
 The card is public, as A2A discovery needs (it names the agent and what it does, and says to
 bring a bearer token); every other request runs the six stages: authenticate, scope (the
 deadline), authorize (the caller's `agent:<glob>` scopes name the agent), budget (the
-identity's `a2a:<agent>` bucket), dispatch (forwarded by `A2aForwarder`) and account (audit,
-metrics, traces). A refusal is answered as the binding's A2A error with the SERF envelope in
+identity's `a2a:<agent>` bucket), dispatch (a remote agent's forwarded by `A2aForwarder`, a
+hosted agent's answered by `HostedA2a` from its tasks in Redis) and account (audit, metrics,
+traces). A refusal is answered as the binding's A2A error with the SERF envelope in
 its data; a body is read under `max_body_bytes`, as every body is.
 """
 
@@ -21,6 +22,8 @@ from fastapi.responses import JSONResponse
 
 from gateway.a2a import (
     CARD_TTL_S,
+    HTTP_JSON,
+    JSONRPC,
     A2aCall,
     A2aRequest,
     gateway_card,
@@ -45,23 +48,29 @@ _CARD = "/.well-known/agent-card.json"
 @router.get("/{name}" + _CARD)
 async def agent_card(name: str, request: Request) -> Response:
     """The agent's card, its interfaces the gateway's (no token needed: A2A discovery)."""
-    agent = gateway_parts(request.app).a2a_agents.get(name)
+    parts = gateway_parts(request.app)
+    agent = parts.a2a_agents.get(name)
+    hosted = parts.hosted_agents.get(name)
+    origin = f"{request.url.scheme}://{request.url.netloc}"
     try:
-        if agent is None:
+        if hosted is not None:
+            served, read_at = hosted.card(origin), hosted.card_read_at
+        elif agent is not None:
+            served = gateway_card(await agent.card(), origin, name)
+            read_at = agent.card_read_at
+        else:
             raise GatewayError.of(ErrorCode.NOT_FOUND, f"no A2A agent {name!r} is served here")
-        upstream = await agent.card()
     except GatewayError as exc:
         status, body = rest_error(exc.error)
         return JSONResponse(body, status)
-    origin = f"{request.url.scheme}://{request.url.netloc}"
-    card = json.dumps(gateway_card(upstream, origin, name), separators=(",", ":")).encode()
+    card = json.dumps(served, separators=(",", ":")).encode()
     etag = f'"{hashlib.blake2b(card, digest_size=12).hexdigest()}"'
     if request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers={"ETag": etag})
     headers = {
         "Cache-Control": f"public, max-age={int(CARD_TTL_S)}",
         "ETag": etag,
-        "Last-Modified": formatdate(agent.card_read_at, usegmt=True),
+        "Last-Modified": formatdate(read_at, usegmt=True),
     }
     return Response(card, media_type="application/json", headers=headers)
 
@@ -93,7 +102,7 @@ async def a2a_jsonrpc(name: str, request: Request) -> Response:
         input_error = exc
     except ValueError:
         input_error = GatewayError.of(ErrorCode.PARSE_ERROR, "the body is not JSON")
-    ctx = await _run(request, name, a2a, "POST", "", body, input_error)
+    ctx = await _run(request, name, a2a, "POST", "", body, input_error, request_id)
     if ctx.error is not None:
         status, answer = rpc_error(request_id, ctx.error)
         return JSONResponse(answer, status, headers=challenge(ctx.error))
@@ -155,12 +164,19 @@ async def _run(
     path: str,
     body: bytes,
     input_error: GatewayError | None,
+    request_id: Any = None,
 ) -> RequestContext:
     parts = gateway_parts(request.app)
     agent = parts.a2a_agents.get(name)
+    hosted = parts.hosted_agents.get(name)
 
     async def forward(ctx: RequestContext) -> Response:
-        assert agent is not None and a2a is not None  # authorize and the parse passed
+        assert a2a is not None  # the parse passed
+        if hosted is not None:
+            binding = JSONRPC if verb == "POST" and path == "" else HTTP_JSON
+            query = request.url.query
+            return await parts.hosted.serve(ctx, hosted, a2a, binding, body, query, request_id)
+        assert agent is not None  # authorize passed
         call = A2aCall(agent, a2a, verb, path, request.url.query, body)
         return await parts.a2a.forward(ctx, call)
 

@@ -1,0 +1,286 @@
+"""`HostedA2a`: A2A 1.0 for a hosted agent, as the dispatch stage's action, and the sweep that
+ends what its workers and callers left behind.
+
+- SendMessage creates a task (queued for a worker) and waits, on the task's event stream,
+  until it ends or is interrupted (input-required, auth-required), or the caller's deadline
+  (then the task is CANCELED, its status message carrying SERF DEADLINE_EXCEEDED), or the
+  agent's `timeout_s`; with `configuration.returnImmediately` it answers at once. A message
+  naming an interrupted task of the caller's resumes it (queued again with the message).
+- SendStreamingMessage and SubscribeToTask answer the Task, then its events, from its Redis
+  stream (any replica serves them), until it ends or is interrupted.
+- GetTask, ListTasks (the caller's own) and CancelTask (the worker learns it on its next
+  write); another identity's task is TaskNotFoundError. Push-notification methods are
+  PushNotificationNotSupportedError; the extended card UnsupportedOperationError.
+- The sweep, on every replica: a task whose worker's lease ended goes back to the queue when
+  the agent is idempotent, else FAILED (SERF UPSTREAM_UNAVAILABLE, naming the hop); a task
+  past its caller's deadline is CANCELED (SERF DEADLINE_EXCEEDED).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import parse_qs
+
+import anyio
+from anyio.abc import TaskStatus
+from redis.exceptions import RedisError
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from gateway.a2a.a2a_errors import (
+    PUSH_NOT_SUPPORTED,
+    TASK_NOT_CANCELABLE,
+    UNSUPPORTED_OPERATION,
+    a2a_failure,
+    task_not_found,
+)
+from gateway.a2a.a2a_methods import PUSH_METHODS, A2aRequest
+from gateway.a2a.hosted_agents import HostedAgent, HostedAgents
+from gateway.a2a.hosted_tasks import ENDED, INTERRUPTED, HostedTasks, now_ms, status_json
+from gateway.a2a.remote_agents import JSONRPC
+from gateway.gateway_error import GatewayError
+from gateway.pipeline import RequestContext
+from protocol import ErrorCode, Principal, SerfError
+
+log = logging.getLogger(__name__)
+SWEEP_INTERVAL_S = 0.25
+_LIST_MAX = 100
+
+
+class HostedA2a:
+    def __init__(self, tasks: HostedTasks, agents: HostedAgents) -> None:
+        self.tasks = tasks
+        self.agents = agents
+
+    async def serve(
+        self,
+        ctx: RequestContext,
+        agent: HostedAgent,
+        request: A2aRequest,
+        binding: str,
+        body: bytes,
+        query: str,
+        rpc_id: Any,
+    ) -> Response:
+        principal = ctx.require_principal()
+        method = request.method
+        document = json.loads(body) if body.strip() else {}
+        params = document.get("params") if binding == JSONRPC else document
+        params = params if isinstance(params, dict) else {}
+        if binding != JSONRPC:
+            params = {**{k: v[-1] for k, v in parse_qs(query).items()}, **params}
+            if request.task_id is not None:
+                params["id"] = request.task_id
+        answer = _Answer(binding, rpc_id)
+        if method in PUSH_METHODS:
+            raise a2a_failure(
+                PUSH_NOT_SUPPORTED,
+                ErrorCode.METHOD_NOT_FOUND,
+                f"A2A agent {agent.name!r} sends no push notifications (its card says so):"
+                " poll GetTask or subscribe instead",
+            )
+        if method in ("SendMessage", "SendStreamingMessage"):
+            return await self._send(ctx, agent, principal, params, answer, method)
+        if method == "GetTask":
+            history = _int(params.get("historyLength"))
+            return answer.one(await self._own(agent, principal, request.task_id, history))
+        if method == "ListTasks":
+            size = min(_int(params.get("pageSize")) or 50, _LIST_MAX)
+            tasks = await self.tasks.owned(agent.name, principal, size)
+            page = {"tasks": tasks, "nextPageToken": "", "pageSize": size}
+            return answer.one({**page, "totalSize": len(tasks)})
+        if method == "CancelTask":
+            return answer.one(await self._cancel(agent, principal, request.task_id))
+        if method == "SubscribeToTask":
+            return await self._subscribe(agent, principal, request.task_id, answer)
+        raise a2a_failure(
+            UNSUPPORTED_OPERATION,
+            ErrorCode.METHOD_NOT_FOUND,
+            f"A2A agent {agent.name!r} has no extended card: its public card is all there is",
+        )
+
+    async def _own(
+        self, agent: HostedAgent, principal: Principal, task_id: str | None, history: int | None
+    ) -> dict[str, Any]:
+        task = None
+        if task_id is not None:
+            task = await self.tasks.task(agent.name, task_id, principal, history)
+        if task is None:
+            raise task_not_found(agent.name, task_id or "")
+        return task
+
+    async def _send(
+        self,
+        ctx: RequestContext,
+        agent: HostedAgent,
+        principal: Principal,
+        params: dict[str, Any],
+        answer: _Answer,
+        method: str,
+    ) -> Response:
+        message = params.get("message")
+        if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
+            raise GatewayError.of(
+                ErrorCode.INVALID_ARGUMENTS,
+                "SendMessage needs a message with parts",
+                param_hints={"message": "a Message: messageId, role, parts"},
+            )
+        deadline = ctx.time_ask.deadline_ms
+        task_id = message.get("taskId")
+        if isinstance(task_id, str) and task_id:
+            await self._own(agent, principal, task_id, 0)
+            resumed = await self.tasks.requeue(agent.name, task_id, message)
+            if resumed != "OK":
+                raise a2a_failure(
+                    UNSUPPORTED_OPERATION,
+                    ErrorCode.INVALID_REQUEST,
+                    f"task {task_id[:64]!r} is {resumed}, not waiting for input: a message"
+                    " continues only a task that asked for input",
+                )
+        else:
+            task_id = await self.tasks.create(agent.name, principal, message, deadline)
+        found = await self.tasks.snapshot_for_stream(agent.name, task_id, principal)
+        assert found is not None  # created (or checked) just now, by this caller
+        task, last = found
+        if method == "SendStreamingMessage":
+            return answer.stream(self._task_then_events(agent, task, last))
+        configuration = params.get("configuration")
+        if isinstance(configuration, dict) and configuration.get("returnImmediately") is True:
+            return answer.one({"task": task})
+        ends = time.monotonic() + agent.config.timeout_s
+        if deadline is not None:
+            ends = min(ends, time.monotonic() + (deadline - now_ms()) / 1000)
+        if task["status"]["state"] not in ENDED | INTERRUPTED:
+            with anyio.move_on_after(max(0.0, ends - time.monotonic())):
+                async for _event in self.tasks.events(agent.name, task_id, last):
+                    pass
+        if deadline is not None and now_ms() >= deadline:
+            await self._past_deadline(agent, task_id)
+        return answer.one({"task": await self._own(agent, principal, task_id, None)})
+
+    async def _cancel(
+        self, agent: HostedAgent, principal: Principal, task_id: str | None
+    ) -> dict[str, Any]:
+        task = await self._own(agent, principal, task_id, 0)
+        status = status_json("TASK_STATE_CANCELED", task["id"], task["contextId"])
+        verdict, state = await self.tasks.end(agent.name, task["id"], "TASK_STATE_CANCELED", status)
+        if verdict == "ENDED":
+            raise a2a_failure(
+                TASK_NOT_CANCELABLE,
+                ErrorCode.INVALID_REQUEST,
+                f"task {task['id']!r} has ended ({state}): there is nothing to cancel",
+            )
+        return await self._own(agent, principal, task["id"], None)
+
+    async def _subscribe(
+        self, agent: HostedAgent, principal: Principal, task_id: str | None, answer: _Answer
+    ) -> Response:
+        found = None
+        if task_id is not None:
+            found = await self.tasks.snapshot_for_stream(agent.name, task_id, principal)
+        if found is None:
+            raise task_not_found(agent.name, task_id or "")
+        task, last = found
+        if task["status"]["state"] in ENDED:
+            raise a2a_failure(
+                UNSUPPORTED_OPERATION,
+                ErrorCode.INVALID_REQUEST,
+                f"task {task['id']!r} has ended ({task['status']['state']}): GetTask reads it",
+            )
+        return answer.stream(self._task_then_events(agent, task, last))
+
+    async def _task_then_events(
+        self, agent: HostedAgent, task: dict[str, Any], last: str
+    ) -> AsyncIterator[dict[str, Any]]:
+        yield {"task": task}
+        state = task["status"]["state"]
+        if state in ENDED or state in INTERRUPTED:
+            return
+        async for event in self.tasks.events(agent.name, task["id"], last):
+            yield event
+
+    async def _past_deadline(self, agent: HostedAgent, task_id: str) -> None:
+        task = await self.tasks.task(agent.name, task_id, None, 0)
+        if task is None:
+            return
+        serf = SerfError.of(
+            ErrorCode.DEADLINE_EXCEEDED,
+            f"the caller's deadline passed before A2A agent {agent.name!r} finished the task",
+            details={"hop": agent.name},
+        )
+        status = status_json("TASK_STATE_CANCELED", task_id, task["contextId"], serf=serf)
+        await self.tasks.end(agent.name, task_id, "TASK_STATE_CANCELED", status)
+
+    async def _lapsed(self, agent: HostedAgent, task_id: str) -> None:
+        if agent.config.idempotent:
+            await self.tasks.requeue(agent.name, task_id, None)
+            return
+        task = await self.tasks.task(agent.name, task_id, None, 0)
+        if task is None:
+            return
+        serf = SerfError.of(
+            ErrorCode.UPSTREAM_UNAVAILABLE,
+            f"the worker serving A2A agent {agent.name!r} stopped writing for its lease"
+            f" ({agent.config.lease_s:g} s) and the agent is not idempotent, so the task was"
+            " not run again: send it again if that is safe",
+            details={"hop": agent.name, "reason": "lease_lapsed"},
+        )
+        status = status_json("TASK_STATE_FAILED", task_id, task["contextId"], serf=serf)
+        await self.tasks.end(agent.name, task_id, "TASK_STATE_FAILED", status, lapsed_by=now_ms())
+
+    async def sweep(self) -> None:
+        """Once over every hosted agent: lapsed leases and passed deadlines."""
+        for agent in self.agents:
+            lapsed, late = await self.tasks.due(agent.name)
+            for task_id in lapsed:
+                await self._lapsed(agent, task_id)
+            for task_id in late:
+                await self._past_deadline(agent, task_id)
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The sweep every SWEEP_INTERVAL_S, for as long as the gateway runs (every replica
+        runs it: each step is one script, so two replicas sweeping change a task once)."""
+        task_status.started()
+        if not self.agents.names:
+            return
+        while True:
+            try:
+                await self.sweep()
+            except (RedisError, OSError) as exc:  # Redis away: the next round tries again
+                log.warning("hosted A2A sweep failed: %s", exc)
+            await anyio.sleep(SWEEP_INTERVAL_S)
+
+
+class _Answer:
+    """A result as the binding answers it: JSON-RPC's envelope, or HTTP+JSON's body."""
+
+    def __init__(self, binding: str, rpc_id: Any) -> None:
+        self.binding = binding
+        self.rpc_id = rpc_id
+
+    def _wrap(self, result: Any) -> Any:
+        if self.binding == JSONRPC:
+            return {"jsonrpc": "2.0", "id": self.rpc_id, "result": result}
+        return result
+
+    def one(self, result: Any) -> Response:
+        return JSONResponse(self._wrap(result))
+
+    def stream(self, events: AsyncIterator[dict[str, Any]]) -> Response:
+        async def sse() -> AsyncIterator[bytes]:
+            async for event in events:
+                yield b"data: " + json.dumps(self._wrap(event)).encode() + b"\n\n"
+
+        return StreamingResponse(
+            sse(), media_type="text/event-stream", headers={"Cache-Control": "no-store"}
+        )
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,334 @@
+"""`HostedTasks`: the tasks of hosted A2A agents (`[[a2a_agent]]` without a url) as owned
+state in Redis, where every replica and every worker finds them.
+
+Key layout (one hash tag per agent, `{a2a:<agent>}`: one agent's keys share a slot, so a
+script reaches its queue and its tasks together):
+
+- ``conclave:{a2a:<agent>}:t:<id>``      hash: owner (`tenant/agent`), context, state,
+  status (JSON), caller (JSON), deadline (unix ms, or ''), token (the fencing counter, only
+  grows), lease_until (unix ms; 0: no worker holds it). Expires `ttl_s` after creation.
+- ``...:h:<id>``, ``...:a:<id>``            lists: the history's messages, the artifacts (JSON).
+- ``...:e:<id>``                            stream: the task's events (field `status` or
+  `artifact`), read by SendMessage, SendStreamingMessage and SubscribeToTask on any replica.
+- ``...:queue``                             list: task ids waiting for a worker.
+- ``...:leases``, ``...:deadlines``         zsets: id -> lease end / caller's deadline (ms).
+- ``...:owned:<tenant/agent>``              zset: a caller's task ids by creation (ListTasks).
+
+Every change a worker or the gateway makes is one script (`lua/hosted_*.lua`), so a write
+checks the fencing token and the lease in the same step it lands in.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from redis.asyncio import Redis
+
+from gateway.redis_io import lua_script
+from protocol import A2aCaller, A2aWorkItem, Principal, SerfError
+
+ENDED = frozenset(
+    {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}
+)
+INTERRUPTED = frozenset({"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"})
+
+_CLAIM = lua_script("gateway.a2a", "hosted_states", "hosted_claim")
+_WRITE = lua_script("gateway.a2a", "hosted_states", "hosted_write")
+_END = lua_script("gateway.a2a", "hosted_states", "hosted_end")
+_REQUEUE = lua_script("gateway.a2a", "hosted_states", "hosted_requeue")
+
+
+def _prefix(agent: str) -> str:
+    return f"conclave:{{a2a:{agent}}}:"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def owner_key(principal: Principal) -> str:
+    return f"{principal.tenant}/{principal.agent}"
+
+
+def status_json(
+    state: str, task_id: str, context_id: str, *, text: str = "", serf: SerfError | None = None
+) -> str:
+    """A TaskStatus as JSON: the state, now, and (with `text` or `serf`) the agent's message,
+    a SERF envelope in its metadata."""
+    stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    status: dict[str, Any] = {"state": state, "timestamp": stamp}
+    if text or serf is not None:
+        message: dict[str, Any] = {
+            "messageId": uuid.uuid4().hex,
+            "role": "ROLE_AGENT",
+            "taskId": task_id,
+            "contextId": context_id,
+            "parts": [{"text": text or (serf.message if serf else "")}],
+        }
+        if serf is not None:
+            message["metadata"] = {"serf": serf.model_dump(mode="json", exclude_none=True)}
+        status["message"] = message
+    return json.dumps(status, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    """What a worker's write did: `verdict` OK, CANCELED, ENDED, FENCED or GONE."""
+
+    verdict: str
+    lease_expires_ms: int = 0
+
+
+class HostedTasks:
+    def __init__(self, redis: Redis, ttl_s: int) -> None:
+        self.redis = redis
+        self.ttl_s = ttl_s
+        self._claim = redis.register_script(_CLAIM.text)
+        self._write = redis.register_script(_WRITE.text)
+        self._end = redis.register_script(_END.text)
+        self._requeue = redis.register_script(_REQUEUE.text)
+
+    # --- the caller's side ------------------------------------------------------------
+
+    async def create(
+        self, agent: str, principal: Principal, message: dict[str, Any], deadline_ms: int | None
+    ) -> str:
+        """A new submitted task holding `message`, owned by `principal`, queued for a worker."""
+        task_id = uuid.uuid4().hex
+        context_id = str(message.get("contextId") or uuid.uuid4().hex)
+        message = {**message, "taskId": task_id, "contextId": context_id}
+        p, owner = _prefix(agent), owner_key(principal)
+        caller = A2aCaller(tenant=principal.tenant, agent=principal.agent, obo=principal.obo)
+        status = status_json("TASK_STATE_SUBMITTED", task_id, context_id)
+        async with self.redis.pipeline(transaction=True) as tx:
+            tx.hset(
+                p + f"t:{task_id}",
+                mapping={
+                    "owner": owner,
+                    "context": context_id,
+                    "state": "TASK_STATE_SUBMITTED",
+                    "status": status,
+                    "caller": caller.model_dump_json(),
+                    "deadline": "" if deadline_ms is None else str(deadline_ms),
+                    "token": 0,
+                    "lease_until": 0,
+                },
+            )
+            tx.expire(p + f"t:{task_id}", self.ttl_s)
+            tx.rpush(p + f"h:{task_id}", json.dumps(message))
+            tx.expire(p + f"h:{task_id}", self.ttl_s)
+            tx.xadd(p + f"e:{task_id}", {"status": status})
+            tx.expire(p + f"e:{task_id}", self.ttl_s)
+            tx.zadd(p + f"owned:{owner}", {task_id: now_ms()})
+            tx.expire(p + f"owned:{owner}", self.ttl_s)
+            if deadline_ms is not None:
+                tx.zadd(p + "deadlines", {task_id: deadline_ms})
+            tx.rpush(p + "queue", task_id)
+            await tx.execute()
+        return task_id
+
+    async def task(
+        self, agent: str, task_id: str, principal: Principal | None, history: int | None = None
+    ) -> dict[str, Any] | None:
+        """The Task (A2A JSON) if `principal` created it (None: unknown, or another's);
+        `principal` None reads it for the gateway itself. `history`: the last n messages."""
+        found = await self._snapshot(agent, task_id)
+        if found is None or (principal is not None and found[0] != owner_key(principal)):
+            return None
+        task = found[1]
+        if history is not None:
+            task["history"] = task["history"][-history:] if history > 0 else []
+        return task
+
+    async def _snapshot(self, agent: str, task_id: str) -> tuple[str, dict[str, Any], str] | None:
+        """(owner, the Task, the id of its stream's last event), read in one step."""
+        p = _prefix(agent)
+        async with self.redis.pipeline(transaction=True) as tx:
+            tx.hmget(p + f"t:{task_id}", ["owner", "context", "status"])
+            tx.lrange(p + f"h:{task_id}", 0, -1)
+            tx.lrange(p + f"a:{task_id}", 0, -1)
+            tx.xrevrange(p + f"e:{task_id}", count=1)
+            (owner, context, status), history, artifacts, last = await tx.execute()
+        if owner is None:
+            return None
+        task: dict[str, Any] = {
+            "id": task_id,
+            "contextId": context,
+            "status": json.loads(status),
+            "history": [json.loads(m) for m in history],
+        }
+        if artifacts:
+            task["artifacts"] = [json.loads(a) for a in artifacts]
+        return owner, task, last[0][0] if last else "0-0"
+
+    async def owned(self, agent: str, principal: Principal, limit: int) -> list[dict[str, Any]]:
+        """The caller's tasks, newest first, at most `limit`."""
+        key = _prefix(agent) + f"owned:{owner_key(principal)}"
+        ids = [str(task_id) for task_id in await self.redis.zrevrange(key, 0, limit - 1)]
+        tasks = [await self.task(agent, task_id, principal, history=0) for task_id in ids]
+        return [t for t in tasks if t is not None]
+
+    async def end(
+        self, agent: str, task_id: str, state: str, status: str, *, lapsed_by: int | None = None
+    ) -> tuple[str, str]:
+        """End the task as `state` unless it ended (`(verdict, its state)`): OK, ENDED, LIVE
+        (with `lapsed_by`: its lease holds past then), GONE."""
+        p = _prefix(agent)
+        answer = await self._end(
+            keys=_END.keys(
+                task=p + f"t:{task_id}",
+                events=p + f"e:{task_id}",
+                leases=p + "leases",
+                deadlines=p + "deadlines",
+            ),
+            args=_END.argv(
+                id=task_id,
+                state=state,
+                status=status,
+                when="any" if lapsed_by is None else lapsed_by,
+            ),
+        )
+        return str(answer[0]), str(answer[1]) if len(answer) > 1 else state
+
+    async def requeue(self, agent: str, task_id: str, message: dict[str, Any] | None) -> str:
+        """Back to the queue: a lapsed lease's task (`message` None), or an interrupted task
+        with the caller's answer. OK, or the state it was in."""
+        p = _prefix(agent)
+        found = await self.redis.hget(p + f"t:{task_id}", "context")
+        status = status_json("TASK_STATE_SUBMITTED", task_id, str(found or ""))
+        answer = await self._requeue(
+            keys=_REQUEUE.keys(
+                task=p + f"t:{task_id}",
+                history=p + f"h:{task_id}",
+                events=p + f"e:{task_id}",
+                leases=p + "leases",
+                queue=p + "queue",
+            ),
+            args=_REQUEUE.argv(
+                id=task_id,
+                status=status,
+                now_ms=now_ms(),
+                message="" if message is None else json.dumps(message),
+            ),
+        )
+        return "OK" if answer[0] == "OK" else str(answer[1])
+
+    async def events(self, agent: str, task_id: str, after: str) -> AsyncIterator[dict[str, Any]]:
+        """The task's events after stream id `after`, as A2A stream responses, until one ends
+        or interrupts the task (the caller stops reading to stop sooner)."""
+        p = _prefix(agent)
+        context = await self.redis.hget(p + f"t:{task_id}", "context")
+        while True:
+            read: list[Any] = await self.redis.xread(  # type: ignore[assignment]
+                {p + f"e:{task_id}": after}, block=1000, count=64
+            )
+            for _stream, entries in read:
+                for entry_id, fields in entries:
+                    after = entry_id
+                    if "artifact" in fields:
+                        artifact = json.loads(fields["artifact"])
+                        yield {
+                            "artifactUpdate": {
+                                "taskId": task_id,
+                                "contextId": context,
+                                "artifact": artifact,
+                            }
+                        }
+                        continue
+                    status = json.loads(fields["status"])
+                    yield {
+                        "statusUpdate": {"taskId": task_id, "contextId": context, "status": status}
+                    }
+                    if status["state"] in ENDED or status["state"] in INTERRUPTED:
+                        return
+
+    async def snapshot_for_stream(
+        self, agent: str, task_id: str, principal: Principal
+    ) -> tuple[dict[str, Any], str] | None:
+        """(the Task, its stream's last event id) if `principal` created it."""
+        found = await self._snapshot(agent, task_id)
+        if found is None or found[0] != owner_key(principal):
+            return None
+        return found[1], found[2]
+
+    # --- the workers' side ------------------------------------------------------------
+
+    async def claim(self, agent: str, lease_ms: int) -> A2aWorkItem | None:
+        """The next queued task, leased to the caller (None: none waits)."""
+        p = _prefix(agent)
+        working = status_json("TASK_STATE_WORKING", "", "")
+        answer = await self._claim(
+            keys=_CLAIM.keys(queue=p + "queue", leases=p + "leases"),
+            args=_CLAIM.argv(prefix=p, now_ms=now_ms(), lease_ms=lease_ms, status=working),
+        )
+        if not answer:
+            return None
+        task_id, token, expires = str(answer[0]), int(answer[1]), int(answer[2])
+        async with self.redis.pipeline(transaction=True) as tx:
+            tx.hmget(p + f"t:{task_id}", ["context", "caller", "deadline"])
+            tx.lrange(p + f"h:{task_id}", 0, -1)
+            (context, caller, deadline), history = await tx.execute()
+        return A2aWorkItem(
+            task_id=task_id,
+            context_id=context,
+            messages=[json.loads(m) for m in history],
+            caller=A2aCaller.model_validate_json(caller),
+            deadline_ms=int(deadline) if deadline else None,
+            token=token,
+            lease_expires_ms=expires,
+        )
+
+    async def write(
+        self,
+        agent: str,
+        task_id: str,
+        token: int,
+        lease_ms: int,
+        state: str,
+        message: dict[str, Any] | None,
+        artifact: dict[str, Any] | None,
+    ) -> WriteOutcome:
+        """A worker's fenced write (hosted_write.lua)."""
+        p = _prefix(agent)
+        context = str(await self.redis.hget(p + f"t:{task_id}", "context") or "")
+        text = ""
+        if message is not None:
+            message = {**message, "taskId": task_id, "contextId": context, "role": "ROLE_AGENT"}
+            message.setdefault("messageId", uuid.uuid4().hex)
+        status = json.loads(status_json(state, task_id, context, text=text))
+        if message is not None:
+            status["message"] = message
+        answer = await self._write(
+            keys=_WRITE.keys(
+                task=p + f"t:{task_id}",
+                history=p + f"h:{task_id}",
+                artifacts=p + f"a:{task_id}",
+                events=p + f"e:{task_id}",
+                leases=p + "leases",
+                deadlines=p + "deadlines",
+            ),
+            args=_WRITE.argv(
+                id=task_id,
+                token=str(token),
+                now_ms=now_ms(),
+                lease_ms=lease_ms,
+                state=state,
+                status=json.dumps(status, separators=(",", ":")),
+                message="" if message is None else json.dumps(message),
+                artifact="" if artifact is None else json.dumps(artifact),
+            ),
+        )
+        return WriteOutcome(str(answer[0]), int(answer[1]) if answer[0] == "OK" else 0)
+
+    async def due(self, agent: str) -> tuple[list[str], list[str]]:
+        """(ids whose lease ended, ids whose caller's deadline passed), up to 100 each."""
+        p, now = _prefix(agent), now_ms()
+        lapsed = await self.redis.zrangebyscore(p + "leases", "-inf", now, start=0, num=100)
+        late = await self.redis.zrangebyscore(p + "deadlines", "-inf", now, start=0, num=100)
+        return [str(i) for i in lapsed], [str(i) for i in late]

@@ -1,0 +1,38 @@
+-- A worker's write to its task, fenced: only the holder of the current token, before its
+-- lease ends, writes; a working state renews the lease, any other ends it (a final state
+-- also drops the task's deadline).
+--- KEYS: task, history, artifacts, events, leases, deadlines
+--- ARGV: id, token, now_ms, lease_ms, state, status, message, artifact
+-- status: the new status's JSON; message: the agent's message's JSON, or '' (appended to
+-- the history); artifact: JSON, or ''.
+-- Returns {'OK', lease end (0: none)}, {'CANCELED'}, {'ENDED', state}, {'FENCED'} or {'GONE'}.
+local held = redis.call('HMGET', task, 'token', 'state', 'lease_until')
+if not held[1] then return {'GONE'} end
+if held[1] ~= token then return {'FENCED'} end
+if held[2] == 'TASK_STATE_CANCELED' then return {'CANCELED'} end
+if hosted_ended(held[2]) then return {'ENDED', held[2]} end
+if held[2] ~= 'TASK_STATE_WORKING' or tonumber(held[3] or '0') < tonumber(now_ms) then
+  return {'FENCED'}
+end
+local ttl = redis.call('TTL', task)
+if message ~= '' then
+  redis.call('RPUSH', history, message)
+  if ttl > 0 then redis.call('EXPIRE', history, ttl) end
+end
+if artifact ~= '' then
+  redis.call('RPUSH', artifacts, artifact)
+  if ttl > 0 then redis.call('EXPIRE', artifacts, ttl) end
+  hosted_event(task, events, 'artifact', artifact)
+end
+redis.call('HSET', task, 'state', state, 'status', status)
+hosted_event(task, events, 'status', status)
+if state == 'TASK_STATE_WORKING' then
+  local expires = tonumber(now_ms) + tonumber(lease_ms)
+  redis.call('HSET', task, 'lease_until', expires)
+  redis.call('ZADD', leases, expires, id)
+  return {'OK', expires}
+end
+redis.call('HSET', task, 'lease_until', 0)
+redis.call('ZREM', leases, id)
+if hosted_ended(state) then redis.call('ZREM', deadlines, id) end
+return {'OK', 0}
