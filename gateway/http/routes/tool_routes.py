@@ -14,7 +14,7 @@ from gateway.http.hot_routes import hot_route
 from gateway.http.responses import refusal
 from gateway.identity import shows_traceback
 from gateway.pipeline import Pipeline, RequestContext, allowed_specs
-from protocol import ToolCallRequest, ToolCallResult, ToolSpec
+from protocol import DEBUG_HEADER, ToolCallRequest, ToolCallResult, ToolSpec
 from tools import ToolRegistry, ToolResult
 
 router = APIRouter(prefix="/v1/tools", tags=["tools"])
@@ -39,7 +39,10 @@ async def call_tool(request: Request) -> Response:
     """`POST /v1/tools/{name}/call`: ToolCallRequest in, ToolCallResult or a SERF envelope out."""
     name: str = request.path_params["name"]
     ctx = RequestContext("http", name, request.headers, tool_name=name)
-    ctx.show_traceback = shows_traceback(request.headers, app_settings(request.app))
+    # Only a caller that asked for tracebacks is checked for the admin key.
+    ctx.show_traceback = DEBUG_HEADER in request.headers and shows_traceback(
+        request.headers, app_settings(request.app)
+    )
     try:
         limit = app_settings(request.app).max_body_bytes
         await refuse_before_body(request, name, limit)
