@@ -11,7 +11,6 @@ so the gateway has history (each call binds a task to its caller).
 from __future__ import annotations
 
 import json
-import statistics
 import uuid
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,14 +21,12 @@ from conclave.bench.a2a.echo_agent import running_agent
 from conclave.bench.core import (
     BenchContext,
     Call,
-    Goal,
     Http1Connection,
     SuiteResult,
-    Table,
+    add_hop_rows,
     alternated_latencies,
     encode_request,
     measuring_settings,
-    percentile,
     throughput,
 )
 from conclave.stack import EmbeddedStack
@@ -111,37 +108,19 @@ def run(ctx: BenchContext) -> SuiteResult:
             token = gateway.token("bench", "a2a-caller", ["agent:bench"])
             rows = anyio.run(_measure, agent_url, f"{gateway.url}/a2a/bench", token, count, seconds)
     ctx.progress.advance(task)
-    table = Table(
+    result = SuiteResult("a2a")
+    add_hop_rows(
+        result,
         "a2a: SendMessage to an A2A agent, direct vs through the gateway"
         " (ms; calls/s at concurrency 16)",
-        ["path", "p50", "p99", "added p50", "calls/s c=16", "share of direct calls/s"],
+        rows,
+        direct=DIRECT,
+        through=GATEWAY,
+        label="a2a",
+        goal_added_ms=GOAL_ADDED_P50_MS,
+        goal_share=GOAL_RATE_SHARE,
+        direct_name="the agent's own",
     )
-    result = SuiteResult("a2a", tables=[table])
-    direct_samples, direct_rate = rows[DIRECT]
-    direct_p50 = statistics.median(direct_samples)
-    for path, (samples, rate) in rows.items():
-        p50 = statistics.median(samples)
-        table.rows.append(
-            [
-                path,
-                p50,
-                percentile(samples, 0.99),
-                p50 - direct_p50,
-                round(rate),
-                rate / direct_rate,
-            ]
-        )
-        result.series[path] = {"p50": p50, "rate": rate}
-    added = statistics.median(rows[GATEWAY][0]) - direct_p50
-    share = rows[GATEWAY][1] / direct_rate
-    result.figures["a2a added_p50_ms"] = added
-    result.figures["a2a calls_per_s share"] = share
-    result.goals += [
-        Goal("a2a: added p50 per hop", f"<= {GOAL_ADDED_P50_MS} ms", f"{added:.3f} ms",
-             added <= GOAL_ADDED_P50_MS),
-        Goal("a2a: calls/s c=16 vs the agent's own", f">= {GOAL_RATE_SHARE:.0%}",
-             f"{share:.0%}", share >= GOAL_RATE_SHARE),
-    ]  # fmt: skip
     result.notes.append(
         "a2a rows: the agent is the reference SDK's server (a2a-sdk 1.3, its in-memory task"
         " store) in its own process, answering each SendMessage with a completed task. Both"

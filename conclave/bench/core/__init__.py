@@ -3,6 +3,7 @@ registry of suites, the runner, the report and its plots, timing, statistics, an
 load tools (a keep-alive HTTP/1.1 client, a child-process server)."""
 
 from conclave.bench.core.child_server import running_child_server
+from conclave.bench.core.hop_table import add_hop_rows
 from conclave.bench.core.http1 import Http1Connection, encode_request
 from conclave.bench.core.stats import percentile, wilson_interval
 from conclave.bench.core.suite import (
@@ -28,6 +29,7 @@ __all__ = [
     "SuiteOptions",
     "SuiteResult",
     "Table",
+    "add_hop_rows",
     "alternated_latencies",
     "encode_request",
     "latencies",

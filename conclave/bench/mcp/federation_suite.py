@@ -35,6 +35,7 @@ from conclave.bench.core import (
     Http1Connection,
     SuiteResult,
     Table,
+    add_hop_rows,
     encode_request,
     latencies,
     measuring_settings,
@@ -327,38 +328,19 @@ def run(ctx: BenchContext) -> SuiteResult:
     task = ctx.progress.add_task("federation: mcp_http upstream direct vs through", total=1)
     rows = _http_rows(ctx)
     ctx.progress.advance(task)
-    table = Table(
+    result = SuiteResult("federation")
+    add_hop_rows(
+        result,
         "federation: echo on an MCP upstream, direct vs through the gateway"
         " (ms; calls/s at concurrency 16)",
-        ["path", "p50", "p99", "added p50", "calls/s c=16", "share of direct calls/s"],
+        rows,
+        direct=DIRECT,
+        through=GATEWAY,
+        label="mcp_http",
+        goal_added_ms=GOAL_ADDED_P50_MS,
+        goal_share=GOAL_RATE_SHARE,
+        direct_name="the upstream's own",
     )
-    result = SuiteResult("federation", tables=[table])
-    direct_samples, direct_rate = rows[DIRECT]
-    direct_p50 = statistics.median(direct_samples)
-    for path, (samples, rate) in rows.items():
-        p50 = statistics.median(samples)
-        table.rows.append(
-            [
-                path,
-                p50,
-                percentile(samples, 0.99),
-                p50 - direct_p50,
-                round(rate),
-                rate / direct_rate,
-            ]
-        )
-        result.series[path] = {"p50": p50, "rate": rate}
-    _, rate = rows[GATEWAY]
-    added = statistics.median(rows[GATEWAY][0]) - direct_p50
-    share = rate / direct_rate
-    result.figures["mcp_http added_p50_ms"] = added
-    result.figures["mcp_http calls_per_s share"] = share
-    result.goals += [
-        Goal("mcp_http: added p50", f"<= {GOAL_ADDED_P50_MS} ms", f"{added:.3f} ms",
-             added <= GOAL_ADDED_P50_MS),
-        Goal("mcp_http: calls/s c=16 vs the upstream's own", f">= {GOAL_RATE_SHARE:.0%}",
-             f"{share:.0%}", share >= GOAL_RATE_SHARE),
-    ]  # fmt: skip
     result.notes.append(
         "mcp_http rows: the upstream is a FastMCP server (stateless streamable HTTP, JSON"
         " answers) in its own process. Both rows use the same client in the bench process: an"
