@@ -207,7 +207,10 @@ background_step() {
     cat "$log" >&2
 }
 
+# `conclave_setup tests`: also the A2A TCK, which only the tests use (the main job runs
+# without ../shared/a2a-tck).
 conclave_setup() {
+    local purpose=${1:-}
     install_system_packages
     # The client venvs and the node tools do not need .venv: they install beside it (on a
     # fresh clone the three took 211 + 69 + 60 s one after the other; mostly waiting on
@@ -218,12 +221,15 @@ conclave_setup() {
     client_pid=$!
     install_node_tools >"$log_dir/node" 2>&1 &
     node_pid=$!
-    install_a2a_tck >"$log_dir/tck" 2>&1 &
-    tck_pid=$!
+    tck_pid=
+    if [ "$purpose" = tests ]; then
+        install_a2a_tck >"$log_dir/tck" 2>&1 &
+        tck_pid=$!
+    fi
     install_python_packages
     background_step "$client_pid" "$log_dir/clients" "the MCP client venvs"
     background_step "$node_pid" "$log_dir/node" "the node tools"
-    background_step "$tck_pid" "$log_dir/tck" "the A2A TCK"
+    [ -z "$tck_pid" ] || background_step "$tck_pid" "$log_dir/tck" "the A2A TCK"
     rm -rf "$log_dir"
     start_engine
     build_runtime_image
