@@ -118,6 +118,9 @@ def _value(value: Any) -> Any:
 
 def _handler(receiver: OtlpReceiver) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        # Keep-alive, as a collector is: a batch does not pay for a new connection.
+        protocol_version = "HTTP/1.1"
+
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length") or 0))
             if self.headers.get("content-encoding") == "gzip":
