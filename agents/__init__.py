@@ -1,5 +1,6 @@
 """The agent SDK: agents, the gateway client, model providers and team topologies."""
 
+from agents.a2a_worker import Reply, TaskLost, WorkItem, serve_a2a
 from agents.agent import Agent, AgentBudget
 from agents.agent_errors import AgentError, GatewayCallError, RecoveryFailed, StateConflict
 from agents.client import GatewayClient, budget_headers, retry_transient
@@ -46,13 +47,16 @@ __all__ = [
     "RecoveryHooks",
     "RecoveryPolicy",
     "RecoveryStep",
+    "Reply",
     "ScriptedCall",
     "ScriptedModel",
     "SharedState",
     "StateConflict",
+    "TaskLost",
     "Team",
     "ToolCall",
     "TransactionResult",
+    "WorkItem",
     "budget_headers",
     "centralized",
     "current_client",
@@ -61,6 +65,7 @@ __all__ = [
     "local_tool",
     "retry_transient",
     "run_loop",
+    "serve_a2a",
     "shared_tools",
     "single",
     "tool_definitions",

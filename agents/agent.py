@@ -17,6 +17,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Literal
 
+import anyio
+
+from agents.a2a_worker import WorkItem, serve_a2a
 from agents.client import GatewayClient
 from agents.delegation import Delegated
 from agents.loop import AgentRun, LocalTool, LoopBudget, run_loop
@@ -100,6 +103,23 @@ class Agent:
         """Hand `text` to the A2A agent `agent` (one of `agents`) through the gateway, as this
         agent; `task_id` continues a task that asked for input (`GatewayClient.delegate`)."""
         return await self._client().delegate(agent, text, task_id=task_id, budget=budget)
+
+    async def serve_a2a(
+        self, name: str | None = None, *, concurrency: int = 1, stop: anyio.Event | None = None
+    ) -> None:
+        """Serve this agent as the hosted A2A agent `name` (by default its own name; the
+        gateway declares it `[[a2a_agent]]` with this agent's tenant and no url): each task's
+        latest message is `run`, and the run's answer is the reply (`agents.serve_a2a`)."""
+
+        async def answer(item: WorkItem) -> str:
+            run = await self.run(item.text)
+            if run.answer is None:
+                raise RuntimeError(f"the agent gave no answer (its run stopped: {run.stopped})")
+            return run.answer
+
+        await serve_a2a(
+            self._client(), name or self.name, answer, concurrency=concurrency, stop=stop
+        )
 
     async def aclose(self) -> None:
         if self.client is not None:

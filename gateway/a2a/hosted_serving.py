@@ -83,7 +83,7 @@ class HostedA2a:
                 " poll GetTask or subscribe instead",
             )
         if method in ("SendMessage", "SendStreamingMessage"):
-            return await self._send(ctx, agent, principal, params, answer, method)
+            return await self._send(ctx, agent, principal, params, answer, request)
         if method == "GetTask":
             history = _int(params.get("historyLength"))
             return answer.one(await self._own(agent, principal, request.task_id, history))
@@ -119,7 +119,7 @@ class HostedA2a:
         principal: Principal,
         params: dict[str, Any],
         answer: _Answer,
-        method: str,
+        request: A2aRequest,
     ) -> Response:
         message = params.get("message")
         if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
@@ -129,8 +129,8 @@ class HostedA2a:
                 param_hints={"message": "a Message: messageId, role, parts"},
             )
         deadline = ctx.time_ask.deadline_ms
-        task_id = message.get("taskId")
-        if isinstance(task_id, str) and task_id:
+        task_id = request.task_id  # read in each spelling the parse accepts, all agreeing
+        if task_id is not None:
             await self._own(agent, principal, task_id, 0)
             resumed = await self.tasks.requeue(agent.name, task_id, message)
             if resumed != "OK":
@@ -145,7 +145,7 @@ class HostedA2a:
         found = await self.tasks.snapshot_for_stream(agent.name, task_id, principal)
         assert found is not None  # created (or checked) just now, by this caller
         task, last = found
-        if method == "SendStreamingMessage":
+        if request.method == "SendStreamingMessage":
             return answer.stream(self._task_then_events(agent, task, last))
         configuration = params.get("configuration")
         if isinstance(configuration, dict) and configuration.get("returnImmediately") is True:

@@ -102,7 +102,7 @@ class HostedTasks:
         """A new submitted task holding `message`, owned by `principal`, queued for a worker."""
         task_id = uuid.uuid4().hex
         context_id = str(message.get("contextId") or uuid.uuid4().hex)
-        message = {**message, "taskId": task_id, "contextId": context_id}
+        message = {**_without_ids(message), "taskId": task_id, "contextId": context_id}
         p, owner = _prefix(agent), owner_key(principal)
         caller = A2aCaller(tenant=principal.tenant, agent=principal.agent, obo=principal.obo)
         status = status_json("TASK_STATE_SUBMITTED", task_id, context_id)
@@ -200,8 +200,10 @@ class HostedTasks:
         """Back to the queue: a lapsed lease's task (`message` None), or an interrupted task
         with the caller's answer. OK, or the state it was in."""
         p = _prefix(agent)
-        found = await self.redis.hget(p + f"t:{task_id}", "context")
-        status = status_json("TASK_STATE_SUBMITTED", task_id, str(found or ""))
+        context = str(await self.redis.hget(p + f"t:{task_id}", "context") or "")
+        status = status_json("TASK_STATE_SUBMITTED", task_id, context)
+        if message is not None:
+            message = {**_without_ids(message), "taskId": task_id, "contextId": context}
         answer = await self._requeue(
             keys=_REQUEUE.keys(
                 task=p + f"t:{task_id}",
@@ -332,3 +334,10 @@ class HostedTasks:
         lapsed = await self.redis.zrangebyscore(p + "leases", "-inf", now, start=0, num=100)
         late = await self.redis.zrangebyscore(p + "deadlines", "-inf", now, start=0, num=100)
         return [str(i) for i in lapsed], [str(i) for i in late]
+
+
+def _without_ids(message: dict[str, Any]) -> dict[str, Any]:
+    """`message` without the task and context ids it names (in either spelling): the task's
+    own are set in their place."""
+    names = ("taskId", "task_id", "contextId", "context_id")
+    return {k: v for k, v in message.items() if k not in names}
