@@ -321,7 +321,9 @@ async def test_a_hedged_call_says_so_on_its_execute_span(
     settings: Settings, redis: Redis, bwrap_available: None, spans: InMemorySpanExporter
 ) -> None:
     """After twenty quick calls (one hedge earned, the p95 tens of ms), a call whose first
-    attempt sleeps: its span says ATBA hedged it, when, and that the hedge won."""
+    attempt sleeps: its span says ATBA hedged it, when, and that the hedge won. The quick
+    calls sleep 10 ms: below a hedge's start (5 ms) a tool is never hedged, and a quiet run
+    measured plain calls at 2-5 ms."""
     settings = settings.model_copy(
         update={"sandbox_backend": "bwrap", "tool_modules": ("tools.harness.hedging",)}
     )
@@ -330,7 +332,7 @@ async def test_a_hedged_call_says_so_on_its_execute_span(
         transport = httpx.ASGITransport(app=app)
         async with GatewayClient("http://gateway", token, transport=transport) as client:
             for index in range(20):
-                await client.call_tool("slow_first", {"marker": f"{index}"})
+                await client.call_tool("slow_first", {"marker": f"{index}", "first_ms": 10})
             spans.clear()
             answer = await client.call_tool("slow_first", {"marker": "99", "first_ms": 20_000})
     assert answer.result["attempt"] == "hedge"
