@@ -26,7 +26,13 @@ from opentelemetry import trace
 from opentelemetry.propagate import inject
 
 from agents.agent_errors import GatewayCallError, error_from_response, error_from_transport
-from agents.delegation import Delegated, reply_reader, send_message_request
+from agents.delegation import (
+    WORKING,
+    Delegated,
+    get_task_request,
+    reply_reader,
+    send_message_request,
+)
 from protocol import (
     A2A_VERSION,
     A2A_VERSION_HEADER,
@@ -233,14 +239,24 @@ class GatewayClient:
     ) -> Delegated:
         """Send `text` to the A2A agent `agent` through the gateway, as this identity (its
         registration's `agents` must name it), the budget's deadline travelling with it;
-        `task_id` continues a task (one that asked for input). Refusals and the agent's own
-        errors raise `GatewayCallError` (the hop named in its details)."""
-        body = send_message_request(text, task_id=task_id, context_id=context_id)
+        `task_id` continues a task (one that asked for input). The reply comes once the task
+        is done or needs input (an agent that answers while it still works is asked again).
+        Refusals and the agent's own errors raise `GatewayCallError` (the hop named)."""
         headers = {A2A_VERSION_HEADER: A2A_VERSION, **budget_headers(budget or self.budget)}
+        read = reply_reader(agent)
         with _span(f"delegate {agent}", {"conclave.a2a_agent": agent}):
+            body = send_message_request(text, task_id=task_id, context_id=context_id)
             reply: Delegated = await self._request(
-                "POST", f"/a2a/{agent}", json=body, headers=headers, read=reply_reader(agent)
+                "POST", f"/a2a/{agent}", json=body, headers=headers, read=read
             )
+            wait_s = 0.05
+            while reply.state in WORKING and reply.task_id is not None:
+                await anyio.sleep(wait_s)
+                wait_s = min(1.0, wait_s * 2)
+                reply = await self._request(
+                    "POST", f"/a2a/{agent}", json=get_task_request(reply.task_id),
+                    headers=headers, read=read,
+                )  # fmt: skip
         return reply
 
     # --- shared state -------------------------------------------------------------------

@@ -1,6 +1,9 @@
 """Delegating to another agent over A2A, through the gateway: `delegate` sends a message to the
 A2A agent served at `{gateway}/a2a/{name}` (JSON-RPC `SendMessage`) as the caller's identity,
-its deadline travelling with it, and reads the answer as a `Delegated` reply.
+its deadline travelling with it, and reads the answer as a `Delegated` reply. An agent that
+answers before its task is done (submitted, working: A2A asks it to wait, some do not) is
+asked again (`GetTask`), at growing intervals, until the task is done, needs input, or the
+caller's deadline refuses the next request.
 
 A refusal or failure raises `GatewayCallError` with the SERF envelope: the gateway's own (in
 the A2A error's data), or, for an error the agent itself answered, one built from it that
@@ -56,6 +59,20 @@ def send_message_request(
     }
 
 
+# States in which the agent is still working: `delegate` asks again (GetTask) until it is not.
+WORKING = frozenset({"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"})
+
+
+def get_task_request(task_id: str) -> dict[str, Any]:
+    """The JSON-RPC `GetTask` request for `task_id`."""
+    return {
+        "jsonrpc": "2.0",
+        "id": uuid.uuid4().hex,
+        "method": "GetTask",
+        "params": {"id": task_id},
+    }
+
+
 def reply_reader(agent: str) -> Callable[[httpx.Response], Delegated]:
     """Reads `agent`'s answer (through the gateway) as a reply, or raises its error."""
 
@@ -76,6 +93,8 @@ def delegated_reply(agent: str, answer: Any) -> Delegated:
     if "error" in answer:
         raise _from_rpc_error(agent, answer["error"])
     result = answer.get("result")
+    if isinstance(result, dict) and isinstance(result.get("status"), dict):
+        result = {"task": result}  # GetTask answers the task itself
     if isinstance(result, dict) and isinstance(result.get("task"), dict):
         task = result["task"]
         status = task.get("status") or {}
