@@ -323,6 +323,18 @@ async def test_a_stream_on_another_replica_sees_the_tasks_events(
                     if line.startswith("data:"):
                         events.append(json.loads(line[5:])["result"])
                         go.set()  # the subscription is open: let the worker answer
+        # SendStreamingMessage over HTTP+JSON on the other replica: the task, then its events.
+        with anyio.fail_after(15):
+            async with second.stream(
+                "POST", "/a2a/relay/rest/message:stream", json=_send("twice")["params"]
+            ) as stream:
+                sent = [
+                    json.loads(line[5:])
+                    async for line in stream.aiter_lines()
+                    if line.startswith("data:")
+                ]
+    assert sent[0]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert sent[-1]["statusUpdate"]["status"]["message"]["parts"][0]["text"] == "done: twice"
     assert events[0]["task"]["id"] == task_id
     artifacts = [e["artifactUpdate"]["artifact"] for e in events if "artifactUpdate" in e]
     assert [a["parts"][0]["text"] for a in artifacts] == ["the report"]
