@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.gateway_error import GatewayError
-from protocol import ErrorCode, SerfError
-from protocol.serf import code_info
+from protocol import CODE_TABLE, ErrorCode, SerfError
 
 SERF_TYPE = "type.conclave.dev/conclave.SerfError"
 _ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
@@ -138,7 +137,7 @@ def rpc_error(request_id: Any, serf: SerfError) -> tuple[int, dict[str, Any]]:
         code, status = kind.rpc_code, 200
     else:
         code = _RPC_CODE.get(serf.code, INTERNAL)
-        status = code_info(serf.code).http_status if serf.code in _TRANSPORT else 200
+        status = CODE_TABLE[serf.code].http_status if serf.code in _TRANSPORT else 200
     error = {"code": code, "message": serf.message, "data": _details(serf, kind)}
     return status, {"jsonrpc": "2.0", "id": request_id, "error": error}
 
@@ -146,7 +145,7 @@ def rpc_error(request_id: Any, serf: SerfError) -> tuple[int, dict[str, Any]]:
 def rest_error(serf: SerfError) -> tuple[int, dict[str, Any]]:
     """(HTTP status, AIP-193 error body) for `serf`, as A2A names it when it does."""
     kind = _kind_of(serf)
-    status = kind.http_status if kind is not None else code_info(serf.code).http_status
+    status = kind.http_status if kind is not None else CODE_TABLE[serf.code].http_status
     name = kind.status if kind is not None else _REST_STATUS.get(status, "INTERNAL")
     error = {"code": status, "status": name, "message": serf.message}
     return status, {"error": {**error, "details": _details(serf, kind)}}

@@ -34,8 +34,8 @@ from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, 
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from conclave.bench.core.child_server import running_child_server
-from conclave.stack.ports import free_port
+from conclave.bench.core import running_child_server
+from conclave.stack import free_port
 
 _HEADERS: ContextVar[dict[str, str] | None] = ContextVar("headers", default=None)
 REST_PATH = "/rest"
