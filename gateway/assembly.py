@@ -69,6 +69,7 @@ from gateway.pipeline import (
     Pipeline,
     ScopeStage,
 )
+from gateway.policy import Policies, PolicyError, PolicyStore, compile_rules
 from gateway.redis_io import connect_redis
 from gateway.sources import (
     SourceRouter,
@@ -86,6 +87,7 @@ from gateway.telemetry import (
     install_json_logging,
     traced_lifespan,
 )
+from protocol import PolicyRule
 from sandbox import InProcessExecutor, ToolExecutor, create_executor
 from tools import ToolRegistry, default_registry
 from tools.sources import ToolSource, load_config
@@ -127,6 +129,7 @@ def create_app(
     if config is not None and not sources:
         sources = config.source
     a2a_agents = RemoteAgents(config.a2a_agent if config is not None else ())
+    policies = _policies(config.policy if config is not None else ())
     hosted_agents = HostedAgents(config.a2a_agent if config is not None else ())
     config_dir = settings.config.parent if settings.config is not None else Path.cwd()
 
@@ -181,7 +184,9 @@ def create_app(
             latency_window=latency_window,
             breaker=breaker,
             a2a_names=a2a_agents.names | hosted_agents.names,
+            policies=policies,
         )
+        policy_store = PolicyStore(redis, policies)  # the admin API's rules
         tasks = TaskRunner(_task_store(settings, redis), pipeline, task_outcome_of)  # MCP tasks
         parts = GatewayParts(
             sandbox_name=settings.sandbox.backend,
@@ -207,6 +212,7 @@ def create_app(
             client_requests=client_requests,
             input_rounds=input_rounds,
             tasks=tasks,
+            policy_store=policy_store,
             a2a_agents=a2a_agents,
             a2a=A2aForwarder(
                 TaskOwners(redis, settings.a2a_task_ttl_s), settings.a2a_max_answer_bytes
@@ -225,6 +231,7 @@ def create_app(
                 await background.start(client_requests.listen)  # clients' answers
                 await background.start(input_rounds.run)  # calls between rounds
                 await background.start(parts.hosted.run)  # hosted A2A tasks' leases, deadlines
+                await background.start(policy_store.follow)  # the admin API's policy rules
                 yield
                 background.cancel_scope.cancel()
         finally:
@@ -299,6 +306,14 @@ def _hedge_budget(settings: Settings, redis: Redis) -> HedgeBudget | None:
     return HedgeBudget(redis, share=settings.hedge_share, cap=settings.hedge_cap)
 
 
+def _policies(rules: Sequence[PolicyRule]) -> Policies:
+    """conclave.toml's rules, compiled; one that does not compile stops the start-up."""
+    try:
+        return Policies(compile_rules(rules))
+    except PolicyError as exc:
+        raise ConfigurationError(f"conclave.toml: [[policy]] {exc}") from exc
+
+
 def _circuit_breaker(settings: Settings, redis: Redis) -> CircuitBreaker:
     return CircuitBreaker(
         redis, failures=settings.breaker_failures, cooldown_ms=settings.breaker_cooldown_ms
@@ -317,6 +332,7 @@ def _pipeline(
     latency_window: LatencyWindow,
     breaker: CircuitBreaker,
     a2a_names: frozenset[str],
+    policies: Policies,
 ) -> tuple[Pipeline, HeaderCheck]:
     """The six stages in docs/architecture.md's order, account running whatever happened; and what
     authenticate and budget decide from a request's headers before its body is read.
@@ -346,7 +362,7 @@ def _pipeline(
         stages=[
             authenticate,
             ScopeStage(PlanBounds(settings.budget_plan_max, settings.budget_plan_name_max)),
-            AuthorizeStage(registry, a2a_names),
+            AuthorizeStage(registry, a2a_names, policies),
             budget,
             DispatchStage(
                 executor,

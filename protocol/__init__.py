@@ -60,6 +60,7 @@ from protocol.mcp import (
     ListToolsResult,
     McpTool,
 )
+from protocol.policy import PolicyRule, PolicySet
 from protocol.serf import (
     CODE_TABLE,
     CodeInfo,
@@ -178,6 +179,8 @@ __all__ = [
     "McpTool",
     "NamespaceConfig",
     "NamespaceMode",
+    "PolicyRule",
+    "PolicySet",
     "Principal",
     "ProgressEvent",
     "ReadResult",

@@ -47,6 +47,7 @@ class ErrorCode(StrEnum):
     # policy
     TOOL_NOT_ALLOWED = "TOOL_NOT_ALLOWED"
     AGENT_NOT_ALLOWED = "AGENT_NOT_ALLOWED"  # an A2A agent the caller may not delegate to
+    POLICY_DENIED = "POLICY_DENIED"  # a policy rule refused the call (its name in details)
     PERMISSION_DENIED = "PERMISSION_DENIED"  # a tool refused an operation (PermissionError)
     NAMESPACE_FORBIDDEN = "NAMESPACE_FORBIDDEN"
     ADMIN_REQUIRED = "ADMIN_REQUIRED"
@@ -119,6 +120,7 @@ CODE_TABLE: dict[ErrorCode, CodeInfo] = {
     ErrorCode.AUTH_REVOKED: CodeInfo(_C.AUTH, 401, False, _A.ABORT),
     ErrorCode.TOOL_NOT_ALLOWED: CodeInfo(_C.POLICY, 403, False, _A.SWITCH_TOOL),
     ErrorCode.AGENT_NOT_ALLOWED: CodeInfo(_C.POLICY, 403, False, _A.REPLAN),
+    ErrorCode.POLICY_DENIED: CodeInfo(_C.POLICY, 403, False, _A.REPLAN),
     ErrorCode.PERMISSION_DENIED: CodeInfo(_C.POLICY, 403, False, _A.ABORT),
     ErrorCode.NAMESPACE_FORBIDDEN: CodeInfo(_C.POLICY, 403, False, _A.ABORT),
     ErrorCode.ADMIN_REQUIRED: CodeInfo(_C.POLICY, 403, False, _A.ABORT),

@@ -24,6 +24,7 @@ from gateway.http.connection_audit import ConnectionAudit
 from gateway.http.mcp import CallerStreams, ClientRequests, InputRounds, LogLevels, McpCatalog
 from gateway.identity import AgentDirectory
 from gateway.pipeline import HeaderCheck, Pipeline
+from gateway.policy import PolicyStore
 from gateway.sources import StdioSources, UpstreamSet
 from gateway.state import StateStore
 from gateway.tasks import TaskRunner
@@ -59,6 +60,7 @@ class GatewayParts:
     client_requests: ClientRequests  # clients' answers to their calls' servers, any replica
     input_rounds: InputRounds  # a 2026-07-28 client's calls waiting on its answers
     tasks: TaskRunner  # MCP tasks: their calls, run in this replica's group
+    policy_store: PolicyStore  # the admin API's policy rules, followed on every replica
     a2a_agents: RemoteAgents  # the A2A agents served at /a2a/{name}
     a2a: A2aForwarder  # forwards their requests, the caller's tasks bound to it
     hosted_agents: HostedAgents  # the A2A agents served at /a2a/{name} by pulling workers

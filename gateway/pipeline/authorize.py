@@ -12,6 +12,10 @@ is left on the context for the budget stage to raise: its admission script says 
 whether the token was revoked (a revoked token gets AUTH_REVOKED, never suggestions), and
 takes a token from the caller's rate limit.
 
+Policies (`gateway.policy`): a tool the scopes allow may still be refused by a `deny` rule whose
+condition holds for the call's arguments, caller and time: POLICY_DENIED naming the rule (left
+for the budget stage to raise, as every refusal of the target is).
+
 A2A agents: a name the gateway does not serve is NOT_FOUND; one no `agent:<glob>` scope of
 the principal covers is AGENT_NOT_ALLOWED (left for the budget stage to raise, as for tools).
 
@@ -27,6 +31,7 @@ from collections.abc import Callable, Collection
 
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
+from gateway.policy import Policies
 from gateway.state import check_namespace, namespace_not_found
 from protocol import ErrorCode, Principal, ToolSpec
 from tools import RegisteredTool, ToolRegistry
@@ -38,9 +43,15 @@ _SUGGESTED = 3  # close matches named in a TOOL_NOT_FOUND
 class AuthorizeStage:
     name = "authorize"
 
-    def __init__(self, registry: ToolRegistry, a2a_agents: Collection[str] = ()) -> None:
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        a2a_agents: Collection[str] = (),
+        policies: Policies | None = None,
+    ) -> None:
         self.registry = registry
         self.a2a_agents = a2a_agents
+        self.policies = policies or Policies()
         # (scopes, tool) -> may call: glob matching every scope on every call was a measurable
         # share of the hot path. The answer depends on nothing else, so it can never go stale.
         self._may_call: dict[tuple[tuple[str, ...], str], bool] = {}
@@ -62,6 +73,9 @@ class AuthorizeStage:
                 ctx.tool = find_tool(self.registry, principal, ctx.tool_name, self._allowed)
             except GatewayError as refused:
                 ctx.tool_refusal = refused
+            else:
+                if self.policies.in_force:
+                    self._decide(ctx, principal, ctx.tool)
         if ctx.a2a_agent is not None:
             ctx.tool_refusal = self._agent_refusal(principal, ctx.a2a_agent)
         if ctx.namespace is not None:
@@ -74,6 +88,11 @@ class AuthorizeStage:
                     f"your token may read but not write state namespace {namespace!r}: ask for"
                     f" scope state:{namespace}:write",
                 )
+
+    def _decide(self, ctx: RequestContext, principal: Principal, tool: RegisteredTool) -> None:
+        denied = self.policies.refusal(principal, tool.name, ctx.arguments)
+        if denied is not None:  # raised by budget too, after revocation and rate
+            ctx.tool, ctx.tool_refusal = None, denied
 
     def _agent_refusal(self, principal: Principal, name: str) -> GatewayError | None:
         if name not in self.a2a_agents:

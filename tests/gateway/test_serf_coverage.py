@@ -24,8 +24,9 @@ from gateway.config import Settings
 from gateway.gateway_error import translate
 from gateway.identity.tokens import bearer_token, issue_token, verify_token
 from gateway.pipeline import AuthorizeStage, RequestContext
+from gateway.policy import Policies, compile_rules
 from gateway.sources.shared.client_channel import ClientRequestCheck, capability_missing
-from protocol import Principal
+from protocol import PolicyRule, Principal
 from protocol.serf import CODE_TABLE, ErrorCategory, ErrorCode, RecoveryAction, SerfError
 from protocol.tools import ToolCallRequest
 from tools.registry import default_registry
@@ -272,6 +273,21 @@ async def _agent_not_allowed(
     ctx = RequestContext("a2a", "a2a:SendMessage", {}, a2a_agent="planner")
     ctx.principal = principal
     await AuthorizeStage(default_registry, {"planner"})(ctx)
+    assert ctx.tool_refusal is not None
+    return translate(ctx.tool_refusal)
+
+
+@produces(ErrorCode.POLICY_DENIED)
+async def _policy_denied(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
+    """A deny rule over the call's arguments (tests/gateway/test_policy_rules.py has more)."""
+    rule = PolicyRule(name="no-big-echo", tools=("echo",), when="size(args.message) > 3",
+                      outcome="deny")  # fmt: skip
+    principal = Principal(
+        tenant="cov", agent="caller", scopes=("tool:*",), expires_at=2**31, token_id="t"
+    )
+    ctx = RequestContext("http", "echo", {}, tool_name="echo", arguments={"message": "long"})
+    ctx.principal = principal
+    await AuthorizeStage(default_registry, (), Policies(compile_rules([rule])))(ctx)
     assert ctx.tool_refusal is not None
     return translate(ctx.tool_refusal)
 

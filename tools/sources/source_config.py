@@ -42,7 +42,7 @@ from pydantic import (
     model_validator,
 )
 
-from protocol import Principal, ResourceIntent
+from protocol import PolicyRule, Principal, ResourceIntent
 from tools.sources.tool_names import (
     DEFAULT_SEPARATOR,
     SEPARATOR,
@@ -191,6 +191,7 @@ class ConclaveConfig(BaseModel):
     gateway: dict[str, Any] = {}
     source: tuple[ToolSource, ...] = ()
     a2a_agent: tuple[A2aAgentConfig, ...] = ()
+    policy: tuple[PolicyRule, ...] = ()  # docs/governance.md
 
 
 def load_config(path: Path) -> ConclaveConfig:

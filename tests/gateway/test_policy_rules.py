@@ -1,0 +1,138 @@
+"""Policy rules (`gateway.policy`): compiled once, refusing a bad set whole; decided per call
+on the caller, the tool and its (nested) arguments; kept in Redis and followed by every
+replica within a second."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from redis.asyncio import Redis
+
+from gateway.assembly import ConfigurationError, create_app
+from gateway.config import Settings
+from gateway.identity.tokens import issue_token
+from gateway.policy import Policies, PolicyError, PolicyStore, compile_rules
+from protocol import ErrorCode, PolicyRule, PolicySet, Principal
+from tests.helpers import in_process_gateway
+
+pytestmark = pytest.mark.anyio
+
+
+def _principal(tenant: str = "acme", agent: str = "payer") -> Principal:
+    return Principal(tenant=tenant, agent=agent, scopes=("tool:*",), expires_at=2**31, token_id="t")
+
+
+def _rule(**fields: Any) -> PolicyRule:
+    return PolicyRule(**{"name": "r", "outcome": "deny", **fields})
+
+
+def _policies(*rules: PolicyRule) -> Policies:
+    return Policies(compile_rules(rules))
+
+
+def test_a_deny_rule_refuses_only_the_calls_its_condition_holds_for() -> None:
+    policies = _policies(
+        _rule(name="small-transfers", tools=("transfer_*",), when="args.amount > 1000",
+              reason="over 1,000 needs a person"),
+    )  # fmt: skip
+    refused = policies.refusal(_principal(), "transfer_funds", {"amount": 1500})
+    assert refused is not None and refused.error.code is ErrorCode.POLICY_DENIED
+    assert refused.error.details == {
+        "policy": "small-transfers", "reason": "over 1,000 needs a person",
+    }  # fmt: skip
+    assert "small-transfers" in refused.error.message
+    assert policies.refusal(_principal(), "transfer_funds", {"amount": 999}) is None
+    assert policies.refusal(_principal(), "echo", {"amount": 5000}) is None  # another tool
+
+
+def test_a_rule_reads_nested_arguments_the_caller_and_matches_by_glob() -> None:
+    policies = _policies(
+        _rule(name="bulk", agents=("bot-*",), when="args.order.items.exists(i, i.qty > 10)"),
+        _rule(name="after-hours", tenants=("night",), when="principal.agent != 'ops'"),
+    )
+    bulk = {"order": {"items": [{"qty": 2}, {"qty": 50}]}}
+    assert policies.refusal(_principal(agent="bot-7"), "order", bulk) is not None
+    assert policies.refusal(_principal(agent="human"), "order", bulk) is None
+    assert policies.refusal(_principal(agent="bot-7"), "order", {"order": {"items": []}}) is None
+    assert policies.refusal(_principal("night", "ops"), "x", {}) is None
+    assert policies.refusal(_principal("night", "other"), "x", {}) is not None
+
+
+def test_a_condition_that_cannot_be_evaluated_denies_and_never_allows() -> None:
+    deny = _policies(_rule(when="args.amount > 1000"))
+    assert deny.refusal(_principal(), "t", {}) is not None  # no amount: cannot decide
+    assert deny.refusal(_principal(), "t", {"amount": "lots"}) is not None
+    typo = _policies(_rule(when="arg.amount > 1000"))  # no such variable: fails closed
+    assert typo.refusal(_principal(), "t", {"amount": 1}) is not None
+
+
+@pytest.mark.parametrize(
+    ("rules", "says"),
+    [
+        ([_rule(when="args.amount >")], "rule 'r': when does not compile"),
+        ([_rule(outcome="approve")], "approvals"),
+        ([_rule(), _rule()], "unique"),
+    ],
+)
+def test_a_bad_rule_is_refused_with_where(rules: list[PolicyRule], says: str) -> None:
+    with pytest.raises(PolicyError, match=says):
+        compile_rules(rules)
+
+
+async def test_rules_put_on_one_replica_take_effect_on_another_and_bad_ones_change_nothing(
+    redis: Redis,
+) -> None:
+    here, there = PolicyStore(redis, Policies()), PolicyStore(redis, Policies())
+    async with anyio.create_task_group() as group:
+        await group.start(there.follow)
+        await here.replace(PolicySet(rules=[_rule(name="no-echo", tools=("echo",))]))
+        began = time.monotonic()
+        while there.policies.refusal(_principal(), "echo", {}) is None:
+            assert time.monotonic() - began < 1.5, "the other replica never took the rule"
+            await anyio.sleep(0.05)
+        with pytest.raises(PolicyError):
+            await here.replace(PolicySet(rules=[_rule(name="bad", when="(")]))
+        await anyio.sleep(0.7)
+        assert there.policies.refusal(_principal(), "echo", {}) is not None  # still in force
+        rules, _ = await here.rules()
+        assert [r.name for r in rules.rules] == ["no-echo"]
+        await here.replace(PolicySet(rules=[]))
+        began = time.monotonic()
+        while there.policies.refusal(_principal(), "echo", {}) is not None:
+            assert time.monotonic() - began < 1.5
+            await anyio.sleep(0.05)
+        group.cancel_scope.cancel()
+
+
+async def test_conclave_toml_rules_refuse_calls_through_the_stages(
+    settings: Settings, tmp_path: Path
+) -> None:
+    config = tmp_path / "conclave.toml"
+    config.write_text(
+        '[[policy]]\nname = "short-echo"\ntools = ["echo"]\nwhen = "size(args.message) > 5"\n'
+        'outcome = "deny"\nreason = "keep it short"\n'
+    )
+    settings = settings.model_copy(update={"config": config, "sandbox_backend": "inprocess"})
+    token = issue_token(settings, tenant="acme", agent="talker", scopes=["tool:echo"])
+    headers = {"Authorization": f"Bearer {token}"}
+    async with in_process_gateway(settings) as client:
+        long = await client.post(
+            "/v1/tools/echo/call", json={"arguments": {"message": "far too long"}}, headers=headers
+        )
+        short = await client.post(
+            "/v1/tools/echo/call", json={"arguments": {"message": "hi"}}, headers=headers
+        )
+    assert long.status_code == 403 and long.json()["code"] == "POLICY_DENIED"
+    assert long.json()["details"] == {"policy": "short-echo", "reason": "keep it short"}
+    assert short.status_code == 200, short.text
+
+
+def test_a_bad_rule_in_conclave_toml_stops_the_start(settings: Settings, tmp_path: Path) -> None:
+    config = tmp_path / "conclave.toml"
+    config.write_text('[[policy]]\nname = "broken"\nwhen = "args.x >"\noutcome = "deny"\n')
+    with pytest.raises(ConfigurationError, match=r"broken.*does not compile"):
+        create_app(settings.model_copy(update={"config": config}))
