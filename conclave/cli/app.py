@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 from typer.core import TyperCommand
 
+from conclave.cli.a2a_commands import a2a_app
 from conclave.cli.agents_commands import agents_app
 from conclave.cli.run_command import run_file
 from conclave.cli.sandbox_commands import sandbox_app
@@ -32,6 +33,7 @@ app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(state_app, name="state")
 app.add_typer(tools_app, name="tools")
 app.add_typer(agents_app, name="agents")
+app.add_typer(a2a_app, name="a2a")
 console = cli_console()
 
 

@@ -6,6 +6,9 @@ uvicorn in their own processes on one real Redis, workers pulling tasks with the
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -33,6 +36,7 @@ _AGENTS = {
     "late": "lease_s = 1.5",
     "relay": "lease_s = 3",
     "assistant": "",
+    "cli": "",
 }
 
 
@@ -411,3 +415,26 @@ async def test_an_agent_serves_itself_with_its_run_as_the_reply(replica: Embedde
     await assistant.aclose()
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert _text(task) == "forty-two"
+
+
+async def test_the_cli_worker_serves_a_handler_module(
+    replica: EmbeddedStack, tmp_path: Path
+) -> None:
+    """`conclave a2a worker NAME --handler module:function`, in its own process."""
+    (tmp_path / "shouting.py").write_text("async def answer(item):\n    return item.text.upper()\n")
+    command = [sys.executable, "-m", "conclave", "a2a", "worker", "cli"]
+    command += ["--handler", "shouting:answer", "--gateway", replica.url]
+    env = {**os.environ, "CONCLAVE_TOKEN": replica.token(HOST_TENANT, "cli", [])}
+    quiet = subprocess.DEVNULL
+    worker = await anyio.open_process(command, cwd=tmp_path, env=env, stdout=quiet, stderr=quiet)
+    async with worker:
+        try:
+            async with _caller(replica, "cli") as caller:
+                answer = await caller.post("/a2a/cli", json=_send("quiet please"))
+            task = answer.json()["result"]["task"]
+            assert task["status"]["state"] == "TASK_STATE_COMPLETED", answer.text
+            assert _text(task) == "QUIET PLEASE"
+        finally:
+            worker.terminate()
+            with anyio.fail_after(10):
+                await worker.wait()
