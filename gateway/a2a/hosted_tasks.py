@@ -299,12 +299,12 @@ class HostedTasks:
         """A worker's fenced write (hosted_write.lua)."""
         p = _prefix(agent)
         context = str(await self.redis.hget(p + f"t:{task_id}", "context") or "")
-        text = ""
+        status = json.loads(status_json(state, task_id, context))
         if message is not None:
-            message = {**message, "taskId": task_id, "contextId": context, "role": "ROLE_AGENT"}
-            message.setdefault("messageId", uuid.uuid4().hex)
-        status = json.loads(status_json(state, task_id, context, text=text))
-        if message is not None:
+            message = {**_without_ids(message), "taskId": task_id, "contextId": context}
+            message.update(
+                role="ROLE_AGENT", messageId=message.get("messageId") or uuid.uuid4().hex
+            )
             status["message"] = message
         answer = await self._write(
             keys=_WRITE.keys(

@@ -1,6 +1,6 @@
 -- A worker's write to its task, fenced: only the holder of the current token, before its
--- lease ends, writes; a working state renews the lease, any other ends it (a final state
--- also drops the task's deadline).
+-- lease ends, writes; a working state renews the lease (with nothing else, a heartbeat: no
+-- event), any other ends it (a final state also drops the task's deadline).
 --- KEYS: task, history, artifacts, events, leases, deadlines
 --- ARGV: id, token, now_ms, lease_ms, state, status, message, artifact
 -- status: the new status's JSON; message: the agent's message's JSON, or '' (appended to
@@ -13,6 +13,13 @@ if held[2] == 'TASK_STATE_CANCELED' then return {'CANCELED'} end
 if hosted_ended(held[2]) then return {'ENDED', held[2]} end
 if held[2] ~= 'TASK_STATE_WORKING' or tonumber(held[3] or '0') < tonumber(now_ms) then
   return {'FENCED'}
+end
+if state == 'TASK_STATE_WORKING' and message == '' and artifact == '' then
+  -- a heartbeat: the lease renewed, nothing for the task's subscribers
+  local expires = tonumber(now_ms) + tonumber(lease_ms)
+  redis.call('HSET', task, 'lease_until', expires)
+  redis.call('ZADD', leases, expires, id)
+  return {'OK', expires}
 end
 local ttl = redis.call('TTL', task)
 if message ~= '' then
