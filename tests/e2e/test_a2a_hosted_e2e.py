@@ -377,6 +377,20 @@ async def test_the_callers_deadline_cancels_the_task(replica: EmbeddedStack) -> 
             await stopped.wait()  # and was stopped
 
 
+async def test_a_queued_task_past_its_deadline_is_cancelled_by_the_sweep(
+    other_replica: EmbeddedStack,
+) -> None:
+    """No worker, and nobody waiting on the task: a replica's sweep ends it at the deadline."""
+    async with _caller(other_replica, "late") as caller:
+        deadline = int(time.time() * 1000) + 500
+        headers = {"X-Conclave-Deadline": str(deadline)}
+        created = await caller.post("/a2a/late", json=_at_once("unseen"), headers=headers)
+        task_id = created.json()["result"]["task"]["id"]
+        task = await _task_when(caller, "late", task_id, {"TASK_STATE_CANCELED"}, within_s=5)
+    assert time.time() * 1000 - deadline < 1000
+    assert task["status"]["message"]["metadata"]["serf"]["code"] == "DEADLINE_EXCEEDED"
+
+
 async def test_an_input_required_task_resumes_with_the_callers_next_message(
     replica: EmbeddedStack,
 ) -> None:
