@@ -1,6 +1,7 @@
 """docs/a2a.md's worked examples (its blocks marked `<!-- example: NAME -->`), run as a reader
 runs them against a gateway serving the test A2A agent (`conclave.bench.a2a.echo_agent`) as
-`research`: the SDK's `Agent.delegate`, the reference SDK's client, and curl."""
+`research` and the page's hosted agent as declared there: the SDK's `Agent.delegate`, the
+reference SDK's client, curl, and a hosted agent's worker."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def research_stack(
 ) -> Iterator[EmbeddedStack]:
     with running_agent() as agent_url:
         config = Path(tmp_path_factory.mktemp("docs-a2a")) / "conclave.toml"
-        config.write_text(f'[[a2a_agent]]\nname = "research"\nurl = "{agent_url}"\n')
+        hosted = documented_example(PAGE, "hosted.toml")  # the page's hosted agent, as written
+        config.write_text(f'[[a2a_agent]]\nname = "research"\nurl = "{agent_url}"\n\n{hosted}')
         with EmbeddedStack(e2e_settings(redis_url, "process", config=config)) as stack:
             yield stack
 
@@ -72,3 +74,11 @@ def test_the_reference_client_example_and_curl_reach_the_agent(
     )
     answer = json.loads(_run(research_stack, "curl.sh", tmp_path, PLANNER_TOKEN=token))
     assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_the_hosted_agent_example_serves_a_worker_and_answers_its_caller(
+    research_stack: EmbeddedStack, tmp_path: Path
+) -> None:
+    assert _run(research_stack, "hosted_worker.py", tmp_path).splitlines() == [
+        "TASK_STATE_COMPLETED writer sent 3 words",
+    ]
