@@ -135,3 +135,20 @@ def run_documented(block: str, cwd: Path, timeout_s: float) -> subprocess.Comple
         timeout=timeout_s,
         check=False,
     )
+
+
+def serf_in(body: Any) -> tuple[dict[str, Any], str | None]:
+    """The SERF envelope an error body carries, wherever its protocol puts it, and the A2A
+    error's reason when there is one: the body itself (REST), a JSON-RPC error's `data` (an
+    object on /mcp, an array of typed details on /a2a), or an HTTP+JSON error's `details`
+    (/a2a/.../rest)."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return body, None
+    details = error.get("data", error.get("details"))
+    if isinstance(details, dict):
+        return details, None
+    typed = [d for d in details or [] if isinstance(d, dict)]
+    serf = next(d for d in typed if str(d.get("@type", "")).endswith("conclave.SerfError"))
+    reason = next((d["reason"] for d in typed if "reason" in d), None)
+    return {k: v for k, v in serf.items() if k != "@type"}, reason

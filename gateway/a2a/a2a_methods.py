@@ -87,14 +87,24 @@ class A2aRequest:
 
 def rpc_request(method: str, params: Any) -> A2aRequest:
     """The request a JSON-RPC `method` with `params` makes (the method is one of `A2A_METHODS`).
-    INVALID_REQUEST when it names its task in a way the gateway cannot check."""
-    params = params if isinstance(params, dict) else {}
+    INVALID_REQUEST when its params are not an object (a message not one either), or it names
+    its task in a way the gateway cannot check."""
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise _invalid(f"{method}'s params (an HTTP+JSON body) must be a JSON object")
     if method in ("SendMessage", "SendStreamingMessage"):
         message = params.get("message")
-        task_id = _task_named(message if isinstance(message, dict) else {}, "taskId")
+        if not isinstance(message, dict):
+            raise _invalid(f"{method} needs a message: an object with role, parts, messageId")
+        task_id = _task_named(message, "taskId")
     else:
         task_id = _task_named(params, _TASK_ID_FIELD.get(method, ""))
     return A2aRequest(method, task_id, _push_url(method, params))
+
+
+def _invalid(message: str) -> GatewayError:
+    return GatewayError.of(ErrorCode.INVALID_REQUEST, message)
 
 
 def _task_named(body: dict[str, Any], field: str) -> str | None:
@@ -108,10 +118,9 @@ def _task_named(body: dict[str, Any], field: str) -> str | None:
     if not named:
         return None
     if any(not isinstance(n, str) for n in named) or len(set(named)) > 1:
-        raise GatewayError.of(
-            ErrorCode.INVALID_REQUEST,
+        raise _invalid(
             f"the request names its task ({' or '.join(sorted(spellings))}) more than once,"
-            " differently, or not as a string",
+            " differently, or not as a string"
         )
     return str(named[0]) or None
 
@@ -131,12 +140,11 @@ def rest_request(verb: str, path: str, body: Any) -> A2aRequest | None:
         task = found.groupdict().get("task")
         if task is None and method in ("SendMessage", "SendStreamingMessage"):
             return rpc_request(method, body)
+        if body is not None and not isinstance(body, dict):
+            raise _invalid("an HTTP+JSON body must be a JSON object")
         named = _task_named(body, "taskId") if isinstance(body, dict) else None
         if named is not None and named != task:  # the body may name a task the path does not
-            raise GatewayError.of(
-                ErrorCode.INVALID_REQUEST,
-                "the body names another task than the path: name one task",
-            )
+            raise _invalid("the body names another task than the path: name one task")
         return A2aRequest(method, task, _push_url(method, body))
     return None
 

@@ -15,14 +15,14 @@ from fastapi.routing import iter_route_contexts
 
 from gateway.assembly import create_app
 from gateway.config import Settings
-from tests.helpers import admin_headers, registered_token
+from tests.helpers import admin_headers, registered_token, serf_in
 
 pytestmark = pytest.mark.anyio
 
 BODY_METHODS = {"POST", "PUT", "PATCH"}
 # What each path parameter is filled with: a route with a parameter not named here fails the
 # test, so whoever adds it says what the route is called with.
-PATH_VALUES = {"name": "echo", "namespace": "team"}
+PATH_VALUES = {"name": "echo", "namespace": "team", "path": "message:send", "task_id": "t1"}
 # Forms for people, not JSON for agents: the console's pages answer in HTML.
 NOT_JSON = ("/console",)
 WRONG_SHAPES = {  # JSON that no route's body can be: a list, a string, a number, an object
@@ -57,13 +57,14 @@ async def gateway(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.Asyn
 
 
 def _code(answer: httpx.Response) -> tuple[int, str]:
-    """(HTTP status, SERF code) of a SERF envelope; /mcp answers JSON-RPC, whose errors come
-    in a 200 with the SERF envelope as the error's `data`: (400, its code) for comparing."""
+    """(HTTP status, SERF code) of a SERF envelope; /mcp and /a2a answer JSON-RPC, whose errors
+    come in a 200 with the SERF envelope in the error's `data`: (400, its code) for comparing."""
     body: dict[str, Any] = answer.json()
+    envelope, _ = serf_in(body)
     if "jsonrpc" in body:
         assert answer.status_code == 200, answer.text
-        return 400, body["error"]["data"]["code"]
-    return answer.status_code, body["code"]
+        return 400, envelope["code"]
+    return answer.status_code, envelope["code"]
 
 
 async def _answers(

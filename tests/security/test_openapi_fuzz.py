@@ -3,7 +3,9 @@
 Every operation the document declares is called with generated input (valid and invalid),
 three ways: with no credentials, with an agent's token, and with the admin key. Whatever it
 sends, the gateway never answers 5xx, and every refusal is a SERF body an agent can act on
-(on /mcp, a JSON-RPC error carrying it in `data`). The hot routes (tool calls, state reads,
+(on /mcp and /a2a, a JSON-RPC error carrying it in `data`; on /a2a's HTTP+JSON, in the error's
+`details`). The policy rules it sets (admin) are cleared after each: they would refuse other
+tests' calls on the same Redis. The hot routes (tool calls, state reads,
 leases and commits, /mcp) are in the document too (`gateway.http.hot_routes`).
 """
 
@@ -13,6 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
@@ -21,6 +24,7 @@ from conclave.stack import EmbeddedStack
 from gateway import create_app
 from gateway.config import Settings
 from protocol import SerfError
+from tests.helpers import serf_in
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +40,7 @@ def fuzz_stack(redis_url: str) -> Iterator[EmbeddedStack]:
     )
     with EmbeddedStack(settings) as stack:
         yield stack
+        _no_policies(stack)
 
 
 @pytest.fixture(scope="module")
@@ -68,14 +73,23 @@ def test_no_server_error_and_every_refusal_is_serf(
             assert response.json()["code"] == "DEADLINE_EXCEEDED", (caller, response.text)
         assert response.status_code < 500 or out_of_time, (caller, response.text)
         if response.status_code >= 400:
-            body = response.json()
-            if case.path == "/mcp" and "error" in body:  # JSON-RPC: the SERF envelope in data
-                body = body["error"]["data"]
-            error = SerfError.model_validate(body)  # raises on anything but SERF
-            # /mcp's 405 is the MCP transport's answer to a stream it does not offer.
-            if (case.path, response.status_code) != ("/mcp", 405):
+            envelope, a2a_reason = serf_in(response.json())
+            error = SerfError.model_validate(envelope)  # raises on anything but SERF
+            # /mcp's 405 is the MCP transport's answer to a stream it does not offer; an A2A
+            # error's status is the one A2A names for it.
+            if (case.path, response.status_code) != ("/mcp", 405) and a2a_reason is None:
                 assert error.http_status == response.status_code, (caller, response.text)
             assert error.message, (caller, response.text)
+        if (case.method, case.path) == ("PUT", "/v1/policies") and caller == "admin":
+            _no_policies(fuzz_stack)  # a random rule must not refuse the next cases' calls
+
+
+def _no_policies(stack: EmbeddedStack) -> None:
+    """Back to no policy rule (they live in the worker's Redis, which other tests share)."""
+    answer = httpx.put(
+        f"{stack.url}/v1/policies", json={"rules": []}, headers=stack.admin_headers, timeout=30
+    )
+    assert answer.status_code == 200, answer.text
 
 
 def _deadline_passed(case: Any) -> bool:

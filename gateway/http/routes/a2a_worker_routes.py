@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from fastapi import APIRouter, Query, Request, Response
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.a2a import HostedAgent, check_worker, next_work, post_update
 from gateway.cancellation import CallCancel, cancel_when_client_goes
@@ -26,6 +26,12 @@ from gateway.pipeline import RequestContext
 from protocol import A2aWorkUpdate, Principal
 
 router = APIRouter(prefix="/v1/a2a", tags=["a2a"])
+
+
+class _NoFields(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
 Work = Callable[[HostedAgent, Principal], Awaitable[Response]]
 
 
@@ -33,7 +39,13 @@ Work = Callable[[HostedAgent, Principal], Awaitable[Response]]
 async def claim_work(
     name: str, request: Request, wait_s: float = Query(default=20.0, ge=0, le=20)
 ) -> Response:
-    """The next task of hosted agent `name`, leased to the caller (204: none came)."""
+    """The next task of hosted agent `name`, leased to the caller (204: none came). It takes
+    no body but an empty object: any other is refused as every route refuses a wrong one."""
+    try:
+        raw = await read_body(request, app_settings(request.app).max_body_bytes)
+        _NoFields.model_validate_json(raw if raw.strip() else b"{}")
+    except (GatewayError, ValidationError) as exc:
+        return await _through_pipeline(request, name, "a2a-work:next", None, exc)
 
     async def claim(agent: HostedAgent, principal: Principal) -> Response:
         tasks = gateway_parts(request.app).hosted.tasks
