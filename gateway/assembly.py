@@ -58,6 +58,7 @@ from gateway.http.mcp import (
     task_outcome_of,
 )
 from gateway.identity import AgentDirectory, JwksVerifier
+from gateway.mcp_tasks import TaskRunner, TaskStore
 from gateway.pipeline import (
     AccountStage,
     AuthenticateStage,
@@ -79,7 +80,6 @@ from gateway.sources import (
     register_sources,
 )
 from gateway.state import StateStore
-from gateway.tasks import TaskRunner, TaskStore
 from gateway.telemetry import (
     AuditLog,
     AuditWriter,

@@ -135,7 +135,7 @@ class Settings(BaseSettings):
     # (0: no cap): past it, RATE_LIMITED at once, so a flood of slow calls holds no more of
     # the gateway (queue places, worker threads, upstream connections) than this many.
     tenant_in_flight_max: int = Field(default=64, ge=0)
-    # MCP tasks (the `io.modelcontextprotocol/tasks` extension, `gateway.tasks`): a task's
+    # MCP tasks (the `io.modelcontextprotocol/tasks` extension, `gateway.mcp_tasks`): a task's
     # record and its result are kept `task_ttl_s` from its creation; clients are asked to
     # poll every `task_poll_interval_ms`. A replica running a task renews its lease every
     # third of `task_lease_ms`: a lease that lapses (the replica died) lets the next poll, on

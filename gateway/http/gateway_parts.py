@@ -23,11 +23,11 @@ from gateway.egress import EgressProxy
 from gateway.http.connection_audit import ConnectionAudit
 from gateway.http.mcp import CallerStreams, ClientRequests, InputRounds, LogLevels, McpCatalog
 from gateway.identity import AgentDirectory
+from gateway.mcp_tasks import TaskRunner
 from gateway.pipeline import HeaderCheck, Pipeline
 from gateway.policy import PolicyStore
 from gateway.sources import StdioSources, UpstreamSet
 from gateway.state import StateStore
-from gateway.tasks import TaskRunner
 from gateway.telemetry import AuditWriter, GatewayMetrics
 from sandbox import ToolExecutor
 from tools import ToolRegistry

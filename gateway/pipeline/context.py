@@ -79,7 +79,7 @@ class RequestContext:
     # None: nobody listens, and executors report nothing.
     events: CallEvents | None = None
     # Awaited by dispatch once every check has passed, just before the tool runs: an MCP
-    # task is created there (`gateway.tasks`), so a refused call is answered as it always
+    # task is created there (`gateway.mcp_tasks`), so a refused call is answered as it always
     # is, and only an admitted one becomes a task.
     on_admitted: Operation | None = None
 

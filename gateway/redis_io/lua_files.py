@@ -1,6 +1,6 @@
 """Reading the gateway's Lua scripts, which ship as package data in each package's `lua/`.
 
-`gateway.state`, `gateway.budgets`, `gateway.identity`, `gateway.tasks` and
+`gateway.state`, `gateway.budgets`, `gateway.identity`, `gateway.mcp_tasks` and
 `gateway.http.mcp` keep every Redis script as a `.lua` file. A script may be composed:
 shared Lua functions (one file each) come first, then the body that calls them, so a
 function is written once however many scripts run it. Callers hand the text to

@@ -20,7 +20,7 @@ from redis.asyncio import Redis
 from gateway.config import Settings
 from gateway.gateway_error import GatewayError
 from gateway.identity.tokens import issue_token
-from gateway.tasks import TaskCall, TaskStore, new_task_id, task_key
+from gateway.mcp_tasks import TaskCall, TaskStore, new_task_id, task_key
 from protocol import Principal
 from tests.helpers import in_process_gateway
 

@@ -20,7 +20,7 @@ from redis.asyncio import Redis
 
 from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from gateway.tasks import new_task_id
+from gateway.mcp_tasks import new_task_id
 from tests.helpers import in_process_gateway, processes_with, until
 
 pytestmark = pytest.mark.anyio

@@ -25,7 +25,7 @@ from redis import Redis
 from conclave import EmbeddedStack
 from conclave.stack.balancer import write_haproxy
 from conclave.stack.ports import free_port
-from gateway.tasks import task_key
+from gateway.mcp_tasks import task_key
 from tests.helpers import wait_for
 from tests.mcp_tasks_client import CreateTaskResult, Tasks, poll_task
 from tests.scale.test_replicas import INSTANCE, _settings

@@ -27,7 +27,7 @@ on whichever replica runs it; accepted, it is answered 202.
 A request on MCP 2026-07-28's stateless wire (its version in `params._meta`) is decided per
 request and checked and answered by `stateless_era` (`server/discover` by `discover`); the
 pipeline and everything above hold for it unchanged. On that wire a `tools/call` may be
-answered with a task (`task_methods`: the call runs on in `gateway.tasks.TaskRunner`, and a
+answered with a task (`task_methods`: the call runs on in `gateway.mcp_tasks.TaskRunner`, and a
 client that goes away does not cancel it), and `tasks/get`, `tasks/update` and
 `tasks/cancel` are pipeline operations. The handshake era's revision 2025-11-25 gets the
 same tasks in its own shape (`handshake_tasks`: `params.task`, `tasks/get`, `tasks/result`,
@@ -84,8 +84,8 @@ from gateway.http.mcp.messages import (
 )
 from gateway.http.mcp.subscriptions_listen import LISTEN_METHOD, admit, listen_response
 from gateway.http.responses import challenge, method_not_allowed
+from gateway.mcp_tasks import new_task_id
 from gateway.pipeline import Pipeline, RequestContext, allowed_specs
-from gateway.tasks import new_task_id
 from protocol import (
     STATELESS_VERSION,
     ErrorCode,

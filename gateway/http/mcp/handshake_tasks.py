@@ -34,7 +34,7 @@ from typing import Any
 import anyio
 
 from gateway.gateway_error import GatewayError
-from gateway.tasks import TaskRecord
+from gateway.mcp_tasks import TaskRecord
 from protocol import ErrorCode, SerfError
 
 HANDSHAKE_TASKS_VERSION = "2025-11-25"

@@ -22,7 +22,7 @@ What the extension asks, and what this serves (`ext-tasks`, `specification/draft
   outstanding, or not the caller's, is ignored, as the extension says; one not given by
   the call's answer deadline (`sandbox.answer_deadline`) gets the server an error. A server
   that asks in rounds itself (`InputRequiredResult`, an upstream on the 2026-07-28 wire) is
-  asked the same way, and its call run again with the answers (`gateway.tasks.task_rounds`).
+  asked the same way, and its call run again with the answers (`gateway.mcp_tasks.task_rounds`).
   An unknown, expired or another caller's task id: -32602. A client not declaring the
   extension: -32021 (Missing Required Client Capability), HTTP 400.
 - The outcome is what the call would have answered had it not been a task: `completed` with
@@ -30,7 +30,7 @@ What the extension asks, and what this serves (`ext-tasks`, `specification/draft
   the budget's deadline killed the call: DEADLINE_EXCEEDED), `failed` with the JSON-RPC error.
 
 Every task method is a pipeline operation (authenticated, rate limited, audited); the task's
-call is a tool call like any other (`gateway.tasks.TaskRunner`).
+call is a tool call like any other (`gateway.mcp_tasks.TaskRunner`).
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ from gateway.http.mcp.messages import (
     tool_failure,
     tool_result,
 )
+from gateway.mcp_tasks import TaskOutcome, TaskRecord, TaskRunner, TaskStore, task_request_id
 from gateway.pipeline import RequestContext
-from gateway.tasks import TaskOutcome, TaskRecord, TaskRunner, TaskStore, task_request_id
 from protocol import INPUT_RESPONSES, ErrorCode, InputRound, SerfError
 from sandbox import CallEvents
 from tools import ToolRegistry

@@ -28,9 +28,9 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from gateway.mcp_tasks.task_record import TASK_ID_PATTERN, TaskCall, TaskRecord, TaskStatus
 from gateway.redis_io import LuaScript, lua_library, lua_script
 from gateway.state import task_over_quota
-from gateway.tasks.task_record import TASK_ID_PATTERN, TaskCall, TaskRecord, TaskStatus
 from protocol import Principal
 
 
@@ -39,11 +39,11 @@ def task_key(tenant: str, task_id: str) -> str:
 
 
 # Each script's text and its declared arguments: callers lay out KEYS and ARGV by name.
-CREATE = lua_script("gateway.tasks", "task_create")
-FINISH = lua_script("gateway.tasks", "task_finish")
-ASK_CANCEL = lua_script("gateway.tasks", "task_ask_cancel")
-ASK_INPUT = lua_script("gateway.tasks", "task_ask_input")
-INPUT_ANSWERED = lua_script("gateway.tasks", "task_input_answered")
+CREATE = lua_script("gateway.mcp_tasks", "task_create")
+FINISH = lua_script("gateway.mcp_tasks", "task_finish")
+ASK_CANCEL = lua_script("gateway.mcp_tasks", "task_ask_cancel")
+ASK_INPUT = lua_script("gateway.mcp_tasks", "task_ask_input")
+INPUT_ANSWERED = lua_script("gateway.mcp_tasks", "task_input_answered")
 
 
 def _charging(script: LuaScript) -> str:

@@ -3,7 +3,7 @@ request that asked for it, its record in Redis (`TaskStore`) so that any replica
 it, run by the replica that accepted it (`TaskRunner`) and taken over by another when that
 replica dies."""
 
-from gateway.tasks.task_record import (
+from gateway.mcp_tasks.task_record import (
     TASK_ID_PATTERN,
     TERMINAL,
     TaskCall,
@@ -11,14 +11,14 @@ from gateway.tasks.task_record import (
     TaskStatus,
     new_task_id,
 )
-from gateway.tasks.task_runner import (
+from gateway.mcp_tasks.task_runner import (
     TASK_REQUEST_PREFIX,
     OutcomeOf,
     TaskOutcome,
     TaskRunner,
     task_request_id,
 )
-from gateway.tasks.task_store import TaskStore, task_key
+from gateway.mcp_tasks.task_store import TaskStore, task_key
 
 __all__ = [
     "TASK_ID_PATTERN",

@@ -35,14 +35,14 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from gateway.cancellation import CallCancel
+from gateway.mcp_tasks.task_record import TaskCall, TaskRecord
+from gateway.mcp_tasks.task_record import TaskStatus as Status
+from gateway.mcp_tasks.task_rounds import MAX_ROUNDS, answered
+from gateway.mcp_tasks.task_store import TaskStore
 from gateway.pipeline import Pipeline, RequestContext
-from gateway.tasks.task_record import TaskCall, TaskRecord
-from gateway.tasks.task_record import TaskStatus as Status
-from gateway.tasks.task_rounds import MAX_ROUNDS, answered
-from gateway.tasks.task_store import TaskStore
 from protocol import DEADLINE_HEADER, ErrorCode, InputRound, SerfError
 
-log = logging.getLogger("conclave.gateway.tasks")
+log = logging.getLogger("conclave.gateway.mcp_tasks")
 
 TASK_REQUEST_PREFIX = "task:"  # a task's call is named `task:<id>` among its caller's calls
 _KEPT_HEADERS = ("authorization", "traceparent")  # what a resumed call takes from its poller
