@@ -1,0 +1,133 @@
+"""A2A through the in-process gateway (httpx's ASGI transport; a real Redis, the reference-SDK
+agent in its own process behind `[[a2a_agent]]`, and a hosted agent served by hand over the
+worker API): the remote proxy's methods over both bindings, and a hosted task's whole life,
+checked from what the caller and the worker see. The e2e tests (tests/e2e/test_a2a_*.py) run
+the same against the gateway under uvicorn; these keep the code measured in-process too."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conclave.bench.a2a.echo_agent import running_agent
+from gateway.config import Settings
+from tests.helpers import admin_headers, in_process_gateway, registered_token, serf_in
+
+pytestmark = pytest.mark.anyio
+
+A2A = {"A2A-Version": "1.0"}
+
+
+@pytest.fixture(scope="module")
+def agent_url() -> Iterator[str]:
+    with running_agent() as url:
+        yield url
+
+
+@pytest.fixture
+async def gateway(
+    settings: Settings, agent_url: str, tmp_path: Path
+) -> AsyncIterator[httpx.AsyncClient]:
+    config = tmp_path / "conclave.toml"
+    config.write_text(
+        f'[[a2a_agent]]\nname = "echo"\nurl = "{agent_url}"\n\n'
+        '[[a2a_agent]]\nname = "helper"\ntenant = "acme"\ndescription = "helps"\n'
+    )
+    update = {"config": config, "sandbox_backend": "inprocess"}
+    async with in_process_gateway(settings.model_copy(update=update)) as client:
+        yield client
+
+
+def _send(text: str, method: str = "SendMessage", **params: Any) -> dict[str, Any]:
+    message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": text}]}
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": message, **params}}
+
+
+def _rpc(method: str, **params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 2, "method": method, "params": params}
+
+
+async def test_the_remote_proxy_over_both_bindings(
+    gateway: httpx.AsyncClient, settings: Settings
+) -> None:
+    owner = await _registered(gateway, settings, "t1", "owner")
+    other = await _registered(gateway, settings, "t1", "other")
+    card = (await gateway.get("/a2a/echo/.well-known/agent-card.json")).json()
+    assert {i["protocolBinding"] for i in card["supportedInterfaces"]} == {"JSONRPC", "HTTP+JSON"}
+    etag = (await gateway.get("/a2a/echo/.well-known/agent-card.json")).headers["etag"]
+    cached = await gateway.get(
+        "/a2a/echo/.well-known/agent-card.json", headers={"If-None-Match": etag}
+    )
+    assert cached.status_code == 304
+    task = (await gateway.post("/a2a/echo", json=_send("wait"), headers=owner)).json()
+    task_id = task["result"]["task"]["id"]
+    got = await gateway.get(f"/a2a/echo/rest/tasks/{task_id}", headers=owner)
+    assert got.json()["status"]["state"] == "TASK_STATE_WORKING"
+    listed = (await gateway.get("/a2a/echo/rest/tasks", headers=owner)).json()
+    assert task_id in [t["id"] for t in listed["tasks"]]
+    hidden = await gateway.post("/a2a/echo", json=_rpc("GetTask", id=task_id), headers=other)
+    assert hidden.json()["error"]["code"] == -32001
+    assert serf_in(hidden.json())[1] == "TASK_NOT_FOUND"
+    streamed = await gateway.post(
+        "/a2a/echo/rest/message:stream", json=_send("hi")["params"], headers=owner
+    )
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+    assert "echo: hi" in streamed.text
+    refused = await gateway.post(
+        "/a2a/echo",
+        json=_rpc("CreateTaskPushNotificationConfig", taskId=task_id, url="http://10.0.0.1/x"),
+        headers=owner,
+    )
+    assert serf_in(refused.json())[0]["code"] == "INVALID_ARGUMENTS"
+    cancelled = await gateway.post(f"/a2a/echo/rest/tasks/{task_id}:cancel", json={}, headers=owner)
+    assert cancelled.json()["status"]["state"] == "TASK_STATE_CANCELED"
+    unknown = await gateway.post("/a2a/echo", json=_rpc("tasks/get"), headers=owner)
+    assert unknown.json()["error"]["code"] == -32601
+    nowhere = await gateway.get("/a2a/echo/rest/elsewhere", headers=owner)
+    assert nowhere.status_code == 404 and serf_in(nowhere.json())[0]["code"] == "NOT_FOUND"
+
+
+async def test_a_hosted_task_from_send_to_answer_through_the_worker_api(
+    gateway: httpx.AsyncClient, settings: Settings
+) -> None:
+    caller = await _registered(gateway, settings, "t2", "asker", agents=["helper"])
+    worker = await _registered(gateway, settings, "acme", "helper")
+    stranger = await _registered(gateway, settings, "acme", "intruder")
+    card = (await gateway.get("/a2a/helper/.well-known/agent-card.json")).json()
+    assert card["skills"][0]["description"] == "helps"
+    sent = await gateway.post(
+        "/a2a/helper",
+        json=_send("help me", configuration={"returnImmediately": True}),
+        headers=caller,
+    )
+    task_id = sent.json()["result"]["task"]["id"]
+    refused = await gateway.post("/v1/a2a/helper/work/next?wait_s=0", headers=stranger)
+    assert refused.status_code == 403 and refused.json()["code"] == "AGENT_NOT_ALLOWED"
+    claimed = await gateway.post("/v1/a2a/helper/work/next?wait_s=1", headers=worker)
+    item = claimed.json()
+    assert (item["task_id"], item["caller"]["agent"]) == (task_id, "asker")
+    answer = {"messageId": "a1", "role": "ROLE_AGENT", "parts": [{"text": "helped"}]}
+    update = {"token": item["token"], "state": "TASK_STATE_COMPLETED", "message": answer}
+    acked = await gateway.post(f"/v1/a2a/helper/work/{task_id}", json=update, headers=worker)
+    assert acked.status_code == 200, acked.text
+    stale = await gateway.post(f"/v1/a2a/helper/work/{task_id}", json=update, headers=worker)
+    assert stale.status_code == 409 and stale.json()["code"] == "FENCED"
+    done = await gateway.post("/a2a/helper", json=_rpc("GetTask", id=task_id), headers=caller)
+    status = done.json()["result"]["status"]
+    assert status["state"] == "TASK_STATE_COMPLETED"
+    assert status["message"]["parts"][0]["text"] == "helped"
+    nothing = await gateway.post("/v1/a2a/helper/work/next?wait_s=0", headers=worker)
+    assert nothing.status_code == 204
+
+
+async def _registered(
+    client: httpx.AsyncClient, settings: Settings, tenant: str, agent: str, **rights: Any
+) -> dict[str, str]:
+    rights.setdefault("agents", ["echo"])
+    token = await registered_token(client, admin_headers(settings), tenant, agent, **rights)
+    return {"Authorization": f"Bearer {token}", **A2A}
