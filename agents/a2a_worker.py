@@ -23,6 +23,7 @@ import httpx
 
 from agents.agent_errors import GatewayCallError, error_from_response
 from agents.client import GatewayClient
+from agents.delegation import DELEGATION_CHAIN
 from protocol import A2aWorkAck, A2aWorkItem, A2aWorkUpdate, ErrorCode
 
 WorkItem = A2aWorkItem  # a claimed task: its messages, its caller, its deadline
@@ -129,6 +130,7 @@ async def run_task(client: GatewayClient, name: str, item: WorkItem, handle: Han
         async with anyio.create_task_group() as group:
 
             async def run() -> None:
+                DELEGATION_CHAIN.set(item.caller.chain)  # this task's delegations carry it
                 try:
                     outcome.append(await handle(item))
                 except Exception as exc:  # the handler's own failure: the task fails

@@ -27,6 +27,7 @@ from opentelemetry.propagate import inject
 
 from agents.agent_errors import GatewayCallError, error_from_response, error_from_transport
 from agents.delegation import (
+    DELEGATION_CHAIN,
     WORKING,
     Delegated,
     get_task_request,
@@ -37,6 +38,7 @@ from protocol import (
     A2A_VERSION,
     A2A_VERSION_HEADER,
     ADMIN_KEY_HEADER,
+    CHAIN_HEADER,
     DEADLINE_HEADER,
     HEDGE_HEADER,
     PLAN_HEADER,
@@ -243,6 +245,8 @@ class GatewayClient:
         is done or needs input (an agent that answers while it still works is asked again).
         Refusals and the agent's own errors raise `GatewayCallError` (the hop named)."""
         headers = {A2A_VERSION_HEADER: A2A_VERSION, **budget_headers(budget or self.budget)}
+        if chain := DELEGATION_CHAIN.get():  # delegating for a task this worker runs
+            headers[CHAIN_HEADER] = chain
         read = reply_reader(agent)
         with _span(f"delegate {agent}", {"conclave.a2a_agent": agent}):
             body = send_message_request(text, task_id=task_id, context_id=context_id)

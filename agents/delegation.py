@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,9 @@ import httpx
 from agents.agent_errors import GatewayCallError
 from protocol import ErrorCode, SerfError
 
+# The delegation chain of the task a worker is running (`serve_a2a` sets it around the
+# handler): `delegate` sends it on, so the gateway sees the hops and refuses a loop.
+DELEGATION_CHAIN: ContextVar[str] = ContextVar("conclave_delegation_chain", default="")
 SERF_TYPE_SUFFIX = "conclave.SerfError"  # the `@type` of the envelope in an A2A error's data
 
 

@@ -2,7 +2,14 @@
 `lazy_exports`, the one way a package's `__init__` loads its names on first use."""
 
 from protocol import jsonrpc
-from protocol.a2a import A2A_METHODS, A2A_STREAMING, A2A_VERSION, A2A_VERSION_HEADER
+from protocol.a2a import (
+    A2A_MAX_CHAIN,
+    A2A_METHODS,
+    A2A_STREAMING,
+    A2A_VERSION,
+    A2A_VERSION_HEADER,
+    CHAIN_HEADER,
+)
 from protocol.a2a_work import A2A_WORK_STATES, A2aCaller, A2aWorkAck, A2aWorkItem, A2aWorkUpdate
 from protocol.agents import ADMIN_KEY_HEADER, AgentRecord, AgentRegistration, AgentToken
 from protocol.call_events import (
@@ -109,6 +116,7 @@ from protocol.tools import (
 )
 
 __all__ = [
+    "A2A_MAX_CHAIN",
     "A2A_METHODS",
     "A2A_STREAMING",
     "A2A_VERSION",
@@ -116,6 +124,7 @@ __all__ = [
     "A2A_WORK_STATES",
     "ADMIN_KEY_HEADER",
     "CALL_EVENT",
+    "CHAIN_HEADER",
     "CODE_TABLE",
     "DEADLINE_HEADER",
     "DEBUG_HEADER",

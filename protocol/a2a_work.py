@@ -25,6 +25,9 @@ class A2aCaller(BaseModel):
     tenant: str
     agent: str
     obo: str | None = None  # the user the caller acts for, when it does
+    # The delegation chain to send on with any delegation the task makes (`CHAIN_HEADER`):
+    # signed by the gateway, so an agent can pass it on but not change it.
+    chain: str = ""
 
 
 class A2aWorkItem(BaseModel):

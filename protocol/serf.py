@@ -47,6 +47,7 @@ class ErrorCode(StrEnum):
     # policy
     TOOL_NOT_ALLOWED = "TOOL_NOT_ALLOWED"
     AGENT_NOT_ALLOWED = "AGENT_NOT_ALLOWED"  # an A2A agent the caller may not delegate to
+    DELEGATION_LOOP = "DELEGATION_LOOP"  # an A2A chain too deep, or back to an agent on it
     POLICY_DENIED = "POLICY_DENIED"  # a policy rule refused the call (its name in details)
     PERMISSION_DENIED = "PERMISSION_DENIED"  # a tool refused an operation (PermissionError)
     NAMESPACE_FORBIDDEN = "NAMESPACE_FORBIDDEN"
@@ -121,6 +122,7 @@ CODE_TABLE: dict[ErrorCode, CodeInfo] = {
     ErrorCode.TOOL_NOT_ALLOWED: CodeInfo(_C.POLICY, 403, False, _A.SWITCH_TOOL),
     ErrorCode.AGENT_NOT_ALLOWED: CodeInfo(_C.POLICY, 403, False, _A.REPLAN),
     ErrorCode.POLICY_DENIED: CodeInfo(_C.POLICY, 403, False, _A.REPLAN),
+    ErrorCode.DELEGATION_LOOP: CodeInfo(_C.POLICY, 403, False, _A.REPLAN),
     ErrorCode.PERMISSION_DENIED: CodeInfo(_C.POLICY, 403, False, _A.ABORT),
     ErrorCode.NAMESPACE_FORBIDDEN: CodeInfo(_C.POLICY, 403, False, _A.ABORT),
     ErrorCode.ADMIN_REQUIRED: CodeInfo(_C.POLICY, 403, False, _A.ABORT),

@@ -70,6 +70,7 @@ _TRANSPORT = frozenset(
         ErrorCode.AUTH_EXPIRED,
         ErrorCode.AUTH_REVOKED,
         ErrorCode.AGENT_NOT_ALLOWED,
+        ErrorCode.DELEGATION_LOOP,
         ErrorCode.NOT_FOUND,
         ErrorCode.PAYLOAD_TOO_LARGE,
         ErrorCode.RATE_LIMITED,

@@ -12,7 +12,8 @@ answer read under a cap and checked on the way back.
 - ListTasks answers only the caller's tasks (a page holds those of the agent's page that are).
 - Upstream: the agent's interface for the binding (its card), the caller's body as it came,
   the A2A headers it sent (`A2A-Version`, `A2A-Extensions`), the caller's identity
-  (`X-Conclave-Tenant`, `-Agent`, `-On-Behalf-Of`), trace and deadline; never its token.
+  (`X-Conclave-Tenant`, `-Agent`, `-On-Behalf-Of`), trace and deadline, and the delegation
+  chain signed for the agent to pass on (`X-Conclave-Chain`); never the caller's token.
 - The request ends at the caller's deadline (or the agent's `timeout_s`); a stream is cut
   there. An answer over `max_answer_bytes` is cut while it arrives (INVALID_AGENT_RESPONSE);
   an agent that cannot be reached is UPSTREAM_UNAVAILABLE; one that answers something that is
@@ -40,7 +41,7 @@ from gateway.egress import EgressRefused, public_addresses
 from gateway.gateway_error import GatewayError
 from gateway.pipeline import RequestContext
 from gateway.sources.shared import AnswerTooLarge, UpstreamClosed
-from protocol import ErrorCode, Principal
+from protocol import CHAIN_HEADER, ErrorCode, Principal
 
 # Kept as they are when a caller's (decoded) path is quoted again for the agent: RFC 3986's
 # path characters. Anything else (a space, a CR or LF) is sent %-encoded, never raw.
@@ -255,6 +256,8 @@ def _headers(ctx: RequestContext, principal: Principal) -> dict[str, str]:
         headers["x-conclave-on-behalf-of"] = principal.obo
     if ctx.traceparent:
         headers["traceparent"] = ctx.traceparent
+    if ctx.a2a_onward:  # the agent passes it on with what it delegates for this request
+        headers[CHAIN_HEADER.lower()] = ctx.a2a_onward
     deadline = ctx.time_ask.deadline_ms
     if deadline is not None:
         headers["x-conclave-deadline"] = str(deadline)

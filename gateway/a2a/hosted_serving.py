@@ -141,7 +141,9 @@ class HostedA2a:
                     " continues only a task that asked for input",
                 )
         else:
-            task_id = await self.tasks.create(agent.name, principal, message, deadline)
+            task_id = await self.tasks.create(
+                agent.name, principal, message, deadline, ctx.a2a_onward
+            )
         found = await self.tasks.snapshot_for_stream(agent.name, task_id, principal)
         assert found is not None  # created (or checked) just now, by this caller
         task, last = found

@@ -97,14 +97,21 @@ class HostedTasks:
     # --- the caller's side ------------------------------------------------------------
 
     async def create(
-        self, agent: str, principal: Principal, message: dict[str, Any], deadline_ms: int | None
+        self,
+        agent: str,
+        principal: Principal,
+        message: dict[str, Any],
+        deadline_ms: int | None,
+        chain: str = "",
     ) -> str:
         """A new submitted task holding `message`, owned by `principal`, queued for a worker."""
         task_id = uuid.uuid4().hex
         context_id = str(message.get("contextId") or uuid.uuid4().hex)
         message = {**_without_ids(message), "taskId": task_id, "contextId": context_id}
         p, owner = _prefix(agent), owner_key(principal)
-        caller = A2aCaller(tenant=principal.tenant, agent=principal.agent, obo=principal.obo)
+        caller = A2aCaller(
+            tenant=principal.tenant, agent=principal.agent, obo=principal.obo, chain=chain
+        )
         status = status_json("TASK_STATE_SUBMITTED", task_id, context_id)
         async with self.redis.pipeline(transaction=True) as tx:
             tx.hset(

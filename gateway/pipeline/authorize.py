@@ -16,8 +16,9 @@ Policies (`gateway.policy`): a tool the scopes allow may still be refused by a `
 condition holds for the call's arguments, caller and time: POLICY_DENIED naming the rule (left
 for the budget stage to raise, as every refusal of the target is).
 
-A2A agents: a name the gateway does not serve is NOT_FOUND; one no `agent:<glob>` scope of
-the principal covers is AGENT_NOT_ALLOWED (left for the budget stage to raise, as for tools).
+A2A agents: a name the gateway does not serve is NOT_FOUND; one already on the request's
+delegation chain, or past `A2A_MAX_CHAIN` hops, is DELEGATION_LOOP; one no `agent:<glob>` scope
+of the principal covers is AGENT_NOT_ALLOWED (left for the budget stage to raise, as for tools).
 
 State: `state:<glob>:read|write` scopes over the caller's own tenant's namespaces (a scope
 never reaches another tenant): one it may not read is NAMESPACE_NOT_FOUND, exactly like a
@@ -33,7 +34,7 @@ from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
 from gateway.policy import Policies
 from gateway.state import check_namespace, namespace_not_found
-from protocol import ErrorCode, Principal, ToolSpec
+from protocol import A2A_MAX_CHAIN, ErrorCode, Principal, ToolSpec
 from tools import RegisteredTool, ToolRegistry
 
 _DECISIONS_KEPT = 4096
@@ -77,7 +78,7 @@ class AuthorizeStage:
                 if self.policies.in_force:
                     self._decide(ctx, principal, ctx.tool)
         if ctx.a2a_agent is not None:
-            ctx.tool_refusal = self._agent_refusal(principal, ctx.a2a_agent)
+            ctx.tool_refusal = self._agent_refusal(principal, ctx.a2a_agent, ctx.a2a_chain)
         if ctx.namespace is not None:
             namespace = check_namespace(ctx.namespace)
             if not principal.may_access(namespace, "read"):
@@ -94,12 +95,23 @@ class AuthorizeStage:
         if denied is not None:  # raised by budget too, after revocation and rate
             ctx.tool, ctx.tool_refusal = None, denied
 
-    def _agent_refusal(self, principal: Principal, name: str) -> GatewayError | None:
+    def _agent_refusal(
+        self, principal: Principal, name: str, chain: tuple[str, ...]
+    ) -> GatewayError | None:
         if name not in self.a2a_agents:
             return GatewayError.of(
                 ErrorCode.NOT_FOUND,
                 f"no A2A agent {name!r} is served here: its card would be at"
                 f" /a2a/{name}/.well-known/agent-card.json",
+            )
+        if name in chain or len(chain) >= A2A_MAX_CHAIN:
+            why = "is already on it" if name in chain else f"would be hop {len(chain) + 1}"
+            return GatewayError.of(
+                ErrorCode.DELEGATION_LOOP,
+                f"A2A agent {name!r} {why} of the delegation chain {' -> '.join(chain)}"
+                f" (at most {A2A_MAX_CHAIN} agents): answer from what you have, or ask a"
+                " person",
+                details={"chain": list(chain)},
             )
         if not principal.may_delegate(name):
             return GatewayError.of(

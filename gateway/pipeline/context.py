@@ -63,6 +63,10 @@ class RequestContext:
     namespace: str | None = None
     access: Access | None = None
     a2a_agent: str | None = None  # the A2A agent the request goes to (its served name)
+    # The A2A agents the request went through before (its verified `X-Conclave-Chain`), and
+    # the signed header that goes on with it to `a2a_agent` (gateway.a2a.delegation_chain).
+    a2a_chain: tuple[str, ...] = ()
+    a2a_onward: str = ""
     action: Operation | None = None  # a non-tool operation dispatch performs (state, listing)
     input_error: BaseException | None = None  # the body could not be read or parsed
     # A tool call's cancel switch (the pipeline runs its stages in the switch's scope), and

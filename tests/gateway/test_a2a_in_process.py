@@ -6,16 +6,21 @@ the same against the gateway under uvicorn; these keep the code measured in-proc
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
+from agents import GatewayCallError, GatewayClient, WorkItem, serve_a2a
 from conclave.bench.a2a.echo_agent import running_agent
+from gateway.a2a import onward, read_chain
 from gateway.config import Settings
+from protocol import A2A_MAX_CHAIN
 from tests.helpers import admin_headers, in_process_gateway, registered_token, serf_in
 
 pytestmark = pytest.mark.anyio
@@ -123,6 +128,71 @@ async def test_a_hosted_task_from_send_to_answer_through_the_worker_api(
     assert status["message"]["parts"][0]["text"] == "helped"
     nothing = await gateway.post("/v1/a2a/helper/work/next?wait_s=0", headers=worker)
     assert nothing.status_code == 204
+
+
+async def test_the_delegation_chain_travels_and_a_loop_or_a_forged_chain_is_refused(
+    gateway: httpx.AsyncClient, settings: Settings
+) -> None:
+    caller = await _registered(gateway, settings, "t3", "planner", agents=["echo", "helper"])
+    who = (await gateway.post("/a2a/echo", json=_send("who"), headers=caller)).json()
+    seen = json.loads(who["result"]["task"]["status"]["message"]["parts"][0]["text"])
+    chain = seen["x-conclave-chain"]  # what the agent would pass on, calling back through us
+    assert read_chain(chain, _secret(settings)) == ("echo",)
+    back = await gateway.post(
+        "/a2a/echo", json=_send("again"), headers={**caller, "X-Conclave-Chain": chain}
+    )
+    assert back.status_code == 403 and serf_in(back.json())[0]["code"] == "DELEGATION_LOOP"
+    onward_ok = await gateway.post(
+        "/a2a/helper",
+        json=_send("go", configuration={"returnImmediately": True}),
+        headers={**caller, "X-Conclave-Chain": chain},
+    )
+    assert onward_ok.status_code == 200, onward_ok.text  # echo -> helper: no loop
+    forged = chain.replace("echo", "ecko")
+    tampered = await gateway.post(
+        "/a2a/helper", json=_send("x"), headers={**caller, "X-Conclave-Chain": forged}
+    )
+    assert serf_in(tampered.json())[0]["code"] == "INVALID_REQUEST"
+    deep: tuple[str, ...] = ()
+    for hop in range(A2A_MAX_CHAIN):
+        deep = read_chain(onward(deep, f"a{hop}", _secret(settings)), _secret(settings))
+    too_deep = onward(deep[:-1], deep[-1], _secret(settings))
+    refused = await gateway.post(
+        "/a2a/helper", json=_send("x"), headers={**caller, "X-Conclave-Chain": too_deep}
+    )
+    assert serf_in(refused.json())[0]["code"] == "DELEGATION_LOOP"
+
+
+async def test_a_worker_delegating_for_its_task_carries_the_chain(
+    gateway: httpx.AsyncClient, settings: Settings
+) -> None:
+    """The SDK's worker sends its task's chain with what it delegates: a hosted agent that
+    delegates back to itself is refused DELEGATION_LOOP, not left to loop."""
+    caller = await _registered(gateway, settings, "t4", "asker", agents=["helper"])
+    worker_token = (await _registered(gateway, settings, "acme", "helper", agents=["helper"]))[
+        "Authorization"
+    ].removeprefix("Bearer ")
+    transport = gateway._transport  # the in-process app
+    async with GatewayClient("http://gateway", worker_token, transport=transport) as worker:
+
+        async def delegate_to_myself(item: WorkItem) -> str:
+            try:
+                await worker.delegate("helper", f"again: {item.text}")
+            except GatewayCallError as refused:
+                return str(refused.code)
+            return "it looped"
+
+        stop = anyio.Event()
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: serve_a2a(worker, "helper", delegate_to_myself, stop=stop))
+            reply = await gateway.post("/a2a/helper", json=_send("start"), headers=caller)
+            stop.set()
+    text = reply.json()["result"]["task"]["status"]["message"]["parts"][0]["text"]
+    assert text == "DELEGATION_LOOP"
+
+
+def _secret(settings: Settings) -> bytes:
+    return settings.secret.get_secret_value().encode()
 
 
 async def _registered(

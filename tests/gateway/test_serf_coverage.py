@@ -277,6 +277,24 @@ async def _agent_not_allowed(
     return translate(ctx.tool_refusal)
 
 
+@produces(ErrorCode.DELEGATION_LOOP)
+async def _delegation_loop(
+    settings: Settings, redis: Redis, client: httpx.AsyncClient
+) -> SerfError:
+    """A request to an agent already on its chain (tests/gateway/test_a2a_in_process.py sends
+    one over HTTP)."""
+    principal = Principal(
+        tenant="cov", agent="caller", scopes=("agent:*",), expires_at=2**31, token_id="t"
+    )
+    ctx = RequestContext(
+        "a2a", "a2a:SendMessage", {}, a2a_agent="planner", a2a_chain=("planner", "helper")
+    )
+    ctx.principal = principal
+    await AuthorizeStage(default_registry, {"planner"})(ctx)
+    assert ctx.tool_refusal is not None
+    return translate(ctx.tool_refusal)
+
+
 @produces(ErrorCode.POLICY_DENIED)
 async def _policy_denied(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
     """A deny rule over the call's arguments (tests/gateway/test_policy_rules.py has more)."""
