@@ -45,7 +45,7 @@ from gateway.gateway_error import GatewayError
 from gateway.pipeline import RequestContext
 from protocol import ErrorCode, Principal, SerfError
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("conclave.gateway.a2a")
 SWEEP_INTERVAL_S = 0.25
 _LIST_MAX = 100
 
