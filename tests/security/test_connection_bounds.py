@@ -211,7 +211,8 @@ def test_a_kept_alive_connection_waits_the_idle_timeout_not_the_head_timeout(
         sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         status, envelope = _answer(sock)
         assert status == 408 and envelope["code"] == "INVALID_REQUEST"
-        assert HEAD_TIMEOUT_S <= time.perf_counter() - started < CLOSED_WITHIN_S
+        # (The event loop's timer may fire up to its clock's resolution early: 20 us once.)
+        assert HEAD_TIMEOUT_S - 0.01 <= time.perf_counter() - started < CLOSED_WITHIN_S
 
 
 def test_idle_connections_past_an_address_cap_are_refused(stack: EmbeddedStack) -> None:
