@@ -180,6 +180,8 @@ class GatewayClient:
         error raised), resent as `retry` decides when the error says to."""
         attempt = 0
         headers = _with_trace_context(headers)
+        if chain := DELEGATION_CHAIN.get():  # a worker's request for the task it runs
+            headers = {**(headers or {}), CHAIN_HEADER: chain}
         while True:
             try:
                 response = await self._http.request(method, path, json=json, headers=headers)
@@ -245,8 +247,6 @@ class GatewayClient:
         is done or needs input (an agent that answers while it still works is asked again).
         Refusals and the agent's own errors raise `GatewayCallError` (the hop named)."""
         headers = {A2A_VERSION_HEADER: A2A_VERSION, **budget_headers(budget or self.budget)}
-        if chain := DELEGATION_CHAIN.get():  # delegating for a task this worker runs
-            headers[CHAIN_HEADER] = chain
         read = reply_reader(agent)
         with _span(f"delegate {agent}", {"conclave.a2a_agent": agent}):
             body = send_message_request(text, task_id=task_id, context_id=context_id)

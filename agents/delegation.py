@@ -24,7 +24,9 @@ from agents.agent_errors import GatewayCallError
 from protocol import ErrorCode, SerfError
 
 # The delegation chain of the task a worker is running (`serve_a2a` sets it around the
-# handler): `delegate` sends it on, so the gateway sees the hops and refuses a loop.
+# handler): every request the client makes for the task sends it on (tool calls, state,
+# delegations), so the gateway sees the hops, refuses a loop, and lets the worker do for its
+# caller no more than the caller may hand on.
 DELEGATION_CHAIN: ContextVar[str] = ContextVar("conclave_delegation_chain", default="")
 SERF_TYPE_SUFFIX = "conclave.SerfError"  # the `@type` of the envelope in an A2A error's data
 

@@ -46,6 +46,7 @@ from gateway.budgets import (
 )
 from gateway.cancellation import InflightCalls
 from gateway.config import Settings, keep_settings
+from gateway.delegation import ChainSigner
 from gateway.egress import EgressLimits, EgressProxy
 from gateway.http import ConnectionAudit, GatewayParts, build_http_app, keep_parts
 from gateway.http.mcp import (
@@ -362,7 +363,12 @@ def _pipeline(
         stages=[
             authenticate,
             ScopeStage(PlanBounds(settings.budget_plan_max, settings.budget_plan_name_max)),
-            AuthorizeStage(registry, a2a_names, policies),
+            AuthorizeStage(
+                registry,
+                a2a_names,
+                policies,
+                ChainSigner(settings.secret.get_secret_value().encode()),
+            ),
             budget,
             DispatchStage(
                 executor,

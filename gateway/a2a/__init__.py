@@ -10,7 +10,6 @@ in Redis with a lease and a fencing token (`HostedTasks`), answered to callers b
 from gateway.a2a.a2a_errors import rest_error, rpc_error
 from gateway.a2a.a2a_methods import A2aRequest, rest_request, rpc_request
 from gateway.a2a.agent_card import agent_path, gateway_card
-from gateway.a2a.delegation_chain import onward, read_chain
 from gateway.a2a.forwarding import A2aCall, A2aForwarder
 from gateway.a2a.hosted_agents import HostedAgent, HostedAgents
 from gateway.a2a.hosted_serving import HostedA2a
@@ -37,9 +36,7 @@ __all__ = [
     "check_worker",
     "gateway_card",
     "next_work",
-    "onward",
     "post_update",
-    "read_chain",
     "rest_error",
     "rest_request",
     "rpc_error",

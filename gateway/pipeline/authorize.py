@@ -19,6 +19,12 @@ for the budget stage to raise, as every refusal of the target is).
 A2A agents: a name the gateway does not serve is NOT_FOUND; one already on the request's
 delegation chain, or past `A2A_MAX_CHAIN` hops, is DELEGATION_LOOP; one no `agent:<glob>` scope
 of the principal covers is AGENT_NOT_ALLOWED (left for the budget stage to raise, as for tools).
+An admitted one gets the chain to send on (`a2a_onward`), the caller delegating.
+
+Delegation (`gateway.delegation`): a request carrying `X-Conclave-Chain` is one an agent makes
+for the agents before it; a tool, or a namespace, that one of them may not hand on is
+POLICY_DENIED though the caller's own scopes allow it (the confused deputy). A request without
+the header costs one header lookup.
 
 State: `state:<glob>:read|write` scopes over the caller's own tenant's namespaces (a scope
 never reaches another tenant): one it may not read is NAMESPACE_NOT_FOUND, exactly like a
@@ -30,15 +36,17 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Collection
 
+from gateway.delegation import ChainSigner, DelegationChain
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
 from gateway.policy import Policies
 from gateway.state import check_namespace, namespace_not_found
-from protocol import A2A_MAX_CHAIN, ErrorCode, Principal, ToolSpec
+from protocol import A2A_MAX_CHAIN, CHAIN_HEADER, ErrorCode, Principal, ToolSpec
 from tools import RegisteredTool, ToolRegistry
 
 _DECISIONS_KEPT = 4096
 _SUGGESTED = 3  # close matches named in a TOOL_NOT_FOUND
+_CHAIN = CHAIN_HEADER.lower()
 
 
 class AuthorizeStage:
@@ -49,10 +57,12 @@ class AuthorizeStage:
         registry: ToolRegistry,
         a2a_agents: Collection[str] = (),
         policies: Policies | None = None,
+        chains: ChainSigner | None = None,
     ) -> None:
         self.registry = registry
         self.a2a_agents = a2a_agents
         self.policies = policies or Policies()
+        self.chains = chains or ChainSigner(b"")
         # (scopes, tool) -> may call: glob matching every scope on every call was a measurable
         # share of the hot path. The answer depends on nothing else, so it can never go stale.
         self._may_call: dict[tuple[tuple[str, ...], str], bool] = {}
@@ -69,16 +79,26 @@ class AuthorizeStage:
 
     async def __call__(self, ctx: RequestContext) -> None:
         principal = ctx.require_principal()
+        header = ctx.headers.get(_CHAIN)
+        if header is not None:
+            ctx.chain = self.chains.read(header)
+        chain = ctx.chain
         if ctx.tool_name is not None:
             try:
                 ctx.tool = find_tool(self.registry, principal, ctx.tool_name, self._allowed)
             except GatewayError as refused:
                 ctx.tool_refusal = refused
             else:
-                if self.policies.in_force:
+                if chain.by:
+                    ctx.tool_refusal = chain.tool_refusal(principal, ctx.tool)
+                    if ctx.tool_refusal is not None:
+                        ctx.tool = None
+                if ctx.tool is not None and self.policies.in_force:
                     self._decide(ctx, principal, ctx.tool)
         if ctx.a2a_agent is not None:
-            ctx.tool_refusal = self._agent_refusal(principal, ctx.a2a_agent, ctx.a2a_chain)
+            ctx.tool_refusal = self._agent_refusal(principal, ctx.a2a_agent, ctx.chain)
+            if ctx.tool_refusal is None:
+                ctx.a2a_onward = self.chains.onward(ctx.chain, ctx.a2a_agent, principal)
         if ctx.namespace is not None:
             namespace = check_namespace(ctx.namespace)
             if not principal.may_access(namespace, "read"):
@@ -89,6 +109,10 @@ class AuthorizeStage:
                     f"your token may read but not write state namespace {namespace!r}: ask for"
                     f" scope state:{namespace}:write",
                 )
+            if chain.by:
+                denied = chain.namespace_refusal(principal, namespace, ctx.access or "read")
+                if denied is not None:
+                    raise denied
 
     def _decide(self, ctx: RequestContext, principal: Principal, tool: RegisteredTool) -> None:
         denied = self.policies.refusal(principal, tool.name, ctx.arguments)
@@ -96,7 +120,7 @@ class AuthorizeStage:
             ctx.tool, ctx.tool_refusal = None, denied
 
     def _agent_refusal(
-        self, principal: Principal, name: str, chain: tuple[str, ...]
+        self, principal: Principal, name: str, delegation: DelegationChain
     ) -> GatewayError | None:
         if name not in self.a2a_agents:
             return GatewayError.of(
@@ -104,6 +128,7 @@ class AuthorizeStage:
                 f"no A2A agent {name!r} is served here: its card would be at"
                 f" /a2a/{name}/.well-known/agent-card.json",
             )
+        chain = delegation.agents
         if name in chain or len(chain) >= A2A_MAX_CHAIN:
             why = "is already on it" if name in chain else f"would be hop {len(chain) + 1}"
             return GatewayError.of(

@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 
 from gateway.budgets import HedgeReport, InFlight, TimeAsk
 from gateway.cancellation import CallCancel
+from gateway.delegation import NO_CHAIN, DelegationChain
 from gateway.gateway_error import GatewayError
 from gateway.telemetry import TRACING, current_trace
 from protocol import (
@@ -63,9 +64,10 @@ class RequestContext:
     namespace: str | None = None
     access: Access | None = None
     a2a_agent: str | None = None  # the A2A agent the request goes to (its served name)
-    # The A2A agents the request went through before (its verified `X-Conclave-Chain`), and
-    # the signed header that goes on with it to `a2a_agent` (gateway.a2a.delegation_chain).
-    a2a_chain: tuple[str, ...] = ()
+    # The delegation the request is part of (its verified `X-Conclave-Chain`: the A2A agents it
+    # went through, who delegated to each), read by authorize; and the signed header that goes
+    # on with it to `a2a_agent`, written there (gateway.delegation).
+    chain: DelegationChain = NO_CHAIN
     a2a_onward: str = ""
     action: Operation | None = None  # a non-tool operation dispatch performs (state, listing)
     input_error: BaseException | None = None  # the body could not be read or parsed

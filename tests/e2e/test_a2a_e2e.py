@@ -106,7 +106,7 @@ async def test_the_reference_client_talks_to_the_agent_through_the_gateway(
     (answer,) = answers
     text = answer["task"]["status"]["message"]["parts"][0]["text"]
     seen = json.loads(text)
-    assert seen.pop("x-conclave-chain").startswith("v1.echo.")  # signed, for it to pass on
+    assert seen.pop("x-conclave-chain").startswith("v2.")  # signed, for it to pass on
     assert seen == {"x-conclave-tenant": f"t-{agent}", "x-conclave-agent": agent}
 
 

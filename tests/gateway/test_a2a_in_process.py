@@ -18,9 +18,9 @@ import pytest
 
 from agents import GatewayCallError, GatewayClient, WorkItem, serve_a2a
 from conclave.bench.a2a.echo_agent import running_agent
-from gateway.a2a import onward, read_chain
 from gateway.config import Settings
-from protocol import A2A_MAX_CHAIN
+from gateway.delegation import NO_CHAIN, ChainSigner, DelegationChain
+from protocol import A2A_MAX_CHAIN, Principal
 from tests.helpers import admin_headers, in_process_gateway, registered_token, serf_in
 
 pytestmark = pytest.mark.anyio
@@ -137,7 +137,9 @@ async def test_the_delegation_chain_travels_and_a_loop_or_a_forged_chain_is_refu
     who = (await gateway.post("/a2a/echo", json=_send("who"), headers=caller)).json()
     seen = json.loads(who["result"]["task"]["status"]["message"]["parts"][0]["text"])
     chain = seen["x-conclave-chain"]  # what the agent would pass on, calling back through us
-    assert read_chain(chain, _secret(settings)) == ("echo",)
+    signer = ChainSigner(_secret(settings))
+    assert signer.read(chain).agents == ("echo",)
+    assert signer.read(chain).acting_for == ["t3/planner"]
     back = await gateway.post(
         "/a2a/echo", json=_send("again"), headers={**caller, "X-Conclave-Chain": chain}
     )
@@ -148,15 +150,16 @@ async def test_the_delegation_chain_travels_and_a_loop_or_a_forged_chain_is_refu
         headers={**caller, "X-Conclave-Chain": chain},
     )
     assert onward_ok.status_code == 200, onward_ok.text  # echo -> helper: no loop
-    forged = chain.replace("echo", "ecko")
+    forged = chain[:-1] + ("0" if chain[-1] != "0" else "1")
     tampered = await gateway.post(
         "/a2a/helper", json=_send("x"), headers={**caller, "X-Conclave-Chain": forged}
     )
     assert serf_in(tampered.json())[0]["code"] == "INVALID_REQUEST"
-    deep: tuple[str, ...] = ()
-    for hop in range(A2A_MAX_CHAIN):
-        deep = read_chain(onward(deep, f"a{hop}", _secret(settings)), _secret(settings))
-    too_deep = onward(deep[:-1], deep[-1], _secret(settings))
+    deep: DelegationChain = NO_CHAIN
+    someone = Principal(tenant="t3", agent="planner", expires_at=0, token_id="x")
+    for hop in range(A2A_MAX_CHAIN - 1):
+        deep = signer.read(signer.onward(deep, f"a{hop}", someone))
+    too_deep = signer.onward(deep, f"a{A2A_MAX_CHAIN - 1}", someone)
     refused = await gateway.post(
         "/a2a/helper", json=_send("x"), headers={**caller, "X-Conclave-Chain": too_deep}
     )
@@ -189,6 +192,52 @@ async def test_a_worker_delegating_for_its_task_carries_the_chain(
             stop.set()
     text = reply.json()["result"]["task"]["status"]["message"]["parts"][0]["text"]
     assert text == "DELEGATION_LOOP"
+
+
+async def test_a_worker_does_for_its_caller_no_more_than_the_caller_may_hand_on(
+    gateway: httpx.AsyncClient, settings: Settings
+) -> None:
+    """The confused deputy: the planner may call echo only; the helper may call run_python
+    and read namespace notes. Working on the planner's task, the helper may echo but not
+    run Python nor read notes for it (POLICY_DENIED, the chain named); on its own it may."""
+    caller = await _registered(
+        gateway, settings, "t5", "planner", agents=["helper"], tools=["echo"]
+    )
+    helper_rights = {"tools": ["echo", "run_python"], "namespaces": {"notes": "read"}}
+    worker_token = (await _registered(gateway, settings, "acme", "helper", **helper_rights))[
+        "Authorization"
+    ].removeprefix("Bearer ")
+    transport = gateway._transport
+    refusals: list[Any] = []
+    async with GatewayClient("http://gateway", worker_token, transport=transport) as worker:
+
+        async def use_my_rights(item: WorkItem) -> str:
+            outcome = []
+            for attempt in (
+                worker.call_tool("echo", {"message": "hi"}),
+                worker.call_tool("run_python", {"code": "print(1)"}),
+                worker.read("notes", "k"),
+            ):
+                try:
+                    await attempt
+                    outcome.append("ok")
+                except GatewayCallError as refused:
+                    refusals.append(refused.serf)
+                    outcome.append(str(refused.code))
+            return ", ".join(outcome)
+
+        stop = anyio.Event()
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: serve_a2a(worker, "helper", use_my_rights, stop=stop))
+            reply = await gateway.post("/a2a/helper", json=_send("go"), headers=caller)
+            stop.set()
+        on_its_own = await worker.call_tool("run_python", {"code": "print(1)"})
+    text = reply.json()["result"]["task"]["status"]["message"]["parts"][0]["text"]
+    assert text == "ok, POLICY_DENIED, POLICY_DENIED"
+    assert refusals[0].details["chain"] == ["t5/planner"]
+    assert refusals[0].details["grant"] == "tool:run_python"
+    assert refusals[1].details["grant"] == "state:notes:read"
+    assert on_its_own.result["stdout"] == "1\n"
 
 
 def _secret(settings: Settings) -> bytes:

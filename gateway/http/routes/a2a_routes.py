@@ -27,8 +27,6 @@ from gateway.a2a import (
     A2aCall,
     A2aRequest,
     gateway_card,
-    onward,
-    read_chain,
     rest_error,
     rest_request,
     rpc_error,
@@ -41,7 +39,7 @@ from gateway.http.body import read_body, refuse_before_body
 from gateway.http.gateway_parts import gateway_parts
 from gateway.http.responses import challenge
 from gateway.pipeline import RequestContext
-from protocol import A2A_METHODS, CHAIN_HEADER, ErrorCode
+from protocol import A2A_METHODS, ErrorCode
 
 router = APIRouter(prefix="/a2a", tags=["a2a"])
 _CARD = "/.well-known/agent-card.json"
@@ -182,18 +180,11 @@ async def _run(
         call = A2aCall(agent, a2a, verb, path, request.url.query, body)
         return await parts.a2a.forward(ctx, call)
 
-    secret = app_settings(request.app).secret.get_secret_value().encode()
-    try:
-        chain = read_chain(request.headers.get(CHAIN_HEADER), secret)
-    except GatewayError as refused:  # refused by the scope stage, once the caller is known
-        chain, input_error = (), input_error or refused
     ctx = RequestContext(
         "a2a",
         f"a2a:{a2a.method}" if a2a is not None else "a2a:(unreadable)",
         request.headers,
         a2a_agent=name,
-        a2a_chain=chain,
-        a2a_onward=onward(chain, name, secret),
         action=forward,
         input_error=input_error,
         cancel=CallCancel() if input_error is None else None,

@@ -1,0 +1,15 @@
+"""What travels with a delegation, from agent to agent through the gateway: the signed chain
+of agents and delegators (`X-Conclave-Chain`), and what it lets the agent at its end do for
+the agents before it (the confused deputy: no more than each of them may hand on). Read by
+the authorize stage on every request that carries one; written there for each A2A request."""
+
+from gateway.delegation.delegation_chain import (
+    DELEGATE,
+    NO_CHAIN,
+    ChainSigner,
+    DelegationChain,
+    Delegator,
+    delegable,
+)
+
+__all__ = ["DELEGATE", "NO_CHAIN", "ChainSigner", "DelegationChain", "Delegator", "delegable"]
