@@ -12,6 +12,12 @@ from protocol.a2a import (
 )
 from protocol.a2a_work import A2A_WORK_STATES, A2aCaller, A2aWorkAck, A2aWorkItem, A2aWorkUpdate
 from protocol.agents import ADMIN_KEY_HEADER, AgentRecord, AgentRegistration, AgentToken
+from protocol.approval import (
+    APPROVAL_ID_PATTERN,
+    ApprovalNote,
+    ApprovalRecord,
+    ApprovalStatus,
+)
 from protocol.call_events import (
     CALL_EVENT,
     CallEvent,
@@ -123,6 +129,7 @@ __all__ = [
     "A2A_VERSION_HEADER",
     "A2A_WORK_STATES",
     "ADMIN_KEY_HEADER",
+    "APPROVAL_ID_PATTERN",
     "CALL_EVENT",
     "CHAIN_HEADER",
     "CODE_TABLE",
@@ -153,6 +160,9 @@ __all__ = [
     "AgentRegistration",
     "AgentToken",
     "AppliedOp",
+    "ApprovalNote",
+    "ApprovalRecord",
+    "ApprovalStatus",
     "AudioContent",
     "Budget",
     "BudgetGrant",

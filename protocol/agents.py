@@ -1,8 +1,9 @@
 """Agent registration on the wire: what an admin asks for, and the identity it gets back.
 
 An agent's rights become token scopes: each tool pattern a `tool:<pattern>` scope, each
-namespace a `state:<namespace>:<access>` scope, so a token carries everything the gateway
-needs to authorize and nothing in a request body can widen it.
+namespace a `state:<namespace>:<access>` scope, each tool pattern it approves an
+`approve:<pattern>` scope, so a token carries everything the gateway needs to authorize and
+nothing in a request body can widen it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ class AgentRegistration(BaseModel):
         default_factory=list, description="A2A agents it may call: allow-list glob patterns"
     )
     namespaces: dict[str, Literal["read", "write"]] = Field(default_factory=dict)
+    approves: list[str] = Field(
+        default_factory=list,
+        description="tools whose held calls it may approve or deny: glob patterns",
+    )
     obo: str | None = Field(default=None, max_length=256, description="on-behalf-of user")
     token_ttl_s: int = Field(default=3600, gt=0, le=30 * 24 * 3600)
 
@@ -41,6 +46,7 @@ class AgentRegistration(BaseModel):
     def scopes(self) -> list[str]:
         scopes = [f"tool:{pattern}" for pattern in self.tools]
         scopes += [f"agent:{pattern}" for pattern in self.agents]
+        scopes += [f"approve:{pattern}" for pattern in self.approves]
         scopes += [f"state:{ns}:{access}" for ns, access in sorted(self.namespaces.items())]
         return scopes
 

@@ -6,6 +6,8 @@ Scopes are plain strings so they fit a JWT and an admin's command line:
 - ``state:<glob>:read``      may read state namespaces matching the glob
 - ``state:<glob>:write``     may read and write them (write implies read)
 - ``agent:<glob>``           may call (delegate to) the A2A agents whose name matches the glob
+- ``approve:<glob>``         may approve or deny its tenant's calls held for approval of the
+                             tools whose name matches the glob (docs/governance.md)
 
 There is no admin scope: the admin API (agents, audit) takes the gateway's admin key only, so
 no agent token, however it was issued, can manage identities. Namespaces are always the
@@ -25,7 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}"
 NAME_PATTERN = rf"^{_NAME}$"
-_SCOPE = re.compile(r"^((tool|agent):[A-Za-z0-9_.\-*?]+|state:[A-Za-z0-9_.\-*?]+:(read|write))$")
+_SCOPE = re.compile(
+    r"^((tool|agent|approve):[A-Za-z0-9_.\-*?]+|state:[A-Za-z0-9_.\-*?]+:(read|write))$"
+)
 
 Access = Literal["read", "write"]
 
@@ -33,7 +37,7 @@ Access = Literal["read", "write"]
 def validate_scope(scope: str) -> str:
     if not _SCOPE.fullmatch(scope):  # fullmatch: "$" would let a trailing newline in
         raise ValueError(
-            f"scope {scope!r} is not one of 'tool:<glob>', 'agent:<glob>', "
+            f"scope {scope!r} is not one of 'tool:<glob>', 'agent:<glob>', 'approve:<glob>', "
             "'state:<glob>:read', 'state:<glob>:write'"
         )
     return scope
@@ -93,6 +97,11 @@ class Principal(BaseModel):
         """May call the A2A agent served as `agent` (an `agent:<glob>` scope covers it)."""
         patterns = (s[len("agent:") :] for s in self.scopes if s.startswith("agent:"))
         return any(fnmatch.fnmatchcase(agent, pattern) for pattern in patterns)
+
+    def may_approve(self, tool: str) -> bool:
+        """May approve or deny its tenant's held calls of `tool` (an `approve:<glob>` scope)."""
+        patterns = (s[len("approve:") :] for s in self.scopes if s.startswith("approve:"))
+        return any(fnmatch.fnmatchcase(tool, pattern) for pattern in patterns)
 
     def may_access(self, namespace: str, access: Access) -> bool:
         for scope in self.scopes:

@@ -1,7 +1,8 @@
 """Policy rules: conditions on a call's arguments, its caller and the time, decided in the
 authorize stage (docs/governance.md). A rule matches tenants, agents and tools by glob (as
 grants do) and, when its CEL condition `when` holds, its outcome applies: `deny` refuses the
-call (SERF POLICY_DENIED, naming the rule and its reason), `allow` lets it go on. A rule only
+call (SERF POLICY_DENIED, naming the rule and its reason), `approve` holds it until a person
+approves these exact arguments (`protocol.approval`), `allow` lets it go on. A rule only
 ever narrows what a token's scopes grant: no rule grants a tool the scopes do not."""
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ class PolicyRule(BaseModel):
     when: str = Field(default="", max_length=4096)
     outcome: Literal["allow", "deny", "approve"]
     reason: str = Field(default="", max_length=512)
+    # `approve`: how long a held call waits for a person at most (its deadline may be sooner)
+    approval_ttl_s: int = Field(default=300, gt=0, le=24 * 3600)
 
 
 class PolicySet(BaseModel):

@@ -49,6 +49,10 @@ class ErrorCode(StrEnum):
     AGENT_NOT_ALLOWED = "AGENT_NOT_ALLOWED"  # an A2A agent the caller may not delegate to
     DELEGATION_LOOP = "DELEGATION_LOOP"  # an A2A chain too deep, or back to an agent on it
     POLICY_DENIED = "POLICY_DENIED"  # a policy rule refused the call (its name in details)
+    # A person denied a call an `approve` rule held (their note in details), or nobody
+    # decided before its deadline or the rule's approval TTL
+    APPROVAL_DENIED = "APPROVAL_DENIED"
+    APPROVAL_EXPIRED = "APPROVAL_EXPIRED"
     PERMISSION_DENIED = "PERMISSION_DENIED"  # a tool refused an operation (PermissionError)
     NAMESPACE_FORBIDDEN = "NAMESPACE_FORBIDDEN"
     ADMIN_REQUIRED = "ADMIN_REQUIRED"
@@ -123,6 +127,8 @@ CODE_TABLE: dict[ErrorCode, CodeInfo] = {
     ErrorCode.AGENT_NOT_ALLOWED: CodeInfo(_C.POLICY, 403, False, _A.REPLAN),
     ErrorCode.POLICY_DENIED: CodeInfo(_C.POLICY, 403, False, _A.REPLAN),
     ErrorCode.DELEGATION_LOOP: CodeInfo(_C.POLICY, 403, False, _A.REPLAN),
+    ErrorCode.APPROVAL_DENIED: CodeInfo(_C.POLICY, 403, False, _A.REPLAN),
+    ErrorCode.APPROVAL_EXPIRED: CodeInfo(_C.POLICY, 410, False, _A.REPLAN),
     ErrorCode.PERMISSION_DENIED: CodeInfo(_C.POLICY, 403, False, _A.ABORT),
     ErrorCode.NAMESPACE_FORBIDDEN: CodeInfo(_C.POLICY, 403, False, _A.ABORT),
     ErrorCode.ADMIN_REQUIRED: CodeInfo(_C.POLICY, 403, False, _A.ABORT),

@@ -78,6 +78,9 @@ class AuditRecord(BaseModel):
     # ATBA's wait-or-hedge decision for an idempotent tool's call, and what the hedge did:
     # decision, reason, after_ms, started, not_started, winner, loser_ms.
     hedge: dict[str, Any] | None = None
+    # A call held for approval (`gateway.approvals`), asked or decided: its id, the policy
+    # and its reason, the arguments' digest, the decision and the approver's note.
+    approval: dict[str, Any] | None = None
     # A connection-layer refusal's (`gateway.http.connection_audit`): the client's address,
     # and how many refusals before this one were left out of the audit by its rate limit.
     peer: str = ""

@@ -18,6 +18,7 @@ import pytest
 from redis.asyncio import Redis
 from starlette.requests import Request
 
+from gateway.approvals import ApprovalBook, HeldCall, HeldCalls
 from gateway.assembly import create_app
 from gateway.budgets import CircuitBreaker, LatencyEstimate, allocate_budget
 from gateway.config import Settings
@@ -29,6 +30,7 @@ from gateway.sources.shared.client_channel import ClientRequestCheck, capability
 from protocol import PolicyRule, Principal
 from protocol.serf import CODE_TABLE, ErrorCategory, ErrorCode, RecoveryAction, SerfError
 from protocol.tools import ToolCallRequest
+from tests.helpers import until_true
 from tools.registry import default_registry
 from tools.tool_exceptions import tool_exception_code
 
@@ -308,6 +310,45 @@ async def _policy_denied(settings: Settings, redis: Redis, client: httpx.AsyncCl
     await AuthorizeStage(default_registry, (), Policies(compile_rules([rule])))(ctx)
     assert ctx.tool_refusal is not None
     return translate(ctx.tool_refusal)
+
+
+def _held_echo(deadline_ms: int | None = None) -> HeldCall:
+    caller = Principal(tenant="cov", agent="caller", scopes=("tool:*",), expires_at=2**31,
+                       token_id="t")  # fmt: skip
+    rule = PolicyRule(name="ask-first", outcome="approve")
+    return HeldCall(caller, (), "echo", {"message": "long"}, deadline_ms, rule)
+
+
+@produces(ErrorCode.APPROVAL_DENIED)
+async def _approval_denied(
+    settings: Settings, redis: Redis, client: httpx.AsyncClient
+) -> SerfError:
+    """An approver denies a held call (tests/gateway/test_approvals.py has more)."""
+    book = ApprovalBook(redis)
+    held = HeldCalls(book)
+    approver = Principal(tenant="cov", agent="boss", scopes=("approve:*",), expires_at=2**31,
+                         token_id="b")  # fmt: skip
+
+    async def deny() -> None:
+        pending = await until_true(lambda: book.pending(approver), 5.0)
+        await book.decide(approver, pending[0].id, "denied", "not today")
+
+    async with anyio.create_task_group() as group:
+        await group.start(held.listen)
+        group.start_soon(deny)
+        error = await _raised_async(lambda: held.hold(_held_echo()))
+        group.cancel_scope.cancel()
+    return error
+
+
+@produces(ErrorCode.APPROVAL_EXPIRED)
+async def _approval_expired(
+    settings: Settings, redis: Redis, client: httpx.AsyncClient
+) -> SerfError:
+    """Nobody decides before the held call's deadline."""
+    held = HeldCalls(ApprovalBook(redis))
+    deadline = int(time.time() * 1000) + 100
+    return await _raised_async(lambda: held.hold(_held_echo(deadline)))
 
 
 @produces(ErrorCode.INTERNAL)
