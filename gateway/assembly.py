@@ -33,6 +33,7 @@ from gateway.a2a import (
     RemoteAgents,
     TaskOwners,
 )
+from gateway.approvals import ApprovalBook, HeldCalls
 from gateway.budgets import (
     Admission,
     AtbaAllocator,
@@ -174,6 +175,8 @@ def create_app(
         subscriptions = ResourceSubscriptions(redis, caller_streams, upstreams, stdio)
         upstreams.events = subscriptions
         mcp_catalog = McpCatalog(upstreams, stdio, subscriptions)
+        approvals = ApprovalBook(redis, audit)  # calls held for approval, any replica decides
+        held_calls = HeldCalls(approvals)  # ... those this replica holds
         pipeline, header_check = _pipeline(
             settings,
             redis,
@@ -186,6 +189,7 @@ def create_app(
             breaker=breaker,
             a2a_names=a2a_agents.names | hosted_agents.names,
             policies=policies,
+            held_calls=held_calls,
         )
         policy_store = PolicyStore(redis, policies)  # the admin API's rules
         tasks = TaskRunner(_task_store(settings, redis), pipeline, task_outcome_of)  # MCP tasks
@@ -214,6 +218,7 @@ def create_app(
             input_rounds=input_rounds,
             tasks=tasks,
             policy_store=policy_store,
+            approvals=approvals,
             a2a_agents=a2a_agents,
             a2a=A2aForwarder(
                 TaskOwners(redis, settings.a2a_task_ttl_s), settings.a2a_max_answer_bytes
@@ -233,6 +238,7 @@ def create_app(
                 await background.start(input_rounds.run)  # calls between rounds
                 await background.start(parts.hosted.run)  # hosted A2A tasks' leases, deadlines
                 await background.start(policy_store.follow)  # the admin API's policy rules
+                await background.start(held_calls.listen)  # approvals decided on any replica
                 yield
                 background.cancel_scope.cancel()
         finally:
@@ -334,6 +340,7 @@ def _pipeline(
     breaker: CircuitBreaker,
     a2a_names: frozenset[str],
     policies: Policies,
+    held_calls: HeldCalls,
 ) -> tuple[Pipeline, HeaderCheck]:
     """The six stages in docs/architecture.md's order, account running whatever happened; and what
     authenticate and budget decide from a request's headers before its body is read.
@@ -368,6 +375,7 @@ def _pipeline(
                 a2a_names,
                 policies,
                 ChainSigner(settings.secret.get_secret_value().encode()),
+                held_calls,
             ),
             budget,
             DispatchStage(

@@ -30,7 +30,7 @@ class ApprovalRecord(BaseModel):
     tenant: str
     agent: str  # who asked: the caller
     obo: str | None = None  # the user it called on behalf of
-    chain: tuple[str, ...] = ()  # the A2A agents the call came through
+    chain: tuple[str, ...] = ()  # whom the caller acts for on its delegation chain: tenant/agent
     tool: str
     arguments: dict[str, Any]  # exactly what runs once approved
     digest: str  # sha256 of the arguments' canonical JSON

@@ -185,12 +185,18 @@ def _why_not(approver: Principal, record: ApprovalRecord) -> str | None:
     """Why `approver` may not decide `record`'s call (None: it may)."""
     if approver.agent == record.agent:
         return "it is your own call: another approver must decide it"
-    theirs = {record.agent, *record.chain, *([record.obo] if record.obo else [])}
+    me = f"{approver.tenant}/{approver.agent}"
+    if me in record.chain:
+        return (
+            f"the call was made on behalf of {me} (it is on the call's delegation chain):"
+            " another approver must decide it"
+        )
+    theirs = {record.agent, *([record.obo] if record.obo else [])}
     mine = {approver.agent, *([approver.obo] if approver.obo else [])} & theirs
     if mine:
         return (
-            f"the call was made on behalf of {min(mine)} (its user or its delegation chain),"
-            " which you act as: another approver must decide it"
+            f"the call was made on behalf of {min(mine)}, whom you act as: another approver"
+            " must decide it"
         )
     return None
 

@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 from starlette.applications import Starlette
 
 from gateway.a2a import A2aForwarder, HostedA2a, HostedAgents, RemoteAgents
+from gateway.approvals import ApprovalBook
 from gateway.budgets import CircuitBreaker, LatencyWindow
 from gateway.cancellation import InflightCalls
 from gateway.egress import EgressProxy
@@ -61,6 +62,7 @@ class GatewayParts:
     input_rounds: InputRounds  # a 2026-07-28 client's calls waiting on its answers
     tasks: TaskRunner  # MCP tasks: their calls, run in this replica's group
     policy_store: PolicyStore  # the admin API's policy rules, followed on every replica
+    approvals: ApprovalBook  # calls held for approval, decided on any replica
     a2a_agents: RemoteAgents  # the A2A agents served at /a2a/{name}
     a2a: A2aForwarder  # forwards their requests, the caller's tasks bound to it
     hosted_agents: HostedAgents  # the A2A agents served at /a2a/{name} by pulling workers

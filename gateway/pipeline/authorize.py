@@ -14,7 +14,10 @@ takes a token from the caller's rate limit.
 
 Policies (`gateway.policy`): a tool the scopes allow may still be refused by a `deny` rule whose
 condition holds for the call's arguments, caller and time: POLICY_DENIED naming the rule (left
-for the budget stage to raise, as every refusal of the target is).
+for the budget stage to raise, as every refusal of the target is). A call an `approve` rule's
+condition holds for waits here, within its deadline, for a person's decision
+(`gateway.approvals.HeldCalls`): approved, it goes on with exactly the arguments approved;
+denied or expired, it is refused (APPROVAL_DENIED, APPROVAL_EXPIRED).
 
 A2A agents: a name the gateway does not serve is NOT_FOUND; one already on the request's
 delegation chain, or past `A2A_MAX_CHAIN` hops, is DELEGATION_LOOP; one no `agent:<glob>` scope
@@ -36,6 +39,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Collection
 
+from gateway.approvals import HeldCall, HeldCalls
 from gateway.delegation import ChainSigner, DelegationChain
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
@@ -58,11 +62,13 @@ class AuthorizeStage:
         a2a_agents: Collection[str] = (),
         policies: Policies | None = None,
         chains: ChainSigner | None = None,
+        held_calls: HeldCalls | None = None,
     ) -> None:
         self.registry = registry
         self.a2a_agents = a2a_agents
         self.policies = policies or Policies()
         self.chains = chains or ChainSigner(b"")
+        self.held_calls = held_calls  # None: an `approve` rule refuses (nobody could approve)
         # (scopes, tool) -> may call: glob matching every scope on every call was a measurable
         # share of the hot path. The answer depends on nothing else, so it can never go stale.
         self._may_call: dict[tuple[tuple[str, ...], str], bool] = {}
@@ -94,7 +100,7 @@ class AuthorizeStage:
                     if ctx.tool_refusal is not None:
                         ctx.tool = None
                 if ctx.tool is not None and self.policies.in_force:
-                    self._decide(ctx, principal, ctx.tool)
+                    await self._decide(ctx, principal, ctx.tool)
         if ctx.a2a_agent is not None:
             ctx.tool_refusal = self._agent_refusal(principal, ctx.a2a_agent, ctx.chain)
             if ctx.tool_refusal is None:
@@ -114,10 +120,25 @@ class AuthorizeStage:
                 if denied is not None:
                     raise denied
 
-    def _decide(self, ctx: RequestContext, principal: Principal, tool: RegisteredTool) -> None:
-        denied = self.policies.refusal(principal, tool.name, ctx.arguments)
-        if denied is not None:  # raised by budget too, after revocation and rate
-            ctx.tool, ctx.tool_refusal = None, denied
+    async def _decide(
+        self, ctx: RequestContext, principal: Principal, tool: RegisteredTool
+    ) -> None:
+        decided = self.policies.decide(principal, tool.name, ctx.arguments)
+        if isinstance(decided, GatewayError):  # raised by budget too, after revocation and rate
+            ctx.tool, ctx.tool_refusal = None, decided
+        elif decided is not None:
+            if self.held_calls is None:
+                raise GatewayError.of(
+                    ErrorCode.POLICY_DENIED,
+                    f"policy {decided.name!r} asks for approval, which this pipeline cannot hold",
+                    details={"policy": decided.name, "reason": decided.reason},
+                )
+            deadline = ctx.tool_context.deadline_ms if ctx.tool_context is not None else None
+            chain = tuple(ctx.chain.acting_for)
+            held = HeldCall(
+                principal, chain, tool.name, ctx.arguments, deadline, decided, ctx.trace_id
+            )
+            ctx.arguments = await self.held_calls.hold(held)
 
     def _agent_refusal(
         self, principal: Principal, name: str, delegation: DelegationChain

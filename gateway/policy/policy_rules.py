@@ -5,13 +5,12 @@ bindings: ~9 us an evaluation here, against ~210 us for `cel-python`), refusing 
 with the rule's name and the position of the error, when one does not compile; so a bad rule
 never replaces good ones. `Policies` holds the rules in force (conclave.toml's and the admin
 API's) and decides a call: the rules whose globs match the caller and the tool (looked up once
-per tenant, agent and tool), in order; the first `deny` whose condition holds refuses the call
-(POLICY_DENIED naming it). A condition that cannot be evaluated for a call (an argument it
-reads is missing, a type does not fit) counts as holding for a `deny` and as not holding for
-an `allow`: a rule that cannot decide never opens what it was written to close.
-
-`approve` (a person approves the exact call) is refused at compile time: approvals are not
-built yet, and a rule asking for one must not silently allow or deny.
+per tenant, agent and tool), in order; a `deny` whose condition holds refuses the call
+(POLICY_DENIED naming it), whatever other rules say; else the first `approve` whose condition
+holds asks for a person's approval of the exact call (`gateway.approvals` holds it). A
+condition that cannot be evaluated for a call (an argument it reads is missing, a type does
+not fit) counts as holding for a `deny` or an `approve` and as not holding for an `allow`: a
+rule that cannot decide never opens what it was written to close.
 """
 
 from __future__ import annotations
@@ -53,7 +52,7 @@ class CompiledRule:
         try:
             return self.program.execute(dict(variables)) is True
         except Exception:
-            return self.rule.outcome == "deny"
+            return self.rule.outcome != "allow"
 
 
 def _any_glob(patterns: Iterable[str], name: str) -> bool:
@@ -70,11 +69,6 @@ def compile_rules(rules: Sequence[PolicyRule]) -> tuple[CompiledRule, ...]:
 
 
 def _compiled(rule: PolicyRule) -> CompiledRule:
-    if rule.outcome == "approve":
-        raise PolicyError(
-            f"rule {rule.name!r}: outcome 'approve' needs approvals, which this gateway does"
-            " not have yet; use 'deny' (or 'allow')"
-        )
     if not rule.when.strip():
         return CompiledRule(rule, None)
     try:
@@ -107,6 +101,14 @@ class Policies:
         self, principal: Principal, tool: str, arguments: Mapping[str, Any]
     ) -> GatewayError | None:
         """POLICY_DENIED when a `deny` rule's condition holds for this call, else None."""
+        decided = self.decide(principal, tool, arguments)
+        return decided if isinstance(decided, GatewayError) else None
+
+    def decide(
+        self, principal: Principal, tool: str, arguments: Mapping[str, Any]
+    ) -> GatewayError | PolicyRule | None:
+        """POLICY_DENIED when a `deny` rule's condition holds for this call; else the first
+        `approve` rule whose condition holds (the call waits for a person); else None."""
         if not self.in_force:
             return None
         key = (principal.tenant, principal.agent, tool)
@@ -123,10 +125,16 @@ class Policies:
         if not matching:
             return None
         variables = _variables(principal, tool, arguments)
+        approve: PolicyRule | None = None
         for compiled in matching:
-            if compiled.rule.outcome == "deny" and compiled.holds(variables):
-                return _denied(compiled.rule, tool)
-        return None
+            outcome = compiled.rule.outcome
+            if outcome == "allow" or (outcome == "approve" and approve is not None):
+                continue
+            if compiled.holds(variables):
+                if outcome == "deny":
+                    return _denied(compiled.rule, tool)
+                approve = compiled.rule
+        return approve
 
 
 def _variables(principal: Principal, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:

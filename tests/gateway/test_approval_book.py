@@ -32,7 +32,7 @@ async def test_an_agent_on_the_calls_delegation_chain_may_not_approve_it(redis: 
     book = ApprovalBook(redis)
     held = HeldCalls(book)
     planner = _principal("planner", "approve:*")
-    call = HeldCall(_principal("worker"), ("planner",), "transfer", {"to": "x", "amount": 9},
+    call = HeldCall(_principal("worker"), ("acme/planner",), "transfer", {"to": "x", "amount": 9},
                     None, RULE)  # fmt: skip
     outcome: list[dict[str, Any]] = []
 
@@ -43,8 +43,8 @@ async def test_an_agent_on_the_calls_delegation_chain_may_not_approve_it(redis: 
         await group.start(held.listen)
         group.start_soon(hold)
         [record] = await until_true(lambda: book.pending(REVIEWER), 5.0)
-        assert record.chain == ("planner",)
-        with pytest.raises(Exception, match="on behalf of planner"):
+        assert record.chain == ("acme/planner",)
+        with pytest.raises(Exception, match="on behalf of acme/planner"):
             await book.decide(planner, record.id, "approved", "")
         await book.decide(REVIEWER, record.id, "approved", "checked")
         await until(lambda: bool(outcome), 5.0)

@@ -62,6 +62,23 @@ def test_a_rule_reads_nested_arguments_the_caller_and_matches_by_glob() -> None:
     assert policies.refusal(_principal("night", "other"), "x", {}) is not None
 
 
+def test_an_approve_rule_asks_for_a_person_unless_a_deny_rule_refuses() -> None:
+    policies = _policies(
+        _rule(name="big", outcome="approve", tools=("transfer",), when="args.amount > 1000"),
+        _rule(name="huge", tools=("transfer",), when="args.amount > 1000000"),
+    )
+    asked = policies.decide(_principal(), "transfer", {"amount": 5000})
+    assert isinstance(asked, PolicyRule) and asked.name == "big"
+    assert policies.refusal(_principal(), "transfer", {"amount": 5000}) is None
+    assert policies.decide(_principal(), "transfer", {"amount": 5}) is None
+    refused = policies.decide(_principal(), "transfer", {"amount": 5_000_000})
+    assert not isinstance(refused, PolicyRule) and refused is not None
+    assert refused.error.code is ErrorCode.POLICY_DENIED  # a deny wins over an approve
+    approve_only = _policies(_rule(outcome="approve", when="args.amount > 1000"))
+    undecidable = approve_only.decide(_principal(), "transfer", {"amount": "lots"})
+    assert isinstance(undecidable, PolicyRule)  # cannot decide: a person does, not nobody
+
+
 def test_a_condition_that_cannot_be_evaluated_denies_and_never_allows() -> None:
     deny = _policies(_rule(when="args.amount > 1000"))
     assert deny.refusal(_principal(), "t", {}) is not None  # no amount: cannot decide
@@ -74,7 +91,6 @@ def test_a_condition_that_cannot_be_evaluated_denies_and_never_allows() -> None:
     ("rules", "says"),
     [
         ([_rule(when="args.amount >")], "rule 'r': when does not compile"),
-        ([_rule(outcome="approve")], "approvals"),
         ([_rule(), _rule()], "unique"),
     ],
 )

@@ -1,0 +1,247 @@
+"""Approvals (issue 42): a call an `approve` rule holds waits for a person, on the replica it
+came to, and is released (or refused) by a decision made on another replica; exactly the
+approved arguments run; expiry, denial, self-approval and approvals on someone's behalf."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from redis.asyncio import Redis
+
+from gateway.assembly import create_app
+from gateway.config import Settings
+from protocol import DEADLINE_HEADER, ErrorCode
+from tests.helpers import admin_headers, registered_token, until, until_true
+
+pytestmark = pytest.mark.anyio
+
+RULE = """
+[[policy]]
+name = "big-echo"
+tools = ["echo"]
+when = "size(args.message) > 3"
+outcome = "approve"
+reason = "long messages need a person"
+approval_ttl_s = 60
+"""
+
+
+@asynccontextmanager
+async def two_replicas(
+    settings: Settings, tmp_path: Path
+) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
+    """Two gateway replicas on one Redis, each with conclave.toml's approve rule."""
+    config = tmp_path / "conclave.toml"
+    config.write_text(RULE)
+    settings = settings.model_copy(update={"config": config, "sandbox_backend": "inprocess"})
+    async with AsyncExitStack() as stack:
+        clients = []
+        for _ in range(2):
+            app = create_app(settings)
+            await stack.enter_async_context(app.router.lifespan_context(app))
+            transport = httpx.ASGITransport(app=app)
+            client = httpx.AsyncClient(transport=transport, base_url="http://gateway")
+            clients.append(await stack.enter_async_context(client))
+        yield clients[0], clients[1]
+
+
+async def _bearer(
+    client: httpx.AsyncClient, settings: Settings, agent: str, **rights: Any
+) -> dict[str, str]:
+    token = await registered_token(client, admin_headers(settings), "acme", agent, **rights)
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _deadline(in_s: float) -> dict[str, str]:
+    return {DEADLINE_HEADER: str(int((time.time() + in_s) * 1000))}
+
+
+async def _pending(client: httpx.AsyncClient, approver: dict[str, str], n: int = 1) -> list[Any]:
+    async def listed() -> list[Any]:
+        answer = await client.get("/v1/approvals", headers=approver)
+        assert answer.status_code == 200, answer.text
+        found: list[Any] = answer.json()["approvals"]
+        return found if len(found) >= n else []
+
+    return await until_true(listed, 5.0)
+
+
+async def _held_call(
+    a: httpx.AsyncClient,
+    caller: dict[str, str],
+    arguments: dict[str, Any],
+    answers: list[httpx.Response],
+    deadline_s: float = 10.0,
+) -> None:
+    answer = await a.post(
+        "/v1/tools/echo/call",
+        json={"arguments": arguments},
+        headers={**caller, **_deadline(deadline_s)},
+    )
+    answers.append(answer)
+
+
+async def test_approved_on_one_replica_the_call_runs_on_the_other_with_the_arguments_shown(
+    settings: Settings, redis: Redis, tmp_path: Path
+) -> None:
+    async with two_replicas(settings, tmp_path) as (a, b):
+        caller = await _bearer(a, settings, "payer", tools=["echo"])
+        approver = await _bearer(a, settings, "bob", approves=["echo"])
+        short = await a.post("/v1/tools/echo/call", json={"arguments": {"message": "hi"}},
+                             headers=caller)  # fmt: skip
+        assert short.status_code == 200  # the rule's condition does not hold: no approval
+        answers: list[httpx.Response] = []
+        async with anyio.create_task_group() as group:
+            group.start_soon(_held_call, a, caller, {"message": "pay 5000"}, answers)
+            [held] = await _pending(b, approver)
+            assert held["agent"] == "payer" and held["tool"] == "echo"
+            assert held["arguments"] == {"message": "pay 5000"} and held["policy"] == "big-echo"
+            assert held["reason"] == "long messages need a person"
+            assert not answers  # still waiting
+            decided = await b.post(f"/v1/approvals/{held['id']}/approve",
+                                   json={"note": "known payee"}, headers=approver)  # fmt: skip
+        assert decided.status_code == 200, decided.text
+        assert decided.json()["status"] == "approved"
+        assert decided.json()["decided_by"] == "acme/bob"
+        [answer] = answers
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["result"] == "pay 5000"
+        shown = await a.get(f"/v1/approvals/{held['id']}", headers=approver)
+        assert shown.json()["note"] == "known payee" and shown.json()["status"] == "approved"
+        assert (await b.get("/v1/approvals", headers=approver)).json()["approvals"] == []
+        again = await b.post(f"/v1/approvals/{held['id']}/deny", headers=approver)
+        assert again.status_code == 400 and "approved by acme/bob" in again.json()["message"]
+
+
+async def test_a_denied_call_is_refused_with_the_note_and_not_retryable(
+    settings: Settings, redis: Redis, tmp_path: Path
+) -> None:
+    async with two_replicas(settings, tmp_path) as (a, b):
+        caller = await _bearer(a, settings, "payer", tools=["echo"])
+        approver = await _bearer(a, settings, "bob", approves=["ec*"])
+        answers: list[httpx.Response] = []
+        async with anyio.create_task_group() as group:
+            group.start_soon(_held_call, a, caller, {"message": "wire it all"}, answers)
+            [held] = await _pending(b, approver)
+            await b.post(f"/v1/approvals/{held['id']}/deny",
+                         json={"note": "not to that account"}, headers=approver)  # fmt: skip
+        [answer] = answers
+        assert answer.status_code == 403
+        body = answer.json()
+        assert body["code"] == ErrorCode.APPROVAL_DENIED and body["retryable"] is False
+        assert "not to that account" in body["message"]
+        assert body["details"]["note"] == "not to that account"
+        assert body["details"]["decided_by"] == "acme/bob"
+
+
+async def test_changed_arguments_are_a_new_approval_and_each_approval_runs_once(
+    settings: Settings, redis: Redis, tmp_path: Path
+) -> None:
+    async with two_replicas(settings, tmp_path) as (a, b):
+        caller = await _bearer(a, settings, "payer", tools=["echo"])
+        approver = await _bearer(a, settings, "bob", approves=["echo"])
+        answers: list[httpx.Response] = []
+        async with anyio.create_task_group() as group:
+            group.start_soon(_held_call, a, caller, {"message": "pay 100"}, answers)
+            [first] = await _pending(b, approver)
+            group.start_soon(_held_call, a, caller, {"message": "pay 100000"}, answers)
+            both = await _pending(b, approver, 2)
+            second = next(h for h in both if h["id"] != first["id"])
+            assert second["arguments"] == {"message": "pay 100000"}
+            assert second["digest"] != first["digest"]
+            await b.post(f"/v1/approvals/{first['id']}/approve", headers=approver)
+            await until(lambda: len(answers) == 1, 5.0)
+            assert [r.json()["result"] for r in answers] == ["pay 100"]  # only the one shown
+            await b.post(f"/v1/approvals/{second['id']}/deny", headers=approver)
+        assert answers[1].json()["code"] == ErrorCode.APPROVAL_DENIED
+        answers.clear()
+        async with anyio.create_task_group() as group:  # the same arguments again: asked again
+            group.start_soon(_held_call, a, caller, {"message": "pay 100"}, answers)
+            [third] = await _pending(b, approver)
+            assert third["id"] != first["id"] and third["digest"] == first["digest"]
+            await b.post(f"/v1/approvals/{third['id']}/approve", headers=approver)
+        assert answers[0].json()["result"] == "pay 100"
+
+
+async def test_nobody_deciding_before_the_deadline_is_approval_expired(
+    settings: Settings, redis: Redis, tmp_path: Path
+) -> None:
+    async with two_replicas(settings, tmp_path) as (a, b):
+        caller = await _bearer(a, settings, "payer", tools=["echo"])
+        approver = await _bearer(a, settings, "bob", approves=["echo"])
+        answers: list[httpx.Response] = []
+        began = time.monotonic()
+        async with anyio.create_task_group() as group:
+            group.start_soon(_held_call, a, caller, {"message": "pay late"}, answers, 1.0)
+            [held] = await _pending(b, approver)
+        waited = time.monotonic() - began
+        [answer] = answers
+        assert answer.status_code == 410, answer.text
+        assert answer.json()["code"] == ErrorCode.APPROVAL_EXPIRED
+        assert "deadline passed" in answer.json()["message"]
+        assert 0.8 < waited < 2.0  # held until its deadline, not past it
+        late = await b.post(f"/v1/approvals/{held['id']}/approve", headers=approver)
+        assert late.status_code == 410 and late.json()["code"] == ErrorCode.APPROVAL_EXPIRED
+        shown = await b.get(f"/v1/approvals/{held['id']}", headers=approver)
+        assert shown.json()["status"] == "expired" and shown.json()["decided_by"] == ""
+
+
+async def test_no_identity_approves_its_own_call_or_one_made_on_its_behalf(
+    settings: Settings, redis: Redis, tmp_path: Path
+) -> None:
+    async with two_replicas(settings, tmp_path) as (a, b):
+        # The caller may approve echo calls itself, and acts for the user alice.
+        caller = await _bearer(a, settings, "payer", tools=["echo"], approves=["*"], obo="alice")
+        alice = await _bearer(a, settings, "alice", approves=["echo"])
+        for_alice = await _bearer(a, settings, "assistant", approves=["echo"], obo="alice")
+        stranger = await _bearer(a, settings, "carol", tools=["echo"])  # no approve grant
+        bob = await _bearer(a, settings, "bob", approves=["echo"])
+        answers: list[httpx.Response] = []
+        async with anyio.create_task_group() as group:
+            group.start_soon(_held_call, a, caller, {"message": "pay myself"}, answers)
+            [held] = await _pending(b, bob)
+            path = f"/v1/approvals/{held['id']}/approve"
+            own = await b.post(path, headers=caller)
+            assert own.status_code == 403 and own.json()["code"] == "PERMISSION_DENIED"
+            assert "your own call" in own.json()["message"]
+            for who in (alice, for_alice):
+                refused = await b.post(path, headers=who)
+                assert refused.status_code == 403, refused.text
+                assert "on behalf of alice" in refused.json()["message"]
+            assert (await b.get("/v1/approvals", headers=stranger)).json()["approvals"] == []
+            assert (await b.post(path, headers=stranger)).status_code == 404
+            assert not answers  # none of them released it
+            assert (await b.post(path, headers=bob)).status_code == 200
+        assert answers[0].status_code == 200 and answers[0].json()["result"] == "pay myself"
+
+
+async def test_release_from_another_replica_is_quick(
+    settings: Settings, redis: Redis, tmp_path: Path
+) -> None:
+    """From the approve request leaving to the held call's answer on the other replica:
+    p99 within 100 ms (the issue's goal; the echo and both HTTP hops included)."""
+    async with two_replicas(settings, tmp_path) as (a, b):
+        caller = await _bearer(a, settings, "payer", tools=["echo"])
+        approver = await _bearer(a, settings, "bob", approves=["echo"])
+        released: list[float] = []
+        for i in range(40):
+            answers: list[httpx.Response] = []
+            async with anyio.create_task_group() as group:
+                group.start_soon(_held_call, a, caller, {"message": f"pay {i:04d}"}, answers)
+                [held] = await _pending(b, approver)
+                began = time.perf_counter()
+                await b.post(f"/v1/approvals/{held['id']}/approve", headers=approver)
+                await until(lambda a=answers: bool(a), 5.0, poll_s=0.001)
+                released.append(time.perf_counter() - began)
+            assert answers[0].status_code == 200
+    released.sort()
+    p50, p99 = released[len(released) // 2], released[int(len(released) * 0.99)]
+    print(f"release across replicas: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms")
+    assert p99 < 0.1, released
