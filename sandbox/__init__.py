@@ -23,7 +23,7 @@ from sandbox.inprocess import InProcessExecutor
 from sandbox.instance import Sandbox
 from sandbox.pool import SandboxPool
 from sandbox.profiles import profile_for
-from sandbox.runner_wire import frame_limit
+from sandbox.runner import frame_limit
 from sandbox.sandbox_config import SandboxChoice, SandboxConfig
 from sandbox.source_layer import node_layer, source_layer
 from sandbox.time_limit import (

@@ -15,8 +15,7 @@ import anyio
 
 # Where the tool code and the workspace appear inside an isolating sandbox.
 SANDBOX_CODE_DIR = "/opt/conclave/code"
-SANDBOX_RUNNER = "/opt/conclave/runner.py"
-SANDBOX_RUNNER_WIRE = "/opt/conclave/runner_wire.py"
+SANDBOX_RUNNER = "/opt/conclave/runner"  # the runner folder (`sandbox/runner/`), mounted whole
 SANDBOX_WORKSPACE = "/workspace"
 SANDBOX_UID = 65534  # nobody
 

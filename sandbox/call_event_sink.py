@@ -33,7 +33,7 @@ import anyio
 from pydantic import ValidationError
 
 from protocol import CALL_EVENT, FEATURE_OF_METHOD, LogEvent, ProgressEvent, jsonrpc
-from sandbox.runner_wire import (
+from sandbox.runner import (
     EVENT_LIMIT,
     MAX_EVENTS,
     MAX_PENDING_REQUESTS,

@@ -2,7 +2,7 @@
 
 The host listens on `<workspace>/.conclave.sock` before the sandbox starts; the socket has the
 workspace's owner and is no more open than it (0600 in a 0700 workspace). The runner
-connects, says hello, then answers one request at a time. Frames are `sandbox.runner_wire`'s,
+connects, says hello, then answers one request at a time. Frames are `sandbox.runner.runner_wire`'s,
 the definition the runner imports too. The runner shares its sandbox with tool code, so
 each frame is read only up to the size its reader allows (`receive(limit)`): a longer one
 is never read (`OversizedFrame`), and the channel cannot be trusted after it.
@@ -19,7 +19,7 @@ import anyio
 from anyio.abc import SocketListener, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from sandbox.runner_wire import HEADER, HELLO_LIMIT, SOCKET_NAME
+from sandbox.runner import HEADER, HELLO_LIMIT, SOCKET_NAME
 
 
 class ChannelClosed(Exception):

@@ -28,7 +28,7 @@ from typing import Any
 import anyio
 
 from sandbox.channel import ChannelClosed, OversizedFrame, RunnerChannel
-from sandbox.runner_wire import (
+from sandbox.runner import (
     CANCEL,
     EVENT_LIMIT,
     NOTICE,

@@ -77,7 +77,7 @@ from sandbox.call_event_sink import CallEvents, answer_deadline
 from sandbox.channel import ChannelClosed, OversizedFrame, RunnerChannel, accept, listen
 from sandbox.executor import CallLimits, Invocation, Outcome
 from sandbox.idle_watch import IdleWatch, NoticeGate, SubscriptionHold
-from sandbox.runner_wire import (
+from sandbox.runner import (
     CANCEL,
     EGRESS_SOCKET_NAME,
     EVENT,

@@ -1,4 +1,4 @@
-"""Which host files a sandbox needs (tool code, the runner) and the command that starts it.
+"""Which host files a sandbox needs (tool code, the runner folder) and the command that starts it.
 
 Isolating backends mount the tool code read-only at `SANDBOX_CODE_DIR/<entry>`: the
 `protocol` and `tools` packages plus the top-level package of every configured tool module
@@ -15,9 +15,8 @@ from pathlib import Path
 from sandbox.backend import SandboxStartError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-RUNNER_PATH = Path(__file__).resolve().with_name("runner.py")
-# The runner protocol's wire definition, mounted beside the runner (it imports it by name).
-RUNNER_WIRE_PATH = RUNNER_PATH.with_name("runner_wire.py")
+# The runner's folder, mounted whole; `python <folder>` runs its `__main__`.
+RUNNER_PATH = Path(__file__).resolve().with_name("runner")
 BASE_PACKAGES = ("protocol", "tools")
 
 

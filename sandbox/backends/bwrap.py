@@ -26,7 +26,6 @@ from anyio.abc import Process
 from sandbox.backend import (
     SANDBOX_CODE_DIR,
     SANDBOX_RUNNER,
-    SANDBOX_RUNNER_WIRE,
     SANDBOX_UID,
     SANDBOX_WORKSPACE,
     LaunchedSandbox,
@@ -36,8 +35,8 @@ from sandbox.backend import (
 from sandbox.backends.bwrap_binds import system_binds
 from sandbox.backends.cgroup import SandboxCgroup, joining, tear_down
 from sandbox.backends.seccomp import filter_program
-from sandbox.layout import RUNNER_PATH, RUNNER_WIRE_PATH, code_packages, runner_argv
-from sandbox.runner_wire import SOCKET_NAME
+from sandbox.layout import RUNNER_PATH, code_packages, runner_argv
+from sandbox.runner import SOCKET_NAME
 
 NAMESPACES = ("--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts")
 # What the sandbox's root keeps until `setpriv` drops to SANDBOX_UID: changing ids, emptying
@@ -85,7 +84,6 @@ def bwrap_argv(spec: SandboxSpec, seccomp_fd: int) -> list[str]:
     for name, host_path in code_packages(spec.tool_modules).items():
         argv += _ro_bind(str(host_path), f"{SANDBOX_CODE_DIR}/{name}")
     argv += _ro_bind(str(RUNNER_PATH), SANDBOX_RUNNER)
-    argv += ["--ro-bind", str(RUNNER_WIRE_PATH), SANDBOX_RUNNER_WIRE]
     argv += ["--bind", str(spec.workspace), SANDBOX_WORKSPACE, "--chdir", SANDBOX_WORKSPACE]
     argv += ["--remount-ro", "/"]  # the root bwrap built is a tmpfs: make it read-only too
     argv += ["--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin"]

@@ -27,7 +27,6 @@ from requests.exceptions import RequestException
 from sandbox.backend import (
     SANDBOX_CODE_DIR,
     SANDBOX_RUNNER,
-    SANDBOX_RUNNER_WIRE,
     SANDBOX_UID,
     SANDBOX_WORKSPACE,
     LaunchedSandbox,
@@ -39,8 +38,8 @@ from sandbox.backend import (
 from sandbox.backends.cgroup import event_count, remove_tenant_cgroup, tenant_group
 from sandbox.backends.seccomp import docker_profile
 from sandbox.docker_client import docker_client
-from sandbox.layout import RUNNER_PATH, RUNNER_WIRE_PATH, code_packages, runner_argv
-from sandbox.runner_wire import SOCKET_NAME
+from sandbox.layout import RUNNER_PATH, code_packages, runner_argv
+from sandbox.runner import SOCKET_NAME
 
 T = TypeVar("T")
 LABEL = "conclave.sandbox"
@@ -149,7 +148,6 @@ class DockerBackend:
             for name, host_path in code_packages(spec.tool_modules).items()
         }
         volumes[str(RUNNER_PATH)] = {"bind": SANDBOX_RUNNER, "mode": "ro"}
-        volumes[str(RUNNER_WIRE_PATH)] = {"bind": SANDBOX_RUNNER_WIRE, "mode": "ro"}
         volumes[str(spec.workspace)] = {"bind": SANDBOX_WORKSPACE, "mode": "rw"}
         socket_path = f"{SANDBOX_WORKSPACE}/{SOCKET_NAME}"
         command = runner_argv(

@@ -32,7 +32,7 @@ from anyio.abc import Process
 from sandbox.backend import SANDBOX_UID, LaunchedSandbox, SandboxSpec, SandboxStartError
 from sandbox.backends.cgroup import SandboxCgroup, cgroups_unavailable, joining, tear_down
 from sandbox.layout import REPO_ROOT, RUNNER_PATH, code_packages, runner_argv
-from sandbox.runner_wire import SOCKET_NAME
+from sandbox.runner import SOCKET_NAME
 
 log = logging.getLogger("conclave.sandbox")
 

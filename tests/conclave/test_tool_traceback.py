@@ -53,7 +53,7 @@ def test_the_tools_author_sees_the_tools_traceback_with_debug(stack: EmbeddedSta
     assert code == 1
     assert stderr.startswith("Traceback (most recent call last):"), stderr
     assert "mine.py" in stderr and "in _ratio" in stderr and "return a / b" in stderr
-    assert "runner.py" not in stderr  # the tool's frames, not the sandbox's own
+    assert "runner_loop.py" not in stderr  # the tool's frames, not the sandbox's own
     assert stderr.rstrip().splitlines()[-1].startswith("error: TOOL_FAILED: ZeroDivisionError")
 
     code, stderr = _call(*common)  # the same call, not asking

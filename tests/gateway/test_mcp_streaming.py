@@ -40,7 +40,7 @@ from gateway.assembly import create_app
 from gateway.config import Settings
 from gateway.identity.tokens import issue_token
 from sandbox import MAX_EVENT_BYTES
-from sandbox.runner_wire import MAX_EVENTS
+from sandbox.runner import MAX_EVENTS
 from tests.helpers import wait_for
 from tools.sources import McpHttpSource, McpStdioSource, PythonSource, ToolSource
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import sandbox
 
-RUNNER = Path(sandbox.__file__).parent / "runner.py"
+RUNNER = Path(sandbox.__file__).parent / "runner"  # the folder every backend runs
 
 
 def test_a_host_that_resets_the_connection_ends_the_runner_cleanly(tmp_path: Path) -> None:

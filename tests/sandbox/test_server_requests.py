@@ -12,7 +12,7 @@ import pytest
 from protocol import client_capabilities, jsonrpc
 from sandbox import CallEvents
 from sandbox.call_event_sink import REQUEST_TIMEOUT
-from sandbox.runner_wire import MAX_PENDING_REQUESTS, REQUEST_LIMIT
+from sandbox.runner import MAX_PENDING_REQUESTS, REQUEST_LIMIT
 from tests.helpers import until
 
 pytestmark = pytest.mark.anyio

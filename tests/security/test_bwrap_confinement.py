@@ -23,7 +23,7 @@ from sandbox.backends.bwrap import BwrapBackend
 from sandbox.backends.cgroup import SandboxCgroup
 from sandbox.executor import Outcome
 from sandbox.pool import SandboxPool
-from sandbox.runner_wire import SOCKET_NAME
+from sandbox.runner import SOCKET_NAME
 from tests.sandbox.conftest import TOOL_MODULES, invocation
 
 pytestmark = pytest.mark.anyio

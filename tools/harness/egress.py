@@ -30,7 +30,7 @@ _INTENT = ResourceIntent(memory_mb=128, cpu_seconds=2, timeout_ms=15_000)
 _LOOPBACK_V4 = f"127.0.0.1:{EGRESS_TEST_PORT}"
 _LOOPBACK_V6 = f"[::1]:{EGRESS_TEST_PORT}"
 _BY_NAME = f"localhost:{EGRESS_TEST_PORT}"
-_EGRESS_SOCKET = ".conclave-egress.sock"  # sandbox.runner_wire.EGRESS_SOCKET_NAME
+_EGRESS_SOCKET = ".conclave-egress.sock"  # sandbox.runner.runner_wire.EGRESS_SOCKET_NAME
 
 
 def _fetch(url: str, tunnel: bool) -> dict[str, Any]:

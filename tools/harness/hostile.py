@@ -21,7 +21,7 @@ from protocol import ResourceIntent
 from tools.registry import tool
 
 _RESULT_HEADER = struct.Struct(">Q")  # the runner's result frame: length, then JSON
-_FRAME_HEADER = struct.Struct(">I")  # a frame to the host (sandbox.runner_wire.HEADER)
+_FRAME_HEADER = struct.Struct(">I")  # a frame to the host (sandbox.runner.runner_wire.HEADER)
 _HUGE = 1e9
 
 
@@ -119,18 +119,18 @@ def garbage_events(megabytes: int) -> str:
 @tool(intent=ResourceIntent(memory_mb=64, cpu_seconds=1, timeout_ms=2_000))
 def flood_events() -> str:
     """The runner this module patched at import sends this call more events than a call may
-    send (`sandbox.runner_wire.MAX_EVENTS`) before its reply."""
+    send (`sandbox.runner.runner_wire.MAX_EVENTS`) before its reply."""
     return "quiet"
 
 
-_EVENT_FLOOD = 1001  # one more than runner_wire.MAX_EVENTS
+_EVENT_FLOOD = 1001  # one more than sandbox.runner.MAX_EVENTS
 
 
 def _patch_the_runner() -> None:
     """Tool modules are imported by the runner itself, in the sandbox: replace its answer to
     `forge_report` with a TOOL_TIMEOUT that ran, and was killed, a billion ms late, used a
     billion ms of CPU and an absurd peak RSS. (Only the host can refuse to believe it.)"""
-    main = sys.modules.get("__main__")
+    main = sys.modules.get("runner.runner_loop")  # the runner's loop, in its sandbox
     runner = getattr(main, "Runner", None)
     if runner is None or getattr(runner, "_forged", False):
         return  # not inside a sandbox's runner (e.g. the gateway importing its tools)

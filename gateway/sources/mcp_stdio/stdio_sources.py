@@ -17,7 +17,7 @@ runner keeps the server warm (`sandbox.runner`), and reads the server's result. 
 listens to the call's events, the message carries a `progressToken` and the runner relays the
 server's `notifications/progress` and `notifications/message` as the call's events, and the
 message names the caller's client capabilities, so the server asks the caller (sampling,
-elicitation, roots) only what it declared (`sandbox.runner_wire`); one that asks anyway what
+elicitation, roots) only what it declared (`sandbox.runner.runner_wire`); one that asks anyway what
 a 2026-07-28 request did not declare has its call stopped and answered -32021, as an
 `mcp_http` upstream's is (`client_requests.capability_missing`). Resources and
 prompts are served at `/mcp` (`gateway.http.mcp.catalog`) to the principals whose scopes

@@ -1,8 +1,8 @@
 """The runner protocol's one wire definition, imported by both ends.
 
-Standard library only: the host imports it as `sandbox.runner_wire`, the runner (a script
-run inside the sandbox, with this file mounted beside it) as `runner_wire`. Frames are a
-4-byte big-endian length, then UTF-8 JSON.
+Standard library only: the host imports it through `sandbox.runner`'s public names, the
+runner (this folder, mounted whole in the sandbox) as its own module. Frames are a 4-byte
+big-endian length, then UTF-8 JSON.
 
 A reply answers one request and carries that request's `id`; the host refuses a reply for
 any other id. A reply's frame may be at most the call's output cap plus `FRAME_OVERHEAD`

@@ -1,0 +1,313 @@
+"""The runner's loop: imports the tool modules once, then runs each call in a forked child.
+
+It connects to the host's Unix socket (in the sandbox workspace), says hello, then answers
+framed requests one at a time (`frames`). Per call it hands the request to a child forked
+ahead of time, in its own process group with the call's rlimits, and supervises it
+(`call_supervision`) until its result, its death, the wall-clock deadline, the output cap or
+the host's cancel; the reply carries the outcome the runner decided (`call_outcomes`). A
+request of type "mcp" or "watch" goes to the MCP stdio relay (`stdio_relay`).
+
+Cancel: while a call runs, the runner also watches the host's socket. A frame
+`{"type": "cancel", "id": <the call's id>}` (or the host closing the connection) kills the
+call's process group at once, as the wall-clock limit does, and the call is answered with
+CANCELLED; the sandbox stays warm. A cancel that arrives after its call was answered is
+dropped unanswered.
+
+The runner is a boundary against the tool: it makes itself non-dumpable before it forks any
+child, so tool code (same user, no capabilities) can neither ptrace it, read or write its
+memory through /proc/<pid>/mem, nor take its socket to the host with `pidfd_getfd`; the
+sandbox's seccomp filter denies those calls too. Each reply carries its request's id, and
+the host checks it and the call's output cap itself (`runner_wire`).
+
+Tool code is reached through the tool registry when the `tools` package is importable (so
+the `ToolContext` is injected), else as a plain `module:function`. A registered tool's
+return value goes back as MCP content in the reply's `runner_wire.OUTPUT` field (the tool's
+`output_of` builds it, so an image it returns stays an image block; the host checks it with
+`tools.ToolResult.from_wire`); a plain function's goes back as it is, in `result`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import importlib
+import json
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+from . import runner_wire as wire
+from .call_outcomes import OUT_OF_MEMORY, OUTPUT, call_error, exception_of, reply
+from .call_supervision import (
+    CHILD_EXITS,
+    LIBC,
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_DUMPABLE,
+    RESULT_HEADER,
+    apply_limits,
+    kill_group,
+    supervise,
+    sweep_orphans,
+)
+from .egress_forwarder import PROXY_VARIABLES, start_egress_forwarder
+from .frames import (
+    EventRelay,
+    HostEvents,
+    HostWatch,
+    event_writer,
+    read_all,
+    recv_frame,
+    send_frame,
+    write_all,
+)
+from .stdio_relay import StdioRelay
+
+
+def _vm_size_bytes() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class Runner:
+    def __init__(self, modules: list[str], workspace: str) -> None:
+        self.workspace = workspace
+        self.import_errors: dict[str, str] = {}
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # reported in the hello, the host refuses the sandbox
+                self.import_errors[name] = f"{type(exc).__name__}: {exc}"
+        self._registry = getattr(sys.modules.get("tools.registry"), "default_registry", None)
+        self._context_model = getattr(sys.modules.get("protocol.tools"), "ToolContext", None)
+        # The child's address-space limit sits on top of what the runner already maps.
+        self.baseline_vm = _vm_size_bytes()
+        self._resolved: dict[str, Any] = {}
+        # (pid, request fd, result fd, events fd) of the child forked for the next call
+        self._spare: tuple[int, int, int, int] | None = None
+        self.host_fd: int | None = None
+        self.host: socket.socket | None = None  # watched for a cancel while a call runs
+        self.egress_port: int | None = None  # the forwarder's port on 127.0.0.1
+        self.forwarder_pid = 0
+        self._unreaped, self._child_pid = False, 0
+        self.stdio = StdioRelay(workspace)  # mcp_stdio servers
+        # Children share the imported modules' pages; keep the collector from dirtying them.
+        gc.freeze()
+
+    def hello(self) -> dict[str, Any]:
+        tools = [t.name for t in self._registry] if self._registry is not None else []
+        return {
+            "type": wire.HELLO,
+            "pid": os.getpid(),
+            "uid": os.getuid(),
+            "python": sys.version.split()[0],
+            "tools": tools,
+            "import_errors": self.import_errors,
+            "baseline_vm_kb": self.baseline_vm // 1024,
+            "egress_port": self.egress_port,
+        }
+
+    def _resolve(self, tool: str, entrypoint: str) -> Any:
+        """The registered tool (so arguments are validated and context injected), else the
+        bare function the entrypoint names."""
+        if entrypoint in self._resolved:
+            return self._resolved[entrypoint]
+        registered = self._registry.get(tool) if self._registry is not None else None
+        if registered is None or registered.entrypoint != entrypoint:
+            module_name, _, qualname = entrypoint.partition(":")
+            target: Any = importlib.import_module(module_name)
+            for part in qualname.split("."):
+                target = getattr(target, part)
+            # Importing the module may have registered it (and the registry itself).
+            self._registry = getattr(sys.modules.get("tools.registry"), "default_registry", None)
+            self._context_model = getattr(sys.modules.get("protocol.tools"), "ToolContext", None)
+            registered = self._registry.get(tool) if self._registry is not None else None
+            if registered is None or registered.entrypoint != entrypoint:
+                registered = target
+        self._resolved[entrypoint] = registered
+        return registered
+
+    def prepare(self) -> None:
+        """Fork the next call's child ahead of time, off the next call's critical path."""
+        if self._spare is None:
+            self._spare = self._fork_spare()
+
+    def _fork_spare(self) -> tuple[int, int, int, int]:
+        request_read, request_write = os.pipe()
+        result_read, result_write = os.pipe()
+        events_read, events_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child never returns
+            os.close(request_write)
+            os.close(result_read)
+            os.close(events_read)
+            self._child(request_read, result_write, events_write)
+        os.close(request_read)
+        os.close(result_write)
+        os.close(events_write)
+        os.setpgid(pid, pid)  # also done by the child: whichever runs first
+        return pid, request_write, result_read, events_read
+
+    def _forward(self, request: dict[str, Any]) -> Any:
+        """What sends the host an event of `request`'s call (nothing without a host)."""
+        return HostEvents(self.host, request.get("id")).forward
+
+    def _watch(self, request: dict[str, Any]) -> HostWatch | None:
+        return None if self.host is None else HostWatch(self.host, request.get("id"))
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        if request.get("type") == wire.MCP:
+            return self.stdio.relay(request, self.host, self._watch(request))
+        if request.get("type") == wire.WATCH:
+            return self.stdio.watch_servers(request, self.host, self._watch(request))
+        limits = request["limits"]
+        try:
+            self._resolve(request["tool"], request["entrypoint"])
+        except Exception as exc:
+            return reply(request, "error", error=call_error("TOOL_NOT_FOUND", exc))
+        pid, request_write, result_read, events_read = self._spare or self._fork_spare()
+        self._spare = None
+        started = time.monotonic()
+        try:
+            write_all(request_write, json.dumps(request).encode())
+        except OSError:
+            pass  # the child is gone: its exit status tells what happened
+        finally:
+            os.close(request_write)
+        watch = self._watch(request)
+        events = EventRelay(events_read, self._forward(request))
+        try:
+            outcome, self._unreaped = supervise(pid, result_read, started, limits, watch, events)
+        finally:
+            events.close()
+        self._child_pid = pid
+        return reply(request, outcome.pop("reason"), **outcome)
+
+    def finish(self) -> None:
+        """After the reply: reap the call's child, kill what it left, fork the next one."""
+        if self._unreaped:
+            kill_group(self._child_pid)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self._child_pid, 0)
+            self._unreaped = False
+        # An MCP relay leaves the spare child forked before it; servers stay warm.
+        keep = {self.forwarder_pid, *self.stdio.pids()}
+        if self._spare is not None:
+            keep.add(self._spare[0])
+        sweep_orphans(keep=keep)
+        self.prepare()
+
+    def _child(self, request_read: int, result_write: int, events_write: int) -> None:
+        me = os.getpid()
+        body: dict[str, Any]
+        try:
+            if self.host_fd is not None:
+                os.close(self.host_fd)  # only the runner talks to the host
+            CHILD_EXITS.uninstall_in_child()
+            # The runner is not dumpable (so the tool cannot reach its memory); the tool's
+            # own process is an ordinary one (its /proc entries its own).
+            LIBC.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+            os.setpgid(0, 0)
+            _quiet_stdio()
+            os.chdir(self.workspace)
+            raw = read_all(request_read)
+            if not raw:  # the runner went away before handing over a call
+                os._exit(0)
+            request = json.loads(raw)
+            # The call's W3C trace context, for tool code (and what it starts) to continue.
+            traceparent = (request.get("context") or {}).get("traceparent")
+            if traceparent:
+                os.environ["TRACEPARENT"] = traceparent
+            if request.get("egress") and self.egress_port is not None:
+                proxy = f"http://127.0.0.1:{self.egress_port}"
+                os.environ.update(dict.fromkeys(PROXY_VARIABLES, proxy))
+                for name in ("NO_PROXY", "no_proxy"):
+                    os.environ.pop(name, None)
+            apply_limits(request["limits"], self.baseline_vm)
+            target = self._resolve(request["tool"], request["entrypoint"])
+            value = self._invoke(target, request, events_write)
+            output_of = getattr(target, "output_of", None)
+            body = (
+                {"ok": True, OUTPUT: output_of(value)}
+                if output_of
+                else {"ok": True, "result": value}
+            )
+        except MemoryError:  # nothing to spare for building a report
+            body = {"ok": False, "error": {"mro": ["MemoryError"], "message": "out of memory"}}
+        except BaseException as exc:
+            if os.getpid() != me:  # a process the tool forked: it reports nothing
+                os._exit(0)
+            body = {"ok": False, "error": exception_of(exc)}
+        if os.getpid() != me:
+            os._exit(0)
+        try:
+            data = json.dumps(body, separators=(",", ":")).encode()
+        except MemoryError:
+            data = OUT_OF_MEMORY
+        except BaseException as exc:  # a result that is not JSON
+            data = json.dumps({"ok": False, "error": exception_of(exc)}).encode()
+        try:
+            write_all(result_write, RESULT_HEADER.pack(len(data)) + data)
+        finally:
+            os._exit(0)
+
+    def _invoke(self, target: Any, request: dict[str, Any], events_write: int) -> Any:
+        arguments = request.get("arguments") or {}
+        if hasattr(target, "invoke"):
+            context = request.get("context")
+            if context is not None and self._context_model is not None:
+                context = self._context_model.model_validate(context)
+                if hasattr(context, "reporting_to"):  # progress and logs, to the runner
+                    context = context.reporting_to(event_writer(events_write))
+            result = target.invoke(arguments, context)
+        else:
+            result = target(**arguments)
+        if asyncio.iscoroutine(result):
+            result = asyncio.run(result)
+        return result
+
+
+def _quiet_stdio() -> None:
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--connect", required=True, help="the host's Unix socket")
+    parser.add_argument("--module", action="append", default=[], help="a tool module to import")
+    parser.add_argument("--workspace", default=os.getcwd())
+    args = parser.parse_args(argv)
+    # Not dumpable: no process of the sandbox's user (the tool's) may read or write the
+    # runner's memory (/proc/<pid>/mem), ptrace it or take its descriptors (pidfd_getfd).
+    if LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        print("runner: cannot make itself non-dumpable; refusing to run", file=sys.stderr)
+        return 1
+    LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    forwarder = start_egress_forwarder(args.workspace)
+    runner = Runner(args.module, args.workspace)
+    CHILD_EXITS.install()  # before the first call's child is forked
+    if forwarder is not None:
+        runner.forwarder_pid, runner.egress_port = forwarder
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(args.connect)
+    runner.host_fd, runner.host = sock.fileno(), sock
+    try:
+        send_frame(sock, runner.hello())
+        runner.prepare()
+        while (request := recv_frame(sock)) is not None:
+            if request.get("type") in (wire.CANCEL, wire.SERVER_ANSWER):
+                continue  # its call was answered before it arrived
+            send_frame(sock, runner.handle(request))
+            runner.finish()
+    except (ConnectionResetError, BrokenPipeError):
+        pass  # the host went away (it closes a killed call's sandbox with our answer unread)
+    sweep_orphans()
+    return 0
