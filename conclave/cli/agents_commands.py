@@ -81,6 +81,10 @@ def register(
             "--a2a-agent", help="an A2A agent it may call (a glob: 'research-*'); repeatable"
         ),
     ] = None,
+    approve: Annotated[
+        list[str] | None,
+        typer.Option(help="a tool whose held calls it may approve (a glob); repeatable"),
+    ] = None,
     obo: Annotated[str | None, typer.Option(help="user the agent acts on behalf of")] = None,
     ttl: Annotated[int | None, typer.Option(help="its token's lifetime in seconds")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the whole answer as JSON")] = False,
@@ -95,6 +99,7 @@ def register(
         "tools": tool or [],
         "agents": a2a_agent or [],
         "namespaces": dict(_namespace_grant(n) for n in namespace or []),
+        "approves": approve or [],
         "obo": obo,
     }
     if ttl is not None:
@@ -218,7 +223,12 @@ def _namespace_grant(text: str) -> tuple[str, str]:
     return name, access
 
 
-_OPTION_OF_FIELD = {"tools": "--tool", "namespaces": "--namespace", "token_ttl_s": "--ttl"}
+_OPTION_OF_FIELD = {
+    "tools": "--tool",
+    "namespaces": "--namespace",
+    "approves": "--approve",
+    "token_ttl_s": "--ttl",
+}
 
 
 def _problem(error: Any) -> str:
