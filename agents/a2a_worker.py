@@ -23,7 +23,7 @@ import httpx
 
 from agents.agent_errors import GatewayCallError, error_from_response
 from agents.client import GatewayClient
-from agents.delegation import DELEGATION_CHAIN
+from agents.delegation import WORKING_FOR, WorkingFor
 from protocol import A2aWorkAck, A2aWorkItem, A2aWorkUpdate, ErrorCode
 
 WorkItem = A2aWorkItem  # a claimed task: its messages, its caller, its deadline
@@ -130,7 +130,9 @@ async def run_task(client: GatewayClient, name: str, item: WorkItem, handle: Han
         async with anyio.create_task_group() as group:
 
             async def run() -> None:
-                DELEGATION_CHAIN.set(item.caller.chain)  # this task's delegations carry it
+                # Every request the handler makes through a client carries the task's chain
+                # and deadline.
+                WORKING_FOR.set(WorkingFor(item.caller.chain, item.deadline_ms))
                 try:
                     outcome.append(await handle(item))
                 except Exception as exc:  # the handler's own failure: the task fails

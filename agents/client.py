@@ -27,8 +27,8 @@ from opentelemetry.propagate import inject
 
 from agents.agent_errors import GatewayCallError, error_from_response, error_from_transport
 from agents.delegation import (
-    DELEGATION_CHAIN,
     WORKING,
+    WORKING_FOR,
     Delegated,
     get_task_request,
     reply_reader,
@@ -38,7 +38,6 @@ from protocol import (
     A2A_VERSION,
     A2A_VERSION_HEADER,
     ADMIN_KEY_HEADER,
-    CHAIN_HEADER,
     DEADLINE_HEADER,
     HEDGE_HEADER,
     PLAN_HEADER,
@@ -180,8 +179,8 @@ class GatewayClient:
         error raised), resent as `retry` decides when the error says to."""
         attempt = 0
         headers = _with_trace_context(headers)
-        if chain := DELEGATION_CHAIN.get():  # a worker's request for the task it runs
-            headers = {**(headers or {}), CHAIN_HEADER: chain}
+        if (task := WORKING_FOR.get()) is not None:  # a worker's request for its task
+            headers = task.headers(headers)
         while True:
             try:
                 response = await self._http.request(method, path, json=json, headers=headers)

@@ -21,13 +21,33 @@ from typing import Any
 import httpx
 
 from agents.agent_errors import GatewayCallError
-from protocol import ErrorCode, SerfError
+from protocol import CHAIN_HEADER, DEADLINE_HEADER, ErrorCode, SerfError
 
-# The delegation chain of the task a worker is running (`serve_a2a` sets it around the
-# handler): every request the client makes for the task sends it on (tool calls, state,
-# delegations), so the gateway sees the hops, refuses a loop, and lets the worker do for its
-# caller no more than the caller may hand on.
-DELEGATION_CHAIN: ContextVar[str] = ContextVar("conclave_delegation_chain", default="")
+
+@dataclass(frozen=True)
+class WorkingFor:
+    """The task a worker is running (`serve_a2a` sets it around the handler): every request
+    the client makes for the task carries its delegation chain (tool calls, state,
+    delegations), so the gateway sees the hops, refuses a loop, lets the worker do for its
+    caller no more than the caller may hand on and stops it all when the task ends; and its
+    caller's deadline, so nothing done for the task outlives it."""
+
+    chain: str
+    deadline_ms: int | None = None
+
+    def headers(self, headers: dict[str, str] | None) -> dict[str, str]:
+        """`headers` with the task's chain, and its deadline when none sooner is asked."""
+        carried = (
+            {**(headers or {}), CHAIN_HEADER: self.chain} if self.chain else {**(headers or {})}
+        )
+        if self.deadline_ms is not None:
+            asked = carried.get(DEADLINE_HEADER)
+            if asked is None or not asked.isdigit() or int(asked) > self.deadline_ms:
+                carried[DEADLINE_HEADER] = str(self.deadline_ms)
+        return carried
+
+
+WORKING_FOR: ContextVar[WorkingFor | None] = ContextVar("conclave_working_for", default=None)
 SERF_TYPE_SUFFIX = "conclave.SerfError"  # the `@type` of the envelope in an A2A error's data
 
 

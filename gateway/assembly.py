@@ -47,7 +47,7 @@ from gateway.budgets import (
 )
 from gateway.cancellation import InflightCalls
 from gateway.config import Settings, keep_settings
-from gateway.delegation import ChainSigner
+from gateway.delegation import ChainSigner, TaskCascade
 from gateway.egress import EgressLimits, EgressProxy
 from gateway.http import ConnectionAudit, GatewayParts, build_http_app, keep_parts
 from gateway.http.mcp import (
@@ -177,6 +177,8 @@ def create_app(
         mcp_catalog = McpCatalog(upstreams, stdio, subscriptions)
         approvals = ApprovalBook(redis, audit)  # calls held for approval, any replica decides
         held_calls = HeldCalls(approvals)  # ... those this replica holds
+        chains = ChainSigner(secret)  # X-Conclave-Chain, read and written
+        cascade = TaskCascade(redis)  # a delegated task's end stops what runs under it
         pipeline, header_check = _pipeline(
             settings,
             redis,
@@ -190,6 +192,8 @@ def create_app(
             a2a_names=a2a_agents.names | hosted_agents.names,
             policies=policies,
             held_calls=held_calls,
+            chains=chains,
+            cascade=cascade,
         )
         policy_store = PolicyStore(redis, policies)  # the admin API's rules
         tasks = TaskRunner(_task_store(settings, redis), pipeline, task_outcome_of)  # MCP tasks
@@ -224,7 +228,9 @@ def create_app(
                 TaskOwners(redis, settings.a2a_task_ttl_s), settings.a2a_max_answer_bytes
             ),
             hosted_agents=hosted_agents,
-            hosted=HostedA2a(HostedTasks(redis, settings.a2a_task_ttl_s), hosted_agents),
+            hosted=HostedA2a(
+                HostedTasks(redis, settings.a2a_task_ttl_s), hosted_agents, chains, cascade
+            ),
         )
         keep_parts(app, parts)
         try:
@@ -239,6 +245,7 @@ def create_app(
                 await background.start(parts.hosted.run)  # hosted A2A tasks' leases, deadlines
                 await background.start(policy_store.follow)  # the admin API's policy rules
                 await background.start(held_calls.listen)  # approvals decided on any replica
+                await background.start(cascade.listen)  # delegated tasks ended on any replica
                 yield
                 background.cancel_scope.cancel()
         finally:
@@ -341,6 +348,8 @@ def _pipeline(
     a2a_names: frozenset[str],
     policies: Policies,
     held_calls: HeldCalls,
+    chains: ChainSigner,
+    cascade: TaskCascade,
 ) -> tuple[Pipeline, HeaderCheck]:
     """The six stages in docs/architecture.md's order, account running whatever happened; and what
     authenticate and budget decide from a request's headers before its body is read.
@@ -374,8 +383,9 @@ def _pipeline(
                 registry,
                 a2a_names,
                 policies,
-                ChainSigner(settings.secret.get_secret_value().encode()),
+                chains,
                 held_calls,
+                cascade=cascade,
             ),
             budget,
             DispatchStage(

@@ -14,6 +14,13 @@ ends what its workers and callers left behind.
 - The sweep, on every replica: a task whose worker's lease ended goes back to the queue when
   the agent is idempotent, else FAILED (SERF UPSTREAM_UNAVAILABLE, naming the hop); a task
   past its caller's deadline is CANCELED (SERF DEADLINE_EXCEEDED).
+- Cascades: a task is created with the delegation chain its worker sends on, naming it, and
+  is recorded as a child of the task it was delegated for, if any. Whenever a task ends
+  (cancelled, past its deadline, failed, or answered by its worker), what runs under it is
+  cancelled on every replica (`TaskCascade`: its worker's tool calls and delegations), and its
+  children are CANCELED (SERF CANCELLED, naming the hop), theirs in turn. A caller that goes
+  away from a SendMessage waiting on the task it created (its connection closed, or the task
+  it works for ended) cancels that task the same way.
 """
 
 from __future__ import annotations
@@ -39,11 +46,21 @@ from gateway.a2a.a2a_errors import (
 )
 from gateway.a2a.a2a_methods import PUSH_METHODS, A2aRequest
 from gateway.a2a.hosted_agents import HostedAgent, HostedAgents
-from gateway.a2a.hosted_tasks import ENDED, INTERRUPTED, HostedTasks, now_ms, status_json
+from gateway.a2a.hosted_tasks import (
+    ENDED,
+    INTERRUPTED,
+    HostedTasks,
+    new_task_id,
+    now_ms,
+    status_json,
+    task_ref,
+)
+from gateway.a2a.hosted_work import post_update
 from gateway.a2a.remote_agents import JSONRPC
+from gateway.delegation import ChainSigner, TaskCascade
 from gateway.gateway_error import GatewayError
 from gateway.pipeline import RequestContext
-from protocol import ErrorCode, Principal, SerfError
+from protocol import A2aWorkAck, A2aWorkUpdate, ErrorCode, Principal, SerfError
 
 log = logging.getLogger("conclave.gateway.a2a")
 SWEEP_INTERVAL_S = 0.25
@@ -51,9 +68,17 @@ _LIST_MAX = 100
 
 
 class HostedA2a:
-    def __init__(self, tasks: HostedTasks, agents: HostedAgents) -> None:
+    def __init__(
+        self,
+        tasks: HostedTasks,
+        agents: HostedAgents,
+        chains: ChainSigner,
+        cascade: TaskCascade,
+    ) -> None:
         self.tasks = tasks
         self.agents = agents
+        self.chains = chains
+        self.cascade = cascade
 
     async def serve(
         self,
@@ -141,9 +166,12 @@ class HostedA2a:
                     " continues only a task that asked for input",
                 )
         else:
-            task_id = await self.tasks.create(
-                agent.name, principal, message, deadline, ctx.a2a_onward
-            )
+            task_id = new_task_id()
+            ref = task_ref(agent.name, task_id)
+            chain = self.chains.onward(ctx.chain, agent.name, principal, task=ref)
+            await self.tasks.create(agent.name, principal, message, deadline, chain, task_id)
+            if ctx.chain.tasks:  # delegated for another hosted task: it ends with that one
+                await self.tasks.adopt(ctx.chain.tasks[-1], ref)
         found = await self.tasks.snapshot_for_stream(agent.name, task_id, principal)
         assert found is not None  # created (or checked) just now, by this caller
         task, last = found
@@ -156,9 +184,15 @@ class HostedA2a:
         if deadline is not None:
             ends = min(ends, time.monotonic() + (deadline - now_ms()) / 1000)
         if task["status"]["state"] not in ENDED | INTERRUPTED:
-            with anyio.move_on_after(max(0.0, ends - time.monotonic())):
-                async for _event in self.tasks.events(agent.name, task_id, last):
-                    pass
+            try:
+                with anyio.move_on_after(max(0.0, ends - time.monotonic())):
+                    async for _event in self.tasks.events(agent.name, task_id, last):
+                        pass
+            except anyio.get_cancelled_exc_class():
+                reason = ctx.cancel.reason if ctx.cancel is not None else None
+                with anyio.CancelScope(shield=True):  # nobody waits for it any more
+                    await self._end_under(agent.name, task_id, reason or "the caller went away")
+                raise
         if deadline is not None and now_ms() >= deadline:
             await self._past_deadline(agent, task_id)
         return answer.one({"task": await self._own(agent, principal, task_id, None)})
@@ -175,7 +209,39 @@ class HostedA2a:
                 ErrorCode.INVALID_REQUEST,
                 f"task {task['id']!r} has ended ({state}): there is nothing to cancel",
             )
+        await self.ended(task_ref(agent.name, task["id"]), "its caller cancelled it")
         return await self._own(agent, principal, task["id"], None)
+
+    async def update(self, agent: HostedAgent, task_id: str, update: A2aWorkUpdate) -> A2aWorkAck:
+        """A worker's update (`post_update`); one that ends the task ends what runs under it."""
+        ack = await post_update(self.tasks, agent, task_id, update)
+        if update.state in ENDED and not ack.cancelled:
+            await self.ended(task_ref(agent.name, task_id), f"it ended ({update.state})")
+        return ack
+
+    async def ended(self, ref: str, why: str) -> None:
+        """Task `ref` ended (`why`): cancel what runs under it on every replica, and cancel
+        the tasks delegated for it, and theirs (a chain is at most `A2A_MAX_CHAIN` deep)."""
+        reason = f"task {ref} was delegated for ended: {why}"
+        await self.cascade.ended([ref], reason)
+        for child in await self.tasks.children(ref):
+            agent, _, task_id = child.partition("/")
+            await self._end_under(agent, task_id, reason)
+
+    async def _end_under(self, agent: str, task_id: str, reason: str) -> None:
+        """Cancel task `task_id` of `agent` because what it was done for ended (`reason`)."""
+        task = await self.tasks.task(agent, task_id, None, 0)
+        if task is None:
+            return
+        serf = SerfError.of(
+            ErrorCode.CANCELLED,
+            f"A2A agent {agent!r}'s task was cancelled: {reason}",
+            details={"hop": agent, "reason": reason},
+        )
+        status = status_json("TASK_STATE_CANCELED", task_id, task["contextId"], serf=serf)
+        verdict, _ = await self.tasks.end(agent, task_id, "TASK_STATE_CANCELED", status)
+        if verdict == "OK":
+            await self.ended(task_ref(agent, task_id), reason)
 
     async def _subscribe(
         self, agent: HostedAgent, principal: Principal, task_id: str | None, answer: _Answer
@@ -214,7 +280,9 @@ class HostedA2a:
             details={"hop": agent.name},
         )
         status = status_json("TASK_STATE_CANCELED", task_id, task["contextId"], serf=serf)
-        await self.tasks.end(agent.name, task_id, "TASK_STATE_CANCELED", status)
+        verdict, _ = await self.tasks.end(agent.name, task_id, "TASK_STATE_CANCELED", status)
+        if verdict == "OK":
+            await self.ended(task_ref(agent.name, task_id), "the caller's deadline passed")
 
     async def _lapsed(self, agent: HostedAgent, task_id: str) -> None:
         if agent.config.idempotent:
@@ -231,7 +299,11 @@ class HostedA2a:
             details={"hop": agent.name, "reason": "lease_lapsed"},
         )
         status = status_json("TASK_STATE_FAILED", task_id, task["contextId"], serf=serf)
-        await self.tasks.end(agent.name, task_id, "TASK_STATE_FAILED", status, lapsed_by=now_ms())
+        verdict, _ = await self.tasks.end(
+            agent.name, task_id, "TASK_STATE_FAILED", status, lapsed_by=now_ms()
+        )
+        if verdict == "OK":
+            await self.ended(task_ref(agent.name, task_id), "its worker stopped writing")
 
     async def sweep(self) -> None:
         """Once over every hosted agent: lapsed leases and passed deadlines."""

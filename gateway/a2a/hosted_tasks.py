@@ -13,6 +13,8 @@ script reaches its queue and its tasks together):
 - ``...:queue``                             list: task ids waiting for a worker.
 - ``...:leases``, ``...:deadlines``         zsets: id -> lease end / caller's deadline (ms).
 - ``...:owned:<tenant/agent>``              zset: a caller's task ids by creation (ListTasks).
+- ``...:c:<id>``                            set: the tasks delegated for this one
+  ("agent/task id"), ended with it (`gateway.delegation.TaskCascade`).
 
 Every change a worker or the gateway makes is one script (`lua/hosted_*.lua`), so a write
 checks the fencing token and the lease in the same step it lands in.
@@ -50,6 +52,15 @@ def _prefix(agent: str) -> str:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def new_task_id() -> str:
+    return uuid.uuid4().hex
+
+
+def task_ref(agent: str, task_id: str) -> str:
+    """How a chain, and a parent task's set of children, name a hosted task."""
+    return f"{agent}/{task_id}"
 
 
 def owner_key(principal: Principal) -> str:
@@ -103,9 +114,11 @@ class HostedTasks:
         message: dict[str, Any],
         deadline_ms: int | None,
         chain: str = "",
+        task_id: str | None = None,
     ) -> str:
-        """A new submitted task holding `message`, owned by `principal`, queued for a worker."""
-        task_id = uuid.uuid4().hex
+        """A new submitted task holding `message`, owned by `principal`, queued for a worker
+        (its id `task_id`, or a new one), `chain` the delegation chain its worker sends on."""
+        task_id = task_id or new_task_id()
         context_id = str(message.get("contextId") or uuid.uuid4().hex)
         message = {**_without_ids(message), "taskId": task_id, "contextId": context_id}
         p, owner = _prefix(agent), owner_key(principal)
@@ -334,6 +347,25 @@ class HostedTasks:
             ),
         )
         return WriteOutcome(str(answer[0]), int(answer[1]) if answer[0] == "OK" else 0)
+
+    async def adopt(self, parent: str, child: str) -> None:
+        """Record `child` (a task ref) as delegated for task `parent`, so it ends with it."""
+        agent, _, task_id = parent.partition("/")
+        key = _prefix(agent) + f"c:{task_id}"
+        async with self.redis.pipeline(transaction=True) as tx:
+            tx.sadd(key, child)
+            tx.expire(key, self.ttl_s)
+            await tx.execute()
+
+    async def children(self, parent: str) -> list[str]:
+        """The task refs delegated for task `parent` (its set is read once, then dropped)."""
+        agent, _, task_id = parent.partition("/")
+        key = _prefix(agent) + f"c:{task_id}"
+        async with self.redis.pipeline(transaction=True) as tx:
+            tx.smembers(key)
+            tx.delete(key)
+            members, _ = await tx.execute()
+        return sorted(str(m) for m in members)
 
     async def due(self, agent: str) -> tuple[list[str], list[str]]:
         """(ids whose lease ended, ids whose caller's deadline passed), up to 100 each."""

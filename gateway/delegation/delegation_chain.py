@@ -17,9 +17,12 @@ a registration's `delegable`); `agent:` scopes are not handed on (whom B may ask
 grant; what they do for it is bounded by this chain in turn). It is written into the chain
 from the delegator's token as it delegates, so checking it costs no Redis read.
 
+A hosted agent's task is on the chain its worker is given (`tasks`, "agent/task id"), so
+everything done for it, at any depth, names it: ending it cancels them (`TaskCascade`).
+
 Header: `v2.<payload>.<signature>`, the payload base64url JSON
-`{"agents": [...], "by": [[tenant, agent, obo, [grant...]], ...]}` (`by[i]` delegated to
-`agents[i]`).
+`{"agents": [...], "by": [[tenant, agent, obo, [grant...]], ...], "tasks": [...]}` (`by[i]`
+delegated to `agents[i]`).
 """
 
 from __future__ import annotations
@@ -60,10 +63,12 @@ class Delegator:
 
 @dataclass(frozen=True, slots=True)
 class DelegationChain:
-    """The agents a request went through (`agents`) and who delegated to each (`by`)."""
+    """The agents a request went through (`agents`), who delegated to each (`by`), and the
+    hosted tasks it is done for (`tasks`, the first delegation's first)."""
 
     agents: tuple[str, ...] = ()
     by: tuple[Delegator, ...] = ()
+    tasks: tuple[str, ...] = ()
 
     @property
     def acting_for(self) -> list[str]:
@@ -148,11 +153,15 @@ class ChainSigner:
         self._read[header] = chain
         return chain
 
-    def onward(self, chain: DelegationChain, agent: str, principal: Principal) -> str:
-        """The header for what `agent` does on this chain's behalf, `principal` delegating."""
+    def onward(
+        self, chain: DelegationChain, agent: str, principal: Principal, task: str | None = None
+    ) -> str:
+        """The header for what `agent` does on this chain's behalf, `principal` delegating
+        (for hosted task `task`, "agent/task id", when it is one)."""
         by = [[d.tenant, d.agent, d.obo, list(d.grant.scopes)] for d in chain.by]
         by.append([principal.tenant, principal.agent, principal.obo, list(delegable(principal))])
-        document = {"agents": [*chain.agents, agent], "by": by}
+        tasks = [*chain.tasks, task] if task is not None else list(chain.tasks)
+        document = {"agents": [*chain.agents, agent], "by": by, "tasks": tasks}
         raw = json.dumps(document, separators=(",", ":")).encode()
         payload = base64.urlsafe_b64encode(raw).decode().rstrip("=")
         return f"{_VERSION}.{payload}.{self._signature(payload)}"
@@ -161,7 +170,9 @@ class ChainSigner:
 def _decoded(payload: str) -> DelegationChain:
     document = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
     return DelegationChain(
-        tuple(document["agents"]), tuple(_delegator(entry) for entry in document["by"])
+        tuple(document["agents"]),
+        tuple(_delegator(entry) for entry in document["by"]),
+        tuple(document.get("tasks", ())),
     )
 
 

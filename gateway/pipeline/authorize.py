@@ -26,8 +26,9 @@ An admitted one gets the chain to send on (`a2a_onward`), the caller delegating.
 
 Delegation (`gateway.delegation`): a request carrying `X-Conclave-Chain` is one an agent makes
 for the agents before it; a tool, or a namespace, that one of them may not hand on is
-POLICY_DENIED though the caller's own scopes allow it (the confused deputy). A request without
-the header costs one header lookup.
+POLICY_DENIED though the caller's own scopes allow it (the confused deputy); one done for a
+hosted task is stopped when that task ends (`TaskCascade`). A request without the header costs
+one header lookup.
 
 State: `state:<glob>:read|write` scopes over the caller's own tenant's namespaces (a scope
 never reaches another tenant): one it may not read is NAMESPACE_NOT_FOUND, exactly like a
@@ -40,7 +41,7 @@ import difflib
 from collections.abc import Callable, Collection
 
 from gateway.approvals import HeldCall, HeldCalls
-from gateway.delegation import ChainSigner, DelegationChain
+from gateway.delegation import ChainSigner, DelegationChain, TaskCascade
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
 from gateway.policy import Policies
@@ -63,11 +64,14 @@ class AuthorizeStage:
         policies: Policies | None = None,
         chains: ChainSigner | None = None,
         held_calls: HeldCalls | None = None,
+        *,
+        cascade: TaskCascade | None = None,
     ) -> None:
         self.registry = registry
         self.a2a_agents = a2a_agents
         self.policies = policies or Policies()
         self.chains = chains or ChainSigner(b"")
+        self.cascade = cascade  # where a request done for a hosted task waits for its end
         self.held_calls = held_calls  # None: an `approve` rule refuses (nobody could approve)
         # (scopes, tool) -> may call: glob matching every scope on every call was a measurable
         # share of the hot path. The answer depends on nothing else, so it can never go stale.
@@ -88,6 +92,8 @@ class AuthorizeStage:
         header = ctx.headers.get(_CHAIN)
         if header is not None:
             ctx.chain = self.chains.read(header)
+            if ctx.chain.tasks and ctx.cancel is not None and self.cascade is not None:
+                self.cascade.watch(ctx.chain, ctx.cancel)  # stopped when the task ends
         chain = ctx.chain
         if ctx.tool_name is not None:
             try:

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gateway.a2a import HostedAgent, check_worker, next_work, post_update
+from gateway.a2a import HostedAgent, check_worker, next_work
 from gateway.cancellation import CallCancel, cancel_when_client_goes
 from gateway.config import app_settings
 from gateway.gateway_error import GatewayError
@@ -67,8 +67,7 @@ async def update_work(name: str, task_id: str, request: Request) -> Response:
         return await _through_pipeline(request, name, "a2a-work:update", None, exc)
 
     async def write(agent: HostedAgent, principal: Principal) -> Response:
-        tasks = gateway_parts(request.app).hosted.tasks
-        ack = await post_update(tasks, agent, task_id, update)
+        ack = await gateway_parts(request.app).hosted.update(agent, task_id, update)
         return Response(ack.model_dump_json(), media_type="application/json")
 
     return await _through_pipeline(request, name, "a2a-work:update", write)
