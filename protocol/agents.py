@@ -33,6 +33,11 @@ class AgentRegistration(BaseModel):
         default_factory=list,
         description="tools whose held calls it may approve or deny: glob patterns",
     )
+    delegable: list[str] = Field(
+        default_factory=list,
+        description="tool and state scopes it may hand on to the agents it delegates to, beyond"
+        " its own ('tool:<glob>', 'state:<glob>:<access>')",
+    )
     obo: str | None = Field(default=None, max_length=256, description="on-behalf-of user")
     token_ttl_s: int = Field(default=3600, gt=0, le=30 * 24 * 3600)
 
@@ -48,6 +53,7 @@ class AgentRegistration(BaseModel):
         scopes += [f"agent:{pattern}" for pattern in self.agents]
         scopes += [f"approve:{pattern}" for pattern in self.approves]
         scopes += [f"state:{ns}:{access}" for ns, access in sorted(self.namespaces.items())]
+        scopes += [f"delegate:{scope}" for scope in self.delegable]
         return scopes
 
 

@@ -8,6 +8,9 @@ Scopes are plain strings so they fit a JWT and an admin's command line:
 - ``agent:<glob>``           may call (delegate to) the A2A agents whose name matches the glob
 - ``approve:<glob>``         may approve or deny its tenant's calls held for approval of the
                              tools whose name matches the glob (docs/governance.md)
+- ``delegate:<scope>``       may hand a tool or state scope on to the agents it delegates to,
+                             beyond its own (`gateway.delegation`: what an agent does for
+                             another is limited to what that one may hand on)
 
 There is no admin scope: the admin API (agents, audit) takes the gateway's admin key only, so
 no agent token, however it was issued, can manage identities. Namespaces are always the
@@ -27,9 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}"
 NAME_PATTERN = rf"^{_NAME}$"
-_SCOPE = re.compile(
-    r"^((tool|agent|approve):[A-Za-z0-9_.\-*?]+|state:[A-Za-z0-9_.\-*?]+:(read|write))$"
-)
+_GRANT = r"(tool:[A-Za-z0-9_.\-*?]+|state:[A-Za-z0-9_.\-*?]+:(read|write))"
+_SCOPE = re.compile(rf"^((agent|approve):[A-Za-z0-9_.\-*?]+|{_GRANT}|delegate:{_GRANT})$")
 
 Access = Literal["read", "write"]
 
@@ -38,7 +40,7 @@ def validate_scope(scope: str) -> str:
     if not _SCOPE.fullmatch(scope):  # fullmatch: "$" would let a trailing newline in
         raise ValueError(
             f"scope {scope!r} is not one of 'tool:<glob>', 'agent:<glob>', 'approve:<glob>', "
-            "'state:<glob>:read', 'state:<glob>:write'"
+            "'state:<glob>:read', 'state:<glob>:write', 'delegate:<a tool or state scope>'"
         )
     return scope
 

@@ -194,14 +194,23 @@ async def test_a_worker_delegating_for_its_task_carries_the_chain(
     assert text == "DELEGATION_LOOP"
 
 
+@pytest.mark.parametrize(
+    ("delegable", "outcomes"),
+    [
+        ([], "ok, POLICY_DENIED, POLICY_DENIED, TOOL_NOT_ALLOWED"),
+        (["tool:run_python", "tool:run_shell"], "ok, ok, POLICY_DENIED, TOOL_NOT_ALLOWED"),
+    ],
+)
 async def test_a_worker_does_for_its_caller_no_more_than_the_caller_may_hand_on(
-    gateway: httpx.AsyncClient, settings: Settings
+    gateway: httpx.AsyncClient, settings: Settings, delegable: list[str], outcomes: str
 ) -> None:
     """The confused deputy: the planner may call echo only; the helper may call run_python
-    and read namespace notes. Working on the planner's task, the helper may echo but not
-    run Python nor read notes for it (POLICY_DENIED, the chain named); on its own it may."""
+    and read namespace notes. Working on the planner's task, the helper may echo but not run
+    Python nor read notes for it (POLICY_DENIED, the chain named), unless the operator lets
+    the planner hand run_python on (its registration's `delegable`); on its own it may. What
+    the planner may hand on never widens the helper's own grant (run_shell)."""
     caller = await _registered(
-        gateway, settings, "t5", "planner", agents=["helper"], tools=["echo"]
+        gateway, settings, "t5", "planner", agents=["helper"], tools=["echo"], delegable=delegable
     )
     helper_rights = {"tools": ["echo", "run_python"], "namespaces": {"notes": "read"}}
     worker_token = (await _registered(gateway, settings, "acme", "helper", **helper_rights))[
@@ -217,6 +226,7 @@ async def test_a_worker_does_for_its_caller_no_more_than_the_caller_may_hand_on(
                 worker.call_tool("echo", {"message": "hi"}),
                 worker.call_tool("run_python", {"code": "print(1)"}),
                 worker.read("notes", "k"),
+                worker.call_tool("run_shell", {"command": "true"}),
             ):
                 try:
                     await attempt
@@ -233,10 +243,13 @@ async def test_a_worker_does_for_its_caller_no_more_than_the_caller_may_hand_on(
             stop.set()
         on_its_own = await worker.call_tool("run_python", {"code": "print(1)"})
     text = reply.json()["result"]["task"]["status"]["message"]["parts"][0]["text"]
-    assert text == "ok, POLICY_DENIED, POLICY_DENIED"
-    assert refusals[0].details["chain"] == ["t5/planner"]
-    assert refusals[0].details["grant"] == "tool:run_python"
-    assert refusals[1].details["grant"] == "state:notes:read"
+    assert text == outcomes
+    denied = [r for r in refusals if r.code == "POLICY_DENIED"]
+    assert all(r.details["chain"] == ["t5/planner"] for r in denied)
+    assert [r.details["grant"] for r in denied] == [
+        *([] if delegable else ["tool:run_python"]),
+        "state:notes:read",
+    ]
     assert on_its_own.result["stdout"] == "1\n"
 
 
