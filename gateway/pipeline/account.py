@@ -42,6 +42,7 @@ def audit_record(ctx: RequestContext, duration_s: float) -> AuditRecord:
         tool=ctx.tool_name or "",
         namespace=ctx.namespace or "",
         a2a_agent=ctx.a2a_agent or "",
+        chain=ctx.chain.acting_for,
         outcome=_outcome(ctx),
         code=error.code.value if error else "",
         stage=ctx.failed_stage or "",

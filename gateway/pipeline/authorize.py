@@ -129,7 +129,7 @@ class AuthorizeStage:
     async def _decide(
         self, ctx: RequestContext, principal: Principal, tool: RegisteredTool
     ) -> None:
-        decided = self.policies.decide(principal, tool.name, ctx.arguments)
+        decided = self.policies.decide(principal, tool.name, ctx.arguments, ctx.chain.acting_for)
         if isinstance(decided, GatewayError):  # raised by budget too, after revocation and rate
             ctx.tool, ctx.tool_refusal = None, decided
         elif decided is not None:

@@ -98,17 +98,26 @@ class Policies:
         self._matching = {}
 
     def refusal(
-        self, principal: Principal, tool: str, arguments: Mapping[str, Any]
+        self,
+        principal: Principal,
+        tool: str,
+        arguments: Mapping[str, Any],
+        chain: Sequence[str] = (),
     ) -> GatewayError | None:
         """POLICY_DENIED when a `deny` rule's condition holds for this call, else None."""
-        decided = self.decide(principal, tool, arguments)
+        decided = self.decide(principal, tool, arguments, chain)
         return decided if isinstance(decided, GatewayError) else None
 
     def decide(
-        self, principal: Principal, tool: str, arguments: Mapping[str, Any]
+        self,
+        principal: Principal,
+        tool: str,
+        arguments: Mapping[str, Any],
+        chain: Sequence[str] = (),
     ) -> GatewayError | PolicyRule | None:
         """POLICY_DENIED when a `deny` rule's condition holds for this call; else the first
-        `approve` rule whose condition holds (the call waits for a person); else None."""
+        `approve` rule whose condition holds (the call waits for a person); else None.
+        `chain`: whom the caller acts for ("tenant/agent", the first delegator first)."""
         if not self.in_force:
             return None
         key = (principal.tenant, principal.agent, tool)
@@ -124,7 +133,7 @@ class Policies:
             self._matching[key] = matching
         if not matching:
             return None
-        variables = _variables(principal, tool, arguments)
+        variables = _variables(principal, tool, arguments, chain)
         approve: PolicyRule | None = None
         for compiled in matching:
             outcome = compiled.rule.outcome
@@ -137,7 +146,9 @@ class Policies:
         return approve
 
 
-def _variables(principal: Principal, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+def _variables(
+    principal: Principal, tool: str, arguments: Mapping[str, Any], chain: Sequence[str]
+) -> dict[str, Any]:
     return {
         "principal": {
             "tenant": principal.tenant,
@@ -147,7 +158,7 @@ def _variables(principal: Principal, tool: str, arguments: Mapping[str, Any]) ->
         },
         "tool": {"name": tool},
         "args": dict(arguments),
-        "chain": [],  # the delegation chain, once agents call agents with one
+        "chain": list(chain),  # whom the caller acts for (gateway.delegation), first first
         "now": datetime.datetime.now(datetime.UTC),
     }
 

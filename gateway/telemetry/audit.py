@@ -35,7 +35,7 @@ import json
 import logging
 from typing import Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from redis.asyncio import Redis
 
 from gateway.telemetry.call_series import count_records
@@ -67,6 +67,9 @@ class AuditRecord(BaseModel):
     tool: str = ""
     namespace: str = ""
     a2a_agent: str = ""  # the A2A agent the request went to
+    # Whom the caller acted for, "tenant/agent", the first delegator first: the verified
+    # delegation chain it came with (`gateway.delegation`); empty when it acted for itself.
+    chain: list[str] = Field(default_factory=list)
     outcome: Outcome
     code: str = ""
     stage: str = ""

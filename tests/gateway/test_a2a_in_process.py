@@ -41,7 +41,10 @@ async def gateway(
     config = tmp_path / "conclave.toml"
     config.write_text(
         f'[[a2a_agent]]\nname = "echo"\nurl = "{agent_url}"\n\n'
-        '[[a2a_agent]]\nname = "helper"\ntenant = "acme"\ndescription = "helps"\n'
+        '[[a2a_agent]]\nname = "helper"\ntenant = "acme"\ndescription = "helps"\n\n'
+        # Policies see the chain: the helper echoes nothing it is asked to for t6's planner.
+        '[[policy]]\nname = "not-for-t6"\ntenants = ["acme"]\nagents = ["helper"]\n'
+        'tools = ["echo"]\nwhen = \'"t6/planner" in chain\'\noutcome = "deny"\n'
     )
     update = {"config": config, "sandbox_backend": "inprocess"}
     async with in_process_gateway(settings.model_copy(update=update)) as client:
@@ -251,6 +254,46 @@ async def test_a_worker_does_for_its_caller_no_more_than_the_caller_may_hand_on(
         "state:notes:read",
     ]
     assert on_its_own.result["stdout"] == "1\n"
+
+
+async def test_the_audit_and_policies_see_whom_a_worker_acts_for(
+    gateway: httpx.AsyncClient, settings: Settings
+) -> None:
+    """The helper's calls for the planner's task are audited with the chain, and a policy
+    whose condition reads `chain` refuses them there, not when the helper acts for itself."""
+    caller = await _registered(gateway, settings, "t6", "planner", agents=["helper"], tools=["*"])
+    worker_token = (await _registered(gateway, settings, "acme", "helper", tools=["echo"]))[
+        "Authorization"
+    ].removeprefix("Bearer ")
+    transport = gateway._transport
+    async with GatewayClient("http://gateway", worker_token, transport=transport) as worker:
+
+        async def echo_for_the_caller(item: WorkItem) -> str:
+            try:
+                await worker.call_tool("echo", {"message": item.text})
+            except GatewayCallError as refused:
+                return f"{refused.code}: {refused.serf.details}"
+            return "echoed"
+
+        stop = anyio.Event()
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: serve_a2a(worker, "helper", echo_for_the_caller, stop=stop))
+            reply = await gateway.post("/a2a/helper", json=_send("hi"), headers=caller)
+            stop.set()
+        on_its_own = await worker.call_tool("echo", {"message": "mine"})
+    text = reply.json()["result"]["task"]["status"]["message"]["parts"][0]["text"]
+    assert text.startswith("POLICY_DENIED") and "not-for-t6" in text
+    assert on_its_own.result == "mine"
+    audit = await gateway.get(
+        "/v1/audit", params={"tenant": "acme", "agent": "helper", "tool": "echo"},
+        headers=admin_headers(settings),
+    )  # fmt: skip
+    chains = [(r["code"], r["chain"]) for r in audit.json()]
+    assert ("POLICY_DENIED", ["t6/planner"]) in chains and ("", []) in chains
+    sent = await gateway.get(
+        "/v1/audit", params={"tenant": "t6", "agent": "planner"}, headers=admin_headers(settings)
+    )
+    assert [r["chain"] for r in sent.json() if r["a2a_agent"] == "helper"] == [[]]
 
 
 def _secret(settings: Settings) -> bytes:
