@@ -73,6 +73,7 @@ from gateway.pipeline import (
     ScopeStage,
 )
 from gateway.policy import Policies, PolicyError, PolicyStore, compile_rules
+from gateway.quotas import QuotaBook, QuotaCharge, Quotas, QuotaStage
 from gateway.redis_io import connect_redis
 from gateway.sources import (
     SourceRouter,
@@ -89,7 +90,7 @@ from gateway.telemetry import (
     install_json_logging,
     traced_lifespan,
 )
-from protocol import PolicyRule
+from protocol import PolicyRule, QuotaRule
 from sandbox import InProcessExecutor, ToolExecutor, create_executor
 from tools import ToolRegistry, default_registry
 from tools.sources import ToolSource, load_config
@@ -132,6 +133,7 @@ def create_app(
         sources = config.source
     a2a_agents = RemoteAgents(config.a2a_agent if config is not None else ())
     policies = _policies(config.policy if config is not None else ())
+    quotas = _quotas(config.quota if config is not None else ())
     hosted_agents = HostedAgents(config.a2a_agent if config is not None else ())
     config_dir = settings.config.parent if settings.config is not None else Path.cwd()
 
@@ -177,6 +179,7 @@ def create_app(
         mcp_catalog = McpCatalog(upstreams, stdio, subscriptions)
         approvals = ApprovalBook(redis, audit)  # calls held for approval, any replica decides
         held_calls = HeldCalls(approvals)  # ... those this replica holds
+        quota_book = QuotaBook(redis, quotas)  # conclave.toml's quotas, counted in Redis
         chains = ChainSigner(secret)  # X-Conclave-Chain, read and written
         cascade = TaskCascade(redis)  # a delegated task's end stops what runs under it
         pipeline, header_check = _pipeline(
@@ -192,6 +195,7 @@ def create_app(
             a2a_names=a2a_agents.names | hosted_agents.names,
             policies=policies,
             held_calls=held_calls,
+            quota_book=quota_book,
             chains=chains,
             cascade=cascade,
         )
@@ -223,6 +227,7 @@ def create_app(
             tasks=tasks,
             policy_store=policy_store,
             approvals=approvals,
+            quotas=quota_book,
             a2a_agents=a2a_agents,
             a2a=A2aForwarder(
                 TaskOwners(redis, settings.a2a_task_ttl_s), settings.a2a_max_answer_bytes
@@ -328,6 +333,22 @@ def _policies(rules: Sequence[PolicyRule]) -> Policies:
         raise ConfigurationError(f"conclave.toml: [[policy]] {exc}") from exc
 
 
+def _quotas(rules: Sequence[QuotaRule]) -> Quotas:
+    try:
+        return Quotas(rules)
+    except ValueError as exc:
+        raise ConfigurationError(f"conclave.toml: [[quota]] {exc}") from exc
+
+
+def _quota_stages(book: QuotaBook) -> list[QuotaStage]:
+    return [QuotaStage(book)] if book.quotas.rules else []
+
+
+def _quota_charges(book: QuotaBook) -> list[QuotaCharge]:
+    budgets = any(rule.cpu_s_per_day is not None for rule in book.quotas.rules)
+    return [QuotaCharge(book)] if budgets else []
+
+
 def _circuit_breaker(settings: Settings, redis: Redis) -> CircuitBreaker:
     return CircuitBreaker(
         redis, failures=settings.breaker_failures, cooldown_ms=settings.breaker_cooldown_ms
@@ -348,6 +369,7 @@ def _pipeline(
     a2a_names: frozenset[str],
     policies: Policies,
     held_calls: HeldCalls,
+    quota_book: QuotaBook,
     chains: ChainSigner,
     cascade: TaskCascade,
 ) -> tuple[Pipeline, HeaderCheck]:
@@ -388,6 +410,7 @@ def _pipeline(
                 cascade=cascade,
             ),
             budget,
+            *_quota_stages(quota_book),  # none without [[quota]]: nothing per call
             DispatchStage(
                 executor,
                 reply_margin_ms=settings.budget_margin_ms,
@@ -401,7 +424,8 @@ def _pipeline(
                 metrics,
                 CallFeedback(latency_window, breaker, hedges),
                 admission,
-            )
+            ),
+            *_quota_charges(quota_book),  # CPU budgets charged after the call ran
         ],
     )
     body_rate = BodyRate(settings.tenant_body_bytes_per_s, settings.tenant_body_bytes_burst)

@@ -74,6 +74,7 @@ from protocol.mcp import (
     McpTool,
 )
 from protocol.policy import PolicyRule, PolicySet
+from protocol.quota import QUOTA_LIMITS, QuotaLimit, QuotaRule, QuotaUse
 from protocol.serf import (
     CODE_TABLE,
     CodeInfo,
@@ -146,6 +147,7 @@ __all__ = [
     "NAME_PATTERN",
     "PLAN_HEADER",
     "PROTOCOL_VERSION",
+    "QUOTA_LIMITS",
     "REQUEST_STATE",
     "RESERVE_HEADER",
     "SESSION_HEADER",
@@ -202,6 +204,9 @@ __all__ = [
     "PolicySet",
     "Principal",
     "ProgressEvent",
+    "QuotaLimit",
+    "QuotaRule",
+    "QuotaUse",
     "ReadResult",
     "RecoveryAction",
     "RequestId",

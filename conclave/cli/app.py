@@ -12,6 +12,7 @@ from typer.core import TyperCommand
 from conclave.cli.a2a_commands import a2a_app
 from conclave.cli.agents_commands import agents_app
 from conclave.cli.approvals_commands import approvals_app
+from conclave.cli.quotas_command import quotas
 from conclave.cli.run_command import run_file
 from conclave.cli.sandbox_commands import sandbox_app
 from conclave.cli.state_commands import state_app
@@ -36,6 +37,7 @@ app.add_typer(tools_app, name="tools")
 app.add_typer(agents_app, name="agents")
 app.add_typer(a2a_app, name="a2a")
 app.add_typer(approvals_app, name="approvals")
+app.command("quotas")(quotas)
 console = cli_console()
 
 

@@ -27,6 +27,7 @@ from gateway.identity import AgentDirectory
 from gateway.mcp_tasks import TaskRunner
 from gateway.pipeline import HeaderCheck, Pipeline
 from gateway.policy import PolicyStore
+from gateway.quotas import QuotaBook
 from gateway.sources import StdioSources, UpstreamSet
 from gateway.state import StateStore
 from gateway.telemetry import AuditWriter, GatewayMetrics
@@ -63,6 +64,7 @@ class GatewayParts:
     tasks: TaskRunner  # MCP tasks: their calls, run in this replica's group
     policy_store: PolicyStore  # the admin API's policy rules, followed on every replica
     approvals: ApprovalBook  # calls held for approval, decided on any replica
+    quotas: QuotaBook  # conclave.toml's quotas, counted exactly in Redis
     a2a_agents: RemoteAgents  # the A2A agents served at /a2a/{name}
     a2a: A2aForwarder  # forwards their requests, the caller's tasks bound to it
     hosted_agents: HostedAgents  # the A2A agents served at /a2a/{name} by pulling workers

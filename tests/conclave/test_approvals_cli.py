@@ -1,7 +1,8 @@
-"""`conclave approvals ls|show|approve|deny` against a real gateway (two worker processes on
-one port, so a call and its approval may be served by different processes): an approver
-sees the held call's exact arguments, approves one (it runs) and denies another (its caller
-gets APPROVAL_DENIED with the note)."""
+"""`conclave approvals ls|show|approve|deny` and `conclave quotas` against a real gateway
+(two worker processes on one port, so a call and its approval may be served by different
+processes): an approver sees the held call's exact arguments, approves one (it runs) and
+denies another (its caller gets APPROVAL_DENIED with the note); an agent sees what its quota
+has left."""
 
 from __future__ import annotations
 
@@ -32,6 +33,13 @@ tools = ["echo"]
 when = "size(args.message) > 3"
 outcome = "approve"
 reason = "long messages need a person"
+
+[[quota]]
+name = "cli-echo"
+agents = ["quota-*"]
+tools = ["echo"]
+per = ["agent"]
+calls_per_day = 5
 """
 
 
@@ -126,3 +134,19 @@ def test_an_approver_approves_and_denies_held_calls_from_the_command_line(
     assert again.exit_code == 1 and "denied by acme/bob already" in again.output
     own = runner.invoke(app, ["approvals", "ls"], env={**env, "CONCLAVE_TOKEN": caller})
     assert own.exit_code == 0 and "no calls are waiting for your approval" in own.output
+
+
+def test_conclave_quotas_prints_use_and_what_remains(stack: EmbeddedStack) -> None:
+    token = _token(stack.url, "quota-bot", tools=["echo"])
+    for _ in range(2):
+        answer = httpx.post(
+            f"{stack.url}/v1/tools/echo/call",
+            json={"arguments": {"message": "hi"}},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert answer.status_code == 200, answer.text
+    done = CliRunner().invoke(app, ["quotas", "--token", token], env={"CONCLAVE_URL": stack.url})
+    assert done.exit_code == 0, done.output
+    [header, row] = done.output.splitlines()
+    assert header.split()[:6] == ["QUOTA", "SUBJECT", "LIMIT", "USED", "ALLOWED", "REMAINING"]
+    assert row.split()[:6] == ["cli-echo", "acme/quota-bot", "calls_per_day", "2", "5", "3"]

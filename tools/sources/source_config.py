@@ -42,7 +42,7 @@ from pydantic import (
     model_validator,
 )
 
-from protocol import PolicyRule, Principal, ResourceIntent
+from protocol import PolicyRule, Principal, QuotaRule, ResourceIntent
 from tools.sources.tool_names import (
     DEFAULT_SEPARATOR,
     SEPARATOR,
@@ -192,6 +192,7 @@ class ConclaveConfig(BaseModel):
     source: tuple[ToolSource, ...] = ()
     a2a_agent: tuple[A2aAgentConfig, ...] = ()
     policy: tuple[PolicyRule, ...] = ()  # docs/governance.md
+    quota: tuple[QuotaRule, ...] = ()  # docs/governance.md
 
 
 def load_config(path: Path) -> ConclaveConfig:
