@@ -65,6 +65,17 @@ class WorkspaceQuota:
 
 
 @dataclass(frozen=True)
+class StartStage:
+    """One stage of a sandbox's start (wall clock, ns since the epoch), for its trace: the
+    engine's create and start (docker) or the spawn (bwrap, process), the runner's start to
+    its hello, the tool modules' import."""
+
+    name: str
+    start_ns: int
+    end_ns: int
+
+
+@dataclass(frozen=True)
 class SandboxSpec:
     sandbox_id: str
     tenant: str
@@ -81,6 +92,12 @@ class LaunchedSandbox(Protocol):
 
     @property
     def description(self) -> str: ...
+
+    @property
+    def launch_stages(self) -> tuple[StartStage, ...]:
+        """The engine's stages of the launch, where it has several (docker: create, start);
+        empty: the launch is one stage, timed by its caller."""
+        ...
 
     async def exit_reason(self) -> str | None:
         """Why the sandbox already died (for startup errors); None while it runs."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from protocol import CallUsage, ErrorCode, InputAnswer, InputRound, SerfError, ToolContext
+from sandbox.backend import StartStage
 from sandbox.call_event_sink import CallEvents
 from sandbox.idle_watch import SubscriptionHold
 from tools import ToolResult
@@ -78,6 +79,8 @@ class Outcome:
     output: ToolResult | None = None
     error: SerfError | None = None
     waited_ms: float | None = None  # the wait for a sandbox (queue, start): pooled runs only
+    # The stages of the sandbox start the call waited for (none: it found one warm).
+    start_stages: tuple[StartStage, ...] = ()
     # The tool's server answered the call with a round of questions for the client (MCP
     # 2026-07-28's `InputRequiredResult`): not a result, not a failure; the call is retried.
     input_required: InputRound | None = None

@@ -72,6 +72,7 @@ from sandbox.backend import (
     SandboxError,
     SandboxSpec,
     SandboxStartError,
+    StartStage,
 )
 from sandbox.call_event_sink import CallEvents, answer_deadline
 from sandbox.channel import ChannelClosed, OversizedFrame, RunnerChannel, accept, listen
@@ -151,6 +152,8 @@ class Sandbox:
         self._engine = launched if isinstance(launched, EngineBound) else None
         self.channel: RunnerChannel | None = None
         self.hello: dict[str, Any] = {}
+        # How its start went, stage by stage (`StartStage`): its first call's trace shows them.
+        self.stages: list[StartStage] = []
         self.calls = 0
         self.created = time.monotonic()
         self.last_used = self.created
@@ -186,7 +189,10 @@ class Sandbox:
         listener, _ = await listen(spec.workspace)
         sandbox: Sandbox | None = None
         try:
+            asked_ns = time.time_ns()
             sandbox = cls(spec, backend, await backend.launch(spec))
+            launched = sandbox.launched.launch_stages
+            sandbox.stages = [*launched] or [StartStage("spawn", asked_ns, time.time_ns())]
             if egress is not None and spec.profile.egress:
                 await egress.attach(sandbox)
                 sandbox._egress = egress
@@ -218,7 +224,11 @@ class Sandbox:
             async with anyio.create_task_group() as group:
                 group.start_soon(watch_for_death, group.cancel_scope)
                 self.channel = await accept(listener)
-                self.hello = await self.channel.receive()
+                hello = await self.channel.receive()  # up, on the standard library alone
+                self._stage("runner start")
+                loaded = await self.channel.receive()  # its tool modules imported
+                self._stage("tool import")
+                self.hello = {**hello, **loaded}
                 group.cancel_scope.cancel()
         if died:
             raise SandboxStartError(f"sandbox {self.label} died while starting: {died[0]}")
@@ -230,6 +240,11 @@ class Sandbox:
         errors = self.hello.get("import_errors") or {}
         if errors:
             raise SandboxStartError(f"tool modules failed to import in the sandbox: {errors}")
+
+    def _stage(self, name: str) -> None:
+        """Record the start's next stage, from the end of the one before it to now."""
+        begun = self.stages[-1].end_ns if self.stages else time.time_ns()
+        self.stages.append(StartStage(name, begun, time.time_ns()))
 
     @property
     def held(self) -> bool:

@@ -181,7 +181,7 @@ class SandboxPool:
             principal.agent,
             profile_for(invocation.limits, bool(invocation.network)),
         )
-        started = time.monotonic()
+        started, asked_ns = time.monotonic(), time.time_ns()
         for attempt in (1, 2):
             try:
                 sandbox = await self._checkout_by_deadline(key, invocation)
@@ -197,13 +197,19 @@ class SandboxPool:
             recycle = True  # if the call is cancelled midway, the sandbox cannot be trusted
             lost = True  # ... and it was lost to a kill unless the runner answers in time
             waited_ms = (time.monotonic() - started) * 1000
+            # A sandbox started for this call: its start's stages go into the call's trace.
+            fresh = (
+                sandbox.calls == 0 and sandbox.stages[:1] and sandbox.stages[0].start_ns >= asked_ns
+            )
+            stages = tuple(sandbox.stages) if fresh else ()
             try:
                 result = await sandbox.call(within_deadline(invocation))
                 if invocation.hold is not None and result.outcome.ok:
                     sandbox.hold(invocation.hold)
                 recycle = result.recycle or sandbox.calls >= self.config.recycle_after
                 lost = result.torn_down_at_timeout
-                return replace(self._cut_by_shutdown(result.outcome), waited_ms=waited_ms)
+                outcome = self._cut_by_shutdown(result.outcome)
+                return replace(outcome, waited_ms=waited_ms, start_stages=stages)
             except StaleSandboxError:
                 lost = False  # the runner was gone before the call: nothing was killed
                 if attempt == 2:

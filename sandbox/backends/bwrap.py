@@ -31,6 +31,7 @@ from sandbox.backend import (
     LaunchedSandbox,
     SandboxSpec,
     SandboxStartError,
+    StartStage,
 )
 from sandbox.backends.bwrap_binds import system_binds
 from sandbox.backends.cgroup import SandboxCgroup, joining, tear_down
@@ -54,6 +55,8 @@ class BwrapSandbox:
     @property
     def description(self) -> str:
         return f"bwrap sandbox {self._id} (pid {self._process.pid})"
+
+    launch_stages: tuple[StartStage, ...] = ()  # one spawn, timed by the caller
 
     async def exit_reason(self) -> str | None:
         code = self._process.returncode

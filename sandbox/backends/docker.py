@@ -34,6 +34,7 @@ from sandbox.backend import (
     SandboxError,
     SandboxSpec,
     SandboxStartError,
+    StartStage,
 )
 from sandbox.backends.cgroup import event_count, remove_tenant_cgroup, tenant_group
 from sandbox.backends.seccomp import docker_profile
@@ -67,9 +68,15 @@ def cgroup_parent(tenant: str, driver: str) -> str:
 
 class DockerSandbox:
     def __init__(
-        self, backend: DockerBackend, container_id: str, sandbox_id: str, tenant: str
+        self,
+        backend: DockerBackend,
+        container_id: str,
+        sandbox_id: str,
+        tenant: str,
+        launch_stages: tuple[StartStage, ...] = (),
     ) -> None:
         self._backend = backend
+        self.launch_stages = launch_stages  # the engine's create, then its start
         self.container_id = container_id
         self._id = sandbox_id
         self.tenant = tenant
@@ -154,12 +161,13 @@ class DockerBackend:
             "python3", SANDBOX_RUNNER, socket_path, SANDBOX_WORKSPACE, spec.tool_modules
         )
         memory = f"{spec.profile.memory_mb}m"
+        asked_ns = time.time_ns()
+        # Created, then started: two calls the engine answers, each a stage of the trace.
         container = await self._blocking(
-            client.containers.run,
+            client.containers.create,
             self.image,
             command,
             name=f"conclave-{spec.sandbox_id}",
-            detach=True,
             init=True,
             user=f"{SANDBOX_UID}:{SANDBOX_UID}",
             network_mode="none",
@@ -188,7 +196,18 @@ class DockerBackend:
                 OWNER_LABEL: str(os.getpid()),
             },
         )
-        return DockerSandbox(self, container.id, spec.sandbox_id, spec.tenant)
+        created_ns = time.time_ns()
+        try:
+            await self._blocking(container.start)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self.remove(container.id)
+            raise
+        stages = (
+            StartStage("engine create", asked_ns, created_ns),
+            StartStage("engine start", created_ns, time.time_ns()),
+        )
+        return DockerSandbox(self, container.id, spec.sandbox_id, spec.tenant, stages)
 
     async def container_state(self, container_id: str) -> dict[str, Any]:
         client = await self._docker()

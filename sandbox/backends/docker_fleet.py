@@ -29,7 +29,13 @@ from typing import Any, Generic, TypeVar, cast
 import anyio
 from docker.errors import DockerException
 
-from sandbox.backend import EngineLost, SandboxError, SandboxSpec, SandboxStartError
+from sandbox.backend import (
+    EngineLost,
+    SandboxError,
+    SandboxSpec,
+    SandboxStartError,
+    StartStage,
+)
 from sandbox.backends.docker import DockerBackend, DockerSandbox
 from sandbox.background import BackgroundWork
 from sandbox.docker_client import docker_client
@@ -114,6 +120,10 @@ class FleetSandbox:
     @property
     def container_id(self) -> str:
         return self._inner.container_id
+
+    @property
+    def launch_stages(self) -> tuple[StartStage, ...]:
+        return self._inner.launch_stages
 
     async def exit_reason(self) -> str | None:
         lost = f"the Docker engine at {self._engine.host} stopped answering"

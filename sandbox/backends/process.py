@@ -29,7 +29,13 @@ from pathlib import Path
 import anyio
 from anyio.abc import Process
 
-from sandbox.backend import SANDBOX_UID, LaunchedSandbox, SandboxSpec, SandboxStartError
+from sandbox.backend import (
+    SANDBOX_UID,
+    LaunchedSandbox,
+    SandboxSpec,
+    SandboxStartError,
+    StartStage,
+)
 from sandbox.backends.cgroup import SandboxCgroup, cgroups_unavailable, joining, tear_down
 from sandbox.layout import REPO_ROOT, RUNNER_PATH, code_packages, runner_argv
 from sandbox.runner import SOCKET_NAME
@@ -56,6 +62,8 @@ class ProcessSandbox:
     @property
     def description(self) -> str:
         return f"process sandbox pid {self._process.pid}"
+
+    launch_stages: tuple[StartStage, ...] = ()  # one spawn, timed by the caller
 
     async def exit_reason(self) -> str | None:
         code = self._process.returncode

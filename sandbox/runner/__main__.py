@@ -6,8 +6,13 @@ folder itself first on `sys.path`; its parent takes that place instead, so the f
 imported as the package `runner` and its modules import each other relatively.
 """
 
-import os
 import sys
+
+# What the interpreter loaded before the runner's first line (`site` and the .pth files of
+# its site-packages, such as setuptools' `_distutils_hack`): not the runner's start.
+_PRELOADED = frozenset(sys.modules)
+
+import os  # noqa: E402
 
 if __package__:  # `python -m sandbox.runner` on the host
     from .runner_loop import main
@@ -15,4 +20,4 @@ else:
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     from runner.runner_loop import main  # type: ignore[import-not-found, no-redef]
 
-sys.exit(main())
+sys.exit(main(preloaded=_PRELOADED))

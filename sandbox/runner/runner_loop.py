@@ -29,7 +29,6 @@ return value goes back as MCP content in the reply's `runner_wire.OUTPUT` field 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import gc
 import importlib
@@ -38,6 +37,7 @@ import os
 import socket
 import sys
 import time
+import types
 from typing import Any
 
 from . import runner_wire as wire
@@ -76,18 +76,13 @@ def _vm_size_bytes() -> int:
 
 
 class Runner:
-    def __init__(self, modules: list[str], workspace: str) -> None:
+    def __init__(self, workspace: str, preloaded: frozenset[str] = frozenset()) -> None:
         self.workspace = workspace
+        self._preloaded = preloaded
         self.import_errors: dict[str, str] = {}
-        for name in modules:
-            try:
-                importlib.import_module(name)
-            except Exception as exc:  # reported in the hello, the host refuses the sandbox
-                self.import_errors[name] = f"{type(exc).__name__}: {exc}"
-        self._registry = getattr(sys.modules.get("tools.registry"), "default_registry", None)
-        self._context_model = getattr(sys.modules.get("protocol.tools"), "ToolContext", None)
-        # The child's address-space limit sits on top of what the runner already maps.
-        self.baseline_vm = _vm_size_bytes()
+        self._registry: Any = None
+        self._context_model: Any = None
+        self.baseline_vm = 0
         self._resolved: dict[str, Any] = {}
         # (pid, request fd, result fd, events fd) of the child forked for the next call
         self._spare: tuple[int, int, int, int] | None = None
@@ -97,20 +92,40 @@ class Runner:
         self.forwarder_pid = 0
         self._unreaped, self._child_pid = False, 0
         self.stdio = StdioRelay(workspace)  # mcp_stdio servers
-        # Children share the imported modules' pages; keep the collector from dirtying them.
-        gc.freeze()
 
     def hello(self) -> dict[str, Any]:
-        tools = [t.name for t in self._registry] if self._registry is not None else []
+        """Ready: the runner is up, on the standard library alone (`imported` names what
+        else it had imported by then, its own package aside: nothing)."""
         return {
             "type": wire.HELLO,
             "pid": os.getpid(),
             "uid": os.getuid(),
             "python": sys.version.split()[0],
+            "egress_port": self.egress_port,
+            "imported": _imported_beyond_stdlib(self._preloaded),
+        }
+
+    def load(self, modules: list[str]) -> dict[str, Any]:
+        """Import the tool modules, after the hello: what they import (pydantic, the tools'
+        own dependencies) is theirs, not the runner's start. The answer lists their tools
+        and the modules that failed (the host then refuses the sandbox)."""
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # reported in the answer, the host refuses the sandbox
+                self.import_errors[name] = f"{type(exc).__name__}: {exc}"
+        self._registry = getattr(sys.modules.get("tools.registry"), "default_registry", None)
+        self._context_model = getattr(sys.modules.get("protocol.tools"), "ToolContext", None)
+        # The child's address-space limit sits on top of what the runner already maps.
+        self.baseline_vm = _vm_size_bytes()
+        # Children share the imported modules' pages; keep the collector from dirtying them.
+        gc.freeze()
+        tools = [t.name for t in self._registry] if self._registry is not None else []
+        return {
+            "type": wire.LOADED,
             "tools": tools,
             "import_errors": self.import_errors,
             "baseline_vm_kb": self.baseline_vm // 1024,
-            "egress_port": self.egress_port,
         }
 
     def _resolve(self, tool: str, entrypoint: str) -> Any:
@@ -268,9 +283,19 @@ class Runner:
             result = target.invoke(arguments, context)
         else:
             result = target(**arguments)
-        if asyncio.iscoroutine(result):
+        if isinstance(result, types.CoroutineType):
+            import asyncio  # only an async tool's call pays for it
+
             result = asyncio.run(result)
         return result
+
+
+def _imported_beyond_stdlib(preloaded: frozenset[str]) -> list[str]:
+    """The top-level modules the runner's start imported that are neither the standard
+    library's nor the runner's own package."""
+    own = __name__.partition(".")[0]
+    tops = {name.partition(".")[0] for name in sys.modules.keys() - preloaded}
+    return sorted(top for top in tops - {own} if top not in sys.stdlib_module_names)
 
 
 def _quiet_stdio() -> None:
@@ -279,7 +304,8 @@ def _quiet_stdio() -> None:
         os.dup2(devnull, fd)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, preloaded: frozenset[str] = frozenset()) -> int:
+    """Run the runner; `preloaded`: the modules the interpreter had before its first line."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--connect", required=True, help="the host's Unix socket")
     parser.add_argument("--module", action="append", default=[], help="a tool module to import")
@@ -292,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     forwarder = start_egress_forwarder(args.workspace)
-    runner = Runner(args.module, args.workspace)
+    runner = Runner(args.workspace, preloaded)
     CHILD_EXITS.install()  # before the first call's child is forked
     if forwarder is not None:
         runner.forwarder_pid, runner.egress_port = forwarder
@@ -301,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     runner.host_fd, runner.host = sock.fileno(), sock
     try:
         send_frame(sock, runner.hello())
+        send_frame(sock, runner.load(args.module))
         runner.prepare()
         while (request := recv_frame(sock)) is not None:
             if request.get("type") in (wire.CANCEL, wire.SERVER_ANSWER):

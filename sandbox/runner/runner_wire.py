@@ -8,7 +8,13 @@ A reply answers one request and carries that request's `id`; the host refuses a 
 any other id. A reply's frame may be at most the call's output cap plus `FRAME_OVERHEAD`
 (the usage, exit reason and an error's message and hints around the result): the host
 reads no longer frame, and refuses a result over the cap whatever frame it came in. The
-hello, sent before any call, may be at most `HELLO_LIMIT`.
+hello and the loaded frame after it, sent before any call, may each be at most `HELLO_LIMIT`.
+
+Start: the runner sends `{"type": "hello", "pid", "uid", "python", "egress_port",
+"imported"}` as soon as it is up, having imported the standard library and its own package
+only (`imported`: any other top-level module it had, which should be none); then it imports
+the tool modules and sends `{"type": "loaded", "tools", "import_errors", "baseline_vm_kb"}`.
+The host takes calls after the loaded frame, and refuses a sandbox whose modules failed.
 
 Events: while a call runs, the runner may send frames `{"type": "event", "id": <the call's
 id>, "event": {...}}` before its reply: what the tool reported through its context
@@ -50,7 +56,8 @@ EVENT_LIMIT = 16 * 1024  # one event's JSON
 MAX_EVENTS = 1000  # a call's events; more are dropped
 
 # Message types (the "type" field).
-HELLO = "hello"
+HELLO = "hello"  # the runner is up (standard library only), before the tool modules
+LOADED = "loaded"  # right after the hello: the tool modules imported, and which failed
 RESULT = "result"
 MCP = "mcp"  # a request relaying one JSON-RPC message to an mcp_stdio server
 CANCEL = "cancel"  # the host stops the call of this id (its answer says cancelled)
