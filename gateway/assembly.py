@@ -30,6 +30,7 @@ from gateway.a2a import (
     HostedA2a,
     HostedAgents,
     HostedTasks,
+    LiveTasks,
     RemoteAgents,
     TaskOwners,
 )
@@ -234,7 +235,11 @@ def create_app(
             ),
             hosted_agents=hosted_agents,
             hosted=HostedA2a(
-                HostedTasks(redis, settings.a2a_task_ttl_s), hosted_agents, chains, cascade
+                HostedTasks(redis, settings.a2a_task_ttl_s),
+                hosted_agents,
+                chains,
+                cascade,
+                LiveTasks(redis, settings.a2a_tenant_tasks_max, settings.a2a_task_ttl_s),
             ),
         )
         keep_parts(app, parts)

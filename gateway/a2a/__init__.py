@@ -15,6 +15,7 @@ from gateway.a2a.hosted_agents import HostedAgent, HostedAgents
 from gateway.a2a.hosted_serving import HostedA2a
 from gateway.a2a.hosted_tasks import HostedTasks
 from gateway.a2a.hosted_work import check_worker, next_work, post_update
+from gateway.a2a.live_tasks import LiveTasks
 from gateway.a2a.remote_agents import CARD_TTL_S, HTTP_JSON, JSONRPC, RemoteAgent, RemoteAgents
 from gateway.a2a.task_owners import TaskOwners
 
@@ -29,6 +30,7 @@ __all__ = [
     "HostedAgent",
     "HostedAgents",
     "HostedTasks",
+    "LiveTasks",
     "RemoteAgent",
     "RemoteAgents",
     "TaskOwners",

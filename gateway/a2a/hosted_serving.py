@@ -8,6 +8,8 @@ ends what its workers and callers left behind.
   naming an interrupted task of the caller's resumes it (queued again with the message).
 - SendStreamingMessage and SubscribeToTask answer the Task, then its events, from its Redis
   stream (any replica serves them), until it ends or is interrupted.
+- A new task counts among its caller's tenant's live tasks until it ends: past
+  `a2a_tenant_tasks_max` of them, SendMessage is RATE_LIMITED (`LiveTasks`).
 - GetTask, ListTasks (the caller's own) and CancelTask (the worker learns it on its next
   write); another identity's task is TaskNotFoundError. Push-notification methods are
   PushNotificationNotSupportedError; the extended card UnsupportedOperationError.
@@ -56,6 +58,7 @@ from gateway.a2a.hosted_tasks import (
     task_ref,
 )
 from gateway.a2a.hosted_work import post_update
+from gateway.a2a.live_tasks import LiveTasks
 from gateway.a2a.remote_agents import JSONRPC
 from gateway.delegation import ChainSigner, TaskCascade
 from gateway.gateway_error import GatewayError
@@ -74,11 +77,13 @@ class HostedA2a:
         agents: HostedAgents,
         chains: ChainSigner,
         cascade: TaskCascade,
+        live: LiveTasks,
     ) -> None:
         self.tasks = tasks
         self.agents = agents
         self.chains = chains
         self.cascade = cascade
+        self.live = live  # each tenant's live tasks, bounded
 
     async def serve(
         self,
@@ -168,6 +173,8 @@ class HostedA2a:
         else:
             task_id = new_task_id()
             ref = task_ref(agent.name, task_id)
+            timeout_ms = int(agent.config.timeout_s * 1000)
+            await self.live.admit(principal.tenant, ref, deadline or now_ms() + timeout_ms)
             chain = self.chains.onward(ctx.chain, agent.name, principal, task=ref)
             await self.tasks.create(agent.name, principal, message, deadline, chain, task_id)
             if ctx.chain.tasks:  # delegated for another hosted task: it ends with that one
@@ -224,6 +231,9 @@ class HostedA2a:
         the tasks delegated for it, and theirs (a chain is at most `A2A_MAX_CHAIN` deep)."""
         reason = f"task {ref} was delegated for ended: {why}"
         await self.cascade.ended([ref], reason)
+        owner = await self.tasks.owner(ref)
+        if owner is not None:
+            await self.live.release(owner.partition("/")[0], ref)
         for child in await self.tasks.children(ref):
             agent, _, task_id = child.partition("/")
             await self._end_under(agent, task_id, reason)

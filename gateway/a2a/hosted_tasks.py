@@ -348,6 +348,12 @@ class HostedTasks:
         )
         return WriteOutcome(str(answer[0]), int(answer[1]) if answer[0] == "OK" else 0)
 
+    async def owner(self, ref: str) -> str | None:
+        """The `tenant/agent` that created task `ref` (None: no such task)."""
+        agent, _, task_id = ref.partition("/")
+        owner = await self.redis.hget(_prefix(agent) + f"t:{task_id}", "owner")
+        return None if owner is None else str(owner)
+
     async def adopt(self, parent: str, child: str) -> None:
         """Record `child` (a task ref) as delegated for task `parent`, so it ends with it."""
         agent, _, task_id = parent.partition("/")

@@ -146,6 +146,9 @@ class Settings(BaseSettings):
     # long after the last request naming it; an agent's answer longer than this is refused.
     a2a_task_ttl_s: int = Field(default=7 * 24 * 3600, gt=0)
     a2a_max_answer_bytes: int = Field(default=16 * 1_048_576, gt=0)
+    # Hosted A2A tasks one tenant's agents may have live at once, over every replica (0: no
+    # bound): past it, creating one more is RATE_LIMITED until one ends (`gateway.a2a`).
+    a2a_tenant_tasks_max: int = Field(default=256, ge=0)
     task_poll_interval_ms: int = Field(default=1000, gt=0)
     task_lease_ms: int = Field(default=3000, ge=300)
     task_long_running_ms: int = Field(default=60_000, gt=0)

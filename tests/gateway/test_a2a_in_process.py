@@ -296,6 +296,38 @@ async def test_the_audit_and_policies_see_whom_a_worker_acts_for(
     assert [r["chain"] for r in sent.json() if r["a2a_agent"] == "helper"] == [[]]
 
 
+async def test_a_tenants_live_delegated_tasks_are_bounded(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Two live tasks per tenant: the third is RATE_LIMITED with a wait to retry after, on
+    both bindings; another tenant is not held back; a task's end gives its place back."""
+    config = tmp_path / "conclave.toml"
+    config.write_text('[[a2a_agent]]\nname = "queued"\ntenant = "acme"\n')
+    update = {"config": config, "sandbox_backend": "inprocess", "a2a_tenant_tasks_max": 2}
+    async with in_process_gateway(settings.model_copy(update=update)) as gateway:
+        first = await _registered(gateway, settings, "t7", "one", agents=["queued"])
+        second = await _registered(gateway, settings, "t7", "two", agents=["queued"])
+        elsewhere = await _registered(gateway, settings, "t8", "one", agents=["queued"])
+        later = _send("later", configuration={"returnImmediately": True})
+        created = [
+            (await gateway.post("/a2a/queued", json=later, headers=who)).json()["result"]["task"]
+            for who in (first, second)
+        ]
+        refused = await gateway.post("/a2a/queued", json=later, headers=second)
+        serf, _ = serf_in(refused.json())
+        assert refused.status_code == 429 and serf["code"] == "RATE_LIMITED"
+        assert serf["retry_after_ms"] == 1000 and serf["details"] == {"live_tasks": 2, "bound": 2}
+        over_rest = await gateway.post("/a2a/queued/rest/message:send", json=later["params"],
+                                       headers=first)  # fmt: skip
+        assert over_rest.status_code == 429
+        other = await gateway.post("/a2a/queued", json=later, headers=elsewhere)
+        assert other.json()["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+        cancel = _rpc("CancelTask", id=created[0]["id"])
+        await gateway.post("/a2a/queued", json=cancel, headers=first)
+        again = await gateway.post("/a2a/queued", json=later, headers=second)
+        assert again.json()["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+
+
 def _secret(settings: Settings) -> bytes:
     return settings.secret.get_secret_value().encode()
 
