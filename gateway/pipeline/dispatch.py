@@ -199,6 +199,10 @@ class DispatchStage:
             if outcome.waited_ms is not None:
                 timings["conclave.sandbox.waited_ms"] = outcome.waited_ms
             span.set_attributes(timings)
+            if stages := outcome.start_stages:  # the call waited for its sandbox's start
+                start = TRACING.timed_span("sandbox start", stages[0].start_ns, stages[-1].end_ns)
+                for stage in stages:
+                    TRACING.timed_span(f"sandbox {stage.name}", stage.start_ns, stage.end_ns, start)
             if hedge is not None:
                 span.set_attributes(hedge.attributes())
             if outcome.error is not None:

@@ -134,6 +134,19 @@ class Tracing:
             return NOT_RECORDED
         return SpanRecord(parent.request, name, parent.span_id, attributes, kind)
 
+    def timed_span(
+        self, name: str, start_ns: int, end_ns: int, parent: SpanRecord | None = None
+    ) -> SpanRecord:
+        """A span of work timed elsewhere (a sandbox's start, stage by stage), ended at once:
+        a child of `parent`, else of the current span; nothing outside a traced request."""
+        parent = parent or CURRENT_SPAN.get()
+        if parent is None or parent is NOT_RECORDED:
+            return NOT_RECORDED
+        span = SpanRecord(parent.request, name, parent.span_id, None, SpanKind.INTERNAL)
+        span.start_ns, span.end_ns = start_ns, end_ns
+        parent.request.ended(span)
+        return span
+
     def request_span(
         self, name: str, traceparent: str | None, tracestate: str | None
     ) -> SpanRecord:

@@ -283,7 +283,8 @@ async def test_the_otlp_bytes_decode_to_what_the_sdks_encoder_writes_for_the_sam
                 )
                 assert answer.status_code == 200
     finished = spans.get_finished_spans()
-    assert len(finished) == 20 and sum(len(records) for _, records in recorded) == 20
+    # 10 spans a call, and the first call's sandbox start: its span and its 3 stages.
+    assert len(finished) == 24 and sum(len(records) for _, records in recorded) == 24
     ours = ExportTraceServiceRequest.FromString(
         encode_requests(provider.resource, "conclave.gateway", recorded)
     )
