@@ -99,17 +99,21 @@ class ApprovalBook:
 
     async def pending(self, approver: Principal) -> list[ApprovalRecord]:
         """The tenant's calls waiting for approval that `approver` may decide, oldest first."""
+        records = await self.pending_of(approver.tenant)
+        return [r for r in records if approver.may_approve(r.tool)]
+
+    async def pending_of(self, tenant: str) -> list[ApprovalRecord]:
+        """All of the tenant's calls waiting for approval, oldest first (the console's)."""
         now = _now_ms()
         ids = await self.redis.zrangebyscore(
-            _pending_key(approver.tenant), now, "+inf", start=0, num=_LISTED
+            _pending_key(tenant), now, "+inf", start=0, num=_LISTED
         )
         async with self.redis.pipeline(transaction=False) as pipe:
             for approval_id in ids:
-                pipe.hgetall(_record_key(approver.tenant, str(approval_id)))
+                pipe.hgetall(_record_key(tenant, str(approval_id)))
             fields = await pipe.execute()
         records = [r for r in map(_record, fields) if r is not None and r.status == "pending"]
-        mine = [r for r in records if approver.may_approve(r.tool)]
-        return sorted(mine, key=lambda r: r.asked_at_ms)
+        return sorted(records, key=lambda r: r.asked_at_ms)
 
     async def show(self, approver: Principal, approval_id: str) -> ApprovalRecord:
         """One approval, pending or settled, of a tool `approver` may decide."""
@@ -119,14 +123,22 @@ class ApprovalBook:
         return record
 
     async def decide(
-        self, approver: Principal, approval_id: str, decision: Decision, note: str
+        self,
+        approver: Principal,
+        approval_id: str,
+        decision: Decision,
+        note: str,
+        *,
+        acted_by: str = "",
     ) -> ApprovalRecord:
-        """Approve or deny a pending call as `approver`, once; the settled record."""
+        """Approve or deny a pending call as `approver`, once; the settled record. `acted_by`:
+        who decided as the approver, when it was not the approver itself (the console's admin)."""
         record = await self.show(approver, approval_id)
         why_not = _why_not(approver, record)
         if why_not is not None:
             raise may_not_decide(record, why_not)
-        settled, status = await self.settle(record, decision, identity_of(approver), note)
+        by = identity_of(approver) + (f" via {acted_by}" if acted_by else "")
+        settled, status = await self.settle(record, decision, by, note)
         after = await self.get(record.tenant, record.id) or record
         if status == "expired":
             raise approval_expired(after)

@@ -52,18 +52,18 @@ async def two_replicas(
         yield clients[0], clients[1]
 
 
-async def _bearer(
+async def bearer_of(
     client: httpx.AsyncClient, settings: Settings, agent: str, **rights: Any
 ) -> dict[str, str]:
     token = await registered_token(client, admin_headers(settings), "acme", agent, **rights)
     return {"Authorization": f"Bearer {token}"}
 
 
-def _deadline(in_s: float) -> dict[str, str]:
+def deadline_in(in_s: float) -> dict[str, str]:
     return {DEADLINE_HEADER: str(int((time.time() + in_s) * 1000))}
 
 
-async def _pending(client: httpx.AsyncClient, approver: dict[str, str], n: int = 1) -> list[Any]:
+async def pending(client: httpx.AsyncClient, approver: dict[str, str], n: int = 1) -> list[Any]:
     async def listed() -> list[Any]:
         answer = await client.get("/v1/approvals", headers=approver)
         assert answer.status_code == 200, answer.text
@@ -73,7 +73,7 @@ async def _pending(client: httpx.AsyncClient, approver: dict[str, str], n: int =
     return await until_true(listed, 5.0)
 
 
-async def _held_call(
+async def held_call(
     a: httpx.AsyncClient,
     caller: dict[str, str],
     arguments: dict[str, Any],
@@ -83,7 +83,7 @@ async def _held_call(
     answer = await a.post(
         "/v1/tools/echo/call",
         json={"arguments": arguments},
-        headers={**caller, **_deadline(deadline_s)},
+        headers={**caller, **deadline_in(deadline_s)},
     )
     answers.append(answer)
 
@@ -92,15 +92,15 @@ async def test_approved_on_one_replica_the_call_runs_on_the_other_with_the_argum
     settings: Settings, redis: Redis, tmp_path: Path
 ) -> None:
     async with two_replicas(settings, tmp_path) as (a, b):
-        caller = await _bearer(a, settings, "payer", tools=["echo"])
-        approver = await _bearer(a, settings, "bob", approves=["echo"])
+        caller = await bearer_of(a, settings, "payer", tools=["echo"])
+        approver = await bearer_of(a, settings, "bob", approves=["echo"])
         short = await a.post("/v1/tools/echo/call", json={"arguments": {"message": "hi"}},
                              headers=caller)  # fmt: skip
         assert short.status_code == 200  # the rule's condition does not hold: no approval
         answers: list[httpx.Response] = []
         async with anyio.create_task_group() as group:
-            group.start_soon(_held_call, a, caller, {"message": "pay 5000"}, answers)
-            [held] = await _pending(b, approver)
+            group.start_soon(held_call, a, caller, {"message": "pay 5000"}, answers)
+            [held] = await pending(b, approver)
             assert held["agent"] == "payer" and held["tool"] == "echo"
             assert held["arguments"] == {"message": "pay 5000"} and held["policy"] == "big-echo"
             assert held["reason"] == "long messages need a person"
@@ -124,12 +124,12 @@ async def test_a_denied_call_is_refused_with_the_note_and_not_retryable(
     settings: Settings, redis: Redis, tmp_path: Path
 ) -> None:
     async with two_replicas(settings, tmp_path) as (a, b):
-        caller = await _bearer(a, settings, "payer", tools=["echo"])
-        approver = await _bearer(a, settings, "bob", approves=["ec*"])
+        caller = await bearer_of(a, settings, "payer", tools=["echo"])
+        approver = await bearer_of(a, settings, "bob", approves=["ec*"])
         answers: list[httpx.Response] = []
         async with anyio.create_task_group() as group:
-            group.start_soon(_held_call, a, caller, {"message": "wire it all"}, answers)
-            [held] = await _pending(b, approver)
+            group.start_soon(held_call, a, caller, {"message": "wire it all"}, answers)
+            [held] = await pending(b, approver)
             await b.post(f"/v1/approvals/{held['id']}/deny",
                          json={"note": "not to that account"}, headers=approver)  # fmt: skip
         [answer] = answers
@@ -145,14 +145,14 @@ async def test_changed_arguments_are_a_new_approval_and_each_approval_runs_once(
     settings: Settings, redis: Redis, tmp_path: Path
 ) -> None:
     async with two_replicas(settings, tmp_path) as (a, b):
-        caller = await _bearer(a, settings, "payer", tools=["echo"])
-        approver = await _bearer(a, settings, "bob", approves=["echo"])
+        caller = await bearer_of(a, settings, "payer", tools=["echo"])
+        approver = await bearer_of(a, settings, "bob", approves=["echo"])
         answers: list[httpx.Response] = []
         async with anyio.create_task_group() as group:
-            group.start_soon(_held_call, a, caller, {"message": "pay 100"}, answers)
-            [first] = await _pending(b, approver)
-            group.start_soon(_held_call, a, caller, {"message": "pay 100000"}, answers)
-            both = await _pending(b, approver, 2)
+            group.start_soon(held_call, a, caller, {"message": "pay 100"}, answers)
+            [first] = await pending(b, approver)
+            group.start_soon(held_call, a, caller, {"message": "pay 100000"}, answers)
+            both = await pending(b, approver, 2)
             second = next(h for h in both if h["id"] != first["id"])
             assert second["arguments"] == {"message": "pay 100000"}
             assert second["digest"] != first["digest"]
@@ -163,8 +163,8 @@ async def test_changed_arguments_are_a_new_approval_and_each_approval_runs_once(
         assert answers[1].json()["code"] == ErrorCode.APPROVAL_DENIED
         answers.clear()
         async with anyio.create_task_group() as group:  # the same arguments again: asked again
-            group.start_soon(_held_call, a, caller, {"message": "pay 100"}, answers)
-            [third] = await _pending(b, approver)
+            group.start_soon(held_call, a, caller, {"message": "pay 100"}, answers)
+            [third] = await pending(b, approver)
             assert third["id"] != first["id"] and third["digest"] == first["digest"]
             await b.post(f"/v1/approvals/{third['id']}/approve", headers=approver)
         assert answers[0].json()["result"] == "pay 100"
@@ -174,13 +174,13 @@ async def test_nobody_deciding_before_the_deadline_is_approval_expired(
     settings: Settings, redis: Redis, tmp_path: Path
 ) -> None:
     async with two_replicas(settings, tmp_path) as (a, b):
-        caller = await _bearer(a, settings, "payer", tools=["echo"])
-        approver = await _bearer(a, settings, "bob", approves=["echo"])
+        caller = await bearer_of(a, settings, "payer", tools=["echo"])
+        approver = await bearer_of(a, settings, "bob", approves=["echo"])
         answers: list[httpx.Response] = []
         began = time.monotonic()
         async with anyio.create_task_group() as group:
-            group.start_soon(_held_call, a, caller, {"message": "pay late"}, answers, 1.0)
-            [held] = await _pending(b, approver)
+            group.start_soon(held_call, a, caller, {"message": "pay late"}, answers, 1.0)
+            [held] = await pending(b, approver)
         waited = time.monotonic() - began
         [answer] = answers
         assert answer.status_code == 410, answer.text
@@ -198,15 +198,15 @@ async def test_no_identity_approves_its_own_call_or_one_made_on_its_behalf(
 ) -> None:
     async with two_replicas(settings, tmp_path) as (a, b):
         # The caller may approve echo calls itself, and acts for the user alice.
-        caller = await _bearer(a, settings, "payer", tools=["echo"], approves=["*"], obo="alice")
-        alice = await _bearer(a, settings, "alice", approves=["echo"])
-        for_alice = await _bearer(a, settings, "assistant", approves=["echo"], obo="alice")
-        stranger = await _bearer(a, settings, "carol", tools=["echo"])  # no approve grant
-        bob = await _bearer(a, settings, "bob", approves=["echo"])
+        caller = await bearer_of(a, settings, "payer", tools=["echo"], approves=["*"], obo="alice")
+        alice = await bearer_of(a, settings, "alice", approves=["echo"])
+        for_alice = await bearer_of(a, settings, "assistant", approves=["echo"], obo="alice")
+        stranger = await bearer_of(a, settings, "carol", tools=["echo"])  # no approve grant
+        bob = await bearer_of(a, settings, "bob", approves=["echo"])
         answers: list[httpx.Response] = []
         async with anyio.create_task_group() as group:
-            group.start_soon(_held_call, a, caller, {"message": "pay myself"}, answers)
-            [held] = await _pending(b, bob)
+            group.start_soon(held_call, a, caller, {"message": "pay myself"}, answers)
+            [held] = await pending(b, bob)
             path = f"/v1/approvals/{held['id']}/approve"
             own = await b.post(path, headers=caller)
             assert own.status_code == 403 and own.json()["code"] == "PERMISSION_DENIED"
@@ -220,28 +220,3 @@ async def test_no_identity_approves_its_own_call_or_one_made_on_its_behalf(
             assert not answers  # none of them released it
             assert (await b.post(path, headers=bob)).status_code == 200
         assert answers[0].status_code == 200 and answers[0].json()["result"] == "pay myself"
-
-
-async def test_release_from_another_replica_is_quick(
-    settings: Settings, redis: Redis, tmp_path: Path
-) -> None:
-    """From the approve request leaving to the held call's answer on the other replica:
-    p99 within 100 ms (the issue's goal; the echo and both HTTP hops included)."""
-    async with two_replicas(settings, tmp_path) as (a, b):
-        caller = await _bearer(a, settings, "payer", tools=["echo"])
-        approver = await _bearer(a, settings, "bob", approves=["echo"])
-        released: list[float] = []
-        for i in range(40):
-            answers: list[httpx.Response] = []
-            async with anyio.create_task_group() as group:
-                group.start_soon(_held_call, a, caller, {"message": f"pay {i:04d}"}, answers)
-                [held] = await _pending(b, approver)
-                began = time.perf_counter()
-                await b.post(f"/v1/approvals/{held['id']}/approve", headers=approver)
-                await until(lambda a=answers: bool(a), 5.0, poll_s=0.001)
-                released.append(time.perf_counter() - began)
-            assert answers[0].status_code == 200
-    released.sort()
-    p50, p99 = released[len(released) // 2], released[int(len(released) * 0.99)]
-    print(f"release across replicas: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms")
-    assert p99 < 0.1, released

@@ -23,6 +23,7 @@ from gateway.config import Settings, app_settings
 from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body
 from gateway.http.console.agents_view import agents_page
+from gateway.http.console.approvals_view import approvals_page, decide_as_approver
 from gateway.http.console.chains_view import chains_page
 from gateway.http.console.charts_view import charts_page
 from gateway.http.console.console_session import (
@@ -165,6 +166,21 @@ router.add_api_route(
     _viewed(lambda r, s: try_page(r, _token(r, s), r.query_params.get("tool", ""))),
     methods=["GET"],
 )
+
+
+router.add_api_route(
+    "/approvals", _viewed(lambda r, s: approvals_page(r, _token(r, s))), methods=["GET"]
+)
+
+
+@router.post("/approvals/decide")
+async def decide_approval(request: Request) -> Response:
+    acting = await _acting(request)
+    if isinstance(acting, Response):
+        return acting
+    session, form = acting
+    notice = await decide_as_approver(request, form)
+    return await approvals_page(request, _token(request, session), notice)
 
 
 @router.post("/try")

@@ -20,6 +20,7 @@ NAV = (
     ("sandboxes", "/console/sandboxes", "Sandboxes"),
     ("charts", "/console/charts", "Charts"),
     ("try", "/console/try", "Try a tool"),
+    ("approvals", "/console/approvals", "Approvals"),
 )
 
 _STYLE = """
