@@ -52,6 +52,10 @@ class Agent:
     tools: list[str] = field(default_factory=list)
     namespaces: dict[str, Access] = field(default_factory=dict)
     agents: list[str] = field(default_factory=list)  # the A2A agents it may delegate to
+    # Tool and state scopes it may hand on to the agents it delegates to, beyond its own
+    # ("tool:<glob>", "state:<glob>:<access>"): what they do for it is limited to its own
+    # grant and these.
+    delegable: list[str] = field(default_factory=list)
     budget: AgentBudget = field(default_factory=AgentBudget)
     tenant: str = "default"
     local_tools: list[LocalTool] = field(default_factory=list)
@@ -64,6 +68,7 @@ class Agent:
             tools=self.tools,
             namespaces=self.namespaces,
             agents=self.agents,
+            delegable=self.delegable,
         )
 
     async def register(self, admin: GatewayClient, *, session: str | None = None) -> GatewayClient:

@@ -1,7 +1,8 @@
 """docs/a2a.md's worked examples (its blocks marked `<!-- example: NAME -->`), run as a reader
 runs them against a gateway serving the test A2A agent (`conclave.bench.a2a.echo_agent`) as
 `research` and the page's hosted agent as declared there: the SDK's `Agent.delegate`, the
-reference SDK's client, curl, and a hosted agent's worker."""
+reference SDK's client, curl, a hosted agent's worker, and what a worker may do for its
+callers."""
 
 from __future__ import annotations
 
@@ -81,4 +82,13 @@ def test_the_hosted_agent_example_serves_a_worker_and_answers_its_caller(
 ) -> None:
     assert _run(research_stack, "hosted_worker.py", tmp_path).splitlines() == [
         "TASK_STATE_COMPLETED writer sent 3 words",
+    ]
+
+
+def test_the_delegated_rights_example_refuses_the_writer_and_lets_the_editor(
+    research_stack: EmbeddedStack, tmp_path: Path
+) -> None:
+    assert _run(research_stack, "delegated_rights.py", tmp_path).splitlines() == [
+        "writer refused: POLICY_DENIED",
+        "editor 3 words",
     ]
