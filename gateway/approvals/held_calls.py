@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,9 @@ class HeldCall:
     deadline_ms: int | None
     rule: PolicyRule
     trace_id: str = ""
+    # Told the approval once the call waits, and None once it is released (an MCP task
+    # shows `input_required` meanwhile).
+    on_held: Callable[[ApprovalRecord | None], Awaitable[None]] | None = None
 
 
 class HeldCalls:
@@ -62,6 +65,8 @@ class HeldCalls:
         self._waiting[record.id] = anyio.Event()
         try:
             await self.book.ask(record)
+            if call.on_held is not None:
+                await call.on_held(record)
             settled = await self._wait(record)
         finally:
             del self._waiting[record.id]
@@ -69,6 +74,8 @@ class HeldCalls:
             arguments = dict(settled.arguments)
             if arguments_digest(arguments) != record.digest:  # Redis was written by another
                 raise approval_expired(settled)
+            if call.on_held is not None:
+                await call.on_held(None)
             return arguments
         if settled.status == "denied":
             raise approval_denied(settled)

@@ -8,7 +8,9 @@ limit) is answered as it always is: it never becomes a task.
 
 A call whose server asks the client something waits in the task (`input_required`) for the
 client's `tasks/update`; one whose server asks in rounds itself is run again with the answers
-(`task_rounds`). While the call runs, its replica renews the task's lease (every third of
+(`task_rounds`); one an `approve` policy rule holds is a task before it waits, and shows
+`input_required` (its statusMessage names the approval) until a person decides. While
+the call runs, its replica renews the task's lease (every third of
 `lease_ms`). Its end, whatever it is (the result, a tool error, the budget's
 DEADLINE_EXCEEDED, a cancel), is written once as the task's outcome, as the call would have
 answered it (`outcome_of`).
@@ -40,7 +42,7 @@ from gateway.mcp_tasks.task_record import TaskStatus as Status
 from gateway.mcp_tasks.task_rounds import MAX_ROUNDS, answered
 from gateway.mcp_tasks.task_store import TaskStore
 from gateway.pipeline import Pipeline, RequestContext
-from protocol import DEADLINE_HEADER, ErrorCode, InputRound, SerfError
+from protocol import DEADLINE_HEADER, ApprovalRecord, ErrorCode, InputRound, SerfError
 
 log = logging.getLogger("conclave.gateway.mcp_tasks")
 
@@ -153,6 +155,15 @@ class TaskRunner:
         # any, are the questions its server asks the client, kept in the task (task_methods).
         ctx.cancel, ctx.request_id = CallCancel(), task_request_id(task_id)
         ctx.on_admitted = admitted
+
+        async def held(approval: ApprovalRecord | None) -> None:
+            why = None
+            if approval is not None:
+                reason = f": {approval.reason}" if approval.reason else ""
+                why = f"waiting for approval {approval.id} (policy {approval.policy!r}{reason})"
+            await self.store.held(ctx.require_principal().tenant, task_id, why)
+
+        ctx.on_held = held
 
     def _task_group(self) -> TaskGroup:
         if self._group is None:

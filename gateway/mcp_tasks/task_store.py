@@ -44,6 +44,7 @@ FINISH = lua_script("gateway.mcp_tasks", "task_finish")
 ASK_CANCEL = lua_script("gateway.mcp_tasks", "task_ask_cancel")
 ASK_INPUT = lua_script("gateway.mcp_tasks", "task_ask_input")
 INPUT_ANSWERED = lua_script("gateway.mcp_tasks", "task_input_answered")
+HELD = lua_script("gateway.mcp_tasks", "task_held")
 
 
 def _charging(script: LuaScript) -> str:
@@ -80,6 +81,7 @@ class TaskStore:
         self._ask_cancel = redis.register_script(ASK_CANCEL.text)
         self._ask_input = redis.register_script(ASK_INPUT.text)
         self._input_answered = redis.register_script(INPUT_ANSWERED.text)
+        self._held = redis.register_script(HELD.text)
 
     async def create(
         self, principal: Principal, task_id: str, call: TaskCall, message: str = ""
@@ -177,6 +179,14 @@ class TaskStore:
             ),
         )
         return bool(ended)
+
+    async def held(self, tenant: str, task_id: str, message: str | None) -> None:
+        """The task's call waits for a person's approval (`message` says which): the task is
+        `input_required` with it as its statusMessage; None: released, `working` again."""
+        await self._held(
+            keys=HELD.keys(task_key=task_key(tenant, task_id)),
+            args=HELD.argv(held="1" if message else "0", message=message or "", now_ms=_now_ms()),
+        )
 
     async def ask_cancel(self, tenant: str, task_id: str, reason: str) -> None:
         """Record that the owner cancelled the task (`cancel_asked` reads it back)."""

@@ -139,11 +139,16 @@ class AuthorizeStage:
                     f"policy {decided.name!r} asks for approval, which this pipeline cannot hold",
                     details={"policy": decided.name, "reason": decided.reason},
                 )
+            if ctx.on_held is not None and ctx.on_admitted is not None:
+                # An MCP task exists before its call waits: its client polls it meanwhile.
+                await ctx.on_admitted(ctx)
+                ctx.on_admitted = None
             deadline = ctx.tool_context.deadline_ms if ctx.tool_context is not None else None
             chain = tuple(ctx.chain.acting_for)
             held = HeldCall(
-                principal, chain, tool.name, ctx.arguments, deadline, decided, ctx.trace_id
-            )
+                principal, chain, tool.name, ctx.arguments, deadline, decided, ctx.trace_id,
+                ctx.on_held,
+            )  # fmt: skip
             ctx.arguments = await self.held_calls.hold(held)
 
     def _agent_refusal(

@@ -22,6 +22,7 @@ from gateway.gateway_error import GatewayError
 from gateway.telemetry import TRACING, current_trace
 from protocol import (
     Access,
+    ApprovalRecord,
     Budget,
     BudgetGrant,
     CallUsage,
@@ -88,6 +89,10 @@ class RequestContext:
     # task is created there (`gateway.mcp_tasks`), so a refused call is answered as it always
     # is, and only an admitted one becomes a task.
     on_admitted: Operation | None = None
+    # Awaited while an `approve` policy rule holds the call (`gateway.approvals`): with the
+    # approval once the call waits, with None once it is released. An MCP task sets it (and
+    # is created before its call waits), so its client sees it `input_required` meanwhile.
+    on_held: Callable[[ApprovalRecord | None], Awaitable[None]] | None = None
 
     # Filled in by the stages.
     principal: Principal | None = None

@@ -220,3 +220,54 @@ async def test_no_identity_approves_its_own_call_or_one_made_on_its_behalf(
             assert not answers  # none of them released it
             assert (await b.post(path, headers=bob)).status_code == 200
         assert answers[0].status_code == 200 and answers[0].json()["result"] == "pay myself"
+
+
+async def _mcp(
+    client: httpx.AsyncClient, caller: dict[str, str], method: str, params: dict[str, Any]
+) -> dict[str, Any]:
+    """One message of the 2026-07-28 wire, declaring the tasks extension; its result."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {
+            "extensions": {"io.modelcontextprotocol/tasks": {}}
+        },
+    }
+    name = params.get("name", params.get("taskId"))
+    headers = {**caller, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method,
+               "Mcp-Name": str(name)}  # fmt: skip
+    message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    answer = await client.post("/mcp", json=message, headers=headers)
+    assert answer.status_code == 200, answer.text
+    result: dict[str, Any] = answer.json()["result"]
+    return result
+
+
+async def test_an_mcp_task_shows_input_required_while_held_and_completes_once_approved(
+    settings: Settings, redis: Redis, tmp_path: Path
+) -> None:
+    tasks_for_all = settings.model_copy(update={"task_long_running_ms": 1000})  # echo: 2 s
+    async with two_replicas(tasks_for_all, tmp_path) as (a, b):
+        caller = await bearer_of(a, settings, "payer", tools=["echo"])
+        approver = await bearer_of(a, settings, "bob", approves=["echo"])
+        call = {"name": "echo", "arguments": {"message": "pay 5000"}}
+        created = await _mcp(a, caller, "tools/call", call)  # answered at once: a task
+        assert created["resultType"] == "task", created
+        task = {"taskId": created["taskId"]}
+
+        async def held() -> dict[str, Any] | None:
+            found = await _mcp(b, caller, "tasks/get", task)
+            return found if found["status"] == "input_required" else None
+
+        waiting = await until_true(held, 5.0)
+        [approval] = await pending(b, approver)
+        assert f"waiting for approval {approval['id']}" in waiting["statusMessage"]
+        assert "big-echo" in waiting["statusMessage"]
+        await b.post(f"/v1/approvals/{approval['id']}/approve", headers=approver)
+
+        async def ended() -> dict[str, Any] | None:
+            found = await _mcp(b, caller, "tasks/get", task)
+            return found if found["status"] not in ("working", "input_required") else None
+
+        done = await until_true(ended, 5.0)
+        assert done["status"] == "completed", done
+        assert done["result"]["content"][0]["text"] == "pay 5000"
