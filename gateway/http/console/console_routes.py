@@ -44,6 +44,7 @@ from gateway.http.console.login_throttle import (
 )
 from gateway.http.console.namespaces_view import check_namespace_of, namespace_page, namespaces_page
 from gateway.http.console.page_layout import esc, page
+from gateway.http.console.quotas_view import quotas_page
 from gateway.http.console.sandboxes_view import sandboxes_page
 from gateway.http.console.tools_view import tools_page
 from gateway.http.console.try_view import call_as_agent, try_page
@@ -161,6 +162,7 @@ router.add_api_route("/namespaces", _viewed(lambda r, s: namespaces_page(r)), me
 router.add_api_route("/chains", _viewed(lambda r, s: chains_page(r)), methods=["GET"])
 router.add_api_route("/sandboxes", _viewed(lambda r, s: sandboxes_page(r)), methods=["GET"])
 router.add_api_route("/charts", _viewed(lambda r, s: charts_page(r)), methods=["GET"])
+router.add_api_route("/quotas", _viewed(lambda r, s: quotas_page(r)), methods=["GET"])
 router.add_api_route(
     "/try",
     _viewed(lambda r, s: try_page(r, _token(r, s), r.query_params.get("tool", ""))),

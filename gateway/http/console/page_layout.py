@@ -21,6 +21,7 @@ NAV = (
     ("charts", "/console/charts", "Charts"),
     ("try", "/console/try", "Try a tool"),
     ("approvals", "/console/approvals", "Approvals"),
+    ("quotas", "/console/quotas", "Quotas"),
 )
 
 _STYLE = """
