@@ -28,11 +28,14 @@ def create_backend(config: SandboxConfig, engines: Sequence[str]) -> SandboxBack
         log.info("sandbox backend %s: %s", picked.name, picked.reason)
         choice = picked.name
     if choice == "docker" and len(engines) > 1:
-        return docker_fleet(engines, config.image, config.engine_capacity or config.pool_max)
-    return backend_named(choice, engines[0], config.image)
+        capacity = config.engine_capacity or config.pool_max
+        return docker_fleet(engines, config.image, capacity, config.engine_threads)
+    return backend_named(choice, engines[0], config.image, config.engine_threads)
 
 
-def docker_fleet(docker_hosts: Sequence[str], image: str, capacity: int) -> SandboxBackend:
+def docker_fleet(
+    docker_hosts: Sequence[str], image: str, capacity: int, engine_threads: int = 8
+) -> SandboxBackend:
     """The docker backend over several engines, each of which must answer and hold the image."""
     for host in docker_hosts:
         missing = docker_status(host, image)
@@ -40,10 +43,12 @@ def docker_fleet(docker_hosts: Sequence[str], image: str, capacity: int) -> Sand
             raise SandboxStartError(f"{missing} (engine {host} of CONCLAVE_DOCKER_HOSTS)")
     from sandbox.backends.docker_fleet import DockerFleet
 
-    return DockerFleet(docker_hosts, image, capacity)
+    return DockerFleet(docker_hosts, image, capacity, engine_threads)
 
 
-def backend_named(name: str, docker_host: str, image: str) -> SandboxBackend:
+def backend_named(
+    name: str, docker_host: str, image: str, engine_threads: int = 8
+) -> SandboxBackend:
     """The backend called `name`, or SandboxStartError saying what it lacks here."""
     if name == "docker":
         missing = docker_status(docker_host, image)
@@ -51,7 +56,7 @@ def backend_named(name: str, docker_host: str, image: str) -> SandboxBackend:
             raise SandboxStartError(missing)
         from sandbox.backends.docker import DockerBackend
 
-        return DockerBackend(docker_host, image)
+        return DockerBackend(docker_host, image, engine_threads)
     if name == "bwrap":
         missing = bwrap_status()
         if missing is not None:

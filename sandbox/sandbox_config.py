@@ -29,6 +29,10 @@ class SandboxConfig(BaseModel):
     # hold on each (unset: pool_max).
     engine_capacity: int | None = Field(default=None, gt=0)
     pool_max: int = Field(default=32, gt=0)
+    # The Docker engine's calls (create, start, inspect, remove) run in a pool of this many
+    # threads per engine, off the event loop: a burst of starts and teardowns waits its turn
+    # there instead of taking the threads the gateway's other blocking work shares.
+    engine_threads: int = Field(default=8, gt=0)
     # Fair shares of that cap, counting the sandboxes in use (busy or starting): a tenant may
     # hold at most `tenant_max` (unset: half the cap, so one tenant's flood always leaves the
     # other half to everyone else) and an agent at most `agent_max` (unset: a quarter, so one

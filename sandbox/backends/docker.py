@@ -116,17 +116,24 @@ class DockerBackend:
     isolates = True
     caps_processes = True  # each container's pids limit
 
-    def __init__(self, docker_host: str, image: str) -> None:
+    def __init__(self, docker_host: str, image: str, engine_threads: int = 8) -> None:
         self.docker_host = docker_host
         self.image = image
+        self.engine_threads = engine_threads  # `SandboxConfig.engine_threads`
+        self._threads: anyio.CapacityLimiter | None = None  # made in the event loop
         self._client: Any = None
         self._client_lock = anyio.Lock()
         self._cgroup_driver = "cgroupfs"
 
     async def _blocking(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """The one seam where the blocking docker SDK runs, and its errors are translated."""
+        """The one seam where the blocking docker SDK runs, in the backend's own bounded pool
+        of threads, and its errors are translated."""
+        if self._threads is None:
+            self._threads = anyio.CapacityLimiter(self.engine_threads)
         try:
-            return await anyio.to_thread.run_sync(partial(call, *args, **kwargs))
+            return await anyio.to_thread.run_sync(
+                partial(call, *args, **kwargs), limiter=self._threads
+            )
         except NotFound as exc:
             if isinstance(exc, ImageNotFound):
                 raise sandbox_error_from_docker(exc, self.docker_host, self.image) from exc

@@ -160,10 +160,15 @@ class DockerFleet:
     isolates = True
     caps_processes = True  # each container's pids limit
 
-    def __init__(self, docker_hosts: Sequence[str], image: str, capacity: int) -> None:
+    def __init__(
+        self, docker_hosts: Sequence[str], image: str, capacity: int, engine_threads: int = 8
+    ) -> None:
         self.image = image
         self.capacity = capacity
-        self.engines = [_Engine(DockerBackend(host, image)) for host in docker_hosts]
+        # Each engine's calls in a bounded pool of its own (`SandboxConfig.engine_threads`).
+        self.engines = [
+            _Engine(DockerBackend(host, image, engine_threads)) for host in docker_hosts
+        ]
         self._work = BackgroundWork("the docker fleet")
         self._checking = False  # the health checks started (at the first launch)
         self._abandoned: set[_Running[Any]] = set()  # starts left running on drained engines
