@@ -1,7 +1,8 @@
 """Policy rules compiled once and decided per call (docs/governance.md).
 
 `compile_rules` turns `PolicyRule`s into programs (CEL, by the `common-expression-language`
-bindings: ~9 us an evaluation here, against ~210 us for `cel-python`), refusing the whole set,
+bindings: ~9 us an evaluation here, against ~210 us for `cel-python`; a call's variables are
+converted once, into one `cel.Context` all its rules read), refusing the whole set,
 with the rule's name and the position of the error, when one does not compile; so a bad rule
 never replaces good ones. `Policies` holds the rules in force (conclave.toml's and the admin
 API's) and decides a call: the rules whose globs match the caller and the tool (looked up once
@@ -33,10 +34,14 @@ class PolicyError(ValueError):
     """A rule set that cannot be put in force; the message names the rule and the position."""
 
 
+VARIABLES = frozenset({"principal", "tool", "args", "chain", "now"})
+
+
 @dataclass(frozen=True)
 class CompiledRule:
     rule: PolicyRule
     program: Any  # cel.Program, or None for a rule without a condition
+    reads: frozenset[str] = frozenset()  # the VARIABLES its condition reads
 
     def matches(self, tenant: str, agent: str, tool: str) -> bool:
         rule = self.rule
@@ -46,11 +51,12 @@ class CompiledRule:
             and _any_glob(rule.tools, tool)
         )
 
-    def holds(self, variables: Mapping[str, Any]) -> bool:
+    def holds(self, variables: Any) -> bool:
+        """Whether the condition holds for `variables` (a `cel.Context`, or a mapping)."""
         if self.program is None:
             return True
         try:
-            return self.program.execute(dict(variables)) is True
+            return self.program.execute(variables) is True
         except Exception:
             return self.rule.outcome != "allow"
 
@@ -78,7 +84,7 @@ def _compiled(rule: PolicyRule) -> CompiledRule:
     # (A name the condition reads that is none of the variables is not refused here: the
     # bindings count a comprehension's own variable among them. It fails at evaluation, which
     # denies for a `deny` rule and allows nothing for an `allow` one.)
-    return CompiledRule(rule, program)
+    return CompiledRule(rule, program, VARIABLES & frozenset(program.variables()))
 
 
 class Policies:
@@ -90,7 +96,8 @@ class Policies:
         # Both, in order: a caller reads it first (empty: no rule, and nothing to call here).
         self.in_force = self.file
         self.version = 0  # the API rules' version in Redis, as last put in force here
-        self._matching: dict[tuple[str, str, str], tuple[CompiledRule, ...]] = {}
+        # (tenant, agent, tool) -> the rules that match, and the variables they read
+        self._matching: dict[tuple[str, str, str], _Matching] = {}
 
     def swap_api(self, rules: Sequence[CompiledRule], version: int) -> None:
         self.api, self.version = tuple(rules), version
@@ -121,19 +128,23 @@ class Policies:
         if not self.in_force:
             return None
         key = (principal.tenant, principal.agent, tool)
-        matching = self._matching.get(key)
-        if matching is None:
-            matching = tuple(
+        found = self._matching.get(key)
+        if found is None:
+            rules = tuple(
                 r
                 for r in (*self.file, *self.api)
                 if r.matches(principal.tenant, principal.agent, tool)
             )
+            found = _Matching(rules, frozenset().union(*(r.reads for r in rules)))
             if len(self._matching) >= _MATCHES_KEPT:
                 self._matching.clear()
-            self._matching[key] = matching
+            self._matching[key] = found
+        matching = found.rules
         if not matching:
             return None
-        variables = _variables(principal, tool, arguments, chain)
+        # One context a call, holding only what its rules read, converted to CEL once for all
+        # of them (a fresh dict a rule was converted again: ~15 us a rule, against ~0.3 us).
+        variables = cel.Context(_variables(found.reads, principal, tool, arguments, chain))
         approve: PolicyRule | None = None
         for compiled in matching:
             outcome = compiled.rule.outcome
@@ -146,21 +157,37 @@ class Policies:
         return approve
 
 
+@dataclass(frozen=True)
+class _Matching:
+    rules: tuple[CompiledRule, ...]
+    reads: frozenset[str]
+
+
 def _variables(
-    principal: Principal, tool: str, arguments: Mapping[str, Any], chain: Sequence[str]
+    reads: frozenset[str],
+    principal: Principal,
+    tool: str,
+    arguments: Mapping[str, Any],
+    chain: Sequence[str],
 ) -> dict[str, Any]:
-    return {
-        "principal": {
+    """The variables among `reads`: converting the others to CEL was most of a call's cost."""
+    found: dict[str, Any] = {}
+    if "principal" in reads:
+        found["principal"] = {
             "tenant": principal.tenant,
             "agent": principal.agent,
             "obo": principal.obo or "",
             "scopes": list(principal.scopes),
-        },
-        "tool": {"name": tool},
-        "args": dict(arguments),
-        "chain": list(chain),  # whom the caller acts for (gateway.delegation), first first
-        "now": datetime.datetime.now(datetime.UTC),
-    }
+        }
+    if "tool" in reads:
+        found["tool"] = {"name": tool}
+    if "args" in reads:
+        found["args"] = dict(arguments)
+    if "chain" in reads:
+        found["chain"] = list(chain)  # whom the caller acts for (gateway.delegation), first first
+    if "now" in reads:
+        found["now"] = datetime.datetime.now(datetime.UTC)
+    return found
 
 
 def _denied(rule: PolicyRule, tool: str) -> GatewayError:
