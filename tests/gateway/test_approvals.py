@@ -271,3 +271,26 @@ async def test_an_mcp_task_shows_input_required_while_held_and_completes_once_ap
         done = await until_true(ended, 5.0)
         assert done["status"] == "completed", done
         assert done["result"]["content"][0]["text"] == "pay 5000"
+
+
+async def test_a_denied_mcp_task_fails_with_the_note(
+    settings: Settings, redis: Redis, tmp_path: Path
+) -> None:
+    tasks_for_all = settings.model_copy(update={"task_long_running_ms": 1000})
+    async with two_replicas(tasks_for_all, tmp_path) as (a, b):
+        caller = await bearer_of(a, settings, "payer", tools=["echo"])
+        approver = await bearer_of(a, settings, "bob", approves=["echo"])
+        call = {"name": "echo", "arguments": {"message": "pay everything"}}
+        task = {"taskId": (await _mcp(a, caller, "tools/call", call))["taskId"]}
+        [approval] = await pending(b, approver)
+        await b.post(f"/v1/approvals/{approval['id']}/deny", json={"note": "no"},
+                     headers=approver)  # fmt: skip
+
+        async def ended() -> dict[str, Any] | None:
+            found = await _mcp(b, caller, "tasks/get", task)
+            return found if found["status"] not in ("working", "input_required") else None
+
+        done = await until_true(ended, 5.0)
+        assert done["status"] == "failed", done
+        assert done["error"]["data"]["code"] == "APPROVAL_DENIED"
+        assert done["error"]["data"]["details"]["note"] == "no"
