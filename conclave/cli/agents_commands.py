@@ -85,6 +85,13 @@ def register(
         list[str] | None,
         typer.Option(help="a tool whose held calls it may approve (a glob); repeatable"),
     ] = None,
+    delegable: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="a tool or state scope the agents it delegates to may use for it beyond its"
+            " own grant ('tool:run_python', 'state:notes:write'); repeatable"
+        ),
+    ] = None,
     obo: Annotated[str | None, typer.Option(help="user the agent acts on behalf of")] = None,
     ttl: Annotated[int | None, typer.Option(help="its token's lifetime in seconds")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the whole answer as JSON")] = False,
@@ -100,6 +107,7 @@ def register(
         "agents": a2a_agent or [],
         "namespaces": dict(_namespace_grant(n) for n in namespace or []),
         "approves": approve or [],
+        "delegable": delegable or [],
         "obo": obo,
     }
     if ttl is not None:
