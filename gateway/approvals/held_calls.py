@@ -1,17 +1,17 @@
 """`HeldCalls`: the calls this replica holds for approval, released from any replica.
 
-The authorize stage hands a call an `approve` rule holds to `hold`, which records it in the
-`ApprovalBook` (pending, bound to the caller, its chain, the tool, the digest of its
-canonical arguments and its deadline) and waits, within the call's deadline and the rule's
-approval TTL, whichever comes first. An approver's decision, on any replica, is published on
-the book's channel; `listen` (in the gateway's background group) wakes the waiting call,
-which reads its record once: approved, the call goes on with exactly the arguments approved
-(the record's, checked against the digest); denied, APPROVAL_DENIED with the approver's note;
-nobody in time, the call settles its approval as expired and is APPROVAL_EXPIRED. A call
+The authorize stage hands a call an `approve` rule holds to `hold`, which (unless its token was
+revoked) records it in the `ApprovalBook` (pending, bound to the caller, its chain, the tool,
+the digest of its canonical arguments and its deadline) and waits, within the call's deadline
+and the rule's approval TTL, whichever comes first. An approver's decision, on any replica, is
+published on the book's channel; `listen` (in the gateway's background group) wakes the waiting
+call, which reads its record once: approved, the call goes on with exactly the arguments
+approved (the record's, checked against the digest); denied, APPROVAL_DENIED with the approver's
+note; nobody in time, the call settles its approval as expired and is APPROVAL_EXPIRED. A call
 whose caller leaves (cancelled, disconnected) withdraws its approval.
 
-A settlement published while this replica was not listening is not lost: the waiting call
-reads its record every `RECHECK_S` as well.
+A settlement published while this replica was not listening is not lost: the waiting call reads
+its record every `RECHECK_S` as well.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from anyio.abc import TaskStatus
 from gateway.approvals.approval_book import CHANNEL, ApprovalBook
 from gateway.approvals.approval_refusals import approval_denied, approval_expired
 from gateway.approvals.canonical_arguments import arguments_digest, canonical_json
+from gateway.identity import generation_key, token_revoked
 from gateway.redis_io import listen_to_channel
 from protocol import ApprovalRecord, PolicyRule, Principal
 
@@ -61,6 +62,7 @@ class HeldCalls:
 
     async def hold(self, call: HeldCall) -> dict[str, Any]:
         """Wait for a person's decision on `call`; the arguments approved, or the refusal."""
+        await self._refuse_revoked(call.principal)
         record = _asked(call)
         self._waiting[record.id] = anyio.Event()
         try:
@@ -80,6 +82,13 @@ class HeldCalls:
         if settled.status == "denied":
             raise approval_denied(settled)
         raise approval_expired(settled)
+
+    async def _refuse_revoked(self, principal: Principal) -> None:
+        """AUTH_REVOKED for a token of an earlier generation of its agent: the budget stage
+        refuses it only after authorize, and no person should be asked to approve its call."""
+        current = await self.book.redis.get(generation_key(principal.tenant, principal.agent))
+        if int(current or 0) > principal.generation:
+            raise token_revoked(principal)
 
     async def _wait(self, record: ApprovalRecord) -> ApprovalRecord:
         try:

@@ -294,3 +294,16 @@ async def test_a_denied_mcp_task_fails_with_the_note(
         assert done["status"] == "failed", done
         assert done["error"]["data"]["code"] == "APPROVAL_DENIED"
         assert done["error"]["data"]["details"]["note"] == "no"
+
+
+async def test_a_revoked_tokens_call_is_refused_not_shown_to_approvers(
+    settings: Settings, redis: Redis, tmp_path: Path
+) -> None:
+    async with two_replicas(settings, tmp_path) as (a, b):
+        old = await bearer_of(a, settings, "payer", tools=["echo"])
+        await bearer_of(a, settings, "payer", tools=["echo"])  # registered again: old revoked
+        approver = await bearer_of(a, settings, "bob", approves=["echo"])
+        refused = await a.post("/v1/tools/echo/call", json={"arguments": {"message": "pay 9"}},
+                               headers=old)  # fmt: skip
+        assert refused.status_code == 401 and refused.json()["code"] == "AUTH_REVOKED"
+        assert (await b.get("/v1/approvals", headers=approver)).json()["approvals"] == []
