@@ -73,6 +73,7 @@ class StartStage:
     name: str
     start_ns: int
     end_ns: int
+    cpu_ms: float | None = None  # the sandbox's CPU in the stage, as its runner reported it
 
 
 @dataclass(frozen=True)

@@ -225,9 +225,9 @@ class Sandbox:
                 group.start_soon(watch_for_death, group.cancel_scope)
                 self.channel = await accept(listener)
                 hello = await self.channel.receive()  # up, on the standard library alone
-                self._stage("runner start")
+                self._stage("runner start", _cpu_ms(hello))
                 loaded = await self.channel.receive()  # its tool modules imported
-                self._stage("tool import")
+                self._stage("tool import", _cpu_ms(loaded) - _cpu_ms(hello))
                 self.hello = {**hello, **loaded}
                 group.cancel_scope.cancel()
         if died:
@@ -241,10 +241,10 @@ class Sandbox:
         if errors:
             raise SandboxStartError(f"tool modules failed to import in the sandbox: {errors}")
 
-    def _stage(self, name: str) -> None:
+    def _stage(self, name: str, cpu_ms: float | None = None) -> None:
         """Record the start's next stage, from the end of the one before it to now."""
         begun = self.stages[-1].end_ns if self.stages else time.time_ns()
-        self.stages.append(StartStage(name, begun, time.time_ns()))
+        self.stages.append(StartStage(name, begun, time.time_ns(), cpu_ms))
 
     @property
     def held(self) -> bool:
@@ -699,6 +699,12 @@ def _bounded(claimed: Any, ceiling: float) -> float:
     except (TypeError, ValueError):
         return 0.0
     return min(max(value, 0.0), ceiling) if math.isfinite(value) else 0.0
+
+
+def _cpu_ms(frame: dict[str, Any]) -> float:
+    """The CPU a runner's start frame says it had used (a report, for the trace only)."""
+    reported = frame.get("cpu_ms")
+    return float(reported) if isinstance(reported, int | float) else 0.0
 
 
 def _clamped_usage(

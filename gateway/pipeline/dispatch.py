@@ -202,7 +202,10 @@ class DispatchStage:
             if stages := outcome.start_stages:  # the call waited for its sandbox's start
                 start = TRACING.timed_span("sandbox start", stages[0].start_ns, stages[-1].end_ns)
                 for stage in stages:
-                    TRACING.timed_span(f"sandbox {stage.name}", stage.start_ns, stage.end_ns, start)
+                    name = f"sandbox {stage.name}"
+                    part = TRACING.timed_span(name, stage.start_ns, stage.end_ns, start)
+                    if stage.cpu_ms is not None:
+                        part.set_attribute("conclave.sandbox.cpu_ms", round(stage.cpu_ms, 1))
             if hedge is not None:
                 span.set_attributes(hedge.attributes())
             if outcome.error is not None:

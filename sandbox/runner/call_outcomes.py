@@ -14,7 +14,6 @@ import json
 import math
 import os
 import signal
-import traceback
 from typing import Any
 
 from . import runner_wire as wire
@@ -145,6 +144,8 @@ MAX_TRACEBACK = 8000  # characters, its end kept: the innermost frames say where
 
 
 def _tool_traceback(exc: BaseException) -> str:
+    import traceback  # only a failed call's child pays for it
+
     tb = exc.__traceback__
     while tb is not None and os.path.dirname(tb.tb_frame.f_code.co_filename) == _RUNNER_DIR:
         tb = tb.tb_next  # the runner's frames (the child, the invoke): not the tool's

@@ -28,7 +28,6 @@ return value goes back as MCP content in the reply's `runner_wire.OUTPUT` field 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gc
 import importlib
@@ -103,6 +102,7 @@ class Runner:
             "python": sys.version.split()[0],
             "egress_port": self.egress_port,
             "imported": _imported_beyond_stdlib(self._preloaded),
+            "cpu_ms": time.process_time() * 1000,  # its start's CPU, the interpreter's included
         }
 
     def load(self, modules: list[str]) -> dict[str, Any]:
@@ -126,6 +126,7 @@ class Runner:
             "tools": tools,
             "import_errors": self.import_errors,
             "baseline_vm_kb": self.baseline_vm // 1024,
+            "cpu_ms": time.process_time() * 1000,  # since it started, the imports included
         }
 
     def _resolve(self, tool: str, entrypoint: str) -> Any:
@@ -290,6 +291,36 @@ class Runner:
         return result
 
 
+_USAGE = "--connect <the host's Unix socket> [--workspace <dir>] [--module <tool module>]..."
+
+
+class _Arguments:
+    """The runner's command line, read by hand: argparse (and the `re` it imports) would be a
+    sixth of the runner's start."""
+
+    def __init__(self) -> None:
+        self.connect = ""
+        self.workspace = os.getcwd()
+        self.module: list[str] = []
+
+    @classmethod
+    def parse(cls, argv: list[str]) -> _Arguments | None:
+        """The arguments, or None when they are not what `_USAGE` says."""
+        args = cls()
+        if len(argv) % 2:
+            return None
+        for option, value in zip(argv[::2], argv[1::2], strict=True):
+            if option == "--connect":
+                args.connect = value
+            elif option == "--workspace":
+                args.workspace = value
+            elif option == "--module":
+                args.module.append(value)
+            else:
+                return None
+        return args if args.connect else None
+
+
 def _imported_beyond_stdlib(preloaded: frozenset[str]) -> list[str]:
     """The top-level modules the runner's start imported that are neither the standard
     library's nor the runner's own package."""
@@ -306,11 +337,10 @@ def _quiet_stdio() -> None:
 
 def main(argv: list[str] | None = None, preloaded: frozenset[str] = frozenset()) -> int:
     """Run the runner; `preloaded`: the modules the interpreter had before its first line."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--connect", required=True, help="the host's Unix socket")
-    parser.add_argument("--module", action="append", default=[], help="a tool module to import")
-    parser.add_argument("--workspace", default=os.getcwd())
-    args = parser.parse_args(argv)
+    args = _Arguments.parse(sys.argv[1:] if argv is None else argv)
+    if args is None:
+        print(f"usage: runner {_USAGE}", file=sys.stderr)
+        return 2
     # Not dumpable: no process of the sandbox's user (the tool's) may read or write the
     # runner's memory (/proc/<pid>/mem), ptrace it or take its descriptors (pidfd_getfd).
     if LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:

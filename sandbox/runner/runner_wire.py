@@ -11,9 +11,11 @@ reads no longer frame, and refuses a result over the cap whatever frame it came 
 hello and the loaded frame after it, sent before any call, may each be at most `HELLO_LIMIT`.
 
 Start: the runner sends `{"type": "hello", "pid", "uid", "python", "egress_port",
-"imported"}` as soon as it is up, having imported the standard library and its own package
-only (`imported`: any other top-level module it had, which should be none); then it imports
-the tool modules and sends `{"type": "loaded", "tools", "import_errors", "baseline_vm_kb"}`.
+"imported", "cpu_ms"}` as soon as it is up, having imported the standard library and its own
+package only (`imported`: any other top-level module it had, which should be none); then it
+imports the tool modules and sends `{"type": "loaded", "tools", "import_errors",
+"baseline_vm_kb", "cpu_ms"}` (`cpu_ms`: the CPU it had used by then, its interpreter's start
+included).
 The host takes calls after the loaded frame, and refuses a sandbox whose modules failed.
 
 Events: while a call runs, the runner may send frames `{"type": "event", "id": <the call's

@@ -80,5 +80,9 @@ async def test_a_new_identitys_first_call_shows_its_sandboxs_start_by_stage(
     for stage in stages:
         assert stage.start_time is not None and stage.end_time is not None
         assert start.start_time <= stage.start_time <= stage.end_time <= start.end_time
+    # The runner's own CPU in its stages: the interpreter and the runner, then the tools'.
+    by_stage = {span.name: dict(span.attributes or {}) for span in stages}
+    assert float(by_stage["sandbox runner start"]["conclave.sandbox.cpu_ms"]) > 0
+    assert float(by_stage["sandbox tool import"]["conclave.sandbox.cpu_ms"]) > 0
     assert not [span for span in traced_warm if span.name.startswith("sandbox ")]
     assert "execute echo" in {span.name for span in traced_warm}
