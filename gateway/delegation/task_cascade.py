@@ -10,9 +10,11 @@ one PUBLISH on `TASK_END_CHANNEL`; every replica pulls the switches of the reque
 under that task: a tool call's process is killed (`gateway.cancellation`), a delegation's wait
 ends and the task it waits on is cancelled in turn (`gateway.a2a.hosted_serving`).
 
-Per request with no task on its chain this costs nothing; with one, a set entry per task.
-A cancel published while a replica does not listen is lost to it; its calls still end at
-their deadline, and the worker learns that its task ended at its next write.
+Each replica also remembers the last `_ENDED_KEPT` tasks it heard end, so a request made for
+one after its end (a worker that has not learnt it yet) is cancelled as it starts, with no
+Redis read. Per request with no task on its chain this costs nothing; with one, a set entry
+per task. A cancel published while a replica does not listen is lost to it; its calls still
+end at their deadline, and the worker learns that its task ended at its next write.
 """
 
 from __future__ import annotations
@@ -31,16 +33,23 @@ from gateway.redis_io import listen_to_channel
 
 TASK_END_CHANNEL = "conclave:cancel-task"  # pub/sub: [task ref ("agent/task id"), reason]
 _TASKS_KEPT = 4096  # tasks with requests under them: past this, the emptied ones are dropped
+_ENDED_KEPT = 4096  # tasks heard ending, newest kept
 
 
 class TaskCascade:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
         self._under: dict[str, weakref.WeakSet[CallCancel]] = {}
+        self._ended: dict[str, str] = {}  # task -> why it ended, oldest first
 
     def watch(self, chain: DelegationChain, cancel: CallCancel) -> None:
-        """Pull `cancel` when a task on `chain` ends, on whichever replica it ends."""
+        """Pull `cancel` when a task on `chain` ends, on whichever replica it ends (at once,
+        if one has ended already)."""
         for task in chain.tasks:
+            why = self._ended.get(task)
+            if why is not None:
+                cancel.cancel(why)
+                return
             self._under.setdefault(task, weakref.WeakSet()).add(cancel)
         if len(self._under) > _TASKS_KEPT:
             self._under = {task: under for task, under in self._under.items() if under}
@@ -52,6 +61,9 @@ class TaskCascade:
 
     def cancel_here(self, task: str, reason: str) -> int:
         """Pull the switch of every request under `task` this replica runs; how many."""
+        self._ended[task] = reason
+        if len(self._ended) > _ENDED_KEPT:
+            del self._ended[next(iter(self._ended))]
         under = list(self._under.pop(task, ()))
         for cancel in under:
             cancel.cancel(reason)

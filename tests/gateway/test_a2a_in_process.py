@@ -21,7 +21,13 @@ from conclave.bench.a2a.echo_agent import running_agent
 from gateway.config import Settings
 from gateway.delegation import NO_CHAIN, ChainSigner, DelegationChain
 from protocol import A2A_MAX_CHAIN, Principal
-from tests.helpers import admin_headers, in_process_gateway, registered_token, serf_in
+from tests.helpers import (
+    admin_headers,
+    in_process_gateway,
+    registered_token,
+    serf_in,
+    until_true,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -326,6 +332,35 @@ async def test_a_tenants_live_delegated_tasks_are_bounded(
         await gateway.post("/a2a/queued", json=cancel, headers=first)
         again = await gateway.post("/a2a/queued", json=later, headers=second)
         assert again.json()["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+
+
+async def test_a_call_made_for_a_task_that_ended_is_cancelled_as_it_starts(
+    gateway: httpx.AsyncClient, settings: Settings
+) -> None:
+    """A worker that has not yet learnt that its task was cancelled calls a tool for it: the
+    call is CANCELLED before it runs, naming the task; without the chain it runs."""
+    caller = await _registered(gateway, settings, "t9", "asker", agents=["helper"], tools=["*"])
+    worker = await _registered(gateway, settings, "acme", "helper", tools=["echo"])
+    sent = _send("soon cancelled", configuration={"returnImmediately": True})
+    task_id = (await gateway.post("/a2a/helper", json=sent, headers=caller)).json()["result"][
+        "task"
+    ]["id"]
+    claimed = (await gateway.post("/v1/a2a/helper/work/next?wait_s=1", headers=worker)).json()
+    assert claimed["task_id"] == task_id
+    for_the_task = {**worker, "X-Conclave-Chain": claimed["caller"]["chain"]}
+    echo = {"arguments": {"message": "hi"}}
+    before = await gateway.post("/v1/tools/echo/call", json=echo, headers=for_the_task)
+    assert before.status_code == 200, before.text
+    await gateway.post("/a2a/helper", json=_rpc("CancelTask", id=task_id), headers=caller)
+
+    async def refused() -> dict[str, Any] | None:
+        after = await gateway.post("/v1/tools/echo/call", json=echo, headers=for_the_task)
+        return after.json() if after.status_code != 200 else None
+
+    serf = await until_true(refused, 5)
+    assert serf["code"] == "CANCELLED" and f"helper/{task_id}" in serf["message"]
+    alone = await gateway.post("/v1/tools/echo/call", json=echo, headers=worker)
+    assert alone.status_code == 200
 
 
 def _secret(settings: Settings) -> bytes:
