@@ -17,7 +17,8 @@ from redis.asyncio import Redis
 
 from gateway.assembly import create_app
 from gateway.config import Settings
-from protocol import DEADLINE_HEADER, ErrorCode
+from gateway.delegation import NO_CHAIN, ChainSigner
+from protocol import CHAIN_HEADER, DEADLINE_HEADER, ErrorCode, Principal
 from tests.helpers import admin_headers, registered_token, until, until_true
 
 pytestmark = pytest.mark.anyio
@@ -307,3 +308,28 @@ async def test_a_revoked_tokens_call_is_refused_not_shown_to_approvers(
                                headers=old)  # fmt: skip
         assert refused.status_code == 401 and refused.json()["code"] == "AUTH_REVOKED"
         assert (await b.get("/v1/approvals", headers=approver)).json()["approvals"] == []
+
+
+async def test_a_call_made_for_a_delegator_is_not_approved_by_that_delegator(
+    settings: Settings, redis: Redis, tmp_path: Path
+) -> None:
+    async with two_replicas(settings, tmp_path) as (a, b):
+        worker = await bearer_of(a, settings, "worker", tools=["echo"])
+        planner = await bearer_of(a, settings, "planner", tools=["echo"], approves=["echo"])
+        bob = await bearer_of(a, settings, "bob", approves=["echo"])
+        # The planner delegated to the worker: the gateway signed the chain it handed on.
+        delegator = Principal(tenant="acme", agent="planner", scopes=("tool:echo",),
+                              expires_at=2**31, token_id="p")  # fmt: skip
+        signer = ChainSigner(settings.secret.get_secret_value().encode())
+        chain = {CHAIN_HEADER: signer.onward(NO_CHAIN, "worker", delegator)}
+        answers: list[httpx.Response] = []
+        async with anyio.create_task_group() as group:
+            group.start_soon(held_call, a, {**worker, **chain}, {"message": "pay 5000"}, answers)
+            [held] = await pending(b, bob)
+            assert held["chain"] == ["acme/planner"] and held["agent"] == "worker"
+            path = f"/v1/approvals/{held['id']}/approve"
+            refused = await b.post(path, headers=planner)
+            assert refused.status_code == 403
+            assert "on behalf of acme/planner" in refused.json()["message"]
+            assert (await b.post(path, headers=bob)).status_code == 200
+        assert answers[0].status_code == 200 and answers[0].json()["result"] == "pay 5000"
