@@ -255,9 +255,9 @@ async def test_an_mcp_task_shows_input_required_while_held_and_completes_once_ap
         assert created["resultType"] == "task", created
         task = {"taskId": created["taskId"]}
 
-        async def held() -> dict[str, Any] | None:
+        async def held() -> dict[str, Any]:
             found = await _mcp(b, caller, "tasks/get", task)
-            return found if found["status"] == "input_required" else None
+            return found if found["status"] == "input_required" else {}
 
         waiting = await until_true(held, 5.0)
         [approval] = await pending(b, approver)
@@ -265,9 +265,9 @@ async def test_an_mcp_task_shows_input_required_while_held_and_completes_once_ap
         assert "big-echo" in waiting["statusMessage"]
         await b.post(f"/v1/approvals/{approval['id']}/approve", headers=approver)
 
-        async def ended() -> dict[str, Any] | None:
+        async def ended() -> dict[str, Any]:
             found = await _mcp(b, caller, "tasks/get", task)
-            return found if found["status"] not in ("working", "input_required") else None
+            return found if found["status"] not in ("working", "input_required") else {}
 
         done = await until_true(ended, 5.0)
         assert done["status"] == "completed", done
@@ -287,9 +287,9 @@ async def test_a_denied_mcp_task_fails_with_the_note(
         await b.post(f"/v1/approvals/{approval['id']}/deny", json={"note": "no"},
                      headers=approver)  # fmt: skip
 
-        async def ended() -> dict[str, Any] | None:
+        async def ended() -> dict[str, Any]:
             found = await _mcp(b, caller, "tasks/get", task)
-            return found if found["status"] not in ("working", "input_required") else None
+            return found if found["status"] not in ("working", "input_required") else {}
 
         done = await until_true(ended, 5.0)
         assert done["status"] == "failed", done
