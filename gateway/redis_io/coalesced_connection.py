@@ -8,6 +8,11 @@ the requests of one event-loop step issue in one `send`, and hands the replies b
 (Redis answers a connection's commands in the order it got them), as ioredis's
 auto-pipelining does. Scripts stay atomic: each is still one command.
 
+Per command it does less than redis-py's own path: `pack` writes the command's RESP bytes
+(~5 us for an admission script's 27 arguments, against ~14 us by `pack_command`), and replies
+already in the parser's buffer are taken from it without the socket timeout a read is wrapped in
+(~5 us a reply): under load one read brings the replies of many commands.
+
 A command whose caller was cancelled still has its reply read (and dropped), so the order
 holds. An idle connection is checked before a write, as the pool checks one it hands out (a
 connection the server dropped meanwhile is replaced); a connection error fails every command
@@ -18,10 +23,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable, Sequence
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from redis.asyncio import ConnectionPool
+# redis-py's parser when hiredis is installed (a dependency), and what its reader answers
+# while a reply is not all in its buffer yet.
+from redis._parsers.hiredis import NOT_ENOUGH_DATA, _AsyncHiredisParser
+from redis.asyncio import ConnectionPool, Redis, RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
@@ -62,12 +71,17 @@ class _Session:
     async def read(self) -> None:
         try:
             while self.waiting and not self.failed:
-                try:
-                    reply = await self.connection.read_response()
-                except ResponseError as error:  # the command's own error reply
-                    reply = error
-                except BaseException as exc:
-                    await self.fail(exc)
+                reply = self.buffered()
+                if reply is NOT_ENOUGH_DATA:
+                    try:
+                        reply = await self.connection.read_response()
+                    except ResponseError as error:  # the command's own error reply
+                        reply = error
+                    except BaseException as exc:
+                        await self.fail(exc)
+                        return
+                elif isinstance(reply, RedisConnectionError):  # as read_response raises it
+                    await self.fail(reply)
                     return
                 waiter = self.waiting.popleft()
                 if waiter.done():  # its caller was cancelled
@@ -78,6 +92,20 @@ class _Session:
                     waiter.set_result(reply)
         finally:
             self.reading = False
+
+    def buffered(self) -> Any:
+        """The next reply if the parser holds all of it already (an error reply as its
+        exception), else `NOT_ENOUGH_DATA`: then it is read from the socket, under its timeout."""
+        parser = self.connection._parser
+        if type(parser) is not _AsyncHiredisParser or not parser._connected:
+            return NOT_ENOUGH_DATA
+        reader = parser._reader
+        if reader is None:
+            return NOT_ENOUGH_DATA
+        reply = reader.gets()
+        if isinstance(reply, list) and reply and isinstance(reply[0], RedisConnectionError):
+            return reply[0]
+        return reply
 
     async def fail(self, exc: BaseException) -> None:
         """Every command of this session fails with `exc`; its connection goes back closed."""
@@ -115,14 +143,62 @@ class CoalescedConnection:
 
     async def execute(self, *args: Any) -> Any:
         """Send the command with those of this loop step; its reply (an error reply raised)."""
+        return await self._queue(await self._current(), args)
+
+    async def execute_all(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """Send the commands together, with those of this loop step; their replies in order,
+        once all came (the first error reply then raised): a pipeline without a transaction."""
         session = await self._current()
+        queued = [self._queue(session, command) for command in commands]
+        replies = await asyncio.gather(*queued, return_exceptions=True)
+        for reply in replies:
+            if isinstance(reply, BaseException):
+                raise reply
+        return replies
+
+    def _queue(self, session: _Session, command: tuple[Any, ...]) -> asyncio.Future[Any]:
         if not session.sending:
             session.sending = True
             session.tasks.start(session.send())
-        session.outgoing.extend(session.connection.pack_command(*args))
+        session.outgoing.append(pack(session.connection, command))
         reply: asyncio.Future[Any] = self.loop.create_future()
         session.waiting.append(reply)
-        return await reply
+        return reply
+
+
+def pack(connection: AbstractConnection, args: tuple[Any, ...]) -> bytes:
+    """The command `args` in RESP, as `connection.pack_command` writes it: str as UTF-8 (its
+    encoder's), int and float as their text; anything else as its encoder takes it (a bool
+    or None refused there, as redis-py refuses them)."""
+    out = [b"*%d\r\n" % len(args)]
+    encode: Callable[[Any], bytes] = connection.encoder.encode
+    utf8 = connection.encoder.encoding == "utf-8"
+    for arg in args:
+        kind = type(arg)
+        if kind is str and utf8:
+            data = arg.encode()
+        elif kind is bytes:
+            data = arg
+        elif kind is int:
+            data = b"%d" % arg
+        else:
+            data = encode(arg)
+        out.append(b"$%d\r\n%b\r\n" % (len(data), data))
+    return b"".join(out)
+
+
+async def run_commands(redis: Redis, commands: Sequence[tuple[Any, ...]]) -> None:
+    """Send `commands` in one round trip without a transaction (as a pipeline does), in order;
+    the first error reply is raised once every command ran. On a standalone server they share
+    the coalesced connection of the per-call scripts (its packing and reading, cheaper than a
+    pipeline's); on a cluster each goes to its key's node in redis-py's cluster pipeline."""
+    if isinstance(redis, RedisCluster):
+        async with redis.pipeline(transaction=False) as pipe:
+            for command in commands:
+                pipe.execute_command(*command)
+            await pipe.execute()
+    else:
+        await coalesced(redis.connection_pool).execute_all(commands)
 
 
 _SHARED: WeakKeyDictionary[ConnectionPool, CoalescedConnection] = WeakKeyDictionary()
