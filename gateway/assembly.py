@@ -75,7 +75,7 @@ from gateway.pipeline import (
 )
 from gateway.policy import Policies, PolicyError, PolicyStore, compile_rules
 from gateway.quotas import QuotaBook, QuotaCharge, Quotas, QuotaStage
-from gateway.redis_io import connect_redis
+from gateway.redis_io import connect_redis, run_commands
 from gateway.sources import (
     SourceRouter,
     StdioSources,
@@ -146,7 +146,10 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         install_json_logging(level=settings.log_level.upper())
         redis = connect_redis(redis_url)
-        audit = AuditWriter(AuditLog(redis, settings.audit_stream_max))
+        audit = AuditWriter(
+            AuditLog(redis, settings.audit_stream_max),
+            send=lambda commands: run_commands(redis, commands),
+        )
         audit.start()
         connection_audit.attach(audit)  # the connection layer's refusals too
         inflight = InflightCalls(redis)  # notifications/cancelled finds calls here

@@ -3,6 +3,7 @@ connection the hot path shares, the loader of the Lua scripts, and the loop that
 pub/sub channel for good."""
 
 from gateway.redis_io.channel_listener import listen_to_channel
+from gateway.redis_io.coalesced_connection import run_commands
 from gateway.redis_io.lua_files import (
     LuaScript,
     ScriptArguments,
@@ -24,4 +25,5 @@ __all__ = [
     "lua_library",
     "lua_script",
     "lua_text",
+    "run_commands",
 ]

@@ -27,12 +27,9 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import Protocol, cast
 
 from redis.asyncio import Redis
-
-if TYPE_CHECKING:
-    from redis.asyncio.client import Pipeline
 
 SERIES_MINUTES = 60
 FLOOR_MS = 0.1
@@ -80,8 +77,8 @@ class CountedRecord(Protocol):
     def duration_ms(self) -> float: ...
 
 
-def count_records(pipe: Pipeline, records: Sequence[CountedRecord]) -> None:
-    """Add the commands counting `records` to `pipe` (the audit's own pipeline)."""
+def series_commands(records: Sequence[CountedRecord]) -> list[tuple[str | int, ...]]:
+    """The Redis commands counting `records` (sent in the audit's own round trip)."""
     tenants: Counter[tuple[str, int, str]] = Counter()
     tools: Counter[tuple[int, str]] = Counter()
     for record in records:
@@ -89,17 +86,18 @@ def count_records(pipe: Pipeline, records: Sequence[CountedRecord]) -> None:
         tenants[(record.tenant, minute, record.outcome)] += 1
         if record.tool and record.outcome in _TIMED:
             tools[(minute, f"{record.tool}|{bucket_of(record.duration_ms)}")] += 1
-    expiring: set[str] = set()
+    commands: list[tuple[str | int, ...]] = []
+    expiring: dict[str, None] = {}  # in order
     for (tenant, minute, outcome), count in tenants.items():
         key = tenant_series_key(tenant, minute)
-        pipe.hincrby(key, outcome, count)
-        expiring.add(key)
+        commands.append(("HINCRBY", key, outcome, count))
+        expiring[key] = None
     for (minute, field), count in tools.items():
         key = tools_series_key(minute)
-        pipe.hincrby(key, field, count)
-        expiring.add(key)
-    for key in expiring:
-        pipe.expire(key, SERIES_MINUTES * 60 + 60)
+        commands.append(("HINCRBY", key, field, count))
+        expiring[key] = None
+    commands += [("EXPIRE", key, SERIES_MINUTES * 60 + 60) for key in expiring]
+    return commands
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import anyio
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import DataError, ResponseError
 
 from gateway import connect_redis
-from gateway.redis_io import PooledScript
+from gateway.redis_io import PooledScript, run_commands
 
 pytestmark = pytest.mark.anyio
 
@@ -55,5 +56,40 @@ async def test_concurrent_calls_share_one_connection_and_get_their_own_replies(
         assert replies == {n: [f"k{n}", str(n), 1] for n in range(100)}
         assert len(await redis.client_list()) == before
         assert await script(keys=["after"], args=["y"]) == ["after", "y", 1]
+    finally:
+        await own.aclose()
+
+
+async def test_commands_sent_together_run_in_order_and_an_error_is_raised_after_the_rest_ran(
+    redis: Redis, redis_url: str
+) -> None:
+    """`run_commands` (the audit writer's round trip, on the scripts' shared connection): text
+    in any script, bytes and numbers arrive as redis-py would send them, in order; a command the
+    server refuses raises its error after the others ran, and the connection serves the next."""
+    own = connect_redis(redis_url)
+    try:
+        words = ["plain", "naïve ünïcode ✓", "", "x" * 70_000]
+        await run_commands(
+            own,
+            [
+                *[("RPUSH", "words", word) for word in words],
+                ("SET", "raw", b"\x00bytes"),
+                ("INCRBYFLOAT", "float", 2.5),
+                ("INCRBY", "int", -7),
+            ],
+        )
+        assert await redis.lrange("words", 0, -1) == words
+        with pytest.raises(ResponseError, match="WRONGTYPE"):
+            await run_commands(own, [("INCR", "after"), ("INCR", "words"), ("INCR", "after")])
+        assert await redis.get("after") == "2"  # both ran: no transaction, as a pipeline
+        with pytest.raises(DataError):
+            await run_commands(own, [("SET", "flag", True)])  # refused as redis-py refuses it
+        await run_commands(own, [("INCR", "after")])
+        assert await redis.mget("raw", "float", "int", "after") == [
+            "\x00bytes",
+            "2.5",
+            "-7",
+            "3",
+        ]
     finally:
         await own.aclose()
