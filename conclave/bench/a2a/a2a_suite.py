@@ -6,6 +6,11 @@ directly, then through a gateway (its own process, the agent declared as `[[a2a_
 HTTP/1.1 connections, one per worker. Figures: the p50 the gateway adds per hop, and calls/s
 at concurrency 16 against the agent's own. Measured after a latency window's worth of calls,
 so the gateway has history (each call binds a task to its caller).
+
+Then three hops of hosted agents on the bench's sandbox backend
+(`conclave.bench.a2a.cascade_latency`): from cancelling the first agent's task to the third
+one's tool process gone (goal: p99 at most 250 ms), and chains under a deadline (goal: none
+answered, or still running a tool, past it).
 """
 
 from __future__ import annotations
@@ -17,16 +22,25 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from conclave.bench.a2a.cascade_latency import (
+    DEADLINE_MS,
+    DEADLINE_SLACK_MS,
+    cascade_samples,
+    chain_config,
+)
 from conclave.bench.a2a.echo_agent import running_agent
 from conclave.bench.core import (
     BenchContext,
     Call,
+    Goal,
     Http1Connection,
     SuiteResult,
+    Table,
     add_hop_rows,
     alternated_latencies,
     encode_request,
     measuring_settings,
+    percentile,
     throughput,
 )
 from conclave.stack import EmbeddedStack
@@ -35,6 +49,7 @@ from protocol import A2A_VERSION, A2A_VERSION_HEADER
 
 GOAL_ADDED_P50_MS = 1.5
 GOAL_RATE_SHARE = 0.8
+GOAL_CANCEL_P99_MS = 250.0
 WORKERS = 16
 HISTORY: int = Settings.model_fields["latency_window_max"].default  # calls before a row
 DIRECT = "agent direct"
@@ -130,4 +145,57 @@ def run(ctx: BenchContext) -> SuiteResult:
         " to its caller in Redis, audit, and its own pooled connections to the agent. Client,"
         " gateway, Redis and agent share the machine's 2 cores"
     )
+    _cascade(ctx, result)
     return result
+
+
+def _cascade(ctx: BenchContext, result: SuiteResult) -> None:
+    rounds, chains = (10, 10) if ctx.quick else (50, 100)
+    task = ctx.progress.add_task("a2a: three hops, cancelled and under deadlines", total=1)
+    config = ctx.out_dir / "a2a-chain.toml"
+    config.write_text(chain_config())
+    backend = ctx.stack.settings.sandbox.backend
+    settings = measuring_settings(ctx.stack.settings, config=config, sandbox_backend=backend)
+    with EmbeddedStack(settings, log_path=ctx.gateway_log("a2a-chain")) as gateway:
+        samples = cascade_samples(gateway, rounds, chains)
+    ctx.progress.advance(task)
+    cancel = samples.cancel_to_gone_ms
+    p50, p99 = percentile(cancel, 0.5), percentile(cancel, 0.99)
+    past = samples.past_deadline_ms
+    table = Table(
+        f"a2a: three hops of hosted agents on the {backend} backend (ms)",
+        ["what", "n", "p50", "p99", "max"],
+    )
+    table.rows.append(["cancel A's task -> C's tool process gone", len(cancel), p50, p99,
+                       max(cancel)])  # fmt: skip
+    table.rows.append(["past the deadline: answer or C's tool gone", len(past),
+                       percentile(past, 0.5), percentile(past, 0.99), max(past)])  # fmt: skip
+    result.tables.append(table)
+    result.figures["a2a_cancel_three_hops_p99_ms"] = p99
+    result.figures["a2a_deadline_violations"] = samples.deadline_violations
+    result.series["a2a_cancel_three_hops_ms"] = cancel
+    result.goals.append(
+        Goal(
+            "a2a: cancel across three hops, to the last tool process gone (p99)",
+            f"<= {GOAL_CANCEL_P99_MS:g} ms",
+            f"{p99:.1f} ms",
+            p99 <= GOAL_CANCEL_P99_MS,
+        )
+    )
+    result.goals.append(
+        Goal(
+            f"a2a: deadline violations over {samples.deadline_chains} three-hop chains",
+            "0",
+            str(samples.deadline_violations),
+            samples.deadline_violations == 0,
+        )
+    )
+    result.notes.append(
+        f"a2a chain rows: A's worker delegates to B's, B's to C's, C's runs a sleep in its"
+        f" sandbox; the workers are the SDK's, in the bench process. A deadline chain is sent"
+        f" {DEADLINE_MS} ms before its deadline and violates it when its answer comes, or C's"
+        f" process is still alive, more than {DEADLINE_SLACK_MS:g} ms past it;"
+        f" {samples.ran_to_the_deadline} of {samples.deadline_chains} ran until the deadline"
+        " stopped C's tool, the others were refused early by ATBA (the tool's window said it"
+        " could not finish in the time left)"
+    )
