@@ -184,7 +184,9 @@ class WireOtlpExport:
         self._batch = _env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512)
         self._max_queued = _env_int("OTEL_BSP_MAX_QUEUE_SIZE", 2048)
         self._queue: deque[tuple[bytes, int]] = deque()  # a request's spans, written; count
-        self._queued = 0  # spans in the queue
+        # Spans queued and spans taken off the queue, each counted by one thread only (a count
+        # both threads wrote would lose updates between them).
+        self._added = self._taken = 0
         self._wake = threading.Event()
         self._stopping = False
         self._sending = threading.Lock()
@@ -197,30 +199,34 @@ class WireOtlpExport:
         and records queued until a batch leaves outlive the collector's young generations
         (the full collections they set off cost a traced request more than its writing)."""
         count = len(spans)
-        if self._queued + count > self._max_queued:
-            log.warning("trace export queue full (%d spans): spans dropped", self._queued)
+        queued = self._added - self._taken
+        if queued + count > self._max_queued:
+            log.warning("trace export queue full (%d spans): spans dropped", queued)
             return
         self._queue.append((encode_spans(request, spans), count))
-        self._queued += count
-        if self._queued >= self._batch:
+        self._added += count
+        if queued + count >= self._batch:
             self._wake.set()
 
     def _run(self) -> None:
         while not self._stopping:
-            self._wake.wait(self._delay_s)
+            full = self._wake.wait(self._delay_s)
             self._wake.clear()
-            self._send()
+            # Woken by a full batch, the thread sends full batches only: what is left waits
+            # for the next (soon, under the load that filled one) or the schedule's delay. A
+            # request to the collector costs the same CPU whatever its size, in this process.
+            self._send(full_only=full and not self._stopping)
         self._send()
 
-    def _send(self) -> None:
+    def _send(self, *, full_only: bool = False) -> None:
         with self._sending:
-            while self._queue:
+            while self._queue and (not full_only or self._added - self._taken >= self._batch):
                 written, count = [], 0
                 while self._queue and count < self._batch:
                     spans, spans_count = self._queue.popleft()
                     written.append(spans)
                     count += spans_count
-                self._queued -= count
+                self._taken += count
                 data = self._frame.wrap(written)
                 # The SDK exporter's own HTTP client: its retries, compression and headers.
                 result = self._exporter._client.export(data)
