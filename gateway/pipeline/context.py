@@ -11,9 +11,11 @@ from __future__ import annotations
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
+
+from starlette.datastructures import Headers
 
 from gateway.budgets import HedgeReport, InFlight, TimeAsk
 from gateway.cancellation import CallCancel
@@ -122,6 +124,8 @@ class RequestContext:
     stage_seconds: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if type(self.headers) is Headers:  # read once into a dict: the stages ask ~16 times
+            self.headers = header_dict(self.headers.raw)
         # Known before any stage runs, so even a refused request's envelope carries it.
         self.trace_id, self.traceparent = trace_of(self.headers.get("traceparent"))
         if TRACING.on and (current := current_trace()) is not None:
@@ -137,6 +141,12 @@ class RequestContext:
                 "the pipeline ran a stage that needs a principal before authenticate"
             )
         return self.principal
+
+
+def header_dict(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
+    """Raw ASGI headers (names lower-case) as a dict, each name's first value (as Starlette's
+    `Headers.get` answers): a lookup costs ~0.07 us, against ~1 us scanning Starlette's list."""
+    return {name.decode("latin-1"): value.decode("latin-1") for name, value in reversed(raw)}
 
 
 def trace_of(traceparent: str | None) -> tuple[str, str]:
