@@ -50,6 +50,7 @@ FEED_RECORDS = 10_000
 QUERY_PAGE = 1_000
 MAX_FIELD_CHARS = 256
 BATCH_WINDOW_S = 0.005
+MAX_BATCH = 500  # records a round trip
 Command = tuple[str | int, ...]  # a Redis command's words
 SendCommands = Callable[[Sequence[Command]], Awaitable[object]]  # sends them in one round trip
 Outcome = Literal["ok", "refused", "failed", "cancelled"]
@@ -240,17 +241,19 @@ class AuditWriter:
     async def flush(self) -> None:
         """Write everything submitted so far."""
         async with self._lock:
-            batch, self._pending = self._pending, []
-            if not batch:
-                return
-            try:
-                if self._send is None:
-                    await self.audit.append(*batch)
-                else:
-                    await self._send(self.audit.commands(batch))
-            except Exception:
-                self._pending[:0] = batch  # kept for the next try
-                raise
+            while self._pending:
+                # A round trip at most: a backlog (Redis was away) goes out in parts, so the
+                # tool calls whose scripts share the connection never wait behind all of it.
+                batch = self._pending[:MAX_BATCH]
+                del self._pending[:MAX_BATCH]
+                try:
+                    if self._send is None:
+                        await self.audit.append(*batch)
+                    else:
+                        await self._send(self.audit.commands(batch))
+                except Exception:
+                    self._pending[:0] = batch  # kept for the next try
+                    raise
 
     async def _run(self) -> None:
         while not self._closing:
