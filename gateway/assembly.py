@@ -186,6 +186,10 @@ def create_app(
         quota_book = QuotaBook(redis, quotas)  # conclave.toml's quotas, counted in Redis
         chains = ChainSigner(secret)  # X-Conclave-Chain, read and written
         cascade = TaskCascade(redis)  # a delegated task's end stops what runs under it
+        hosted_tasks = HostedTasks(redis, settings.a2a_task_ttl_s)  # hosted agents' tasks
+        forwarder = A2aForwarder(  # remote agents' requests; their tasks bound to callers
+            TaskOwners(redis, settings.a2a_task_ttl_s), settings.a2a_max_answer_bytes, hosted_tasks
+        )
         pipeline, header_check = _pipeline(
             settings,
             redis,
@@ -233,16 +237,16 @@ def create_app(
             approvals=approvals,
             quotas=quota_book,
             a2a_agents=a2a_agents,
-            a2a=A2aForwarder(
-                TaskOwners(redis, settings.a2a_task_ttl_s), settings.a2a_max_answer_bytes
-            ),
+            a2a=forwarder,
             hosted_agents=hosted_agents,
             hosted=HostedA2a(
-                HostedTasks(redis, settings.a2a_task_ttl_s),
+                hosted_tasks,
                 hosted_agents,
                 chains,
                 cascade,
                 LiveTasks(redis, settings.a2a_tenant_tasks_max, settings.a2a_task_ttl_s),
+                a2a_agents,
+                forwarder,
             ),
         )
         keep_parts(app, parts)

@@ -14,6 +14,9 @@ answer read under a cap and checked on the way back.
   the A2A headers it sent (`A2A-Version`, `A2A-Extensions`), the caller's identity
   (`X-Conclave-Tenant`, `-Agent`, `-On-Behalf-Of`), trace and deadline, and the delegation
   chain signed for the agent to pass on (`X-Conclave-Chain`); never the caller's token.
+- A task the agent creates for a request made for a hosted task (its chain names one) is
+  recorded as that task's child (`HostedTasks.adopt`), so it is cancelled when that task
+  ends (`cancel_task`, the gateway's own CancelTask to the agent).
 - The request ends at the caller's deadline (or the agent's `timeout_s`); a stream is cut
   there. An answer over `max_answer_bytes` is cut while it arrives (INVALID_AGENT_RESPONSE);
   an agent that cannot be reached is UPSTREAM_UNAVAILABLE; one that answers something that is
@@ -35,6 +38,7 @@ from starlette.responses import Response, StreamingResponse
 
 from gateway.a2a.a2a_errors import PUSH_NOT_SUPPORTED, a2a_failure, task_not_found
 from gateway.a2a.a2a_methods import PUSH_METHODS, A2aRequest, task_id_of
+from gateway.a2a.hosted_tasks import HostedTasks, task_ref
 from gateway.a2a.remote_agents import HTTP_JSON, JSONRPC, RemoteAgent, garbage, unavailable
 from gateway.a2a.task_owners import TaskOwners
 from gateway.egress import EgressRefused, public_addresses
@@ -67,9 +71,25 @@ class A2aCall:
 
 
 class A2aForwarder:
-    def __init__(self, owners: TaskOwners, max_answer_bytes: int) -> None:
+    def __init__(self, owners: TaskOwners, max_answer_bytes: int, children: HostedTasks) -> None:
         self.owners = owners
         self.max_answer_bytes = max_answer_bytes
+        self.children = children  # where a task done for a hosted task is recorded
+
+    async def cancel_task(self, agent: RemoteAgent, task_id: str, reason: str) -> None:
+        """Ask `agent` to cancel its task `task_id` (what it was done for ended): JSON-RPC
+        CancelTask with the gateway's credential; an agent that cannot is left to its own
+        timeout (the task is over for its caller either way)."""
+        body = {"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {"id": task_id}}
+        target = urlsplit(await agent.interface(JSONRPC)).path or "/"
+        headers = {"content-type": "application/json", "a2a-version": "1.0"}
+        with anyio.move_on_after(agent.config.timeout_s):
+            try:
+                await agent.pool.request(
+                    "POST", headers, json.dumps(body).encode(), limit=65536, target=target
+                )
+            except (OSError, UpstreamClosed, AnswerTooLarge):
+                return
 
     async def forward(self, ctx: RequestContext, call: A2aCall) -> Response:
         principal = ctx.require_principal()
@@ -106,7 +126,7 @@ class A2aForwarder:
             raise garbage(agent.name, f"its answer is over {self.max_answer_bytes} bytes") from exc
         except (OSError, UpstreamClosed) as exc:
             raise unavailable(agent.name, type(exc).__name__) from exc
-        return await self._answer(call, principal, answer.status, answer.headers, answer.body)
+        return await self._answer(ctx, call, answer.status, answer.headers, answer.body)
 
     async def _stream(
         self,
@@ -145,12 +165,12 @@ class A2aForwarder:
             raise unavailable(agent.name, type(exc).__name__) from exc
         finally:
             await answer.aclose()
-        return await self._answer(call, principal, answer.status_code, answer.headers, raw)
+        return await self._answer(ctx, call, answer.status_code, answer.headers, raw)
 
     async def _answer(
         self,
+        ctx: RequestContext,
         call: A2aCall,
-        principal: Principal,
         status: int,
         headers: Mapping[str, str],
         raw: bytes,
@@ -164,7 +184,7 @@ class A2aForwarder:
             raise garbage(name, "not a JSON-RPC response")
         if status < 400 and isinstance(document, dict):
             result = document.get("result") if call.binding == JSONRPC else document
-            changed = await self._checked(call, principal, result)
+            changed = await self._checked(ctx, call, result)
             if changed is not None:
                 raw = json.dumps(
                     {**document, "result": changed} if call.binding == JSONRPC else changed
@@ -172,12 +192,15 @@ class A2aForwarder:
         media = headers.get("content-type", "application/json")
         return Response(raw, status_code=status, media_type=media)
 
-    async def _checked(self, call: A2aCall, principal: Principal, result: Any) -> Any:
+    async def _checked(self, ctx: RequestContext, call: A2aCall, result: Any) -> Any:
         """Bind a task the answer creates to the caller; the caller's own of a task list.
         Returns a changed result (None: as it came)."""
         name, method = call.agent.name, call.request.method
+        principal = ctx.require_principal()
         if method in ("SendMessage", "CancelTask", "GetTask"):
             await self._claim(name, task_id_of(result), principal)
+            if method == "SendMessage":
+                await self._adopt(ctx, name, task_id_of(result))
         elif method == "ListTasks" and isinstance(result, dict):
             tasks = result.get("tasks")
             if isinstance(tasks, list):
@@ -186,6 +209,11 @@ class A2aForwarder:
                 mine = [t for t, h in zip(tasks, held, strict=True) if h]
                 return {**result, "tasks": mine, "totalSize": len(mine)}
         return None
+
+    async def _adopt(self, ctx: RequestContext, agent: str, task_id: str | None) -> None:
+        """A task created for a hosted task (the request's chain names one) ends with it."""
+        if task_id is not None and ctx.chain.tasks:
+            await self.children.adopt(ctx.chain.tasks[-1], task_ref(agent, task_id))
 
     async def _claim(self, agent: str, task_id: str | None, principal: Principal) -> None:
         if task_id is not None and not await self.owners.claim(agent, task_id, principal):
@@ -210,6 +238,7 @@ class A2aForwarder:
                     continue
                 if not bound and (task_id := _event_task(event, call.binding)) is not None:
                     await self._claim(call.agent.name, task_id, principal)
+                    await self._adopt(ctx, call.agent.name, task_id)
                     bound = True
                 yield ("\n".join(event) + "\n\n").encode()
                 event = []

@@ -20,7 +20,8 @@ ends what its workers and callers left behind.
   is recorded as a child of the task it was delegated for, if any. Whenever a task ends
   (cancelled, past its deadline, failed, or answered by its worker), what runs under it is
   cancelled on every replica (`TaskCascade`: its worker's tool calls and delegations), and its
-  children are CANCELED (SERF CANCELLED, naming the hop), theirs in turn. A caller that goes
+  children are CANCELED (SERF CANCELLED, naming the hop), theirs in turn; a child at a remote
+  agent is sent CancelTask. A caller that goes
   away from a SendMessage waiting on the task it created (its connection closed, or the task
   it works for ended) cancels that task the same way.
 """
@@ -47,6 +48,7 @@ from gateway.a2a.a2a_errors import (
     task_not_found,
 )
 from gateway.a2a.a2a_methods import PUSH_METHODS, A2aRequest
+from gateway.a2a.forwarding import A2aForwarder
 from gateway.a2a.hosted_agents import HostedAgent, HostedAgents
 from gateway.a2a.hosted_tasks import (
     ENDED,
@@ -59,7 +61,7 @@ from gateway.a2a.hosted_tasks import (
 )
 from gateway.a2a.hosted_work import post_update
 from gateway.a2a.live_tasks import LiveTasks
-from gateway.a2a.remote_agents import JSONRPC
+from gateway.a2a.remote_agents import JSONRPC, RemoteAgents
 from gateway.delegation import ChainSigner, TaskCascade
 from gateway.gateway_error import GatewayError
 from gateway.pipeline import RequestContext
@@ -78,12 +80,16 @@ class HostedA2a:
         chains: ChainSigner,
         cascade: TaskCascade,
         live: LiveTasks,
+        remote_agents: RemoteAgents,
+        forwarder: A2aForwarder,
     ) -> None:
         self.tasks = tasks
         self.agents = agents
         self.chains = chains
         self.cascade = cascade
         self.live = live  # each tenant's live tasks, bounded
+        self.remote_agents = remote_agents  # a child task at one of them is cancelled there
+        self.forwarder = forwarder
 
     async def serve(
         self,
@@ -239,7 +245,12 @@ class HostedA2a:
             await self._end_under(agent, task_id, reason)
 
     async def _end_under(self, agent: str, task_id: str, reason: str) -> None:
-        """Cancel task `task_id` of `agent` because what it was done for ended (`reason`)."""
+        """Cancel task `task_id` of `agent` because what it was done for ended (`reason`):
+        a remote agent's is asked to (CancelTask), a hosted one's is ended here."""
+        remote = self.remote_agents.get(agent)
+        if remote is not None:
+            await self.forwarder.cancel_task(remote, task_id, reason)
+            return
         task = await self.tasks.task(agent, task_id, None, 0)
         if task is None:
             return

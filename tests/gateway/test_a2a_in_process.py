@@ -363,6 +363,57 @@ async def test_a_call_made_for_a_task_that_ended_is_cancelled_as_it_starts(
     assert alone.status_code == 200
 
 
+async def test_a_remote_agents_task_delegated_for_a_hosted_task_is_cancelled_with_it(
+    gateway: httpx.AsyncClient, settings: Settings
+) -> None:
+    """The helper's worker delegates to the remote echo agent, whose task stays open; the
+    caller cancels the helper's task: the gateway sends the echo agent CancelTask for the task
+    done for it, and the worker's wait on it ends."""
+    caller = await _registered(gateway, settings, "t10", "asker", agents=["helper"])
+    helper = await _registered(gateway, settings, "acme", "helper", agents=["echo"])
+    token = helper["Authorization"].removeprefix("Bearer ")
+    waiting, stopped = anyio.Event(), anyio.Event()
+    transport = gateway._transport
+    async with GatewayClient("http://gateway", token, transport=transport) as worker:
+
+        async def delegate_and_wait(item: WorkItem) -> str:
+            waiting.set()
+            try:
+                return (await worker.delegate("echo", "wait")).text
+            finally:
+                stopped.set()
+
+        stop = anyio.Event()
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: serve_a2a(worker, "helper", delegate_and_wait, stop=stop))
+            sent = _send("go", configuration={"returnImmediately": True})
+            task_id = (await gateway.post("/a2a/helper", json=sent, headers=caller)).json()[
+                "result"
+            ]["task"]["id"]
+            with anyio.fail_after(10):
+                await waiting.wait()
+
+            async def echo_task() -> dict[str, Any] | None:
+                listed = await gateway.post("/a2a/echo", json=_rpc("ListTasks"), headers=helper)
+                tasks = listed.json()["result"]["tasks"]
+                return tasks[0] if tasks else None
+
+            delegated = await until_true(echo_task, 10)
+            assert delegated["status"]["state"] == "TASK_STATE_WORKING"
+            await gateway.post("/a2a/helper", json=_rpc("CancelTask", id=task_id), headers=caller)
+
+            async def cancelled_there() -> bool:
+                got = await gateway.post(
+                    "/a2a/echo", json=_rpc("GetTask", id=delegated["id"]), headers=helper
+                )
+                return bool(got.json()["result"]["status"]["state"] == "TASK_STATE_CANCELED")
+
+            await until_true(cancelled_there, 10)
+            with anyio.fail_after(10):
+                await stopped.wait()
+            stop.set()
+
+
 def _secret(settings: Settings) -> bytes:
     return settings.secret.get_secret_value().encode()
 
