@@ -152,7 +152,7 @@ def _past_deadline(stage: str) -> GatewayError:
 
 
 def _describe(span: SpanRecord, ctx: RequestContext) -> None:
-    """Who asked for what, the time granted, and the SERF code of a failure."""
+    """Who asked for what (and for whom), the time granted, and the SERF code of a failure."""
     attributes: dict[str, str | int] = {"conclave.operation": ctx.operation}
     principal = ctx.principal
     if principal is not None:
@@ -160,6 +160,8 @@ def _describe(span: SpanRecord, ctx: RequestContext) -> None:
         attributes["conclave.agent"] = principal.agent
     if ctx.tool_name is not None:
         attributes["conclave.tool"] = ctx.tool_name
+    if ctx.chain.by:  # whom the caller acts for (gateway.delegation), the first first
+        attributes["conclave.chain"] = " -> ".join(ctx.chain.acting_for)
     if ctx.granted_ms is not None:
         attributes["conclave.budget.granted_ms"] = ctx.granted_ms
     span.set_attributes(attributes)

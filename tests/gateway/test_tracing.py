@@ -31,7 +31,9 @@ from conclave.bench.mcp.mcp_upstream import running_upstream
 from conclave.bench.overhead.otlp_receiver import OtlpReceiver
 from conclave.stack import EmbeddedStack
 from gateway import Settings, create_app, issue_token, start_tracing, stop_tracing
+from gateway.delegation import NO_CHAIN, ChainSigner
 from gateway.telemetry import encode_requests, tracing
+from protocol import Principal
 from tools.sources import McpHttpSource
 
 pytestmark = pytest.mark.anyio
@@ -159,6 +161,34 @@ async def test_a_refusal_marks_its_stage_and_request_with_the_serf_code(
     assert found["stage scope"].status.status_code is StatusCode.UNSET
     assert found["stage authorize"].status.status_code is StatusCode.UNSET
     assert "stage dispatch" not in found and "stage account" in found  # refused before it
+
+
+async def test_a_call_made_for_another_agent_names_the_chain_on_its_span(
+    settings: Settings, redis: Redis, spans: InMemorySpanExporter
+) -> None:
+    """A worker's call for the planner's task (its signed X-Conclave-Chain) says whom it was
+    made for; a call of its own says nothing of the kind."""
+    planner = Principal(tenant="acme", agent="planner", scopes=("tool:echo",), expires_at=0,
+                        token_id="p")  # fmt: skip
+    signer = ChainSigner(settings.secret.get_secret_value().encode())
+    chain = signer.onward(NO_CHAIN, "helper", planner)
+    token = issue_token(settings, tenant="acme", agent="helper", scopes=["tool:echo"])
+    auth = {"Authorization": f"Bearer {token}"}
+    async with _gateway(settings) as app:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+            body = {"arguments": {"message": "hi"}}
+            for_planner = await client.post(
+                "/v1/tools/echo/call", json=body, headers={**auth, "X-Conclave-Chain": chain}
+            )
+            assert for_planner.status_code == 200, for_planner.text
+            found = _by_name(spans.get_finished_spans())["POST /v1/tools/echo/call"]
+            spans.clear()
+            own = await client.post("/v1/tools/echo/call", json=body, headers=auth)
+            assert own.status_code == 200
+    assert found.attributes is not None and found.attributes["conclave.chain"] == "acme/planner"
+    alone = _by_name(spans.get_finished_spans())["POST /v1/tools/echo/call"]
+    assert alone.attributes is not None and "conclave.chain" not in alone.attributes
 
 
 @pytest.fixture(scope="module")
