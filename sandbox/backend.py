@@ -100,6 +100,12 @@ class LaunchedSandbox(Protocol):
         empty: the launch is one stage, timed by its caller."""
         ...
 
+    async def died(self) -> str:
+        """Wait until the sandbox dies, and say why: a start races it against the runner's
+        hello. It waits on the process (bwrap, process) or the engine's events (docker), never
+        by asking the engine again and again."""
+        ...
+
     async def exit_reason(self) -> str | None:
         """Why the sandbox already died (for startup errors); None while it runs."""
         ...

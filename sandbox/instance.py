@@ -207,31 +207,32 @@ class Sandbox:
 
     async def _connect(self, listener: Any, startup_timeout_s: float) -> None:
         died: list[str] = []
+        importing = False
 
         async def watch_for_death(scope: anyio.CancelScope) -> None:
-            while True:
-                # Every 50 ms: each look is an event-loop wake-up per starting sandbox (a
-                # burst of a tenant's cold starts is tens of them), and a docker backend
-                # asks its engine at most every 0.5 s anyway.
-                await anyio.sleep(0.05)
-                reason = await self.launched.exit_reason()
-                if reason is not None:
-                    died.append(reason)
-                    scope.cancel()
-                    return
+            # Awaited, not polled: the process's exit, or the engine's death event.
+            died.append(await self.launched.died())
+            scope.cancel()
 
         with anyio.move_on_after(startup_timeout_s) as timeout_scope:
             async with anyio.create_task_group() as group:
                 group.start_soon(watch_for_death, group.cancel_scope)
                 self.channel = await accept(listener)
-                hello = await self.channel.receive()  # up, on the standard library alone
-                self._stage("runner start", _cpu_ms(hello))
-                loaded = await self.channel.receive()  # its tool modules imported
+                try:
+                    hello = await self.channel.receive()  # up, on the standard library alone
+                    self._stage("runner start", _cpu_ms(hello))
+                    importing = True
+                    loaded = await self.channel.receive()  # its tool modules imported
+                    importing = False
+                except ChannelClosed:  # the runner went away (a tool module ended it?)
+                    await anyio.sleep_forever()  # its death, awaited beside, says why
                 self._stage("tool import", _cpu_ms(loaded) - _cpu_ms(hello))
                 self.hello = {**hello, **loaded}
                 group.cancel_scope.cancel()
         if died:
-            raise SandboxStartError(f"sandbox {self.label} died while starting: {died[0]}")
+            # After its hello, the runner was importing the tool modules: one of them ended it.
+            during = " importing its tool modules" if importing else ""
+            raise SandboxStartError(f"sandbox {self.label} died while starting{during}: {died[0]}")
         if timeout_scope.cancelled_caught or self.channel is None:
             raise SandboxStartError(
                 f"the runner in {self.launched.description} did not connect within "

@@ -58,6 +58,9 @@ class BwrapSandbox:
 
     launch_stages: tuple[StartStage, ...] = ()  # one spawn, timed by the caller
 
+    async def died(self) -> str:
+        return f"bwrap exited with status {await self._process.wait()}"
+
     async def exit_reason(self) -> str | None:
         code = self._process.returncode
         return None if code is None else f"bwrap exited with status {code}"

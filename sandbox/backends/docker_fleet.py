@@ -125,6 +125,24 @@ class FleetSandbox:
     def launch_stages(self) -> tuple[StartStage, ...]:
         return self._inner.launch_stages
 
+    async def died(self) -> str:
+        """Its container's death, or its engine drained, whichever comes first."""
+        lost = f"the Docker engine at {self._engine.host} stopped answering"
+        said: list[str] = []
+
+        async def first(reason: Any) -> None:
+            said.append(await reason())
+            race.cancel_scope.cancel()
+
+        async def engine_lost() -> str:
+            await self.engine_lost.wait()
+            return lost
+
+        async with anyio.create_task_group() as race:
+            race.start_soon(first, self._inner.died)
+            race.start_soon(first, engine_lost)
+        return said[0]
+
     async def exit_reason(self) -> str | None:
         lost = f"the Docker engine at {self._engine.host} stopped answering"
         if self.engine_lost.is_set():
@@ -175,6 +193,8 @@ class DockerFleet:
 
     async def open(self) -> None:
         await self._work.open()
+        for engine in self.engines:  # each reads its engine's death events
+            await engine.backend.open()
 
     def held(self) -> dict[str, int]:
         """Sandboxes this gateway holds per engine host."""
@@ -318,8 +338,10 @@ class DockerFleet:
                         len(engine.owed),
                     )
                 await anyio.to_thread.run_sync(engine.close)
-                await engine.backend.aclose()
-        # Outside the shield: a task group is left from the cancel scope it was entered in.
+        # Outside the shield: a task group is left from the cancel scope it was entered in,
+        # the engines' own (entered after the fleet's, in `open`) first.
+        for engine in reversed(self.engines):
+            await engine.backend.aclose()
         self._work.cancel()
         await self._work.aclose()
 

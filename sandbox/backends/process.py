@@ -65,6 +65,9 @@ class ProcessSandbox:
 
     launch_stages: tuple[StartStage, ...] = ()  # one spawn, timed by the caller
 
+    async def died(self) -> str:
+        return f"the runner exited with status {await self._process.wait()}"
+
     async def exit_reason(self) -> str | None:
         code = self._process.returncode
         return None if code is None else f"the runner exited with status {code}"
