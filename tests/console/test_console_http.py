@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 import time
 from typing import Any
@@ -139,6 +140,23 @@ async def test_feed_pages_through_10000_records_a_window_at_a_time(
     assert "EventSource" not in second  # an older window stays still
     chains = await client.get("/console/chains")  # one trace, 2,000 records read, 20 shown
     assert chains.status_code == 200 and "trace t" in chains.text
+
+
+async def test_the_feed_says_whom_a_call_was_made_for(
+    client: httpx.AsyncClient, settings: Settings, redis: Redis
+) -> None:
+    """A call a worker made for other agents (the audit's chain) shows them beside it."""
+    record: dict[str, Any] = {
+        "trace_id": "t", "tenant": "acme", "transport": "http", "operation": "echo",
+        "tool": "echo", "outcome": "ok", "duration_ms": 1.0,
+    }  # fmt: skip
+    now = int(time.time() * 1000)
+    chained = AuditRecord(at_ms=now, agent="helper", chain=["t1/planner", "acme/lead"], **record)
+    await AuditLog(redis).append(chained, AuditRecord(at_ms=now + 1, agent="alone", **record))
+    await _log_in(client, settings)
+    feed = (await client.get("/console/feed")).text
+    assert f"<td>{html.escape('helper (for t1/planner -> acme/lead)')}</td>" in feed
+    assert "<td>alone</td>" in feed
 
 
 async def test_a_chain_shows_its_grants_and_the_time_left_to_its_deadline(

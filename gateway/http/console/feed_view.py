@@ -57,10 +57,15 @@ feed.onopen = () => { document.getElementById("live").textContent = "live"; };
 
 def feed_cells(record: AuditRecord) -> list[str | float]:
     clock = time.strftime("%H:%M:%S", time.gmtime(record.at_ms / 1000))
+    agent = record.agent
+    if record.chain:  # made for other agents (gateway.delegation): whom, the first first
+        agent += f" (for {' -> '.join(record.chain)})"
+    if record.acted_by:
+        agent += f" (by {record.acted_by})"
     return [
         f"{clock}.{record.at_ms % 1000:03d}",
         record.tenant,
-        f"{record.agent} (by {record.acted_by})" if record.acted_by else record.agent,
+        agent,
         record.operation,
         record.tool,
         record.outcome,
