@@ -98,10 +98,11 @@ def _attributes(number: int, attributes: Mapping[str, Any] | None) -> bytes:
     out = []
     for pair in attributes.items():
         key, value = pair
-        if number == 9 and type(value) is str:  # a span's names recur; measures seldom do
+        if type(value) is str:  # a span's names recur: the whole pair is kept
             encoded = _ENCODED.get(pair) or _remembered(pair, _key_value(number, key, value))
-        else:
-            encoded = _key_value(number, key, value)
+        else:  # measures seldom do: only the key's field is
+            named = _ENCODED.get((None, key)) or _remembered((None, key), _field(1, key.encode()))
+            encoded = _field(number, named + _field(2, _any_value(value)))
         out.append(encoded)
     return b"".join(out)
 
