@@ -2,12 +2,21 @@
 
 Only isolating backends are candidates: with neither Docker nor bubblewrap, start-up fails
 saying what to install. The unisolated `process` backend is never picked, only chosen.
+
+Docker is the strongest, unless its engine makes every start slow: an engine on the `vfs`
+storage driver (nested engines in containers and CI runners fall back to it) copies the whole
+image at each container start, seconds where `overlay2` takes a fraction of one. So the
+engine's start is measured once per process (a throwaway container of the runtime image,
+created, started and removed) and, past `SLOW_START_S`, bubblewrap is picked where it runs;
+the choice's reason says what the storage driver costs.
 """
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +28,9 @@ from sandbox.docker_client import docker_client
 
 # Strongest first: a container, then namespaces + cgroups. `process` is not a candidate.
 STRENGTH_ORDER = ("docker", "bwrap")
+# A container start past this (create, start and end of `true`) makes every new identity's
+# first call slow: bubblewrap, where it runs, is picked instead. overlay2 here: ~0.25 s.
+SLOW_START_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -65,11 +77,47 @@ def bwrap_status() -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=8)
+def docker_start_cost(docker_host: str, image: str) -> tuple[float, str]:
+    """Seconds the engine takes to create, start and remove a container of `image` running
+    `true`, and its storage driver; measured once per process and engine."""
+    client = docker_client(docker_host)
+    try:
+        driver = str(client.info().get("Driver", "unknown"))
+        began = time.monotonic()
+        container = client.containers.create(
+            image, ["true"], network_mode="none", labels={"conclave.probe": "1"}
+        )
+        try:
+            container.start()
+            container.wait(timeout=60)
+        finally:
+            container.remove(force=True)
+        return time.monotonic() - began, driver
+    finally:
+        client.close()
+
+
 def strongest_available(docker_host: str, image: str) -> BackendChoice:
-    """Docker, else bubblewrap; SandboxStartError naming what to install when neither runs."""
+    """Docker, else bubblewrap; SandboxStartError naming what to install when neither runs.
+    Bubblewrap before Docker when the engine makes every start slow (`SLOW_START_S`)."""
     docker_missing = docker_status(docker_host, image)
     if docker_missing is None:
-        return BackendChoice("docker", "Docker engine reachable and runtime image present")
+        try:
+            took_s, driver = docker_start_cost(docker_host, image)
+        except DockerException as exc:
+            docker_missing = f"Docker engine could not start a container ({exc})"
+        else:
+            cost = f"a container starts in {took_s:.2f} s on its {driver} storage driver"
+            if took_s > SLOW_START_S and bwrap_status() is None:
+                return BackendChoice(
+                    "bwrap",
+                    f"bubblewrap available; docker unused: {cost}, every start that slow "
+                    f"(over {SLOW_START_S:.0f} s: the {driver} driver copies the image each "
+                    "time; overlay2 does not)",
+                )
+            reason = f"Docker engine reachable and runtime image present; {cost}"
+            return BackendChoice("docker", reason)
     bwrap_missing = bwrap_status()
     if bwrap_missing is None:
         return BackendChoice("bwrap", f"bubblewrap available; docker unused: {docker_missing}")
