@@ -93,7 +93,7 @@ class Settings(BaseSettings):
     egress_head_timeout_s: float = Field(default=2.0, gt=0)
     egress_connections_total: int = Field(default=0, ge=0)
 
-    # Connections (gateway.http.connection_limits), checked before a request reaches the app:
+    # Connections (gateway.http.connections), checked before a request reaches the app:
     # a request head (request line and headers) past http_max_head_bytes or http_max_headers
     # is 431; a head not complete http_head_timeout_s after it started (a new connection's
     # from the connection's start, a kept-alive one's from its first byte) closes the
@@ -110,7 +110,7 @@ class Settings(BaseSettings):
     http_max_connections: int = Field(default=4096, gt=0)
     http_max_connections_per_address: int = Field(default=1024, gt=0)
     # 401 answers (no token, a bad one) to one client address: at most this many a second (a
-    # burst of twice that), the rest wait for their turn (gateway.http.stranger_pacing), so
+    # burst of twice that), the rest wait for their turn (gateway.http.connections), so
     # a stranger's flood of refusals takes no more of the gateway's CPU. Behind a proxy
     # every client shares its address: raise it there.
     http_unauthenticated_per_s: float = Field(default=20.0, gt=0)

@@ -21,7 +21,7 @@ from gateway.approvals import ApprovalBook
 from gateway.budgets import CircuitBreaker, LatencyWindow
 from gateway.cancellation import InflightCalls
 from gateway.egress import EgressProxy
-from gateway.http.connection_audit import ConnectionAudit
+from gateway.http.connections import ConnectionAudit
 from gateway.http.mcp import CallerStreams, ClientRequests, InputRounds, LogLevels, McpCatalog
 from gateway.identity import AgentDirectory
 from gateway.mcp_tasks import TaskRunner

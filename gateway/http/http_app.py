@@ -19,14 +19,13 @@ from starlette.types import Scope as AsgiScope
 
 from gateway.config import app_settings
 from gateway.http.body import as_json_body
+from gateway.http.connections import HostCheck, StrangerPacing
 from gateway.http.console import ConsoleHeaders
 from gateway.http.console import router as console_router
 from gateway.http.fast_path import FastPath, serve_hot
-from gateway.http.host_check import HostCheck
 from gateway.http.openapi_document import complete_document
 from gateway.http.responses import install_error_handlers, with_resource_metadata
 from gateway.http.routes import ROUTERS
-from gateway.http.stranger_pacing import StrangerPacing
 from gateway.telemetry import TRACING, serve_traced
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]

@@ -2,7 +2,7 @@
 
 For what one gateway process shares out of its own resources, so per process is the right
 scope: its CPU for parsing large bodies (`body_rate`, per tenant) and for answering strangers
-(`gateway.http.stranger_pacing`, per client address). Each bucket refills at `per_s` up to
+(`gateway.http.connections`, per client address). Each bucket refills at `per_s` up to
 `burst`; at most `max_keys` are kept (the least recently seen go, and a key seen again starts
 full), so the keys a caller can make cost a bounded amount of memory.
 """

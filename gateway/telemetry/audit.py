@@ -17,7 +17,7 @@ tenant's stream. Retention is by count, not by age: export a tenant's stream (XR
 last id seen) where records must be kept longer.
 
 Bounded, so unauthenticated callers cannot grow it: the connection layer's refusals are
-written under a rate limit (`gateway.http.connection_audit`); every string field is cut to
+written under a rate limit (`gateway.http.connections`); every string field is cut to
 `MAX_FIELD_CHARS` (with a marker saying how much was cut: a caller chooses a tool's name, a
 namespace, a session id), and each stream is capped.
 
@@ -88,7 +88,7 @@ class AuditRecord(BaseModel):
     # A call held for approval (`gateway.approvals`), asked or decided: its id, the policy
     # and its reason, the arguments' digest, the decision and the approver's note.
     approval: dict[str, Any] | None = None
-    # A connection-layer refusal's (`gateway.http.connection_audit`): the client's address,
+    # A connection-layer refusal's (`gateway.http.connections`): the client's address,
     # and how many refusals before this one were left out of the audit by its rate limit.
     peer: str = ""
     dropped: int = 0

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from gateway.http.uvicorn_protocol import CoalescingTransport
+from gateway.http.connections.uvicorn_protocol import CoalescingTransport
 
 pytestmark = pytest.mark.anyio
 

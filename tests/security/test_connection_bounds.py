@@ -22,7 +22,7 @@ import pytest
 
 from conclave.stack import EmbeddedStack
 from gateway.config import Settings
-from gateway.http.connection_audit import BURST, PER_S
+from gateway.http.connections.connection_audit import BURST, PER_S
 from tests.helpers import wait_for
 
 HEAD_TIMEOUT_S = 1.0

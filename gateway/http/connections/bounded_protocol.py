@@ -16,7 +16,7 @@ refusal is a SERF envelope with `Connection: close`, written before the app is r
 - a head begun but not finished in time: 408, INVALID_REQUEST (a silent connection is just
   closed; so is an idle keep-alive after `idle_timeout_s`, uvicorn's own timer).
 Each of these refusals is audited through the table's `ConnectionAudit` (the stream of the
-unauthenticated, rate limited: `gateway.http.connection_audit`).
+unauthenticated, rate limited: `gateway.http.connections.connection_audit`).
 
 A refused head is answered with a lingering close: closing a connection with bytes of the
 client's still unread makes the kernel reset it, and a client still sending (a 600 KB plan
@@ -32,9 +32,9 @@ import http
 from asyncio import TimerHandle
 from typing import Any, ClassVar
 
-from gateway.http.connection_audit import ConnectionAudit
-from gateway.http.connection_limits import ConnectionLimits, ConnectionTable
-from gateway.http.uvicorn_protocol import CoalescingHttpToolsProtocol
+from gateway.http.connections.connection_audit import ConnectionAudit
+from gateway.http.connections.connection_limits import ConnectionLimits, ConnectionTable
+from gateway.http.connections.uvicorn_protocol import CoalescingHttpToolsProtocol
 from protocol import ErrorCode, SerfError
 
 LINGER_BYTES = 1 << 20
