@@ -69,6 +69,10 @@ class ContainerDeaths:
         self._closed = True
         self._close_stream()
 
+    def reopen(self) -> None:
+        """Read again from the next `read_forever` (the backend opened once more)."""
+        self._closed = False
+
     def _read(self) -> None:
         """In a thread of its own: the events, each death handed to the event loop."""
         client = docker_client(self.docker_host)

@@ -247,6 +247,10 @@ class DockerBackend:
             return
 
     async def open(self) -> None:
+        # A backend may serve one pool after another (the bench's do): a group for each.
+        self._work = BackgroundWork("the docker backend")
+        self._reading = False
+        self.deaths.reopen()
         await self._work.open()
 
     async def aclose(self) -> None:

@@ -92,3 +92,20 @@ async def test_a_docker_start_never_asks_the_engine_about_its_container(
         shutil.rmtree(root, ignore_errors=True)
     assert pool.started == 3
     assert backend.asked == 0
+
+
+async def test_a_docker_backend_serves_one_pool_after_another(docker_engine: str) -> None:
+    """Its death events are read by a group of its own, entered at each `open` (the bench
+    runs two pools on one backend, one after the other)."""
+    backend = DockerBackend(docker_engine, Settings().sandbox.image)
+    for round_ in range(2):
+        root = Path(tempfile.mkdtemp(prefix="conclave-pool-"))
+        try:
+            async with await _pool(backend, TOOL_MODULES, root) as pool:
+                call = invocation(
+                    "echo", {"message": "hi"}, agent=f"a-{round_}", module="tools.builtin"
+                )
+                outcome = await pool.execute(call)
+                assert outcome.ok, outcome.error
+        finally:
+            shutil.rmtree(root, ignore_errors=True)

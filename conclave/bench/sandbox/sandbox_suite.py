@@ -4,7 +4,9 @@ Per backend (docker, bwrap, process; the ones this machine can run): cold start 
 result of a fresh identity, twice: with the pool's pre-started spare waiting (what a new
 identity meets in a running gateway) and with no spare (the sandbox's own start); warm calls
 of `echo` (p50/p99), kill latency (how long after its wall deadline a `sleep` call is dead,
-as the runner measured it), and 8 agents calling at once, each in its own sandbox. A plain
+as the runner measured it), and 8 agents calling at once, each in its own sandbox; a cold
+start's stages (the engine's create and start or the spawn, the runner's start to its hello,
+the tool modules' import), each with its wall time and the sandbox CPU the runner reports. A plain
 `docker exec` of `true` in a running container of the same image is measured in the same run
 for comparison. The pools run in this process, on the stack's settings; the gateway is not in
 the path (the gateway suites measure it).
@@ -103,11 +105,15 @@ async def _measure_backend(backend: SandboxBackend, quick: bool) -> dict[str, An
     pool = await _pool(backend, spares=()).open()
     try:
         cold: list[float] = []
+        stages: dict[str, list[tuple[float, float | None]]] = {}
         for i in range(3 if quick else 10):
             began = time.perf_counter()
             first = await pool.execute(_invocation("echo", {"message": "x"}, f"cold-{i}"))
             cold.append((time.perf_counter() - began) * 1000)
             assert first.ok, first.error
+            for stage in first.start_stages:
+                took_ms = (stage.end_ns - stage.start_ns) / 1e6
+                stages.setdefault(stage.name, []).append((took_ms, stage.cpu_ms))
         warm: list[float] = []
         for _ in range(300 if quick else 2000):
             began = time.perf_counter()
@@ -120,7 +126,8 @@ async def _measure_backend(backend: SandboxBackend, quick: bool) -> dict[str, An
             outcome = await pool.execute(slow)
             kills.append(outcome.usage.wall_ms - KILL_TIMEOUT_MS)
         concurrent = await _concurrent_agents(pool, 50 if quick else 300)
-        return {"spare": spare, "cold": cold, "warm": warm, "kills": kills, **concurrent}
+        figures = {"spare": spare, "cold": cold, "warm": warm, "kills": kills, **concurrent}
+        return {**figures, "stages": stages}
     finally:
         await pool.aclose()
 
@@ -173,6 +180,10 @@ def run(ctx: BenchContext) -> SuiteResult:
          "kill after deadline p50", "kill max", f"{AGENTS} agents p50", f"{AGENTS} agents p99",
          "calls/s"],
     )  # fmt: skip
+    start_table = Table(
+        "A cold start by stage (ms, medians): wall time, and the sandbox CPU the runner reports",
+        ["backend", "stage", "wall", "sandbox CPU"],
+    )
     for name, backend in _backends(settings.docker_host, settings.sandbox.image).items():
         if isinstance(backend, str):
             result.notes.append(f"{name} skipped: {backend}")
@@ -195,6 +206,17 @@ def run(ctx: BenchContext) -> SuiteResult:
             [name, *(round(v, 2) for v in row.values()), round(figures["throughput"])]
         )
         result.figures.update({f"{name}_{k}_ms": v for k, v in row.items()})
+        for stage, samples in figures.pop("stages").items():
+            wall = statistics.median(took for took, _ in samples)
+            cpus = [cpu for _, cpu in samples if cpu is not None]
+            cpu = statistics.median(cpus) if cpus else None
+            start_table.rows.append(
+                [name, stage, round(wall, 1), "" if cpu is None else round(cpu, 1)]
+            )
+            key = stage.replace(" ", "_")
+            result.figures[f"{name}_start_{key}_ms"] = wall
+            if cpu is not None:
+                result.figures[f"{name}_start_{key}_cpu_ms"] = cpu
         result.series[name] = figures
         if name in ("docker", "bwrap"):
             cold_goal = 500 if name == "docker" else 100
@@ -230,6 +252,7 @@ def run(ctx: BenchContext) -> SuiteResult:
         )  # fmt: skip
         result.figures["docker_exec_p50_ms"] = statistics.median(exec_samples)
     result.tables.append(latency)
+    result.tables.append(start_table)
     result.tables.append(_cancel_latency(ctx, result))
     return result
 
