@@ -1,7 +1,9 @@
 """The runner's loop: imports the tool modules once, then runs each call in a forked child.
 
-It connects to the host's Unix socket (in the sandbox workspace), says hello, then answers
-framed requests one at a time (`frames`). Per call it hands the request to a child forked
+It connects to the host's Unix socket (in the sandbox workspace) and says hello, having
+imported the standard library and its own package only; then it imports the tool modules and
+says which failed (the loaded frame, `runner_wire`), and answers framed requests one at a
+time (`frames`). Per call it hands the request to a child forked
 ahead of time, in its own process group with the call's rlimits, and supervises it
 (`call_supervision`) until its result, its death, the wall-clock deadline, the output cap or
 the host's cancel; the reply carries the outcome the runner decided (`call_outcomes`). A
