@@ -14,7 +14,7 @@ import pytest
 
 from gateway.redis_io import LuaScript, ScriptArgumentsError, lua_script
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 # Every package of the gateway with Lua scripts of its own (a `lua/` folder beside its modules).
 PACKAGES = tuple(
     sorted(
