@@ -221,7 +221,9 @@ async def test_the_callers_client_going_away_cancels_the_chain(replica: Embedded
 
 
 async def test_b_and_c_stop_at_as_deadline_and_so_does_cs_tool(replica: EmbeddedStack) -> None:
-    """Every hop works under A's deadline: C's tool is killed by it, and A answers by it."""
+    """Every hop works under A's deadline: C's tool is stopped by it (killed at its grant, or
+    refused at once when ATBA's window for run_shell already says a sleep runs past the time
+    left, as earlier cancelled sleeps teach it), and A answers by it."""
     marker = _marker()
     seen: dict[str, WorkItem] = {}
     async with _three_workers(replica, marker, seen), _caller(replica) as caller:
