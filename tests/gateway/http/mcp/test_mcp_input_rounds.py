@@ -36,7 +36,7 @@ from redis.asyncio import Redis
 from conclave.bench.mcp.conformance_suite import running_fixture
 from gateway.assembly import create_app
 from gateway.config import Settings
-from tests.gateway.rounds_replicas import (
+from tests.gateway.http.mcp.rounds_replicas import (
     VERSION,
     Alternating,
     bearer,

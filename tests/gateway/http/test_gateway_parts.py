@@ -15,7 +15,7 @@ from gateway.config import Settings, app_settings
 from gateway.http import GatewayParts, gateway_parts
 from gateway.pipeline import Pipeline
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # The two accessors, and the console's count of its open live feeds (kept as it runs, per app).
 READ_THROUGH_STATE = {
     "gateway/http/gateway_parts.py",

@@ -4,7 +4,7 @@ initialize advertising what is served; a `tools/call` with `params.task` answere
 task polled to its end and its result fetched by `tasks/result`; a cancel killing the
 sandbox's call;
 another caller's task id refused. The tasks are the 2026-07-28 wire's (one store, one runner:
-tests/gateway/test_mcp_tasks.py covers take-over, deadlines and quotas there)."""
+tests/gateway/mcp_tasks/test_mcp_tasks.py covers take-over, deadlines and quotas there)."""
 
 from __future__ import annotations
 

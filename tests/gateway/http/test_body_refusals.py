@@ -22,7 +22,13 @@ pytestmark = pytest.mark.anyio
 BODY_METHODS = {"POST", "PUT", "PATCH"}
 # What each path parameter is filled with: a route with a parameter not named here fails the
 # test, so whoever adds it says what the route is called with.
-PATH_VALUES = {"name": "echo", "namespace": "team", "path": "message:send", "task_id": "t1"}
+PATH_VALUES = {
+    "name": "echo",
+    "namespace": "team",
+    "path": "message:send",
+    "task_id": "t1",
+    "approval_id": "ap_" + "0" * 32,
+}
 # Forms for people, not JSON for agents: the console's pages answer in HTML.
 NOT_JSON = ("/console",)
 WRONG_SHAPES = {  # JSON that no route's body can be: a list, a string, a number, an object

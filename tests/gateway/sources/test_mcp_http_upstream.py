@@ -42,7 +42,7 @@ pytestmark = pytest.mark.anyio
 
 UPSTREAM_SECRET = "upstream-credential-7f3a"
 CREDENTIAL_ENV = "CONCLAVE_TEST_UPSTREAM_CREDENTIAL"
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

@@ -41,7 +41,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning"),
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SERVER = ("python3", str(ROOT / "tools" / "harness" / "stdio_mcp_server.py"), "--resources")
 WATCHED = "watch://counter"
 

@@ -28,7 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from redis.asyncio import Redis
 
 from gateway.config import Settings
-from tests.gateway.rounds_replicas import (
+from tests.gateway.http.mcp.rounds_replicas import (
     VERSION,
     Alternating,
     bearer,
