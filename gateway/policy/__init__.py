@@ -2,7 +2,20 @@
 stage (`policy_rules`), the admin API's rules kept in Redis and followed by every replica
 (`policy_store`)."""
 
-from gateway.policy.policy_rules import CompiledRule, Policies, PolicyError, compile_rules
+from gateway.policy.policy_rules import (
+    CompiledRule,
+    Policies,
+    PolicyError,
+    any_glob,
+    compile_rules,
+)
 from gateway.policy.policy_store import PolicyStore
 
-__all__ = ["CompiledRule", "Policies", "PolicyError", "PolicyStore", "compile_rules"]
+__all__ = [
+    "CompiledRule",
+    "Policies",
+    "PolicyError",
+    "PolicyStore",
+    "any_glob",
+    "compile_rules",
+]

@@ -46,9 +46,9 @@ class CompiledRule:
     def matches(self, tenant: str, agent: str, tool: str) -> bool:
         rule = self.rule
         return (
-            _any_glob(rule.tenants, tenant)
-            and _any_glob(rule.agents, agent)
-            and _any_glob(rule.tools, tool)
+            any_glob(rule.tenants, tenant)
+            and any_glob(rule.agents, agent)
+            and any_glob(rule.tools, tool)
         )
 
     def holds(self, variables: Any) -> bool:
@@ -61,7 +61,8 @@ class CompiledRule:
             return self.rule.outcome != "allow"
 
 
-def _any_glob(patterns: Iterable[str], name: str) -> bool:
+def any_glob(patterns: Iterable[str], name: str) -> bool:
+    """Whether any of `patterns` (globs, as grants' are) matches `name`."""
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 

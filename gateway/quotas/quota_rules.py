@@ -9,10 +9,10 @@ window index is Redis's clock over the limit's window (`WINDOW_MS`).
 
 from __future__ import annotations
 
-import fnmatch
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gateway.policy import any_glob
 from protocol import QUOTA_LIMITS, QuotaLimit, QuotaRule
 
 DAY_MS = 24 * 3600 * 1000
@@ -63,15 +63,11 @@ def counted_limits(rule: QuotaRule, tenant: str, agent: str, tool: str) -> list[
     return found
 
 
-def _any_glob(patterns: Iterable[str], name: str) -> bool:
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
-
-
 def matches(rule: QuotaRule, tenant: str, agent: str, tool: str) -> bool:
     return (
-        _any_glob(rule.tenants, tenant)
-        and _any_glob(rule.agents, agent)
-        and _any_glob(rule.tools, tool)
+        any_glob(rule.tenants, tenant)
+        and any_glob(rule.agents, agent)
+        and any_glob(rule.tools, tool)
     )
 
 

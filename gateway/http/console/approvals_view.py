@@ -26,8 +26,9 @@ ACTED_BY = "admin (console)"
 MAX_TENANTS = 20  # a page, not a dump: the first tenants by name
 
 
-def _approver(record: AgentRecord) -> Principal:
-    """The registered agent as the principal deciding (its registration's scopes)."""
+def registered_principal(record: AgentRecord) -> Principal:
+    """A registered agent as a principal of its registration's scopes (what the console acts,
+    or reads, as)."""
     return Principal(
         tenant=record.tenant,
         agent=record.agent,
@@ -64,7 +65,7 @@ async def approvals_page(request: Request, form_token: str, notice: str = "") ->
             approvers = [
                 f"{r.tenant}/{r.agent}"
                 for r in agents
-                if r.tenant == tenant and _approver(r).may_approve(held.tool)
+                if r.tenant == tenant and registered_principal(r).may_approve(held.tool)
             ]
             asked = held.agent + (f" ({held.obo})" if held.obo else "")
             expires = time.strftime("%H:%M:%S", time.gmtime(held.expires_at_ms / 1000))
@@ -107,7 +108,7 @@ async def decide_as_approver(request: Request, form: dict[str, str]) -> str:
     decision: Decision = "approved" if form.get("decision") == "approved" else "denied"
     try:
         settled = await parts.approvals.decide(
-            _approver(record),
+            registered_principal(record),
             form.get("id", ""),
             decision,
             form.get("note", "")[:1024],

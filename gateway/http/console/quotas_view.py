@@ -10,9 +10,10 @@ import time
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
+from gateway.http.console.approvals_view import registered_principal
 from gateway.http.console.page_layout import page, table
 from gateway.http.gateway_parts import gateway_parts
-from protocol import Principal, QuotaUse
+from protocol import QuotaUse
 
 MAX_AGENTS = 200  # a page, not a dump: the first registered agents
 
@@ -23,13 +24,7 @@ async def quotas_page(request: Request) -> HTMLResponse:
     if parts.quotas.quotas.rules:
         agents = [r for r in await parts.agents.list() if not r.revoked][:MAX_AGENTS]
         for record in agents:
-            principal = Principal(
-                tenant=record.tenant,
-                agent=record.agent,
-                scopes=tuple(record.scopes),
-                expires_at=int(time.time()) + 60,
-                token_id="console",
-            )
+            principal = registered_principal(record)
             tools = [t.name for t in parts.registry if t.callable_by(principal)]
             for use in await parts.quotas.uses(principal, tools):
                 shown.setdefault((use.quota, use.subject, use.limit), use)
