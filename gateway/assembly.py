@@ -19,6 +19,7 @@ import secrets
 import socket
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -51,16 +52,16 @@ from gateway.config import Settings, keep_settings
 from gateway.delegation import ChainSigner, TaskCascade
 from gateway.egress import EgressLimits, EgressProxy
 from gateway.http import ConnectionAudit, GatewayParts, build_http_app, keep_parts
-from gateway.http.mcp import (
+from gateway.http.mcp import task_outcome_of
+from gateway.identity import AgentDirectory, JwksVerifier
+from gateway.mcp_state import (
     CallerStreams,
     ClientRequests,
     InputRounds,
     LogLevels,
     McpCatalog,
     ResourceSubscriptions,
-    task_outcome_of,
 )
-from gateway.identity import AgentDirectory, JwksVerifier
 from gateway.mcp_tasks import TaskRunner, TaskStore
 from gateway.pipeline import (
     AccountStage,
@@ -148,7 +149,7 @@ def create_app(
         redis = connect_redis(redis_url)
         audit = AuditWriter(
             AuditLog(redis, settings.audit_stream_max),
-            send=lambda commands: run_commands(redis, commands),
+            send=partial(run_commands, redis),  # no frame of this module per call
         )
         audit.start()
         connection_audit.attach(audit)  # the connection layer's refusals too
