@@ -22,8 +22,8 @@ from gateway.budgets import CircuitBreaker, LatencyWindow
 from gateway.cancellation import InflightCalls
 from gateway.egress import EgressProxy
 from gateway.http.connections import ConnectionAudit
-from gateway.http.mcp import CallerStreams, ClientRequests, InputRounds, LogLevels, McpCatalog
 from gateway.identity import AgentDirectory
+from gateway.mcp_state import CallerStreams, ClientRequests, InputRounds, LogLevels, McpCatalog
 from gateway.mcp_tasks import TaskRunner
 from gateway.pipeline import HeaderCheck, Pipeline
 from gateway.policy import PolicyStore

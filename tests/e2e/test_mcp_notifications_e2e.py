@@ -38,8 +38,8 @@ from conclave.bench.core.child_server import wait_listening
 from conclave.stack import EmbeddedStack
 from conclave.stack.ports import free_port
 from gateway.config import Settings
-from gateway.http.mcp.subscriptions import TTL_S
 from gateway.identity.tokens import issue_token
+from gateway.mcp_state.subscriptions import TTL_S
 from gateway.redis_io import connect_redis
 from tests.helpers import until
 

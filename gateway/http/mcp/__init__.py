@@ -1,18 +1,14 @@
 """The MCP endpoint: streamable HTTP at `/mcp`, JSON-RPC 2.0, through the pipeline.
 
-The endpoint's route is loaded when the app includes it (`mcp_router`), not with the package:
-the endpoint reads its parts from `gateway.http.gateway_parts`, whose `GatewayParts` names this
-package's streams, catalog and log levels, so this package must load without the endpoint.
+The edge of MCP: each revision's wire turned into calls on MCP's shared state
+(`gateway.mcp_state`: the catalog, subscriptions, streams, client requests, input rounds,
+log levels) and back. `mcp_router` is the `/mcp` route the app includes.
 """
 
 from fastapi import APIRouter as _APIRouter
 
 from gateway.http.mcp.call_stream import CallStream
-from gateway.http.mcp.caller_streams import CallerStreams
-from gateway.http.mcp.catalog import McpCatalog
-from gateway.http.mcp.client_requests import ClientRequests
-from gateway.http.mcp.input_rounds import InputRounds
-from gateway.http.mcp.log_levels import LogLevels
+from gateway.http.mcp.endpoint import router as _router
 from gateway.http.mcp.messages import (
     McpAnswer,
     McpMessage,
@@ -21,19 +17,12 @@ from gateway.http.mcp.messages import (
     tool_failure,
     tool_result,
 )
-from gateway.http.mcp.subscriptions import ResourceSubscriptions
 from gateway.http.mcp.task_methods import outcome_of as task_outcome_of
 
 __all__ = [
     "CallStream",
-    "CallerStreams",
-    "ClientRequests",
-    "InputRounds",
-    "LogLevels",
     "McpAnswer",
-    "McpCatalog",
     "McpMessage",
-    "ResourceSubscriptions",
     "mcp_router",
     "parse_message",
     "rpc_error",
@@ -45,6 +34,4 @@ __all__ = [
 
 def mcp_router() -> _APIRouter:
     """The `/mcp` route, for the app to include."""
-    from gateway.http.mcp.endpoint import router
-
-    return router
+    return _router

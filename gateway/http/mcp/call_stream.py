@@ -14,7 +14,7 @@ era's `logging/setLevel` of the identity, the 2026-07-28 wire's `_meta` level of
 request, where a request without one is sent no log message).
 
 A `resources/read` or `prompts/get` of an MCP source is answered here as a call is (its
-server may ask the client too: `gateway.http.mcp.catalog`).
+server may ask the client too: `gateway.mcp_state.catalog`).
 
 A request one of the call's servers sends the client (sampling, elicitation, roots; only
 those the client declared, `CallEvents.request`) makes the answer a stream too: it goes out
@@ -42,8 +42,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from gateway.cancellation import cancel_when_client_goes
-from gateway.http.mcp.client_requests import ClientRequests
-from gateway.http.mcp.input_rounds import InputRounds
+from gateway.mcp_state import ClientRequests, InputRounds
 from gateway.pipeline import Pipeline, RequestContext
 from protocol import (
     LogEvent,

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.http.mcp.catalog import CAPABILITIES, Action
 from gateway.http.mcp.task_methods import TASKS_EXTENSION
+from gateway.mcp_state import CAPABILITIES, Action
 from gateway.pipeline import RequestContext, allowed_specs
 from tools import ToolRegistry
 

@@ -59,17 +59,13 @@ from gateway.http.hot_routes import hot_route
 from gateway.http.mcp import handshake_tasks, stateless_era, subscriptions_listen, task_methods
 from gateway.http.mcp.call_stream import CallStream, LevelOf, accepts_stream, fixed_level
 from gateway.http.mcp.cancel_notice import CANCELLED_METHOD, cancel_notice
-from gateway.http.mcp.catalog import ASKING_OPERATIONS, CAPABILITIES, UPSTREAM_OPERATIONS
-from gateway.http.mcp.client_requests import ClientRequests
 from gateway.http.mcp.discover import discover
-from gateway.http.mcp.input_rounds import STATE_FIELD, InputRounds, RoundCall
 from gateway.http.mcp.listen_stream import (
     SESSION_HEADER,
     listen,
     new_session_id,
     session_capabilities,
 )
-from gateway.http.mcp.log_levels import SET_LEVEL_METHOD
 from gateway.http.mcp.messages import (
     McpAnswer,
     McpMessage,
@@ -84,6 +80,16 @@ from gateway.http.mcp.messages import (
 )
 from gateway.http.mcp.subscriptions_listen import LISTEN_METHOD, admit, listen_response
 from gateway.http.responses import challenge, method_not_allowed
+from gateway.mcp_state import (
+    ASKING_OPERATIONS,
+    CAPABILITIES,
+    SET_LEVEL_METHOD,
+    STATE_FIELD,
+    UPSTREAM_OPERATIONS,
+    ClientRequests,
+    InputRounds,
+    RoundCall,
+)
 from gateway.mcp_tasks import new_task_id
 from gateway.pipeline import Pipeline, RequestContext, allowed_specs
 from protocol import (

@@ -36,10 +36,9 @@ from redis.asyncio import Redis
 
 from gateway.gateway_error import GatewayError
 from gateway.http.gateway_parts import gateway_parts
-from gateway.http.mcp.caller_streams import CallerStreams
-from gateway.http.mcp.subscriptions import ResourceSubscriptions
 from gateway.http.responses import challenge, serf_response
 from gateway.identity import generation_key
+from gateway.mcp_state import CallerStreams, ResourceSubscriptions
 from gateway.pipeline import Pipeline, RequestContext
 from protocol import ErrorCode, Principal, capabilities_of_flags, capability_flags
 

@@ -12,11 +12,11 @@ filter in `params.notifications`:
   source it sees, `mcp_http` or `mcp_stdio`, as `resources/subscribe` rules) is subscribed
   for the identity in Redis (`ResourceSubscriptions`, so an update any replica hears reaches
   the stream; an `mcp_stdio` server is subscribed in the identity's own sandbox); the others
-  are left out of the acknowledgment, as the revision says (at most `MAX_PER_IDENTITY` URIs a
+  are left out of the acknowledgment, as the revision says (at most `MAX_SUBSCRIPTIONS` URIs a
   request).
 
 A filter of the wrong shape (`notifications` not an object, a flag not a boolean,
-`resourceSubscriptions` not a list of strings, or longer than `MAX_PER_IDENTITY`) is the
+`resourceSubscriptions` not a list of strings, or longer than `MAX_SUBSCRIPTIONS`) is the
 revision's Invalid params: HTTP 400 with -32602, as the wire answers bad `_meta`
 (`filter_problem`, checked with the wire's other checks before the pipeline runs the
 action). A notification type the gateway does not know is no error: the revision omits the
@@ -43,11 +43,16 @@ from typing import Any
 from fastapi.responses import StreamingResponse
 
 from gateway.gateway_error import GatewayError
-from gateway.http.mcp.caller_streams import Accepts, CallerStreams
-from gateway.http.mcp.catalog import Action, McpCatalog
 from gateway.http.mcp.listen_stream import kept_alive, sse_message
-from gateway.http.mcp.mcp_sources import sources_for
-from gateway.http.mcp.subscriptions import MAX_PER_IDENTITY, ResourceSubscriptions
+from gateway.mcp_state import (
+    MAX_SUBSCRIPTIONS,
+    Accepts,
+    Action,
+    CallerStreams,
+    McpCatalog,
+    ResourceSubscriptions,
+    sources_for,
+)
 from gateway.pipeline import RequestContext
 from protocol import ErrorCode, Principal
 
@@ -166,8 +171,8 @@ def filter_problem(params: dict[str, Any]) -> str | None:
         return None
     if not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris):
         return f"params.notifications.{_RESOURCES} is a list of resource URIs (strings)"
-    if len(uris) > MAX_PER_IDENTITY:
-        return f"at most {MAX_PER_IDENTITY} resource URIs a subscription: listen on fewer"
+    if len(uris) > MAX_SUBSCRIPTIONS:
+        return f"at most {MAX_SUBSCRIPTIONS} resource URIs a subscription: listen on fewer"
     return None
 
 

@@ -46,8 +46,6 @@ from redis.exceptions import RedisError
 from gateway.cancellation import InflightCalls, call_key
 from gateway.gateway_error import GatewayError
 from gateway.http.mcp import handshake_tasks
-from gateway.http.mcp.catalog import Action
-from gateway.http.mcp.client_requests import ClientRequests
 from gateway.http.mcp.messages import (
     McpMessage,
     is_tool_failure,
@@ -55,6 +53,7 @@ from gateway.http.mcp.messages import (
     tool_failure,
     tool_result,
 )
+from gateway.mcp_state import Action, ClientRequests
 from gateway.mcp_tasks import TaskOutcome, TaskRecord, TaskRunner, TaskStore, task_request_id
 from gateway.pipeline import RequestContext
 from protocol import INPUT_RESPONSES, ErrorCode, InputRound, SerfError

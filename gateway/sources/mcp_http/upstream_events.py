@@ -53,7 +53,7 @@ _UPDATED = "notifications/resources/updated"
 
 
 class SourceEvents(Protocol):
-    """Where the listeners' news goes (`gateway.http.mcp.subscriptions`)."""
+    """Where the listeners' news goes (`gateway.mcp_state.subscriptions`)."""
 
     async def resource_updated(self, source: str, uri: str) -> None: ...
 

@@ -14,7 +14,7 @@
   `tool:*`) sees and may
   read its resources and get its prompts; to anyone else they do not exist (NOT_FOUND).
   Prompts are named `<source>.<prompt>`; resources keep their upstream URIs unless two
-  sources serve one (`gateway.http.mcp.resource_uris`).
+  sources serve one (`gateway.mcp_state.resource_uris`).
 - With `events` set, each upstream also has an `UpstreamListener` (its news: resource
   updates for subscriptions, list changes, after which its tools are served as listed anew).
 """

@@ -20,7 +20,7 @@ message names the caller's client capabilities, so the server asks the caller (s
 elicitation, roots) only what it declared (`sandbox.runner.runner_wire`); one that asks anyway what
 a 2026-07-28 request did not declare has its call stopped and answered -32021, as an
 `mcp_http` upstream's is (`client_requests.capability_missing`). Resources and
-prompts are served at `/mcp` (`gateway.http.mcp.catalog`) to the principals whose scopes
+prompts are served at `/mcp` (`gateway.mcp_state.catalog`) to the principals whose scopes
 cover the source (`tool:<source>.*` or `tool:<source>__*`), read in the caller's sandbox too.
 A subscription to one of its resources subscribes the server in the caller's sandbox
 (`subscribe`), which the pool then holds and watches (`sandbox.SubscriptionHold`).
@@ -300,7 +300,7 @@ class StdioSources:
         output = ToolResult.of_mcp(result, value=_value(result))
         return Outcome(usage=outcome.usage, result=output.value, output=output)
 
-    # /mcp's resources and prompts (gateway.http.mcp.catalog)
+    # /mcp's resources and prompts (gateway.mcp_state.catalog)
 
     def visible_servers(self, principal: Principal) -> list[StdioServer]:
         """The servers whose resources and prompts `principal` may see (and ask them)."""

@@ -18,8 +18,8 @@ from redis.asyncio import Redis
 from gateway.assembly import create_app
 from gateway.config import Settings
 from gateway.http import gateway_parts
-from gateway.http.mcp import ClientRequests
 from gateway.identity.tokens import issue_token
+from gateway.mcp_state import ClientRequests
 from protocol import Principal
 
 pytestmark = pytest.mark.anyio

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.http.mcp.resource_templates import matches_template
+from gateway.mcp_state.resource_templates import matches_template
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ import time
 import pytest
 from redis.asyncio import Redis
 
-from gateway.http.mcp import CallerStreams, ResourceSubscriptions
-from gateway.http.mcp.subscriptions import TTL_S, identity_key
+from gateway.mcp_state import CallerStreams, ResourceSubscriptions
+from gateway.mcp_state.subscriptions import TTL_S, identity_key
 from gateway.sources import UpstreamSet
 from protocol import Principal
 from tools import ToolRegistry

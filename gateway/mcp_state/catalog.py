@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.gateway_error import GatewayError
-from gateway.http.mcp.completion import complete
-from gateway.http.mcp.mcp_sources import McpSource, prompt_owner, sources_for
-from gateway.http.mcp.resource_uris import listed_resources, listed_templates, resolve
-from gateway.http.mcp.subscriptions import ResourceSubscriptions
+from gateway.mcp_state.completion import complete
+from gateway.mcp_state.mcp_sources import McpSource, prompt_owner, sources_for
+from gateway.mcp_state.resource_uris import listed_resources, listed_templates, resolve
+from gateway.mcp_state.subscriptions import ResourceSubscriptions
 from gateway.pipeline import RequestContext
 from gateway.sources import ClientChannel, StdioSources, UpstreamSet
 from protocol import ErrorCode, InputRound, client_capabilities
@@ -49,7 +49,7 @@ CAPABILITIES: dict[str, Any] = {
     "resources": {"listChanged": True, "subscribe": True},
     "prompts": {"listChanged": True},
     "completions": {},
-    "logging": {},  # logging/setLevel (gateway.http.mcp.log_levels)
+    "logging": {},  # logging/setLevel (gateway.mcp_state.log_levels)
 }
 
 Action = Callable[[RequestContext], Awaitable[dict[str, Any] | InputRound]]

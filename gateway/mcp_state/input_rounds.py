@@ -65,7 +65,7 @@ from redis.exceptions import RedisError
 from starlette.responses import JSONResponse, Response
 
 from gateway.gateway_error import GatewayError
-from gateway.http.mcp.client_requests import ClientRequests
+from gateway.mcp_state.client_requests import ClientRequests
 from gateway.pipeline import Pipeline, RequestContext
 from protocol import (
     INPUT_REQUESTS,

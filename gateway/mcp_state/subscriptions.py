@@ -19,7 +19,7 @@ whose scores are the members' expiry times (unix ms), but for the listeners' cla
 - `conclave:mcp:sub:source:<source>`: the source's own URIs someone is subscribed to (the
   listeners sweep it, and claim what no listener holds);
 - `conclave:mcp:sub:identity:<[tenant, agent]>`: `[source, uri, served uri]`, at most
-  `MAX_PER_IDENTITY` live ones (a subscription costs Redis bytes: bounded per identity);
+  `MAX_SUBSCRIPTIONS` live ones (a subscription costs Redis bytes: bounded per identity);
 - `conclave:mcp:sub:upstream:<source>:<uri>`: a string, the id of the listener that holds
   the upstream's subscription (`upstream_claim.lua`), for `UPSTREAM_HOLD_MS` after its last
   sweep: a replica that went away leaves it to another within that;
@@ -72,15 +72,15 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from redis.asyncio import Redis
 
 from gateway.gateway_error import GatewayError
-from gateway.http.mcp.caller_streams import CallerStreams
-from gateway.http.mcp.mcp_sources import McpSource
-from gateway.http.mcp.resource_uris import resolve
+from gateway.mcp_state.caller_streams import CallerStreams
+from gateway.mcp_state.mcp_sources import McpSource
+from gateway.mcp_state.resource_uris import resolve
 from gateway.redis_io import lua_script
 from gateway.sources import StdioSources, UpstreamSet
 from protocol import ErrorCode, Principal
 from sandbox import SubscriptionHold
 
-MAX_PER_IDENTITY = 100
+MAX_SUBSCRIPTIONS = 100
 MAX_URI = 2048  # characters of a subscribed URI (it is kept in Redis)
 COALESCE_MS = 100
 # Four keep-alives of a stream (listen_stream.KEEPALIVE_S): a listener that misses one or two
@@ -93,8 +93,8 @@ STDIO_WORKERS = 8  # ... relayed at once
 # sweeps: a loaded replica keeps it; one that went away leaves it to another within 30 s).
 UPSTREAM_HOLD_MS = 30_000
 _PREFIX = "conclave:mcp:"
-_CLAIM = lua_script("gateway.http.mcp", "upstream_claim")
-_RELEASE = lua_script("gateway.http.mcp", "upstream_release")
+_CLAIM = lua_script("gateway.mcp_state", "upstream_claim")
+_RELEASE = lua_script("gateway.mcp_state", "upstream_release")
 log = logging.getLogger("conclave.mcp")
 
 
@@ -177,10 +177,10 @@ class ResourceSubscriptions:
         if on:
             await self.redis.zremrangebyscore(key, "-inf", now)  # the expired ones
             held = await self.redis.zscore(key, mine) is not None
-            if not held and await self.redis.zcard(key) >= MAX_PER_IDENTITY:
+            if not held and await self.redis.zcard(key) >= MAX_SUBSCRIPTIONS:
                 raise GatewayError.of(
                     ErrorCode.INVALID_REQUEST,
-                    f"an identity holds at most {MAX_PER_IDENTITY} subscriptions;"
+                    f"an identity holds at most {MAX_SUBSCRIPTIONS} subscriptions;"
                     " unsubscribe from one first",
                 )
             await self._hold_key(key, mine, now)
@@ -212,10 +212,10 @@ class ResourceSubscriptions:
         now = _now_ms()
         await self.redis.zremrangebyscore(key, "-inf", now)  # the expired ones
         held = await self.redis.zscore(key, mine) is not None
-        if not held and await self.redis.zcard(key) >= MAX_PER_IDENTITY:
+        if not held and await self.redis.zcard(key) >= MAX_SUBSCRIPTIONS:
             raise GatewayError.of(
                 ErrorCode.INVALID_REQUEST,
-                f"an identity holds at most {MAX_PER_IDENTITY} subscriptions;"
+                f"an identity holds at most {MAX_SUBSCRIPTIONS} subscriptions;"
                 " unsubscribe from one first",
             )
         await source.subscribe(own, self._hold(principal))
@@ -385,7 +385,7 @@ def _notification(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
 
 __all__ = [
     "COALESCE_MS",
-    "MAX_PER_IDENTITY",
+    "MAX_SUBSCRIPTIONS",
     "TTL_S",
     "UPSTREAM_HOLD_MS",
     "ResourceSubscriptions",

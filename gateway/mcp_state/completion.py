@@ -3,7 +3,7 @@ the prompt or resource template they are for.
 
 A prompt is named as `prompts/list` serves it (`<source>.<prompt>`, or with the source's
 tool separator: `<source>__<prompt>`), a resource template as
-`resources/templates/list` serves it (`gateway.http.mcp.resource_uris`); the source is asked
+`resources/templates/list` serves it (`gateway.mcp_state.resource_uris`); the source is asked
 with its own name or template, and its answer goes back unchanged. A source that does not
 complete (it did not advertise `completions`) is answered for: no suggestions.
 """
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway.gateway_error import GatewayError
-from gateway.http.mcp.mcp_sources import McpSource, prompt_owner
-from gateway.http.mcp.resource_uris import resolve_template
+from gateway.mcp_state.mcp_sources import McpSource, prompt_owner
+from gateway.mcp_state.resource_uris import resolve_template
 from protocol import ErrorCode
 
 METHOD = "completion/complete"

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway.gateway_error import GatewayError
-from gateway.http.mcp.mcp_sources import McpSource, source_named
-from gateway.http.mcp.resource_templates import matches_template
+from gateway.mcp_state.mcp_sources import McpSource, source_named
+from gateway.mcp_state.resource_templates import matches_template
 from protocol import ErrorCode
 
 SOURCE_PREFIX = "conclave://"
