@@ -32,7 +32,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway.gateway_error import GatewayError
 from protocol import Access, ErrorCode, Principal
@@ -69,12 +69,13 @@ class DelegationChain:
     agents: tuple[str, ...] = ()
     by: tuple[Delegator, ...] = ()
     tasks: tuple[str, ...] = ()
+    # Whom the caller acts for, `tenant/agent`, the first delegator first: what the audit
+    # records and policies see as `chain`. Made with the chain, so reading it on every call
+    # (the audit record, the policies) runs no code: most calls carry none.
+    acting_for: tuple[str, ...] = field(init=False)
 
-    @property
-    def acting_for(self) -> list[str]:
-        """Whom the caller acts for, `tenant/agent`, the first delegator first: what the audit
-        records and policies see as `chain`."""
-        return [d.identity for d in self.by]
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "acting_for", tuple(d.identity for d in self.by))
 
     def tool_refusal(self, principal: Principal, tool: RegisteredTool) -> GatewayError | None:
         """POLICY_DENIED when a delegator on the chain may not hand `tool` on."""

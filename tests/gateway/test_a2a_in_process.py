@@ -148,7 +148,7 @@ async def test_the_delegation_chain_travels_and_a_loop_or_a_forged_chain_is_refu
     chain = seen["x-conclave-chain"]  # what the agent would pass on, calling back through us
     signer = ChainSigner(_secret(settings))
     assert signer.read(chain).agents == ("echo",)
-    assert signer.read(chain).acting_for == ["t3/planner"]
+    assert signer.read(chain).acting_for == ("t3/planner",)
     back = await gateway.post(
         "/a2a/echo", json=_send("again"), headers={**caller, "X-Conclave-Chain": chain}
     )
