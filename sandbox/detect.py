@@ -14,6 +14,7 @@ the choice's reason says what the storage driver costs.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 import time
@@ -85,9 +86,10 @@ def docker_start_cost(docker_host: str, image: str) -> tuple[float, str]:
     try:
         driver = str(client.info().get("Driver", "unknown"))
         began = time.monotonic()
-        container = client.containers.create(
-            image, ["true"], network_mode="none", labels={"conclave.probe": "1"}
-        )
+        # Labelled as a sandbox of this process: `conclave sandbox gc` removes it if this
+        # process dies before it does.
+        labels = {"conclave.sandbox": "1", "conclave.owner_pid": str(os.getpid())}
+        container = client.containers.create(image, ["true"], network_mode="none", labels=labels)
         try:
             container.start()
             container.wait(timeout=60)
