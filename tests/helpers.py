@@ -38,23 +38,6 @@ def wait_for(
         time.sleep(poll_s)
 
 
-def processes_with(marker: str) -> list[int]:
-    """Live processes on this machine whose command line holds `marker` (zombies are gone):
-    every sandbox backend's processes are visible here."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if marker.encode() in cmdline and state != "Z":
-            found.append(int(entry))
-    return found
-
-
 async def until(condition: Callable[[], bool], timeout_s: float, poll_s: float = 0.005) -> None:
     """Await until `condition()` holds; TimeoutError after `timeout_s`."""
     with anyio.fail_after(timeout_s):

@@ -20,9 +20,9 @@ import httpx
 import pytest
 
 from agents import GatewayClient, WorkItem, serve_a2a
+from conclave.bench.core import processes_with
 from conclave.stack import EmbeddedStack
 from tests.e2e.conftest import e2e_settings
-from tests.helpers import processes_with
 
 # serial: timing-bound (how soon a cancel reaches a process three hops down)
 pytestmark = [pytest.mark.anyio, pytest.mark.serial]

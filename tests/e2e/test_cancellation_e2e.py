@@ -24,8 +24,8 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from conclave.bench.core import processes_with
 from conclave.stack import EmbeddedStack
-from tests.helpers import processes_with
 
 # serial: timing-bound (a cancelled call's sandbox must settle before the next call), so
 # .ci/test runs it alone after the parallel pass.

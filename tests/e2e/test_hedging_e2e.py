@@ -22,10 +22,11 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
+from conclave.bench.core import processes_with
 from conclave.stack import EmbeddedStack
 from gateway.budgets import HedgeBudget
 from gateway.config import Settings
-from tests.helpers import processes_with, until
+from tests.helpers import until
 
 # serial: timing-bound (a hedge starts tens of ms into a call; answers are timed against a
 # deadline), so .ci/test runs it alone after the parallel pass.

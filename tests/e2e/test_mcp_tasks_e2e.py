@@ -16,9 +16,10 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from conclave.bench.core import processes_with
 from conclave.stack import EmbeddedStack
 from tests.e2e.conftest import e2e_settings
-from tests.helpers import processes_with, until
+from tests.helpers import until
 from tests.mcp_tasks_client import CreateTaskResult, Tasks, cancel_task, get_task, poll_task
 
 pytestmark = pytest.mark.anyio

@@ -12,7 +12,6 @@ process, each with its agent's token.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 import uuid
@@ -20,13 +19,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 
 from agents import GatewayClient, WorkItem, serve_a2a
+from conclave.bench.core import processes_with
 from conclave.stack import EmbeddedStack
 
 TENANT = "bench-chain"
@@ -57,23 +56,9 @@ class CascadeSamples:
         return sum(1 for ms in self.past_deadline_ms if ms > -EARLY_MS)
 
 
-def _running(marker: str) -> bool:
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if marker.encode() in cmdline and state != "Z":
-            return True
-    return False
-
-
 async def _until(running: bool, marker: str) -> None:
     with anyio.fail_after(_WITHIN_S):
-        while _running(marker) != running:  # noqa: ASYNC110 (other processes: no event)
+        while bool(processes_with(marker)) != running:  # noqa: ASYNC110 (other processes: no event)
             await anyio.sleep(_POLL_S)
 
 

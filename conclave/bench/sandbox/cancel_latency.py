@@ -10,16 +10,15 @@ every cancelled call runs in a warm sandbox, as the ones the goal is about.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 
+from conclave.bench.core import alive, processes_with
 from conclave.stack import EmbeddedStack
 
 POLL_S = 0.0005  # how often the processes are looked at once the cancel is sent
@@ -31,31 +30,9 @@ def _marker() -> str:
     return f"25.{random.randrange(10**9):09d}"  # a sleep of 25 s no other process has
 
 
-def _running(marker: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and _alive(int(entry)):
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if marker.encode() in cmdline:
-                found.append(int(entry))
-    return found
-
-
-def _alive(pid: int) -> bool:
-    """The process exists and is not a zombie (a zombie has let go of everything it held)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 async def _processes_of(marker: str) -> list[int]:
     with anyio.fail_after(START_WITHIN_S):
-        while not (pids := _running(marker)):  # noqa: ASYNC110 (other processes: no event)
+        while not (pids := processes_with(marker)):  # noqa: ASYNC110 (other processes: no event)
             await anyio.sleep(0.005)
     return pids
 
@@ -63,7 +40,7 @@ async def _processes_of(marker: str) -> list[int]:
 async def _gone_after(pids: list[int], began: float) -> float:
     """Ms from `began` (perf_counter) until none of `pids` is alive."""
     with anyio.fail_after(GONE_WITHIN_S):
-        while any(_alive(pid) for pid in pids):  # noqa: ASYNC110 (other processes: no event)
+        while any(alive(pid) for pid in pids):  # noqa: ASYNC110 (other processes: no event)
             await anyio.sleep(POLL_S)
     return (time.perf_counter() - began) * 1000
 

@@ -18,10 +18,11 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
+from conclave.bench.core import processes_with
 from gateway.config import Settings
 from gateway.identity.tokens import issue_token
 from gateway.mcp_tasks import new_task_id
-from tests.helpers import in_process_gateway, processes_with, until
+from tests.helpers import in_process_gateway, until
 
 pytestmark = pytest.mark.anyio
 
