@@ -11,6 +11,7 @@ figure by what they use; the next call is refused. `read` is what `GET /v1/quota
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from redis.asyncio import Redis
@@ -55,7 +56,7 @@ class QuotaBook:
         if budgets and cpu_ms > 0:
             await self._charge(
                 keys=CHARGE.keys(counters=budgets),
-                args=CHARGE.argv(window_ms=DAY_MS, amount=f"{cpu_ms:.3f}"),
+                args=CHARGE.argv(window_ms=DAY_MS, amount=math.ceil(cpu_ms)),
             )
 
     async def uses(self, principal: Principal, tools: Sequence[str]) -> list[QuotaUse]:

@@ -299,7 +299,8 @@ async def _delegation_loop(
 
 @produces(ErrorCode.POLICY_DENIED)
 async def _policy_denied(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
-    """A deny rule over the call's arguments (tests/gateway/test_policy_rules.py has more)."""
+    """A deny rule over the call's arguments (tests/gateway/policy/test_policy_rules.py has
+    more)."""
     rule = PolicyRule(name="no-big-echo", tools=("echo",), when="size(args.message) > 3",
                       outcome="deny")  # fmt: skip
     principal = Principal(
@@ -323,7 +324,7 @@ def _held_echo(deadline_ms: int | None = None) -> HeldCall:
 async def _approval_denied(
     settings: Settings, redis: Redis, client: httpx.AsyncClient
 ) -> SerfError:
-    """An approver denies a held call (tests/gateway/test_approvals.py has more)."""
+    """An approver denies a held call (tests/gateway/approvals/test_approvals.py has more)."""
     book = ApprovalBook(redis)
     held = HeldCalls(book)
     approver = Principal(tenant="cov", agent="boss", scopes=("approve:*",), expires_at=2**31,

@@ -1,6 +1,6 @@
 """`gateway.approvals` on a real Redis, below HTTP: who may decide a held call, what a caller
-that leaves or nobody deciding does to its approval (tests/gateway/test_approvals.py drives
-the same through two replicas)."""
+that leaves or nobody deciding does to its approval (test_approvals.py beside it drives the
+same through two replicas)."""
 
 from __future__ import annotations
 

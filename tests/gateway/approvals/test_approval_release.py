@@ -14,7 +14,7 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.config import Settings
-from tests.gateway.test_approvals import bearer_of, held_call, pending, two_replicas
+from tests.gateway.approvals.test_approvals import bearer_of, held_call, pending, two_replicas
 from tests.helpers import until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.serial]

@@ -1,7 +1,7 @@
 """`gateway.quotas` on a real Redis, below HTTP: a limit grants exactly what it says under any
 concurrency from two replicas' connections; a CPU budget is charged after a call and refuses
-the next; `read` shows use and what remains (tests/gateway/test_quotas.py drives the same
-through two gateway replicas)."""
+the next; `read` shows use and what remains (test_quotas.py beside it drives the same through
+two gateway replicas)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ async def test_a_cpu_budget_is_charged_after_the_call_and_refuses_the_next(redis
     book = QuotaBook(redis, quotas)
     limits = quotas.limits("acme", "bot", "run_python")
     assert await book.take(limits) is None
-    await book.charge(limits, 1500.0)
+    await book.charge(limits, 1499.2)
     [use] = await book.read(limits)
     assert (use.limit, use.used, use.remaining, use.allowed) == ("cpu_s_per_day", 1.5, 0.5, 2.0)
     assert await book.take(limits) is None  # 1.5 of 2 s used: one more may start
