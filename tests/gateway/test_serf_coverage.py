@@ -22,6 +22,7 @@ from gateway.approvals import ApprovalBook, HeldCall, HeldCalls
 from gateway.assembly import create_app
 from gateway.budgets import CircuitBreaker, LatencyEstimate, allocate_budget
 from gateway.config import Settings
+from gateway.delegation import DelegationChain
 from gateway.gateway_error import translate
 from gateway.identity.tokens import bearer_token, issue_token, verify_token
 from gateway.pipeline import AuthorizeStage, RequestContext
@@ -288,10 +289,8 @@ async def _delegation_loop(
     principal = Principal(
         tenant="cov", agent="caller", scopes=("agent:*",), expires_at=2**31, token_id="t"
     )
-    ctx = RequestContext(
-        "a2a", "a2a:SendMessage", {}, a2a_agent="planner", a2a_chain=("planner", "helper")
-    )
-    ctx.principal = principal
+    ctx = RequestContext("a2a", "a2a:SendMessage", {}, a2a_agent="planner")
+    ctx.principal, ctx.chain = principal, DelegationChain(("planner", "helper"))
     await AuthorizeStage(default_registry, {"planner"})(ctx)
     assert ctx.tool_refusal is not None
     return translate(ctx.tool_refusal)
