@@ -2,7 +2,7 @@
 MCP 2026-07-28, their `subscriptions/listen` streams), through two gateway processes on one
 Redis, with the official `mcp` client.
 
-The upstream (`tests/gateway/resource_upstream.py`, label `a`) tells its subscribed sessions
+The upstream (`tests/gateway/sources/resource_upstream.py`, label `a`) tells its subscribed sessions
 when a resource changes (its tool `touch`) and every session when its tool list changes (its
 tool `drop`). A caller that subscribed gets `notifications/resources/updated` on its stream,
 another identity does not, an unsubscribed caller no longer does; an update heard by one
@@ -45,7 +45,7 @@ from tests.helpers import until
 
 pytestmark = pytest.mark.anyio
 
-SERVER = Path(__file__).resolve().parents[1] / "gateway" / "resource_upstream.py"
+SERVER = Path(__file__).resolve().parents[1] / "gateway" / "sources" / "resource_upstream.py"
 SECRETS = {"secret": "notify-secret-" + "n" * 32, "admin_key": "notify-admin-key"}
 README = "notes://readme"
 STATUS = "a://status"

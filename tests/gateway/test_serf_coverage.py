@@ -126,7 +126,7 @@ async def _no_rpc_method(settings: Settings, redis: Redis, client: httpx.AsyncCl
 @produces(ErrorCode.CLIENT_CAPABILITY_MISSING)
 async def _undeclared(settings: Settings, redis: Redis, client: httpx.AsyncClient) -> SerfError:
     # An upstream's tool asks the client to sample; the 2026-07-28 request declared only
-    # elicitation (tests/gateway/test_mcp_streaming.py drives this through a real upstream).
+    # elicitation (tests/gateway/sources/test_mcp_streaming.py drives this through a real upstream).
     stopped: list[bool] = []
     check = ClientRequestCheck({"elicitation": {}}, lambda: stopped.append(True))
     check.asked({"jsonrpc": "2.0", "id": 0, "method": "sampling/createMessage"})
@@ -284,7 +284,7 @@ async def _agent_not_allowed(
 async def _delegation_loop(
     settings: Settings, redis: Redis, client: httpx.AsyncClient
 ) -> SerfError:
-    """A request to an agent already on its chain (tests/gateway/test_a2a_in_process.py sends
+    """A request to an agent already on its chain (tests/gateway/a2a/test_a2a_in_process.py sends
     one over HTTP)."""
     principal = Principal(
         tenant="cov", agent="caller", scopes=("agent:*",), expires_at=2**31, token_id="t"

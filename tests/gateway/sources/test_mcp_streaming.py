@@ -51,7 +51,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning"),
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 UPSTREAM = Path(__file__).with_name("reporting_upstream.py")
 STDIO_SERVER = ("python3", str(ROOT / "tools" / "harness" / "stdio_mcp_server.py"))
 MODULES = ("tools.builtin", "tools.harness.reporting")
