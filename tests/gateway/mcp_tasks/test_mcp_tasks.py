@@ -36,8 +36,10 @@ _LIMITS = {"ttl_ms": 60_000, "poll_ms": 100}  # a store's, where a test makes on
 @pytest.fixture
 async def http(settings: Settings, redis: Redis) -> AsyncIterator[httpx.AsyncClient]:
     tools = ("tools.builtin", "tools.harness.faults")  # `heavy_tailed_sleep`: long-running
+    # The gateway's own lease outlives a loaded machine's stalls (CI saw a re-run's 600 ms
+    # lease lapse and a third attempt); a dead replica's tasks here lapse at once (`_orphan`).
     async with in_process_gateway(
-        settings.model_copy(update={"tool_modules": tools, "task_lease_ms": 600})
+        settings.model_copy(update={"tool_modules": tools, "task_lease_ms": 2000})
     ) as client:
         yield client
 
