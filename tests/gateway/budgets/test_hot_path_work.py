@@ -8,6 +8,7 @@ calls after the window is full cost no more than the calls while it was small.
 
 from __future__ import annotations
 
+import anyio
 import httpx
 import pytest
 from redis.asyncio import Redis
@@ -72,3 +73,40 @@ async def test_a_call_reads_and_parses_no_more_with_a_full_window(
     # Parsed in full on every call, that is 200 members a call; held, about a tenth of it.
     assert full[1] <= 25, stretches
     assert full[1] <= young[1] * 3 + 5, stretches
+
+
+async def test_concurrent_calls_read_a_full_window_no_more_than_one_call_does(
+    settings: Settings, redis: Redis
+) -> None:
+    """16 callers at once, as under load: the calls admitted in one round trip must not each
+    read the whole window (a third of the calls did, ~4 KB each, at 2,900 calls/s): the
+    Redis bytes a call costs stay what they are for one caller at a time, within a margin."""
+    limits = {"rate_limit_per_s": 1e6, "rate_limit_burst": 10**6}
+    limits |= {"tenant_rate_limit_per_s": 1e6, "tenant_rate_limit_burst": 10**6}
+    tuned = settings.model_copy(
+        update={"sandbox_backend": "inprocess", "latency_window_max": WINDOW, **limits}
+    )
+    tokens = [
+        issue_token(tuned, tenant="acme", agent=f"a{n}", scopes=["tool:echo"]) for n in range(16)
+    ]
+    body = {"arguments": {"message": "x"}}
+    async with in_process_gateway(tuned) as client:
+
+        async def calls(n: int, rounds: int) -> None:
+            headers = {"Authorization": f"Bearer {tokens[n]}"}
+            for _ in range(rounds):
+                answer = await client.post("/v1/tools/echo/call", json=body, headers=headers)
+                assert answer.status_code == 200, answer.text
+
+        await calls(0, WINDOW + 50)  # the window full, one caller
+        sent = await _sent_bytes(redis)
+        await calls(0, 200)
+        alone = (await _sent_bytes(redis) - sent) / 200
+        sent = await _sent_bytes(redis)
+        async with anyio.create_task_group() as group:
+            for n in range(16):
+                group.start_soon(calls, n, 25)
+        together = (await _sent_bytes(redis) - sent) / 400
+    # Every caller's admission reading 200 members when the window crossed its mark: ~1 KB
+    # a call more than alone, here; one read a round trip: as alone.
+    assert together <= alone * 1.3 + 100, (alone, together)
