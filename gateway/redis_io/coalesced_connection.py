@@ -143,24 +143,26 @@ class CoalescedConnection:
 
     async def execute(self, *args: Any) -> Any:
         """Send the command with those of this loop step; its reply (an error reply raised)."""
-        return await self._queue(await self._current(), args)
+        session = await self._current()
+        return await self._queue(session, pack(session.connection, args))
 
     async def execute_all(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
         """Send the commands together, with those of this loop step; their replies in order,
         once all came (the first error reply then raised): a pipeline without a transaction."""
         session = await self._current()
-        queued = [self._queue(session, command) for command in commands]
+        packed = [pack(session.connection, command) for command in commands]  # all or none
+        queued = [self._queue(session, command) for command in packed]
         replies = await asyncio.gather(*queued, return_exceptions=True)
         for reply in replies:
             if isinstance(reply, BaseException):
                 raise reply
         return replies
 
-    def _queue(self, session: _Session, command: tuple[Any, ...]) -> asyncio.Future[Any]:
+    def _queue(self, session: _Session, command: bytes) -> asyncio.Future[Any]:
         if not session.sending:
             session.sending = True
             session.tasks.start(session.send())
-        session.outgoing.append(pack(session.connection, command))
+        session.outgoing.append(command)
         reply: asyncio.Future[Any] = self.loop.create_future()
         session.waiting.append(reply)
         return reply

@@ -82,8 +82,8 @@ async def test_commands_sent_together_run_in_order_and_an_error_is_raised_after_
         with pytest.raises(ResponseError, match="WRONGTYPE"):
             await run_commands(own, [("INCR", "after"), ("INCR", "words"), ("INCR", "after")])
         assert await redis.get("after") == "2"  # both ran: no transaction, as a pipeline
-        with pytest.raises(DataError):
-            await run_commands(own, [("SET", "flag", True)])  # refused as redis-py refuses it
+        with pytest.raises(DataError):  # refused as redis-py refuses it, before any is sent
+            await run_commands(own, [("INCR", "after"), ("SET", "flag", True)])
         await run_commands(own, [("INCR", "after")])
         assert await redis.mget("raw", "float", "int", "after") == [
             "\x00bytes",
