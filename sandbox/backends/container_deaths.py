@@ -105,11 +105,13 @@ class ContainerDeaths:
 
 
 def _state_of(client: Any, container_id: str) -> str | None:
-    """Why the container is not running, or None while it runs."""
+    """Why the container is not running, or None while it runs or has yet to start (watched
+    from its creation: a container created and not started yet is not dead, and its death
+    will come as an event on the stream just opened)."""
     try:
         state = client.api.inspect_container(container_id).get("State", {})
     except NotFound:
         return "the container is gone"
-    if state.get("Running", True):
+    if state.get("Running", True) or state.get("Status") == "created":
         return None
     return f"the container exited with {state.get('ExitCode')}: {state.get('Error') or ''}"

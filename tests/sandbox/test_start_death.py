@@ -17,10 +17,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
+import docker
 import pytest
 
 from gateway.config import Settings
 from protocol.serf import ErrorCode
+from sandbox.backends.container_deaths import ContainerDeaths
 from sandbox.backends.docker import DockerBackend
 from sandbox.pool import SandboxPool
 from sandbox.sandbox_config import DIRECT_POOL, SandboxConfig
@@ -109,3 +112,34 @@ async def test_a_docker_backend_serves_one_pool_after_another(docker_engine: str
                 assert outcome.ok, outcome.error
         finally:
             shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_a_container_created_and_not_started_is_not_taken_for_dead(
+    docker_engine: str,
+) -> None:
+    """When the death reader (re)connects, it asks once about each container it watches (a
+    death in the gap); a container created and not started yet is one a start is about to
+    start, not a dead one (CI saw a start fail 'the container exited with 0' in that race)."""
+    engine = docker.DockerClient(base_url=docker_engine)
+    created = engine.containers.create(
+        Settings().sandbox.image, ["true"], labels={"conclave.sandbox": "1"}
+    )
+    deaths = ContainerDeaths(docker_engine)
+    taken_for_dead, reason = False, ""
+    try:
+        deaths.watch(created.id)
+        async with anyio.create_task_group() as group:
+            group.start_soon(deaths.read_forever)
+            with anyio.move_on_after(1.0):  # the stream opened, the watched one asked about
+                await deaths.died(created.id)
+                taken_for_dead = True
+            created.start()  # and once it runs and ends, its death comes as an event
+            with anyio.fail_after(10):
+                reason = await deaths.died(created.id)
+            deaths.close()
+            group.cancel_scope.cancel()
+    finally:
+        created.remove(force=True)
+        engine.close()
+    assert not taken_for_dead
+    assert reason == "the container exited with 0"
