@@ -182,19 +182,21 @@ def test_one_agents_burst_is_shared_not_multiplied(replicas: Replicas) -> None:
 
 def test_the_audit_holds_every_replicas_calls_in_one_stream(replicas: Replicas) -> None:
     name, agent = replicas.register("audited")
-    served: set[str] = set()
-    for i in range(8):
-        call = {"arguments": {"message": f"m{i}"}}
+    served: list[str] = []
+    # At least 8 calls, until two replicas served some: workers sharing one socket may hand
+    # many new connections in a row to the same (idle) one (CI saw 8 of 8 on one).
+    while len(served) < 8 or len(set(served)) < 2:
+        assert len(served) < 50, "every call was served by one process"
+        call = {"arguments": {"message": f"m{len(served)}"}}
         answer = replicas.request("POST", "/v1/tools/echo/call", json=call, headers=agent)
         assert answer.status_code == 200, answer.text
-        served.add(answer.headers[INSTANCE])
-    assert len(served) >= 2
+        served.append(answer.headers[INSTANCE])
 
     def all_recorded() -> bool:
         audit = replicas.request("GET", "/v1/audit", params={"agent": name}, headers=ADMIN)
-        return len(audit.json()) == 8
+        return len(audit.json()) == len(served)
 
-    wait_for(all_recorded, 10, "the 8 calls of two replicas in the one audit")
+    wait_for(all_recorded, 10, f"the {len(served)} calls of two replicas in the one audit")
 
 
 def _fresh_tenant() -> str:
