@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -89,6 +89,18 @@ async def in_process_gateway(
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
             yield client
+
+
+@asynccontextmanager
+async def in_process_replicas(
+    settings: Settings, count: int = 2
+) -> AsyncIterator[list[httpx.AsyncClient]]:
+    """`count` gateway replicas in-process on one Redis, a client each (lifespans included)."""
+    async with AsyncExitStack() as stack:
+        clients = []
+        for _ in range(count):
+            clients.append(await stack.enter_async_context(in_process_gateway(settings)))
+        yield clients
 
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +15,10 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from gateway.assembly import create_app
 from gateway.config import Settings
 from gateway.delegation import NO_CHAIN, ChainSigner
 from protocol import CHAIN_HEADER, DEADLINE_HEADER, ErrorCode, Principal
-from tests.helpers import admin_headers, registered_token, until, until_true
+from tests.helpers import admin_headers, in_process_replicas, registered_token, until, until_true
 
 pytestmark = pytest.mark.anyio
 
@@ -42,15 +41,8 @@ async def two_replicas(
     config = tmp_path / "conclave.toml"
     config.write_text(RULE)
     settings = settings.model_copy(update={"config": config, "sandbox_backend": "inprocess"})
-    async with AsyncExitStack() as stack:
-        clients = []
-        for _ in range(2):
-            app = create_app(settings)
-            await stack.enter_async_context(app.router.lifespan_context(app))
-            transport = httpx.ASGITransport(app=app)
-            client = httpx.AsyncClient(transport=transport, base_url="http://gateway")
-            clients.append(await stack.enter_async_context(client))
-        yield clients[0], clients[1]
+    async with in_process_replicas(settings) as (first, second):
+        yield first, second
 
 
 async def bearer_of(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -15,9 +15,8 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from gateway.assembly import create_app
 from gateway.config import Settings
-from tests.helpers import admin_headers, registered_token, until_true
+from tests.helpers import admin_headers, in_process_replicas, registered_token, until_true
 
 pytestmark = pytest.mark.anyio
 
@@ -49,15 +48,8 @@ async def two_replicas(
             "tenant_in_flight_max": 1000,
         }
     )
-    async with AsyncExitStack() as stack:
-        clients = []
-        for _ in range(2):
-            app = create_app(settings)
-            await stack.enter_async_context(app.router.lifespan_context(app))
-            transport = httpx.ASGITransport(app=app)
-            client = httpx.AsyncClient(transport=transport, base_url="http://gateway")
-            clients.append(await stack.enter_async_context(client))
-        yield clients[0], clients[1]
+    async with in_process_replicas(settings) as (first, second):
+        yield first, second
 
 
 async def _bearer(
