@@ -61,7 +61,7 @@ from gateway.a2a.hosted_tasks import (
 )
 from gateway.a2a.hosted_work import post_update
 from gateway.a2a.live_tasks import LiveTasks
-from gateway.a2a.remote_agents import JSONRPC, RemoteAgents
+from gateway.a2a.remote_agents import JSONRPC, RemoteAgent, RemoteAgents
 from gateway.delegation import ChainSigner, TaskCascade
 from gateway.gateway_error import GatewayError
 from gateway.pipeline import RequestContext
@@ -236,21 +236,26 @@ class HostedA2a:
         """Task `ref` ended (`why`): cancel what runs under it on every replica, and cancel
         the tasks delegated for it, and theirs (a chain is at most `A2A_MAX_CHAIN` deep)."""
         reason = f"task {ref} was delegated for ended: {why}"
-        await self.cascade.ended([ref], reason)
         owner = await self.tasks.owner(ref)
         if owner is not None:
             await self.live.release(owner.partition("/")[0], ref)
+        # The hosted tasks under it end CANCELED before what runs under them is stopped: a
+        # worker whose call is stopped first answers its task FAILED before the cascade
+        # reaches it (CI saw C's task FAILED). A remote agent's is asked once all is stopped.
+        remote: list[tuple[RemoteAgent, str]] = []
         for child in await self.tasks.children(ref):
             agent, _, task_id = child.partition("/")
-            await self._end_under(agent, task_id, reason)
+            if (remote_agent := self.remote_agents.get(agent)) is not None:
+                remote.append((remote_agent, task_id))
+            else:
+                await self._end_under(agent, task_id, reason)
+        await self.cascade.ended([ref], reason)
+        for remote_agent, task_id in remote:
+            await self.forwarder.cancel_task(remote_agent, task_id, reason)
 
     async def _end_under(self, agent: str, task_id: str, reason: str) -> None:
-        """Cancel task `task_id` of `agent` because what it was done for ended (`reason`):
-        a remote agent's is asked to (CancelTask), a hosted one's is ended here."""
-        remote = self.remote_agents.get(agent)
-        if remote is not None:
-            await self.forwarder.cancel_task(remote, task_id, reason)
-            return
+        """End hosted task `task_id` of `agent` CANCELED because what it was done for ended
+        (`reason`), and what was delegated for it in turn."""
         task = await self.tasks.task(agent, task_id, None, 0)
         if task is None:
             return
