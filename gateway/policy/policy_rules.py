@@ -1,12 +1,8 @@
-"""Policy rules compiled once and decided per call (docs/governance.md).
+"""The policy rules in force, and a call decided by them (docs/governance.md).
 
-`compile_rules` turns `PolicyRule`s into programs (CEL, by the `common-expression-language`
-bindings: ~9 us an evaluation here, against ~210 us for `cel-python`; a call's variables are
-converted once, into one `cel.Context` all its rules read), refusing the whole set,
-with the rule's name and the position of the error, when one does not compile; so a bad rule
-never replaces good ones. `Policies` holds the rules in force (conclave.toml's and the admin
-API's) and decides a call: the rules whose globs match the caller and the tool (looked up once
-per tenant, agent and tool), in order; a `deny` whose condition holds refuses the call
+`Policies` holds the rules in force (conclave.toml's and the admin API's) and decides a call:
+the rules whose globs match the caller and the tool (found once per caller and tool,
+`gateway.policy.matching_rules`), in order; a `deny` whose condition holds refuses the call
 (POLICY_DENIED naming it), whatever other rules say; else the first `approve` whose condition
 holds asks for a person's approval of the exact call (`gateway.approvals` holds it). A
 condition that cannot be evaluated for a call (an argument it reads is missing, a type does
@@ -16,76 +12,17 @@ rule that cannot decide never opens what it was written to close.
 
 from __future__ import annotations
 
-import datetime
-import fnmatch
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import cel
-
 from gateway.gateway_error import GatewayError
+from gateway.policy.compiled_rule import CompiledRule, any_holds
+from gateway.policy.matching_rules import MatchingRules
 from protocol import ErrorCode, PolicyRule, Principal
 
-_MATCHES_KEPT = 4096  # (tenant, agent, tool) -> the rules that match: bounded
-
-
-class PolicyError(ValueError):
-    """A rule set that cannot be put in force; the message names the rule and the position."""
-
-
-VARIABLES = frozenset({"principal", "tool", "args", "chain", "now"})
-
-
-@dataclass(frozen=True)
-class CompiledRule:
-    rule: PolicyRule
-    program: Any  # cel.Program, or None for a rule without a condition
-    reads: frozenset[str] = frozenset()  # the VARIABLES its condition reads
-
-    def matches(self, tenant: str, agent: str, tool: str) -> bool:
-        rule = self.rule
-        return (
-            any_glob(rule.tenants, tenant)
-            and any_glob(rule.agents, agent)
-            and any_glob(rule.tools, tool)
-        )
-
-    def holds(self, variables: Any) -> bool:
-        """Whether the condition holds for `variables` (a `cel.Context`, or a mapping)."""
-        if self.program is None:
-            return True
-        try:
-            return self.program.execute(variables) is True
-        except Exception:
-            return self.rule.outcome != "allow"
-
-
-def any_glob(patterns: Iterable[str], name: str) -> bool:
-    """Whether any of `patterns` (globs, as grants' are) matches `name`."""
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
-
-
-def compile_rules(rules: Sequence[PolicyRule]) -> tuple[CompiledRule, ...]:
-    """Every rule compiled, or PolicyError naming the first that does not compile."""
-    names = [r.name for r in rules]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise PolicyError(f"rule names must be unique: {', '.join(twice)}")
-    return tuple(_compiled(rule) for rule in rules)
-
-
-def _compiled(rule: PolicyRule) -> CompiledRule:
-    if not rule.when.strip():
-        return CompiledRule(rule, None)
-    try:
-        program = cel.compile(rule.when)
-    except ValueError as exc:
-        raise PolicyError(f"rule {rule.name!r}: when does not compile: {exc}") from exc
-    # (A name the condition reads that is none of the variables is not refused here: the
-    # bindings count a comprehension's own variable among them. It fails at evaluation, which
-    # denies for a `deny` rule and allows nothing for an `allow` one.)
-    return CompiledRule(rule, program, VARIABLES & frozenset(program.variables()))
+_KEPT = 4096  # callers and tools -> the rules that match, and OR-ed conditions: bounded
+# tenant, agent, tool, whom the caller acts for and its scopes: what `MatchingRules` fixes
+_Caller = tuple[str, str, str, str | None, tuple[str, ...]]
 
 
 class Policies:
@@ -97,13 +34,13 @@ class Policies:
         # Both, in order: a caller reads it first (empty: no rule, and nothing to call here).
         self.in_force = self.file
         self.version = 0  # the API rules' version in Redis, as last put in force here
-        # (tenant, agent, tool) -> the rules that match, and the variables they read
-        self._matching: dict[tuple[str, str, str], _Matching] = {}
+        self._matching: dict[_Caller, MatchingRules] = {}
+        self._merged: dict[tuple[str, ...], Any] = {}  # conditions -> one program OR-ing them
 
     def swap_api(self, rules: Sequence[CompiledRule], version: int) -> None:
         self.api, self.version = tuple(rules), version
         self.in_force = (*self.file, *self.api)
-        self._matching = {}
+        self._matching = {}  # (the merged programs depend on the texts only: they stay)
 
     def refusal(
         self,
@@ -128,67 +65,30 @@ class Policies:
         `chain`: whom the caller acts for ("tenant/agent", the first delegator first)."""
         if not self.in_force:
             return None
-        key = (principal.tenant, principal.agent, tool)
-        found = self._matching.get(key)
-        if found is None:
-            rules = tuple(
-                r
-                for r in (*self.file, *self.api)
-                if r.matches(principal.tenant, principal.agent, tool)
-            )
-            found = _Matching(rules, frozenset().union(*(r.reads for r in rules)))
-            if len(self._matching) >= _MATCHES_KEPT:
-                self._matching.clear()
-            self._matching[key] = found
-        matching = found.rules
-        if not matching:
-            return None
-        # One context a call, holding only what its rules read, converted to CEL once for all
-        # of them (a fresh dict a rule was converted again: ~15 us a rule, against ~0.3 us).
-        variables = cel.Context(_variables(found.reads, principal, tool, arguments, chain))
-        approve: PolicyRule | None = None
-        for compiled in matching:
-            outcome = compiled.rule.outcome
-            if outcome == "allow" or (outcome == "approve" and approve is not None):
-                continue
-            if compiled.holds(variables):
-                if outcome == "deny":
-                    return _denied(compiled.rule, tool)
-                approve = compiled.rule
-        return approve
+        key = (principal.tenant, principal.agent, tool, principal.obo, principal.scopes)
+        matching = self._matching.get(key)
+        if matching is None:
+            matching = self._match(key, principal, tool)
+        if not matching.decides:
+            return None  # no rule, `allow` ones only, or none that holds for this caller
+        denied, approve = matching.decide(arguments, chain)
+        return _denied(denied, tool) if denied is not None else approve
 
+    def _match(self, key: _Caller, principal: Principal, tool: str) -> MatchingRules:
+        tenant, agent = principal.tenant, principal.agent
+        rules = tuple(r for r in self.in_force if r.matches(tenant, agent, tool))
+        found = MatchingRules(rules, principal, tool, self._merged_program)
+        if len(self._matching) >= _KEPT:
+            self._matching.clear()
+        self._matching[key] = found
+        return found
 
-@dataclass(frozen=True)
-class _Matching:
-    rules: tuple[CompiledRule, ...]
-    reads: frozenset[str]
-
-
-def _variables(
-    reads: frozenset[str],
-    principal: Principal,
-    tool: str,
-    arguments: Mapping[str, Any],
-    chain: Sequence[str],
-) -> dict[str, Any]:
-    """The variables among `reads`: converting the others to CEL was most of a call's cost."""
-    found: dict[str, Any] = {}
-    if "principal" in reads:
-        found["principal"] = {
-            "tenant": principal.tenant,
-            "agent": principal.agent,
-            "obo": principal.obo or "",
-            "scopes": list(principal.scopes),
-        }
-    if "tool" in reads:
-        found["tool"] = {"name": tool}
-    if "args" in reads:
-        found["args"] = dict(arguments)
-    if "chain" in reads:
-        found["chain"] = list(chain)  # whom the caller acts for (gateway.delegation), first first
-    if "now" in reads:
-        found["now"] = datetime.datetime.now(datetime.UTC)
-    return found
+    def _merged_program(self, conditions: tuple[str, ...]) -> Any:
+        if conditions not in self._merged:
+            if len(self._merged) >= _KEPT:
+                self._merged.clear()
+            self._merged[conditions] = any_holds(conditions)
+        return self._merged[conditions]
 
 
 def _denied(rule: PolicyRule, tool: str) -> GatewayError:

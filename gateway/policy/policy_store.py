@@ -18,7 +18,8 @@ from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from gateway.policy.policy_rules import Policies, PolicyError, compile_rules
+from gateway.policy.compiled_rule import PolicyError, compile_rules
+from gateway.policy.policy_rules import Policies
 from protocol import PolicySet
 
 log = logging.getLogger("conclave.gateway.policy")

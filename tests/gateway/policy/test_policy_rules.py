@@ -87,6 +87,53 @@ def test_a_condition_that_cannot_be_evaluated_denies_and_never_allows() -> None:
     assert typo.refusal(_principal(), "t", {"amount": 1}) is not None
 
 
+def test_of_a_hundred_rules_asked_together_the_first_that_holds_is_named() -> None:
+    """The rules a call matches are asked by one program (`any_holds`) and then one by one
+    only when one may hold: the rule named is still the first, in order, that holds or cannot
+    be evaluated; a `//` comment ending one condition does not swallow the next."""
+    rules = [
+        _rule(name=f"r{i}", outcome="approve" if i % 2 else "deny", when=f"args.n == {i}")
+        for i in range(100)
+    ]
+    policies = _policies(
+        *rules,
+        _rule(name="commented", when="args.n == 500 // a comment"),
+        _rule(name="after-comment", when="args.m == 7"),
+    )
+    assert policies.decide(_principal(), "t", {"n": 1000, "m": 0}) is None
+    refused = policies.refusal(_principal(), "t", {"n": 58, "m": 0})
+    assert refused is not None and refused.error.details["policy"] == "r58"
+    asked = policies.decide(_principal(), "t", {"n": 57, "m": 0})
+    assert isinstance(asked, PolicyRule) and asked.name == "r57"
+    after = policies.refusal(_principal(), "t", {"n": 1000, "m": 7})
+    assert after is not None and after.error.details["policy"] == "after-comment"
+    undecidable = policies.refusal(_principal(), "t", {"n": 1000})  # no m: cannot decide
+    assert undecidable is not None and undecidable.error.details["policy"] == "after-comment"
+
+
+def test_a_callers_variables_are_its_own_and_a_calls_are_not_kept_for_the_next() -> None:
+    policies = _policies(
+        _rule(name="admins", when='"tool:admin" in principal.scopes'),
+        _rule(name="secrets", when="has(args.secret)"),
+    )
+    admin = _principal().model_copy(update={"scopes": ("tool:*", "tool:admin")})
+    assert policies.refusal(_principal(), "t", {}) is None
+    refused = policies.refusal(admin, "t", {})  # the same tenant, agent and tool
+    assert refused is not None and refused.error.details["policy"] == "admins"
+    assert policies.refusal(_principal(), "t", {}) is None
+    assert policies.refusal(_principal(), "t", {"secret": 1}) is not None
+    assert policies.refusal(_principal(), "t", {"public": 1}) is None
+    ordered = _policies(
+        _rule(name="big", when="args.n > 10"),
+        _rule(name="bots", when='principal.agent.startsWith("bot")'),  # the caller's alone
+        _rule(name="late", when="args.n > 5"),
+    )
+    for agent, n, named in [("bot-1", 20, "big"), ("bot-1", 0, "bots"), ("ann", 7, "late")]:
+        refused = ordered.refusal(_principal(agent=agent), "t", {"n": n})
+        assert refused is not None and refused.error.details["policy"] == named
+    assert ordered.refusal(_principal(agent="ann"), "t", {"n": 0}) is None
+
+
 @pytest.mark.parametrize(
     ("rules", "says"),
     [
