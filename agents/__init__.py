@@ -1,6 +1,6 @@
 """The agent SDK: agents, the gateway client, model providers and team topologies."""
 
-from agents.a2a_worker import Reply, TaskLost, WorkItem, serve_a2a
+from agents.a2a_worker import Artifact, Reply, TaskLost, WorkItem, serve_a2a
 from agents.agent import Agent, AgentBudget
 from agents.agent_errors import AgentError, GatewayCallError, RecoveryFailed, StateConflict
 from agents.client import GatewayClient, budget_headers, retry_transient
@@ -33,6 +33,7 @@ __all__ = [
     "AgentBudget",
     "AgentError",
     "AgentRun",
+    "Artifact",
     "CallRecord",
     "ChatModel",
     "ChatReply",

@@ -12,6 +12,7 @@ failed): the handler is stopped and its answer dropped.
 
 from __future__ import annotations
 
+import base64
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -31,14 +32,55 @@ _POLL_WAIT_S = 20.0
 
 
 @dataclass(frozen=True)
-class Reply:
-    """A handler's answer: the agent's message `text`, the state it leaves the task in
-    (completed; or TASK_STATE_INPUT_REQUIRED to ask the caller, whose next message with the
-    task id comes back as a new claim), and an optional artifact's text."""
+class Artifact:
+    """An output of the task: A2A parts (text, a file's bytes or URL, JSON data), each built
+    by one of the class methods."""
 
-    text: str
+    parts: tuple[dict[str, Any], ...]
+    name: str | None = None
+
+    @classmethod
+    def text(cls, text: str, *, name: str | None = None) -> Artifact:
+        return cls(({"text": text},), name)
+
+    @classmethod
+    def file(
+        cls, content: bytes, *, filename: str, media_type: str, name: str | None = None
+    ) -> Artifact:
+        raw = base64.b64encode(content).decode()
+        return cls(({"raw": raw, "filename": filename, "mediaType": media_type},), name)
+
+    @classmethod
+    def file_url(
+        cls, url: str, *, filename: str, media_type: str, name: str | None = None
+    ) -> Artifact:
+        return cls(({"url": url, "filename": filename, "mediaType": media_type},), name)
+
+    @classmethod
+    def data(cls, value: Any, *, name: str | None = None) -> Artifact:
+        return cls(({"data": value},), name)
+
+    def as_json(self) -> dict[str, Any]:
+        named = {"name": self.name} if self.name is not None else {}
+        return {"artifactId": uuid.uuid4().hex, **named, "parts": list(self.parts)}
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A handler's answer: the agent's message `text` ("": none), the state it leaves the
+    task in (completed; or TASK_STATE_INPUT_REQUIRED to ask the caller, whose next message
+    with the task id comes back as a new claim), and the task's artifacts, in order (`artifact`:
+    one artifact's text). `as_message`: the caller gets the message alone, not the task (A2A
+    lets an agent answer so; the task still ends, holding it)."""
+
+    text: str = ""
     state: str = "TASK_STATE_COMPLETED"
     artifact: str | None = None
+    artifacts: tuple[Artifact, ...] = ()
+    as_message: bool = False
+
+    def outputs(self) -> list[Artifact]:
+        return [*self.artifacts, *([Artifact.text(self.artifact)] if self.artifact else [])]
 
 
 Handler = Callable[[WorkItem], Awaitable["str | Reply"]]
@@ -94,14 +136,16 @@ async def write(
     state: str,
     *,
     text: str | None = None,
-    artifact: str | None = None,
+    artifact: Artifact | None = None,
+    as_message: bool = False,
 ) -> A2aWorkAck:
     """One update of `item` under its lease (renewing it); TaskLost when FENCED."""
     update = A2aWorkUpdate(
         token=item.token,
         state=state,
         message=_message(text) if text is not None else None,
-        artifact=_artifact(artifact) if artifact is not None else None,
+        artifact=artifact.as_json() if artifact is not None else None,
+        as_message=as_message,
     )
     try:
         ack: A2aWorkAck = await client._request(
@@ -161,18 +205,27 @@ async def run_task(client: GatewayClient, name: str, item: WorkItem, handle: Han
             text = f"{type(failure[0]).__name__}: {failure[0]}"
             await write(client, name, item, "TASK_STATE_FAILED", text=text)
         elif outcome:
-            reply = outcome[0] if isinstance(outcome[0], Reply) else Reply(str(outcome[0]))
-            await write(client, name, item, reply.state, text=reply.text, artifact=reply.artifact)
+            await _answer(client, name, item, outcome[0])
     except TaskLost:
         return  # another worker has it, or the gateway ended it: nothing of ours lands
 
 
+async def _answer(client: GatewayClient, name: str, item: WorkItem, answer: str | Reply) -> None:
+    """The handler's answer written: each artifact but the last while the task works (its
+    subscribers see each as it lands), the last with the final state and the message."""
+    reply = answer if isinstance(answer, Reply) else Reply(str(answer))
+    outputs: list[Artifact | None] = [*reply.outputs()] or [None]
+    *early, last = outputs
+    for artifact in early:
+        await write(client, name, item, "TASK_STATE_WORKING", artifact=artifact)
+    text = reply.text if reply.text or reply.as_message else None
+    await write(
+        client, name, item, reply.state, text=text, artifact=last, as_message=reply.as_message
+    )
+
+
 def _message(text: str) -> dict[str, Any]:
     return {"messageId": uuid.uuid4().hex, "role": "ROLE_AGENT", "parts": [{"text": text}]}
-
-
-def _artifact(text: str) -> dict[str, Any]:
-    return {"artifactId": uuid.uuid4().hex, "parts": [{"text": text}]}
 
 
 def _read_claim(response: httpx.Response) -> WorkItem | None:

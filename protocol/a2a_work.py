@@ -57,7 +57,9 @@ class A2aWorkItem(BaseModel):
 
 class A2aWorkUpdate(BaseModel):
     """A worker's write to its task: the state, an optional agent message (the status's),
-    an optional artifact. `token` is the lease's: a write after the lease moved on is FENCED."""
+    an optional artifact. `token` is the lease's: a write after the lease moved on is FENCED.
+    `as_message`: the message is the agent's whole answer, as A2A lets an agent answer
+    SendMessage with a Message instead of a Task (the task ends holding it)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -65,6 +67,7 @@ class A2aWorkUpdate(BaseModel):
     state: str = Field(pattern="^(" + "|".join(A2A_WORK_STATES) + ")$")
     message: dict[str, Any] | None = None
     artifact: dict[str, Any] | None = None
+    as_message: bool = False
 
 
 class A2aWorkAck(BaseModel):

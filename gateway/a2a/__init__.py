@@ -8,7 +8,13 @@ in Redis with a lease and a fencing token (`HostedTasks`), answered to callers b
 `HostedA2a`."""
 
 from gateway.a2a.a2a_errors import rest_error, rpc_error
-from gateway.a2a.a2a_methods import A2aRequest, rest_request, rpc_request
+from gateway.a2a.a2a_methods import (
+    A2aRequest,
+    check_rpc_content_type,
+    check_version,
+    rest_request,
+    rpc_request,
+)
 from gateway.a2a.agent_card import agent_path, gateway_card
 from gateway.a2a.forwarding import A2aCall, A2aForwarder
 from gateway.a2a.hosted_agents import HostedAgent, HostedAgents
@@ -35,6 +41,8 @@ __all__ = [
     "RemoteAgents",
     "TaskOwners",
     "agent_path",
+    "check_rpc_content_type",
+    "check_version",
     "check_worker",
     "gateway_card",
     "next_work",

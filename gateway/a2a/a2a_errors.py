@@ -55,6 +55,12 @@ PUSH_NOT_SUPPORTED = _kind(
     "UNIMPLEMENTED",
     "Push notifications are not supported",
 )
+CONTENT_TYPE_NOT_SUPPORTED = _kind(
+    "CONTENT_TYPE_NOT_SUPPORTED", -32005, 415, "INVALID_ARGUMENT", "Content type not supported"
+)
+VERSION_NOT_SUPPORTED = _kind(
+    "VERSION_NOT_SUPPORTED", -32009, 400, "UNIMPLEMENTED", "Protocol version not supported"
+)
 # JSON-RPC's own (no ErrorInfo: not A2A-specific)
 PARSE = -32700
 INVALID_REQUEST = -32600

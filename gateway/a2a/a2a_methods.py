@@ -13,8 +13,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.a2a.a2a_errors import (
+    CONTENT_TYPE_NOT_SUPPORTED,
+    VERSION_NOT_SUPPORTED,
+    a2a_failure,
+)
 from gateway.gateway_error import GatewayError
-from protocol import A2A_STREAMING, ErrorCode
+from protocol import A2A_STREAMING, A2A_VERSION, ErrorCode
 
 PUSH_METHODS = frozenset(
     {
@@ -101,6 +106,33 @@ def rpc_request(method: str, params: Any) -> A2aRequest:
     else:
         task_id = _task_named(params, _TASK_ID_FIELD.get(method, ""))
     return A2aRequest(method, task_id, _push_url(method, params))
+
+
+def check_version(version: str | None) -> None:
+    """VersionNotSupportedError unless the caller's `A2A-Version` is the one the gateway
+    serves (its Major.Minor: "1.0", "1.0.2"). A request without the header is taken as 1.0,
+    though the specification reads it as 0.3: the gateway's cards declare 1.0 only, and a plain
+    HTTP client that omits the header means the version the card it read declares."""
+    if not version or version.strip() == A2A_VERSION:
+        return
+    if ".".join(version.strip().split(".")[:2]) != A2A_VERSION:
+        raise a2a_failure(
+            VERSION_NOT_SUPPORTED,
+            ErrorCode.INVALID_REQUEST,
+            f"A2A-Version {version[:16]!r} is not served here: send A2A-Version: {A2A_VERSION}",
+        )
+
+
+def check_rpc_content_type(content_type: str | None) -> None:
+    """ContentTypeNotSupportedError for a JSON-RPC body its Content-Type says is not JSON (a
+    request without one is read as JSON)."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media and media != "application/json" and not media.endswith("+json"):
+        raise a2a_failure(
+            CONTENT_TYPE_NOT_SUPPORTED,
+            ErrorCode.INVALID_REQUEST,
+            f"send a JSON-RPC request as Content-Type: application/json, not {media[:64]!r}",
+        )
 
 
 def _invalid(message: str) -> GatewayError:

@@ -47,7 +47,7 @@ from gateway.a2a.a2a_errors import (
     a2a_failure,
     task_not_found,
 )
-from gateway.a2a.a2a_methods import PUSH_METHODS, A2aRequest
+from gateway.a2a.a2a_methods import PUSH_METHODS, A2aRequest, check_version
 from gateway.a2a.forwarding import A2aForwarder
 from gateway.a2a.hosted_agents import HostedAgent, HostedAgents
 from gateway.a2a.hosted_tasks import (
@@ -65,7 +65,14 @@ from gateway.a2a.remote_agents import JSONRPC, RemoteAgent, RemoteAgents
 from gateway.delegation import ChainSigner, TaskCascade
 from gateway.gateway_error import GatewayError
 from gateway.pipeline import RequestContext
-from protocol import A2aWorkAck, A2aWorkUpdate, ErrorCode, Principal, SerfError
+from protocol import (
+    A2A_VERSION_HEADER,
+    A2aWorkAck,
+    A2aWorkUpdate,
+    ErrorCode,
+    Principal,
+    SerfError,
+)
 
 log = logging.getLogger("conclave.gateway.a2a")
 SWEEP_INTERVAL_S = 0.25
@@ -103,6 +110,7 @@ class HostedA2a:
     ) -> Response:
         principal = ctx.require_principal()
         method = request.method
+        check_version(ctx.headers.get(A2A_VERSION_HEADER.lower()))
         document = json.loads(body) if body.strip() else {}
         params = document.get("params") if binding == JSONRPC else document
         params = params if isinstance(params, dict) else {}
@@ -121,7 +129,7 @@ class HostedA2a:
         if method in ("SendMessage", "SendStreamingMessage"):
             return await self._send(ctx, agent, principal, params, answer, request)
         if method == "GetTask":
-            history = _int(params.get("historyLength"))
+            history = _int(params.get("historyLength", params.get("history_length")))
             return answer.one(await self._own(agent, principal, request.task_id, history))
         if method == "ListTasks":
             size = min(_int(params.get("pageSize")) or 50, _LIST_MAX)
@@ -208,7 +216,10 @@ class HostedA2a:
                 raise
         if deadline is not None and now_ms() >= deadline:
             await self._past_deadline(agent, task_id)
-        return answer.one({"task": await self._own(agent, principal, task_id, None)})
+        result = await self.tasks.result(agent.name, task_id, principal)
+        if result is None:
+            raise task_not_found(agent.name, task_id)
+        return answer.one(result)
 
     async def _cancel(
         self, agent: HostedAgent, principal: Principal, task_id: str | None
@@ -284,16 +295,21 @@ class HostedA2a:
                 ErrorCode.INVALID_REQUEST,
                 f"task {task['id']!r} has ended ({task['status']['state']}): GetTask reads it",
             )
-        return answer.stream(self._task_then_events(agent, task, last))
+        # A subscriber watches the task to its end: an interruption (input-required) is an
+        # event it sees, and the caller's next message resumes the task under its eyes.
+        return answer.stream(self._task_then_events(agent, task, last, until=ENDED))
 
     async def _task_then_events(
-        self, agent: HostedAgent, task: dict[str, Any], last: str
+        self,
+        agent: HostedAgent,
+        task: dict[str, Any],
+        last: str,
+        until: frozenset[str] = ENDED | INTERRUPTED,
     ) -> AsyncIterator[dict[str, Any]]:
         yield {"task": task}
-        state = task["status"]["state"]
-        if state in ENDED or state in INTERRUPTED:
+        if task["status"]["state"] in until:
             return
-        async for event in self.tasks.events(agent.name, task["id"], last):
+        async for event in self.tasks.events(agent.name, task["id"], last, until):
             yield event
 
     async def _past_deadline(self, agent: HostedAgent, task_id: str) -> None:

@@ -6,7 +6,8 @@ script reaches its queue and its tasks together):
 
 - ``conclave:{a2a:<agent>}:t:<id>``      hash: owner (`tenant/agent`), context, state,
   status (JSON), caller (JSON), deadline (unix ms, or ''), token (the fencing counter, only
-  grows), lease_until (unix ms; 0: no worker holds it). Expires `ttl_s` after creation.
+  grows), lease_until (unix ms; 0: no worker holds it), answer (the agent's message, when it
+  answered with a message alone). Expires `ttl_s` after creation.
 - ``...:h:<id>``, ``...:a:<id>``            lists: the history's messages, the artifacts (JSON).
 - ``...:e:<id>``                            stream: the task's events (field `status` or
   `artifact`), read by SendMessage, SendStreamingMessage and SubscribeToTask on any replica.
@@ -89,6 +90,14 @@ def status_json(
 
 
 @dataclass(frozen=True)
+class _Snapshot:
+    owner: str  # `tenant/agent`: who created it
+    task: dict[str, Any]  # the Task, A2A JSON
+    last_event: str  # the id of its stream's last event
+    answer: dict[str, Any] | None  # the message its agent answered with alone, if it did
+
+
+@dataclass(frozen=True)
 class WriteOutcome:
     """What a worker's write did: `verdict` OK, CANCELED, ENDED, FENCED or GONE."""
 
@@ -159,22 +168,31 @@ class HostedTasks:
         """The Task (A2A JSON) if `principal` created it (None: unknown, or another's);
         `principal` None reads it for the gateway itself. `history`: the last n messages."""
         found = await self._snapshot(agent, task_id)
-        if found is None or (principal is not None and found[0] != owner_key(principal)):
+        if found is None or (principal is not None and found.owner != owner_key(principal)):
             return None
-        task = found[1]
+        task = found.task
         if history is not None:
             task["history"] = task["history"][-history:] if history > 0 else []
         return task
 
-    async def _snapshot(self, agent: str, task_id: str) -> tuple[str, dict[str, Any], str] | None:
-        """(owner, the Task, the id of its stream's last event), read in one step."""
+    async def result(self, agent: str, task_id: str, principal: Principal) -> dict[str, Any] | None:
+        """What SendMessage answers about the task `principal` created: `{"message": ...}`
+        when its agent answered with a message alone (A2A lets an agent answer so), else
+        `{"task": Task}`; None: unknown, or another's."""
+        found = await self._snapshot(agent, task_id)
+        if found is None or found.owner != owner_key(principal):
+            return None
+        return {"message": found.answer} if found.answer else {"task": found.task}
+
+    async def _snapshot(self, agent: str, task_id: str) -> _Snapshot | None:
+        """The task as it is, read in one step."""
         p = _prefix(agent)
         async with self.redis.pipeline(transaction=True) as tx:
-            tx.hmget(p + f"t:{task_id}", ["owner", "context", "status"])
+            tx.hmget(p + f"t:{task_id}", ["owner", "context", "status", "answer"])
             tx.lrange(p + f"h:{task_id}", 0, -1)
             tx.lrange(p + f"a:{task_id}", 0, -1)
             tx.xrevrange(p + f"e:{task_id}", count=1)
-            (owner, context, status), history, artifacts, last = await tx.execute()
+            (owner, context, status, answer), history, artifacts, last = await tx.execute()
         if owner is None:
             return None
         task: dict[str, Any] = {
@@ -185,7 +203,8 @@ class HostedTasks:
         }
         if artifacts:
             task["artifacts"] = [json.loads(a) for a in artifacts]
-        return owner, task, last[0][0] if last else "0-0"
+        answered = json.loads(answer) if answer else None
+        return _Snapshot(owner, task, last[0][0] if last else "0-0", answered)
 
     async def owned(self, agent: str, principal: Principal, limit: int) -> list[dict[str, Any]]:
         """The caller's tasks, newest first, at most `limit`."""
@@ -241,9 +260,12 @@ class HostedTasks:
         )
         return "OK" if answer[0] == "OK" else str(answer[1])
 
-    async def events(self, agent: str, task_id: str, after: str) -> AsyncIterator[dict[str, Any]]:
-        """The task's events after stream id `after`, as A2A stream responses, until one ends
-        or interrupts the task (the caller stops reading to stop sooner)."""
+    async def events(
+        self, agent: str, task_id: str, after: str, until: frozenset[str] = ENDED | INTERRUPTED
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The task's events after stream id `after`, as A2A stream responses, until one puts
+        the task in a state of `until` (by default: it ends or is interrupted; the caller stops
+        reading to stop sooner)."""
         p = _prefix(agent)
         context = await self.redis.hget(p + f"t:{task_id}", "context")
         while True:
@@ -267,7 +289,7 @@ class HostedTasks:
                     yield {
                         "statusUpdate": {"taskId": task_id, "contextId": context, "status": status}
                     }
-                    if status["state"] in ENDED or status["state"] in INTERRUPTED:
+                    if status["state"] in until:
                         return
 
     async def snapshot_for_stream(
@@ -275,9 +297,9 @@ class HostedTasks:
     ) -> tuple[dict[str, Any], str] | None:
         """(the Task, its stream's last event id) if `principal` created it."""
         found = await self._snapshot(agent, task_id)
-        if found is None or found[0] != owner_key(principal):
+        if found is None or found.owner != owner_key(principal):
             return None
-        return found[1], found[2]
+        return found.task, found.last_event
 
     # --- the workers' side ------------------------------------------------------------
 
@@ -315,8 +337,11 @@ class HostedTasks:
         state: str,
         message: dict[str, Any] | None,
         artifact: dict[str, Any] | None,
+        *,
+        as_message: bool = False,
     ) -> WriteOutcome:
-        """A worker's fenced write (hosted_write.lua)."""
+        """A worker's fenced write (hosted_write.lua); `as_message`: `message` is the agent's
+        whole answer (SendMessage answers it alone)."""
         p = _prefix(agent)
         context = str(await self.redis.hget(p + f"t:{task_id}", "context") or "")
         status = json.loads(status_json(state, task_id, context))
@@ -344,6 +369,7 @@ class HostedTasks:
                 status=json.dumps(status, separators=(",", ":")),
                 message="" if message is None else json.dumps(message),
                 artifact="" if artifact is None else json.dumps(artifact),
+                answer="1" if as_message and message is not None else "",
             ),
         )
         return WriteOutcome(str(answer[0]), int(answer[1]) if answer[0] == "OK" else 0)

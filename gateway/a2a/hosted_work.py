@@ -58,6 +58,7 @@ async def post_update(
         update.state,
         update.message,
         update.artifact,
+        as_message=update.as_message,
     )
     if outcome.verdict == "OK":
         return A2aWorkAck(lease_expires_ms=outcome.lease_expires_ms)

@@ -97,7 +97,11 @@ async def refuse_before_body(request: Request, target: str, limit: int) -> None:
 
 
 def as_json_body(scope: Scope) -> None:
-    """Make the request's `Content-Type` JSON in `scope`, unless it already says JSON."""
+    """Make the request's `Content-Type` JSON in `scope`, unless it already says JSON, or the
+    request is A2A's: its routes read their bodies themselves, and its JSON-RPC binding
+    answers a body declared as something else ContentTypeNotSupportedError."""
+    if scope["path"].startswith("/a2a/"):
+        return
     headers: list[tuple[bytes, bytes]] = scope["headers"]
     for name, value in headers:
         if name == b"content-type" and b"json" in value.lower():

@@ -2,9 +2,11 @@
 -- lease ends, writes; a working state renews the lease (with nothing else, a heartbeat: no
 -- event), any other ends it (a final state also drops the task's deadline).
 --- KEYS: task, history, artifacts, events, leases, deadlines
---- ARGV: id, token, now_ms, lease_ms, state, status, message, artifact
+--- ARGV: id, token, now_ms, lease_ms, state, status, message, artifact, answer
 -- status: the new status's JSON; message: the agent's message's JSON, or '' (appended to
--- the history); artifact: JSON, or ''.
+-- the history); artifact: JSON, or ''; answer: '1' when the message is the agent's whole
+-- answer (SendMessage answers it alone, not the task), else ''. An artifact written while
+-- the task stays working is an artifact event alone: its status did not change.
 -- Returns {'OK', lease end (0: none)}, {'CANCELED'}, {'ENDED', state}, {'FENCED'} or {'GONE'}.
 local held = redis.call('HMGET', task, 'token', 'state', 'lease_until')
 if not held[1] then return {'GONE'} end
@@ -31,8 +33,11 @@ if artifact ~= '' then
   if ttl > 0 then redis.call('EXPIRE', artifacts, ttl) end
   hosted_event(task, events, 'artifact', artifact)
 end
-redis.call('HSET', task, 'state', state, 'status', status)
-hosted_event(task, events, 'status', status)
+if answer == '1' then redis.call('HSET', task, 'answer', message) end
+if state ~= 'TASK_STATE_WORKING' or message ~= '' then
+  redis.call('HSET', task, 'state', state, 'status', status)
+  hosted_event(task, events, 'status', status)
+end
 if state == 'TASK_STATE_WORKING' then
   local expires = tonumber(now_ms) + tonumber(lease_ms)
   redis.call('HSET', task, 'lease_until', expires)

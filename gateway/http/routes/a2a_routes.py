@@ -26,6 +26,7 @@ from gateway.a2a import (
     JSONRPC,
     A2aCall,
     A2aRequest,
+    check_rpc_content_type,
     gateway_card,
     rest_error,
     rest_request,
@@ -84,6 +85,7 @@ async def a2a_jsonrpc(name: str, request: Request) -> Response:
     body = b""
     input_error: GatewayError | None = None
     try:
+        check_rpc_content_type(request.headers.get("content-type"))
         body = await _body(request, name)
         document = json.loads(body)
         if not isinstance(document, dict):
