@@ -93,8 +93,9 @@ from gateway.telemetry import (
     traced_lifespan,
 )
 from protocol import PolicyRule, QuotaRule
-from sandbox import InProcessExecutor, ToolExecutor, create_executor
+from sandbox import InProcessExecutor, create_executor
 from tools import ToolRegistry, default_registry
+from tools.calls import ToolExecutor
 from tools.sources import ToolSource, load_config
 
 

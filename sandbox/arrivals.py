@@ -19,7 +19,7 @@ from sandbox.background import BackgroundWork
 from sandbox.fair_share import Grant, PoolFullError
 from sandbox.instance import Sandbox
 from sandbox.profiles import PoolKey
-from sandbox.time_limit import TimeLimit
+from tools.calls import TimeLimit
 
 Fulfil = Callable[[PoolKey, Grant], Awaitable[Sandbox]]  # the sandbox a grant stands for
 CheckIn = Callable[[PoolKey, Sandbox, bool], Awaitable[None]]  # (key, sandbox, recycle)

@@ -13,6 +13,8 @@ from typing import Protocol, runtime_checkable
 
 import anyio
 
+from tools.calls import StartStage
+
 # Where the tool code and the workspace appear inside an isolating sandbox.
 SANDBOX_CODE_DIR = "/opt/conclave/code"
 SANDBOX_RUNNER = "/opt/conclave/runner"  # the runner folder (`sandbox/runner/`), mounted whole
@@ -62,18 +64,6 @@ class WorkspaceQuota:
 
     size_mb: int
     inodes: int
-
-
-@dataclass(frozen=True)
-class StartStage:
-    """One stage of a sandbox's start (wall clock, ns since the epoch), for its trace: the
-    engine's create and start (docker) or the spawn (bwrap, process), the runner's start to
-    its hello, the tool modules' import."""
-
-    name: str
-    start_ns: int
-    end_ns: int
-    cpu_ms: float | None = None  # the sandbox's CPU in the stage, as its runner reported it
 
 
 @dataclass(frozen=True)

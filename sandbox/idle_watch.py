@@ -2,10 +2,10 @@
 
 An `mcp_stdio` server subscribed to a resource (`resources/subscribe`, relayed in the caller's
 own sandbox) tells of its updates whenever they happen, mostly while no call runs. The call
-that subscribed it carries a `SubscriptionHold`: the pool then keeps the sandbox from idle
-reaping for `hold_s` after that call (each later subscribe renews it; past it the sandbox is
-reaped as any idle one), and hands what its servers notify (`runner_wire.NOTICE_METHODS`) to
-`heard`, the gateway's relay to the identity's listeners.
+that subscribed it carries a `tools.calls.SubscriptionHold`: the pool then keeps the sandbox
+from idle reaping for `hold_s` after that call (each later subscribe renews it; past it the
+sandbox is reaped as any idle one), and hands what its servers notify
+(`runner_wire.NOTICE_METHODS`) to `heard`, the gateway's relay to the identity's listeners.
 
 While such a sandbox sits idle, an `IdleWatch` asks its runner for its servers' notices (a
 watch request, `runner_wire.WATCH`) and reads them as they come. The sandbox's next call
@@ -21,8 +21,6 @@ dropped), each at most `EVENT_LIMIT` bytes (the runner's bound, read again here)
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -38,20 +36,9 @@ from sandbox.runner import (
     WATCH,
     frame_limit,
 )
-
-# What a sandbox's servers notified: (the server's source, the notification as it came).
-Heard = Callable[[str, dict[str, Any]], None]
+from tools.calls import Heard
 
 NOTICES_PER_S = 20  # a sandbox's notices passed on per second; the rest are dropped
-
-
-@dataclass(frozen=True)
-class SubscriptionHold:
-    """Keep the sandbox a call ran in for `hold_s` after it, and its notices go to `heard`.
-    `heard` must not block: it is called while the runner's channel is read."""
-
-    hold_s: float
-    heard: Heard
 
 
 class NoticeGate:
@@ -134,4 +121,4 @@ class IdleWatch:
         self._scope.cancel()
 
 
-__all__ = ["Heard", "IdleWatch", "NoticeGate", "SubscriptionHold"]
+__all__ = ["IdleWatch", "NoticeGate"]

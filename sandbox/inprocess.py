@@ -26,8 +26,8 @@ from typing import Any
 import anyio
 
 from protocol import CallUsage, ErrorCode, ExitReason, LogEvent, ProgressEvent, SerfError
-from sandbox.executor import Invocation, Outcome
 from tools import RegisteredTool, ToolArgumentsError, ToolRegistry, tool_exception_code
+from tools.calls import Invocation, Outcome
 
 
 class InProcessExecutor:

@@ -72,12 +72,9 @@ from sandbox.backend import (
     SandboxError,
     SandboxSpec,
     SandboxStartError,
-    StartStage,
 )
-from sandbox.call_event_sink import CallEvents, answer_deadline
 from sandbox.channel import ChannelClosed, OversizedFrame, RunnerChannel, accept, listen
-from sandbox.executor import CallLimits, Invocation, Outcome
-from sandbox.idle_watch import IdleWatch, NoticeGate, SubscriptionHold
+from sandbox.idle_watch import IdleWatch, NoticeGate
 from sandbox.runner import (
     CANCEL,
     EGRESS_SOCKET_NAME,
@@ -94,11 +91,20 @@ from sandbox.runner import (
     SERVER_REQUEST,
     frame_limit,
 )
-from sandbox.time_limit import TimeLimit
 from sandbox.unavailable import unavailable_error
 from sandbox.workspace import disk_full_error, workspace_is_full
 from tools import ToolResult, ToolResultError, tool_exception_code
-from tools.calls import RunsIn
+from tools.calls import (
+    CallEvents,
+    CallLimits,
+    Invocation,
+    Outcome,
+    RunsIn,
+    StartStage,
+    SubscriptionHold,
+    TimeLimit,
+    answer_deadline,
+)
 
 # A sandbox is torn down after these. Not after a timeout the runner reported: it killed the
 # call's process group and reaped it, and sweeps any orphan before the next call, so the

@@ -11,7 +11,7 @@ call after is warm) or after any other kill (OOM, CPU, output cap, dead runner),
 after `idle_s` without calls. With `replace_killed` (the gateway's
 choice), a sandbox a kill tore down is replaced in the background at once, so the retry the
 kill invites is warm. A call's wall limit and how long the pool waits for a sandbox are read from
-`sandbox.time_limit`.
+`tools.calls.time_limit`.
 
 Fair sharing: at most `pool_max` exist at once (an idle one of anyone is torn down to
 make room); of those in use a tenant and an agent hold at most their share, and a tenant has
@@ -54,16 +54,15 @@ from protocol import CallUsage, ErrorCode, ExitReason, SerfError
 from sandbox.arrivals import Arrivals, Arriving, StartsByDeadline
 from sandbox.backend import SandboxBackend, SandboxError, SandboxSpec
 from sandbox.background import BackgroundWork
-from sandbox.executor import CallLimits, Invocation, Outcome
 from sandbox.fair_queue import FairQueue, Waiter
 from sandbox.fair_share import FairShares, Grant, PoolFullError
 from sandbox.instance import CANCEL_ANSWER_S, EgressGate, Sandbox, StaleSandboxError
 from sandbox.profiles import SPARE_AGENT, PoolKey, profile_for
 from sandbox.sandbox_config import DIRECT_POOL, SandboxConfig
 from sandbox.spares import SpareKey, Spares
-from sandbox.time_limit import TimeLimit
 from sandbox.unavailable import unavailable_error
 from sandbox.workspace import DEFAULT_ROOT, create_workspace, remove_workspace
+from tools.calls import CallLimits, Invocation, Outcome, TimeLimit
 
 log = logging.getLogger("conclave.sandbox")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sandbox.backend import SandboxProfile
-from sandbox.executor import CallLimits
+from tools.calls import CallLimits
 
 MEMORY_TIERS_MB = (256, 1024, 4096, 16384, 65536)
 RUNNER_OVERHEAD_MB = 192

@@ -41,9 +41,8 @@ from gateway.budgets.latency_window import (
 )
 from gateway.budgets.time_ask import TimedCall
 from protocol import ResourceIntent
-from sandbox import fit_timeout
 from tools import RegisteredTool, ToolRegistry
-from tools.calls import RunsIn
+from tools.calls import RunsIn, fit_timeout
 
 
 @dataclass(frozen=True)

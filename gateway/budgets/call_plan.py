@@ -22,7 +22,7 @@ from gateway.budgets.hedge_rule import (
 from gateway.budgets.latency_window import LatencyEstimate
 from gateway.gateway_error import GatewayError
 from protocol import ErrorCode
-from sandbox import kill_margin_ms
+from tools.calls import kill_margin_ms
 
 # A hedge must raise the chance that the chain finishes by this much per hedge spent: the
 # identity's budget holds few, so they go to the calls where they buy the most.

@@ -30,7 +30,7 @@ from gateway.budgets.hedge_budget import HedgeBudget
 from gateway.budgets.hedge_rule import HedgePlan
 from gateway.budgets.latency_window import LatencyWindow
 from protocol import ErrorCode
-from sandbox import NOT_RUN, Invocation, Outcome, ToolExecutor
+from tools.calls import NOT_RUN, Invocation, Outcome, ToolExecutor
 
 Attempt = Literal["first", "hedge"]
 _NO_ANSWER = NOT_RUN | {ErrorCode.TOOL_TIMEOUT, ErrorCode.DEADLINE_EXCEEDED}

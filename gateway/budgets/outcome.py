@@ -49,7 +49,7 @@ from gateway.budgets.latency_window import (
 )
 from gateway.redis_io import PooledScript, lua_script
 from protocol import ErrorCode, SerfError
-from sandbox import NOT_RUN
+from tools.calls import NOT_RUN
 
 # The shared functions first, then the body that runs both: each function is written once.
 _RECORD_BOTH = lua_script(

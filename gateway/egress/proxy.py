@@ -31,7 +31,8 @@ from urllib.parse import urlsplit
 from gateway.egress.destination_rule import EgressRefused, IPAddress, checked_addresses
 from gateway.telemetry import AuditRecord, AuditWriter
 from protocol import ErrorCode, SerfError
-from sandbox import Invocation, Sandbox
+from sandbox import Sandbox
+from tools.calls import Invocation
 
 CONNECT_TIMEOUT_S = 10.0  # per address tried
 _HOP_BY_HOP = (b"proxy-connection", b"proxy-authorization", b"connection", b"keep-alive")

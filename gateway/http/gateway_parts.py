@@ -31,8 +31,8 @@ from gateway.quotas import QuotaBook
 from gateway.sources import StdioSources, UpstreamSet
 from gateway.state import StateStore
 from gateway.telemetry import AuditWriter, GatewayMetrics
-from sandbox import ToolExecutor
 from tools import ToolRegistry
+from tools.calls import ToolExecutor
 
 
 @dataclass(frozen=True, slots=True)

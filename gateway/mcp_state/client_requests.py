@@ -1,7 +1,7 @@
 """`ClientRequests`: the requests a call's servers send its calling client, and the client's
 answers, POSTed back to any replica, routed to the replica whose call waits for them.
 
-A server's request during a call (sampling, elicitation, roots: `sandbox.CallEvents.request`)
+A server's request during a call (sampling, elicitation, roots: `tools.calls.CallEvents.request`)
 goes to the client on the call's event stream under an id the gateway issues (`issue`), never
 the server's own: `conclave-<nonce>.<mac>`, where the MAC (HMAC-SHA256 with a key derived
 from the gateway's secret) binds the nonce to the caller's identity (tenant, agent). So any

@@ -6,7 +6,7 @@ gateway's credential), and `ask`, such a request (a read, a prompt) whose server
 caller's client through a `ClientChannel` (answering, on the 2026-07-28 wire, with a round
 of its own: `protocol.InputRound`); an `mcp_stdio` one also has `subscribe`, which
 subscribes its server in the caller's sandbox and keeps that sandbox for the subscription
-(`sandbox.SubscriptionHold`).
+(`tools.calls.SubscriptionHold`).
 
 `sources_for` gives the sources a principal may see (its `tool:` scopes cover the whole
 source, `tool:<source>.*`), `mcp_stdio` ones first; the catalog's methods (`catalog`,
@@ -23,7 +23,7 @@ from typing import Any
 
 from gateway.sources import ClientChannel, StdioSources, UpstreamSet
 from protocol import InputRound, Principal
-from sandbox import SubscriptionHold
+from tools.calls import SubscriptionHold
 from tools.sources import dotted_tool_name, served_tool_name
 
 Send = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]

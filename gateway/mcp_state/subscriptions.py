@@ -42,7 +42,7 @@ subscribes on the upstream again.
 An `mcp_stdio` source's server runs in each caller's own sandbox, so a subscription to one
 of its resources is that identity's server's: the gateway relays `resources/subscribe` to it
 in the identity's sandbox (`StdioSources.subscribe`), and the pool keeps that sandbox for
-`TTL_S` after it and watches its servers while it is idle (`sandbox.SubscriptionHold`). What
+`TTL_S` after it and watches its servers while it is idle (`tools.calls.SubscriptionHold`). What
 the server then says was updated goes to that identity alone (`_StdioUpdate`, through the same
 channel and coalescing as an upstream's news, with its own coalescing key). Each keep-alive of
 the identity's listener subscribes the server again (`_Renewal`, once per `RENEW_MS` whichever
@@ -78,7 +78,7 @@ from gateway.mcp_state.resource_uris import resolve
 from gateway.redis_io import lua_script
 from gateway.sources import StdioSources, UpstreamSet
 from protocol import ErrorCode, Principal
-from sandbox import SubscriptionHold
+from tools.calls import SubscriptionHold
 
 MAX_SUBSCRIPTIONS = 100
 MAX_URI = 2048  # characters of a subscribed URI (it is kept in Redis)

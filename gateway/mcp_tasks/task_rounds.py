@@ -19,7 +19,7 @@ import anyio
 
 from gateway.pipeline import RequestContext
 from protocol import InputAnswer, InputRound
-from sandbox import answer_deadline
+from tools.calls import answer_deadline
 
 MAX_ROUNDS = 8  # a server that keeps asking ends its task with its last round unanswered
 

@@ -10,7 +10,7 @@ a pluggable `TimeAllocator`, the seam for ATBA (deadline split across a planned 
 latency windows): it names what the script reads for it (`reads`), then decides from what
 was read (`allocate`); the default grants the tool's declared timeout, cut to what is left
 before the run's deadline. The grant and the kill margin land on the context; the dispatch
-stage fits the call's limits to them (`sandbox.time_limit` does the arithmetic).
+stage fits the call's limits to them (`tools.calls.time_limit` does the arithmetic).
 
 Buckets are per identity x target: a tool, `a2a:<agent>` for every request to an A2A agent,
 `state:*` for all state operations, `mcp:*` for

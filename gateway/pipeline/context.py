@@ -34,8 +34,8 @@ from protocol import (
     SerfError,
     ToolContext,
 )
-from sandbox import CallEvents, Invocation
 from tools import RegisteredTool
+from tools.calls import CallEvents, Invocation
 
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
@@ -60,9 +60,9 @@ class RequestContext:
     budget: Budget | None = None
     meta: Mapping[str, Any] | None = None  # MCP `_meta`: only the deadline is read from it
     # What a 2026-07-28 request declared of the client's features (its `_meta`'s
-    # clientCapabilities); None on the handshake era (see sandbox.Invocation)
+    # clientCapabilities); None on the handshake era (see tools.calls.Invocation)
     client_capabilities: Mapping[str, Any] | None = None
-    # A 2026-07-28 retry's answers for the tool's server (its own round: `sandbox.Invocation`)
+    # A 2026-07-28 retry's answers for the tool's server (its own round: `tools.calls.Invocation`)
     input_answer: InputAnswer | None = None
     namespace: str | None = None
     access: Access | None = None

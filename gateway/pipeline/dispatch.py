@@ -2,7 +2,7 @@
 
 The caller's `ResourceRequest` may lower the tool's declared intent, never raise it
 (LIMIT_ABOVE_INTENT); the budget stage's grant lowers the timeout further, and its kill
-margin moves the sandbox's deadline before the run's (the arithmetic is `sandbox.time_limit`'s,
+margin moves the sandbox's deadline before the run's (the arithmetic is `tools.calls.time_limit`'s,
 the one owner of a call's time limit). Then the `ToolExecutor` (sandbox pool or in-process)
 runs the call; the executor validates the arguments against the tool's schema, once, where
 the tool runs (INVALID_ARGUMENTS with a hint per field, and nothing ran). As a backstop the
@@ -43,7 +43,7 @@ from protocol import (
     ResourceRequest,
     SerfError,
 )
-from sandbox import (
+from tools.calls import (
     CallLimits,
     Invocation,
     Outcome,

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from gateway.sources.mcp_http import UpstreamSet
 from gateway.sources.mcp_stdio import StdioSources
-from sandbox import Invocation, Outcome, ToolExecutor
-from tools.calls import RunsIn
+from tools.calls import Invocation, Outcome, RunsIn, ToolExecutor
 
 
 class SourceRouter:

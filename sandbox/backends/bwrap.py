@@ -31,13 +31,13 @@ from sandbox.backend import (
     LaunchedSandbox,
     SandboxSpec,
     SandboxStartError,
-    StartStage,
 )
 from sandbox.backends.bwrap_binds import system_binds
 from sandbox.backends.cgroup import SandboxCgroup, joining, tear_down
 from sandbox.backends.seccomp import filter_program
 from sandbox.layout import RUNNER_PATH, code_packages, runner_argv
 from sandbox.runner import SOCKET_NAME
+from tools.calls import StartStage
 
 NAMESPACES = ("--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts")
 # What the sandbox's root keeps until `setpriv` drops to SANDBOX_UID: changing ids, emptying

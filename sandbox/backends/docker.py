@@ -34,7 +34,6 @@ from sandbox.backend import (
     SandboxError,
     SandboxSpec,
     SandboxStartError,
-    StartStage,
 )
 from sandbox.backends.cgroup import event_count, remove_tenant_cgroup, tenant_group
 from sandbox.backends.container_deaths import ContainerDeaths
@@ -43,6 +42,7 @@ from sandbox.background import BackgroundWork
 from sandbox.docker_client import docker_client
 from sandbox.layout import RUNNER_PATH, code_packages, runner_argv
 from sandbox.runner import SOCKET_NAME
+from tools.calls import StartStage
 
 T = TypeVar("T")
 LABEL = "conclave.sandbox"

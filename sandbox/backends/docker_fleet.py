@@ -34,11 +34,11 @@ from sandbox.backend import (
     SandboxError,
     SandboxSpec,
     SandboxStartError,
-    StartStage,
 )
 from sandbox.backends.docker import DockerBackend, DockerSandbox
 from sandbox.background import BackgroundWork
 from sandbox.docker_client import docker_client
+from tools.calls import StartStage
 
 T = TypeVar("T")
 ABANDONED_WAIT_S = 5.0  # at close, how long starts left on a drained engine may still end

@@ -34,11 +34,11 @@ from sandbox.backend import (
     LaunchedSandbox,
     SandboxSpec,
     SandboxStartError,
-    StartStage,
 )
 from sandbox.backends.cgroup import SandboxCgroup, cgroups_unavailable, joining, tear_down
 from sandbox.layout import REPO_ROOT, RUNNER_PATH, code_packages, runner_argv
 from sandbox.runner import SOCKET_NAME
+from tools.calls import StartStage
 
 log = logging.getLogger("conclave.sandbox")
 

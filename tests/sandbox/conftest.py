@@ -15,9 +15,9 @@ import pytest
 from protocol.identity import Principal
 from protocol.tools import ToolContext
 from sandbox.backend import SandboxBackend
-from sandbox.executor import CallLimits, Invocation
 from sandbox.pool import SandboxPool
 from sandbox.sandbox_config import DIRECT_POOL, SandboxConfig
+from tools.calls import CallLimits, Invocation
 
 TOOL_MODULES = ("tools.builtin", "tools.harness.misbehaving")
 ISOLATING = ["bwrap", "docker"]

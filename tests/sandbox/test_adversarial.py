@@ -15,9 +15,9 @@ import pytest
 
 from protocol.serf import ErrorCode
 from sandbox.backends.cgroup import CGROUP_ROOT, GROUP_PARENT
-from sandbox.executor import Outcome
 from sandbox.pool import SandboxPool
 from tests.sandbox.conftest import ISOLATING, PoolFactory, invocation, processes_mentioning
+from tools.calls import Outcome
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("backend", ISOLATING)]
 

@@ -34,11 +34,11 @@ from protocol import ErrorCode
 from sandbox import SandboxStartError, create_executor
 from sandbox.backends.docker import OWNER_LABEL
 from sandbox.backends.docker_fleet import DockerFleet
-from sandbox.executor import Invocation, Outcome
 from sandbox.image import RuntimeImageBuilder
 from sandbox.pool import SandboxPool
 from sandbox.sandbox_config import DIRECT_POOL
 from tests.sandbox.conftest import TOOL_MODULES, invocation
+from tools.calls import Invocation, Outcome
 
 pytestmark = pytest.mark.anyio
 

@@ -9,8 +9,8 @@ import pytest
 
 from protocol import ErrorCode, Principal, ToolContext
 from protocol.tools import ExitReason
-from sandbox.executor import CallLimits, Invocation
 from sandbox.inprocess import InProcessExecutor
+from tools.calls import CallLimits, Invocation
 from tools.registry import ToolRegistry, tool
 
 pytestmark = pytest.mark.anyio

@@ -14,8 +14,6 @@ import docker
 import pytest
 
 from protocol import ErrorCode
-from sandbox.executor import CallLimits
-from sandbox.idle_watch import SubscriptionHold
 from sandbox.instance import Sandbox
 from sandbox.pool import SandboxPool
 from sandbox.profiles import MEMORY_TIERS_MB, RUNNER_OVERHEAD_MB, profile_for
@@ -28,6 +26,7 @@ from tests.sandbox.conftest import (
     invocation,
     processes_mentioning,
 )
+from tools.calls import CallLimits, SubscriptionHold
 
 pytestmark = pytest.mark.anyio
 

@@ -18,10 +18,10 @@ from protocol.serf import ErrorCode
 from sandbox.backends import cgroup
 from sandbox.backends.cgroup import SandboxCgroup
 from sandbox.backends.process import ProcessBackend
-from sandbox.executor import Outcome
 from sandbox.pool import SandboxPool
 from tests.helpers import until
 from tests.sandbox.conftest import PoolFactory, invocation, processes_working_in
+from tools.calls import Outcome
 
 pytestmark = pytest.mark.anyio
 

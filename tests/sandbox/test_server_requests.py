@@ -10,10 +10,9 @@ import anyio
 import pytest
 
 from protocol import client_capabilities, jsonrpc
-from sandbox import CallEvents
-from sandbox.call_event_sink import REQUEST_TIMEOUT
 from sandbox.runner import MAX_PENDING_REQUESTS, REQUEST_LIMIT
 from tests.helpers import until
+from tools.calls import REQUEST_TIMEOUT, CallEvents
 
 pytestmark = pytest.mark.anyio
 

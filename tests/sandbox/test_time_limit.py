@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from sandbox import TimeLimit, fit_timeout, gateway_wait_s, kill_margin_ms, sandbox_deadline_ms
-from sandbox.time_limit import RUNNER_GRACE_MS
+from tools.calls import (
+    RUNNER_GRACE_MS,
+    TimeLimit,
+    fit_timeout,
+    gateway_wait_s,
+    kill_margin_ms,
+    sandbox_deadline_ms,
+)
 
 
 def test_the_timeout_is_the_intent_lowered_by_the_request_and_the_grant_never_raised() -> None:

@@ -21,10 +21,10 @@ import pytest
 from sandbox.backend import SANDBOX_RUNNER, SANDBOX_UID
 from sandbox.backends.bwrap import BwrapBackend
 from sandbox.backends.cgroup import SandboxCgroup
-from sandbox.executor import Outcome
 from sandbox.pool import SandboxPool
 from sandbox.runner import SOCKET_NAME
 from tests.sandbox.conftest import TOOL_MODULES, invocation
+from tools.calls import Outcome
 
 pytestmark = pytest.mark.anyio
 OTHER_UID = 1000  # a host user that is not the sandbox's

@@ -50,8 +50,9 @@ from conclave.bench.overhead.ceiling_app import ceiling_server
 from conclave.stack import EmbeddedStack
 from gateway import connect_redis
 from protocol import Principal, ToolContext
-from sandbox import CallLimits, InProcessExecutor, Invocation
+from sandbox import InProcessExecutor
 from tools import default_registry
+from tools.calls import CallLimits, Invocation
 
 GOAL_P50_MS, GOAL_P99_MS, GOAL_RATE = 1.5, 5.0, 1500.0
 GOAL_CEILING_SHARE = 0.6  # the REST echo's calls/s against the bare endpoint's (issue 39)

@@ -30,8 +30,6 @@ from conclave.bench.core import BenchContext, Goal, SuiteResult, Table, percenti
 from conclave.bench.sandbox.cancel_latency import cancel_to_gone_ms
 from protocol import Principal, ToolContext
 from sandbox import (
-    CallLimits,
-    Invocation,
     SandboxBackend,
     SandboxConfig,
     SandboxPool,
@@ -39,6 +37,7 @@ from sandbox import (
     backend_named,
     docker_client,
 )
+from tools.calls import CallLimits, Invocation
 
 LIMITS = CallLimits(memory_mb=256, cpu_seconds=10, timeout_ms=10_000, max_output_bytes=1 << 20)
 KILL_TIMEOUT_MS = 100

@@ -1,6 +1,6 @@
 """A `tools/call` at `/mcp` answered while it runs: an event stream on the POST.
 
-When the client accepts `text/event-stream`, the call's events (`sandbox.CallEvents`: its
+When the client accepts `text/event-stream`, the call's events (`tools.calls.CallEvents`: its
 tool's progress and log messages, its MCP server's notifications) are listened to. The
 answer is decided by the call itself: at its first event the caller takes, the answer
 becomes an SSE stream (`notifications/progress` with the caller's `_meta.progressToken`,
@@ -52,7 +52,7 @@ from protocol import (
     log_notification,
     progress_notification,
 )
-from sandbox import CallEvents
+from tools.calls import CallEvents
 
 BUFFERED_EVENTS = 64
 # The lowest level of log message a caller's call sends it; None: it sends none.

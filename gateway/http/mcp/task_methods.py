@@ -20,7 +20,7 @@ What the extension asks, and what this serves (`ext-tasks`, `specification/draft
   `inputResponses` hands each answer to the waiting call, on whichever replica runs it; the
   task is `working` again once nothing is left unanswered. An answer to a key that is not
   outstanding, or not the caller's, is ignored, as the extension says; one not given by
-  the call's answer deadline (`sandbox.answer_deadline`) gets the server an error. A server
+  the call's answer deadline (`tools.calls.answer_deadline`) gets the server an error. A server
   that asks in rounds itself (`InputRequiredResult`, an upstream on the 2026-07-28 wire) is
   asked the same way, and its call run again with the answers (`gateway.mcp_tasks.task_rounds`).
   An unknown, expired or another caller's task id: -32602. A client not declaring the
@@ -57,8 +57,8 @@ from gateway.mcp_state import Action, ClientRequests
 from gateway.mcp_tasks import TaskOutcome, TaskRecord, TaskRunner, TaskStore, task_request_id
 from gateway.pipeline import RequestContext
 from protocol import INPUT_RESPONSES, ErrorCode, InputRound, SerfError
-from sandbox import CallEvents
 from tools import ToolRegistry
+from tools.calls import CallEvents
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")

@@ -71,8 +71,8 @@ from protocol import (
     InputRound,
     SerfError,
 )
-from sandbox import CallEvents, Invocation, Outcome, answer_deadline
 from tools import ToolResult
+from tools.calls import CallEvents, Invocation, Outcome, answer_deadline
 from tools.sources import McpHttpSource
 
 log = logging.getLogger("conclave.upstreams")

@@ -33,9 +33,8 @@ from gateway.gateway_error import GatewayError
 from gateway.sources.mcp_http.http_upstream import HttpUpstream
 from gateway.sources.mcp_http.upstream_events import SourceEvents, UpstreamListener
 from protocol import ErrorCode, Principal
-from sandbox import Invocation, Outcome
 from tools import DuplicateToolError, RegisteredTool, ToolRegistry
-from tools.calls import Placement
+from tools.calls import Invocation, Outcome, Placement
 from tools.sources import McpHttpSource, ToolNameError, ToolSource
 
 log = logging.getLogger("conclave.upstreams")

@@ -23,7 +23,7 @@ a 2026-07-28 request did not declare has its call stopped and answered -32021, a
 prompts are served at `/mcp` (`gateway.mcp_state.catalog`) to the principals whose scopes
 cover the source (`tool:<source>.*` or `tool:<source>__*`), read in the caller's sandbox too.
 A subscription to one of its resources subscribes the server in the caller's sandbox
-(`subscribe`), which the pool then holds and watches (`sandbox.SubscriptionHold`).
+(`subscribe`), which the pool then holds and watches (`tools.calls.SubscriptionHold`).
 """
 
 from __future__ import annotations
@@ -54,18 +54,9 @@ from gateway.sources.shared import (
     tool_error,
 )
 from protocol import ErrorCode, ExitReason, Principal, ToolContext
-from sandbox import (
-    CallLimits,
-    Invocation,
-    Outcome,
-    SandboxError,
-    SubscriptionHold,
-    ToolExecutor,
-    create_executor,
-    node_layer,
-)
+from sandbox import SandboxError, create_executor, node_layer
 from tools import RegisteredTool, ToolRegistry, ToolResult
-from tools.calls import Placement
+from tools.calls import CallLimits, Invocation, Outcome, Placement, SubscriptionHold, ToolExecutor
 from tools.sources import McpStdioSource, ToolSource
 
 log = logging.getLogger("conclave.sources")

@@ -37,12 +37,9 @@ from gateway.sources.shared import (
     packages_layer,
 )
 from protocol import Principal, ResourceIntent, ToolContext, ToolSpec
-from sandbox import (
-    Invocation,
-    SandboxError,
-    create_executor,
-)
+from sandbox import SandboxError, create_executor
 from tools import RegisteredTool, ToolRegistry
+from tools.calls import Invocation
 from tools.sources import DESCRIBE_ENTRYPOINT, PythonSource, ToolSource
 
 log = logging.getLogger("conclave.sources")

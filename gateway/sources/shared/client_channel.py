@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from protocol import ErrorCode, InputAnswer, SerfError
-from sandbox import CallEvents
+from tools.calls import CallEvents
 
 # The client capability each request an MCP server may send its client needs.
 NEEDS = {
@@ -56,7 +56,7 @@ class ClientRequestCheck:
 @dataclass(frozen=True)
 class ClientChannel:
     """What a source's catalog request may ask its caller's client through (the same parts a
-    tool call's `sandbox.Invocation` carries): `events.request` for a server that asks
+    tool call's `tools.calls.Invocation` carries): `events.request` for a server that asks
     mid-request (None: nobody can be asked), `declared` the client features a 2026-07-28
     request declared (None: the handshake era), `answer` a retry's answers to the source's
     own round (`protocol.InputAnswer`)."""

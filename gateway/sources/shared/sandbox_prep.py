@@ -18,7 +18,8 @@ from pathlib import Path
 import anyio
 
 from gateway.config import Settings
-from sandbox import CallLimits, SandboxStartError, source_layer, strongest_available
+from sandbox import SandboxStartError, source_layer, strongest_available
+from tools.calls import CallLimits
 from tools.sources import pip_error
 
 DISCOVERY_LIMITS = CallLimits(

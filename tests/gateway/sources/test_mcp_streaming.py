@@ -39,9 +39,9 @@ from conclave.stack.ports import free_port
 from gateway.assembly import create_app
 from gateway.config import Settings
 from gateway.identity.tokens import issue_token
-from sandbox import MAX_EVENT_BYTES
 from sandbox.runner import MAX_EVENTS
 from tests.helpers import wait_for
+from tools.calls import MAX_EVENT_BYTES
 from tools.sources import McpHttpSource, McpStdioSource, PythonSource, ToolSource
 
 # The 2026-07-28 revision deprecates MCP's logging capability (SEP-2577): the `mcp` client

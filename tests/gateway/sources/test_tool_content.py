@@ -23,8 +23,9 @@ from gateway.assembly import create_app
 from gateway.config import Settings
 from gateway.identity.tokens import issue_token
 from protocol import Principal, ToolContext
-from sandbox import CallLimits, InProcessExecutor, Invocation
+from sandbox import InProcessExecutor
 from tools import default_registry
+from tools.calls import CallLimits, Invocation
 from tools.harness.media import PIXEL_PNG
 
 pytestmark = pytest.mark.anyio

@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from sandbox.executor import Invocation
+from tools.calls.invocation import Invocation
 
 # How long past a call's wall limit the host waits for the runner's own kill to report.
 RUNNER_GRACE_MS = 250

@@ -25,24 +25,23 @@ client must cost dropped events, never a late kill.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import anyio
 from pydantic import ValidationError
 
 from protocol import CALL_EVENT, FEATURE_OF_METHOD, LogEvent, ProgressEvent, jsonrpc
-from sandbox.runner import (
-    EVENT_LIMIT,
-    MAX_EVENTS,
-    MAX_PENDING_REQUESTS,
-    NOTIFICATIONS,
-    REQUEST_LIMIT,
-)
 
-MAX_EVENT_BYTES = EVENT_LIMIT
-PROGRESS, MESSAGE = NOTIFICATIONS
+# A call's bounds. The sandbox's runner, standard library only and mounted alone, spells the
+# same values on its wire (`sandbox.runner`) and enforces them inside the sandbox first; a test
+# holds the two equal.
+MAX_EVENT_BYTES = 16 * 1024  # one event's JSON
+MAX_EVENTS = 1000  # a call's events and requests to the client; more are dropped
+MAX_PENDING_REQUESTS = 4  # a call's requests to the client waiting for their answer at once
+REQUEST_LIMIT = 256 * 1024  # one request's JSON (a sampling request carries messages)
+PROGRESS, MESSAGE = NOTIFICATIONS = ("notifications/progress", "notifications/message")
 
 ANSWER_SHARE = 0.9  # of a call's time limit a server may wait for the client's answer
 REQUEST_TIMEOUT = -32001  # the JSON-RPC code MCP's SDKs use for a request that timed out
@@ -53,7 +52,8 @@ Ask = Callable[[str, dict[str, Any]], Awaitable[object]]
 
 
 def answer_deadline(started: float, timeout_ms: int) -> float:
-    """When a server's request to the client of a call that `started` (anyio's clock) with a
+    """When a server's request to the client of a call that `started` (the event loop's clock,
+    `anyio.current_time()`) with a
     limit of `timeout_ms` is answered with an error if the client has not answered."""
     return started + timeout_ms / 1000 * ANSWER_SHARE
 
@@ -126,7 +126,7 @@ class CallEvents:
     async def request(self, message: object, deadline: float) -> dict[str, Any]:
         """The answer to a server's request `message` (a JSON-RPC request, as it came): the
         response's `result` or `error` field, from the calling client or refused here, by
-        `deadline` (anyio's clock) at the latest. Never raises but for cancellation."""
+        `deadline` (the event loop's clock) at the latest. Never raises but for cancellation."""
         method = message.get("method") if isinstance(message, dict) else None
         params = message.get("params", {}) if isinstance(message, dict) else None
         if method == "ping":
@@ -155,9 +155,13 @@ class CallEvents:
         assert self._ask is not None  # capabilities are empty without it
         self.accepted += 1
         self.pending += 1
+        limit = asyncio.timeout_at(deadline)
         try:
-            with anyio.move_on_after(deadline - anyio.current_time()):
+            async with limit:
                 return _answer_of(await self._ask(method, params))
+        except TimeoutError:
+            if not limit.expired():
+                raise  # the transport's own, not the client's silence
         finally:
             self.pending -= 1
         return _error(REQUEST_TIMEOUT, "the client did not answer within the call's time limit")
