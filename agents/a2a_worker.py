@@ -176,7 +176,10 @@ async def run_task(client: GatewayClient, name: str, item: WorkItem, handle: Han
             async def run() -> None:
                 # Every request the handler makes through a client carries the task's chain
                 # and deadline.
-                WORKING_FOR.set(WorkingFor(item.caller.chain, item.deadline_ms))
+                task = WorkingFor(
+                    item.caller.chain, item.deadline_ms, item.task_token, client.token
+                )
+                WORKING_FOR.set(task)
                 try:
                     outcome.append(await handle(item))
                 except Exception as exc:  # the handler's own failure: the task fails

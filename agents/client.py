@@ -180,7 +180,7 @@ class GatewayClient:
         attempt = 0
         headers = _with_trace_context(headers)
         if (task := WORKING_FOR.get()) is not None:  # a worker's request for its task
-            headers = task.headers(headers)
+            headers = task.headers(headers, self.token)
         while True:
             try:
                 response = await self._http.request(method, path, json=json, headers=headers)

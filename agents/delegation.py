@@ -34,12 +34,20 @@ class WorkingFor:
 
     chain: str
     deadline_ms: int | None = None
+    # The task token (the agent's identity bound to the chain by the gateway) and the token
+    # it stands in for: a client holding the worker's own token acts with the task's instead.
+    token: str = ""
+    worker_token: str | None = None
 
-    def headers(self, headers: dict[str, str] | None) -> dict[str, str]:
-        """`headers` with the task's chain, and its deadline when none sooner is asked."""
+    def headers(self, headers: dict[str, str] | None, token: str | None) -> dict[str, str]:
+        """`headers` of a request by a client holding `token`: with the task's chain (and its
+        task token in place of the worker's own), and its deadline when none sooner is
+        asked."""
         carried = (
             {**(headers or {}), CHAIN_HEADER: self.chain} if self.chain else {**(headers or {})}
         )
+        if self.token and token is not None and token == self.worker_token:
+            carried["Authorization"] = f"Bearer {self.token}"
         if self.deadline_ms is not None:
             asked = carried.get(DEADLINE_HEADER)
             if asked is None or not asked.isdigit() or int(asked) > self.deadline_ms:

@@ -208,6 +208,7 @@ def create_app(
             quota_book=quota_book,
             chains=chains,
             cascade=cascade,
+            confined=hosted_agents.confined,
         )
         policy_store = PolicyStore(redis, policies)  # the admin API's rules
         tasks = TaskRunner(_task_store(settings, redis), pipeline, task_outcome_of)  # MCP tasks
@@ -386,6 +387,7 @@ def _pipeline(
     quota_book: QuotaBook,
     chains: ChainSigner,
     cascade: TaskCascade,
+    confined: frozenset[str],
 ) -> tuple[Pipeline, HeaderCheck]:
     """The six stages in docs/architecture.md's order, account running whatever happened; and what
     authenticate and budget decide from a request's headers before its body is read.
@@ -422,6 +424,7 @@ def _pipeline(
                 chains,
                 held_calls,
                 cascade=cascade,
+                confined=confined,
             ),
             budget,
             *_quota_stages(quota_book),  # none without [[quota]]: nothing per call

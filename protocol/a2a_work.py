@@ -44,6 +44,10 @@ class A2aWorkItem(BaseModel):
     deadline_ms: int | None = None  # unix ms: the caller's deadline, when it sent one
     token: int
     lease_expires_ms: int
+    # The agent's token bound to this task's delegation chain (`TokenClaims.chain`), valid
+    # until the caller's deadline: what the worker does for the task it does with this, so
+    # the chain goes with it even where the agent's code sends no chain header.
+    task_token: str = ""
 
     @property
     def text(self) -> str:

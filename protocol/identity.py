@@ -59,6 +59,10 @@ class TokenClaims(BaseModel):
     jti: str = Field(min_length=1, max_length=128)
     iss: str = "conclave"
     gen: int = Field(default=0, ge=0, description="the agent's generation when issued")
+    # A task token's (a hosted A2A agent's worker gets one with each task): the signed
+    # delegation chain it is bound to, so every request made with it acts for that chain,
+    # whatever headers it carries or omits.
+    chain: str = Field(default="", max_length=16384)
 
     @field_validator("scopes")
     @classmethod
@@ -78,6 +82,7 @@ class Principal(BaseModel):
     expires_at: int
     token_id: str
     generation: int = 0
+    chain: str = ""  # the delegation chain its token is bound to ('': none; TokenClaims.chain)
 
     @classmethod
     def from_claims(cls, claims: TokenClaims) -> Principal:
@@ -89,6 +94,7 @@ class Principal(BaseModel):
             expires_at=claims.exp,
             token_id=claims.jti,
             generation=claims.gen,
+            chain=claims.chain,
         )
 
     def may_call(self, tool: str) -> bool:

@@ -20,7 +20,7 @@ from gateway.a2a.forwarding import A2aCall, A2aForwarder
 from gateway.a2a.hosted_agents import HostedAgent, HostedAgents
 from gateway.a2a.hosted_serving import HostedA2a
 from gateway.a2a.hosted_tasks import HostedTasks
-from gateway.a2a.hosted_work import check_worker, next_work, post_update
+from gateway.a2a.hosted_work import check_worker, next_work, post_update, task_token_ttl_s
 from gateway.a2a.live_tasks import LiveTasks
 from gateway.a2a.remote_agents import CARD_TTL_S, HTTP_JSON, JSONRPC, RemoteAgent, RemoteAgents
 from gateway.a2a.task_owners import TaskOwners
@@ -51,4 +51,5 @@ __all__ = [
     "rest_request",
     "rpc_error",
     "rpc_request",
+    "task_token_ttl_s",
 ]

@@ -40,6 +40,7 @@ _TASK_ID_FIELD = {
     "DeleteTaskPushNotificationConfig": "taskId",
 }
 
+_CURL_DEFAULT = "application/x-www-form-urlencoded"  # what `curl -d` declares
 _SEGMENT = r"[^/]+"
 _ID = r"[^/:]+"  # a task id: a path segment short of a custom verb (":cancel")
 _TENANT = rf"(?:/(?P<tenant>{_SEGMENT}))?"
@@ -124,15 +125,17 @@ def check_version(version: str | None) -> None:
 
 
 def check_rpc_content_type(content_type: str | None) -> None:
-    """ContentTypeNotSupportedError for a JSON-RPC body its Content-Type says is not JSON (a
-    request without one is read as JSON)."""
+    """ContentTypeNotSupportedError for a JSON-RPC body its Content-Type says is something
+    other than JSON. None, and curl's `-d` default (form-urlencoded), are read as JSON, as
+    every gateway route reads them (`gateway.http.body`)."""
     media = (content_type or "").split(";")[0].strip().lower()
-    if media and media != "application/json" and not media.endswith("+json"):
-        raise a2a_failure(
-            CONTENT_TYPE_NOT_SUPPORTED,
-            ErrorCode.INVALID_REQUEST,
-            f"send a JSON-RPC request as Content-Type: application/json, not {media[:64]!r}",
-        )
+    if media in ("", "application/json", _CURL_DEFAULT) or media.endswith("+json"):
+        return
+    raise a2a_failure(
+        CONTENT_TYPE_NOT_SUPPORTED,
+        ErrorCode.INVALID_REQUEST,
+        f"send a JSON-RPC request as Content-Type: application/json, not {media[:64]!r}",
+    )
 
 
 def _invalid(message: str) -> GatewayError:

@@ -65,5 +65,10 @@ class HostedAgents:
     def names(self) -> frozenset[str]:
         return frozenset(self._agents)
 
+    @property
+    def confined(self) -> frozenset[str]:
+        """ "tenant/name" of the agents declared `confined` (they act by task tokens only)."""
+        return frozenset(f"{a.tenant}/{a.name}" for a in self._agents.values() if a.config.confined)
+
     def __iter__(self) -> Iterator[HostedAgent]:
         return iter(self._agents.values())

@@ -4,6 +4,7 @@ declared tenant: AGENT_NOT_ALLOWED for anyone else)."""
 
 from __future__ import annotations
 
+import math
 import time
 
 import anyio
@@ -44,6 +45,16 @@ async def next_work(tasks: HostedTasks, agent: HostedAgent, wait_s: float) -> A2
             return item
         await anyio.sleep(min(left, _POLL_S[min(polls, len(_POLL_S) - 1)]))
         polls += 1
+
+
+def task_token_ttl_s(agent: HostedAgent, item: A2aWorkItem, worker: Principal, max_s: int) -> int:
+    """How long the task token given with `item` lives: until the caller's deadline (else
+    the agent's `timeout_s`), never past the worker's own token nor `max_s`; at least 1 s."""
+    now = time.time()
+    ends = item.deadline_ms / 1000 if item.deadline_ms is not None else now + agent.config.timeout_s
+    if worker.expires_at:
+        ends = min(ends, worker.expires_at)
+    return max(1, min(max_s, math.ceil(ends - now)))
 
 
 async def post_update(

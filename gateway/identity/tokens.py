@@ -36,6 +36,7 @@ def issue_token(
     ttl_s: int | None = None,
     generation: int = 0,
     now: float | None = None,
+    chain: str = "",
 ) -> str:
     """Sign a token; ValueError for a bad scope or a lifetime above `token_ttl_max_s`."""
     ttl = ttl_s if ttl_s is not None else settings.token_ttl_s
@@ -55,9 +56,13 @@ def issue_token(
         jti=uuid.uuid4().hex,
         iss=settings.token_issuer,
         gen=generation,
+        chain=chain,
     )
+    payload = claims.model_dump(exclude_none=True)
+    if not chain:
+        del payload["chain"]  # only a task token has one: every other stays as it was
     return jwt.encode(
-        claims.model_dump(exclude_none=True),
+        payload,
         settings.secret.get_secret_value(),
         algorithm=ALGORITHM,
     )

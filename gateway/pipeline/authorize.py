@@ -28,7 +28,11 @@ Delegation (`gateway.delegation`): a request carrying `X-Conclave-Chain` is one 
 for the agents before it; a tool, or a namespace, that one of them may not hand on is
 POLICY_DENIED though the caller's own scopes allow it (the confused deputy); one done for a
 hosted task is stopped when that task ends (`TaskCascade`). A request without the header costs
-one header lookup.
+one header lookup. A task token (the one a hosted agent's worker gets with its task) is bound
+to its task's chain: a request made with it acts for that chain, whatever header it carries
+or omits. A hosted agent declared `confined` acts only through task tokens: its own token
+calls no tool, touches no state and delegates to no agent (POLICY_DENIED), so its code cannot
+drop the chain to do more for a caller than the caller may hand on.
 
 State: `state:<glob>:read|write` scopes over the caller's own tenant's namespaces (a scope
 never reaches another tenant): one it may not read is NAMESPACE_NOT_FOUND, exactly like a
@@ -54,6 +58,20 @@ _SUGGESTED = 3  # close matches named in a TOOL_NOT_FOUND
 _CHAIN = CHAIN_HEADER.lower()
 
 
+def _confined(principal: Principal, confined: frozenset[str]) -> GatewayError | None:
+    """POLICY_DENIED for a confined hosted agent's own token (not a task token)."""
+    identity = f"{principal.tenant}/{principal.agent}"
+    if identity not in confined:
+        return None
+    return GatewayError.of(
+        ErrorCode.POLICY_DENIED,
+        f"A2A agent {identity} is confined to its tasks: it acts only with the task token it"
+        " gets with each task (WorkItem.task_token; the SDK's client uses it inside a handler),"
+        " so what it does for a caller stays within what the caller may hand on",
+        details={"policy": "confined", "agent": identity},
+    )
+
+
 class AuthorizeStage:
     name = "authorize"
 
@@ -66,6 +84,7 @@ class AuthorizeStage:
         held_calls: HeldCalls | None = None,
         *,
         cascade: TaskCascade | None = None,
+        confined: Collection[str] = (),
     ) -> None:
         self.registry = registry
         self.a2a_agents = a2a_agents
@@ -73,6 +92,8 @@ class AuthorizeStage:
         self.chains = chains or ChainSigner(b"")
         self.cascade = cascade  # where a request done for a hosted task waits for its end
         self.held_calls = held_calls  # None: an `approve` rule refuses (nobody could approve)
+        # "tenant/agent" of the hosted agents declared `confined`: they act by task tokens only
+        self.confined = frozenset(confined)
         # (scopes, tool) -> may call: glob matching every scope on every call was a measurable
         # share of the hot path. The answer depends on nothing else, so it can never go stale.
         self._may_call: dict[tuple[tuple[str, ...], str], bool] = {}
@@ -89,7 +110,14 @@ class AuthorizeStage:
 
     async def __call__(self, ctx: RequestContext) -> None:
         principal = ctx.require_principal()
-        header = ctx.headers.get(_CHAIN)
+        header = principal.chain or ctx.headers.get(_CHAIN)  # a task token's chain holds
+        if self.confined and not principal.chain:
+            refusal = _confined(principal, self.confined)
+            if refusal is not None and ctx.namespace is not None:
+                raise refusal
+            if refusal is not None and (ctx.tool_name is not None or ctx.a2a_agent is not None):
+                ctx.tool_refusal = refusal
+                return
         if header is not None:
             ctx.chain = self.chains.read(header)
             if ctx.chain.tasks and ctx.cancel is not None and self.cascade is not None:

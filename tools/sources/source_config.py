@@ -153,7 +153,8 @@ class A2aAgentConfig(BaseModel):
     (`agents.serve_a2a`), each authenticated as the agent `name` of `tenant` (no
     other identity may serve it); `description` is its card's, `lease_s` how long a worker
     holds a task without writing, and an `idempotent` agent's task whose worker went quiet
-    is given to another worker (else it fails)."""
+    is given to another worker (else it fails). A `confined` agent acts only with the task
+    tokens its workers get with their tasks: its own token pulls tasks and nothing more."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -168,6 +169,7 @@ class A2aAgentConfig(BaseModel):
     description: str = Field(default="", max_length=2000)
     idempotent: bool = False
     lease_s: float = Field(default=15.0, gt=0, le=3600)
+    confined: bool = False
 
     @model_validator(mode="after")
     def _remote_or_hosted(self) -> A2aAgentConfig:
@@ -175,9 +177,16 @@ class A2aAgentConfig(BaseModel):
             raise ValueError(
                 "give a url (a remote agent) or a tenant (an agent its workers serve), not both"
             )
-        hosted_only = self.description or self.idempotent or "lease_s" in self.model_fields_set
+        hosted_only = (
+            self.description
+            or self.idempotent
+            or self.confined
+            or "lease_s" in self.model_fields_set
+        )
         if self.url is not None and hosted_only:
-            raise ValueError("description, idempotent and lease_s are for hosted agents (no url)")
+            raise ValueError(
+                "description, idempotent, lease_s and confined are for hosted agents (no url)"
+            )
         return self
 
     @property

@@ -1,6 +1,8 @@
 """The workers of hosted A2A agents, `/v1/a2a/{name}/work/...` (`gateway.a2a.hosted_work`):
 `POST .../work/next` claims the next task (a long poll of up to `wait_s`, at most 20 s; 204
-when none came), `POST .../work/{task_id}` writes the worker's update under its lease's token.
+when none came), with a task token: the agent's identity bound to the task's delegation chain
+(`hosted_work.task_token_ttl_s` says how long it lives); `POST .../work/{task_id}` writes the
+worker's update under its lease's token.
 
 Both run the pipeline (authenticate, scope, authorize, budget, the operation as dispatch's
 action, account), as the agent's own identity: a worker holds the token of the agent it
@@ -15,13 +17,14 @@ from collections.abc import Awaitable, Callable
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gateway.a2a import HostedAgent, check_worker, next_work
+from gateway.a2a import HostedAgent, check_worker, next_work, task_token_ttl_s
 from gateway.cancellation import CallCancel, cancel_when_client_goes
 from gateway.config import app_settings
 from gateway.gateway_error import GatewayError
 from gateway.http.body import read_body
 from gateway.http.gateway_parts import gateway_parts
 from gateway.http.responses import refusal
+from gateway.identity import issue_token
 from gateway.pipeline import RequestContext
 from protocol import A2aWorkUpdate, Principal
 
@@ -52,6 +55,19 @@ async def claim_work(
         item = await next_work(tasks, agent, wait_s)
         if item is None:
             return Response(status_code=204)
+        settings = app_settings(request.app)
+        ttl_s = task_token_ttl_s(agent, item, principal, settings.token_ttl_max_s)
+        task_token = issue_token(
+            settings,
+            tenant=principal.tenant,
+            agent=principal.agent,
+            scopes=principal.scopes,
+            obo=principal.obo,
+            ttl_s=ttl_s,
+            generation=principal.generation,
+            chain=item.caller.chain,
+        )
+        item = item.model_copy(update={"task_token": task_token})
         return Response(item.model_dump_json(), media_type="application/json")
 
     return await _through_pipeline(request, name, "a2a-work:next", claim)

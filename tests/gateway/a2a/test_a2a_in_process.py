@@ -48,6 +48,8 @@ async def gateway(
     config.write_text(
         f'[[a2a_agent]]\nname = "echo"\nurl = "{agent_url}"\n\n'
         '[[a2a_agent]]\nname = "helper"\ntenant = "acme"\ndescription = "helps"\n\n'
+        '[[a2a_agent]]\nname = "loose"\ntenant = "acme"\n\n'
+        '[[a2a_agent]]\nname = "sealed"\ntenant = "acme"\nconfined = true\n\n'
         # Policies see the chain: the helper echoes nothing it is asked to for t6's planner.
         '[[policy]]\nname = "not-for-t6"\ntenants = ["acme"]\nagents = ["helper"]\n'
         'tools = ["echo"]\nwhen = \'"t6/planner" in chain\'\noutcome = "deny"\n'
@@ -260,6 +262,53 @@ async def test_a_worker_does_for_its_caller_no_more_than_the_caller_may_hand_on(
         "state:notes:read",
     ]
     assert on_its_own.result["stdout"] == "1\n"
+
+
+@pytest.mark.parametrize(
+    ("agent", "outcomes"),
+    [
+        ("loose", "ok, POLICY_DENIED, ok, ok"),
+        ("sealed", "ok, POLICY_DENIED, POLICY_DENIED, POLICY_DENIED"),
+    ],
+)
+async def test_a_worker_whose_code_drops_the_chain_still_works_within_its_callers_grant(
+    gateway: httpx.AsyncClient, settings: Settings, agent: str, outcomes: str
+) -> None:
+    """The confused deputy when the agent's code sends no chain header: the planner may call
+    echo and hand on nothing more; the agent may call echo and run_python. With the task
+    token its worker got with the task, a bare HTTP client's calls act for the planner's
+    chain all the same (run_python: POLICY_DENIED). The agent's own token acts for itself
+    (run_python runs), unless the agent is declared `confined`: then it only serves its
+    tasks, and anything else it asks is POLICY_DENIED."""
+    caller = await _registered(gateway, settings, "t9", "planner", agents=[agent], tools=["echo"])
+    rights = {"tools": ["echo", "run_python"]}
+    agent_token = (await _registered(gateway, settings, "acme", agent, **rights))[
+        "Authorization"
+    ].removeprefix("Bearer ")
+    transport = gateway._transport
+    async with (
+        GatewayClient("http://gateway", agent_token, transport=transport) as worker,
+        httpx.AsyncClient(transport=transport, base_url="http://gateway") as bare,
+    ):
+
+        async def call_without_the_chain(item: WorkItem) -> str:
+            outcome = []
+            for token in (item.task_token, agent_token):
+                for tool, arguments in (("echo", {"message": "hi"}), ("run_python", {"code": "1"})):
+                    answer = await bare.post(
+                        f"/v1/tools/{tool}/call",
+                        json={"arguments": arguments},
+                        headers={"Authorization": f"Bearer {token}"},
+                    )
+                    outcome.append("ok" if answer.status_code == 200 else answer.json()["code"])
+            return ", ".join(outcome)
+
+        stop = anyio.Event()
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: serve_a2a(worker, agent, call_without_the_chain, stop=stop))
+            reply = await gateway.post(f"/a2a/{agent}", json=_send("go"), headers=caller)
+            stop.set()
+    assert reply.json()["result"]["task"]["status"]["message"]["parts"][0]["text"] == outcomes
 
 
 async def test_the_audit_and_policies_see_whom_a_worker_acts_for(
