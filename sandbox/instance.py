@@ -7,10 +7,8 @@ runner kills the call's processes and answers; the sandbox stays warm. When the 
 not answer within the call's wall limit plus a grace period, the whole sandbox is torn down:
 the call is dead for real even if the runner itself was stopped.
 
-The runner shares its sandbox with tool code, so its report is a claim too: the host clamps
-what it records to what it granted and saw itself (`_clamped_usage`): wall time at most the
-host's own measure of the call, CPU at most the call's CPU limit, peak RSS at most the
-sandbox's memory ceiling, a kill's lateness at most what the host saw past the limit.
+The runner shares its sandbox with tool code, so its report is a claim too: what the host
+makes of its reply (checked, clamped to what the host granted and saw) is `runner_reply`'s.
 
 Egress: with an `EgressGate` (the gateway's egress proxy) and a profile whose tools have
 network rights (`SandboxProfile.egress`), the gate serves the sandbox's egress socket
@@ -33,13 +31,8 @@ and checks them. They are the tool's word: nothing in them is recorded as usage.
 MCP servers: an invocation of an `mcp_stdio` tool (`tools.calls.Placement`) is sent as a
 request of type "mcp": its arguments are the server's spec and one JSON-RPC message, which
 the runner relays to the server it keeps in this sandbox (started on first use). The server's
-requests to the calling client (sampling, elicitation, roots) come as server-request frames
-before the reply; each goes to the invocation's `events` (`CallEvents.request`, which asks
-the client or refuses) and its answer back to the runner as a server-answer frame, while the
-call's other frames are read on: a client's slow answer holds up nothing else. A request for
-a feature the caller's request did not declare (`Invocation.client_capabilities`, the
-2026-07-28 wire's) stops the call at once, as a cancel does (the sandbox stays warm), and is
-answered `CLIENT_CAPABILITY_MISSING` naming the capability (`details.requiredCapabilities`).
+requests to the calling client (sampling, elicitation, roots), read with the call's other
+frames, are `server_requests`'.
 
 Notices: what the sandbox's MCP servers notify of their subscriptions (resource updates)
 goes to `notices` (`idle_watch.NoticeGate`, given its receiver by the call that subscribed,
@@ -49,13 +42,10 @@ begins (`begin_watch`) and the next call stops first.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import json
 import logging
-import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -63,7 +53,7 @@ import anyio
 from anyio.abc import TaskGroup
 from pydantic_core import to_jsonable_python
 
-from protocol import FEATURE_OF_METHOD, CallUsage, ErrorCode, ExitReason, SerfError
+from protocol import CallUsage, ErrorCode, ExitReason, SerfError
 from sandbox.backend import (
     EngineBound,
     EngineLost,
@@ -82,20 +72,21 @@ from sandbox.runner import (
     EVENT_FIELD,
     MAX_EVENTS,
     MCP,
-    MESSAGE_FIELD,
     NOTICE,
     NOTIFICATION_FIELD,
-    OUTPUT,
-    REQUEST_FIELD,
-    SERVER_ANSWER,
     SERVER_REQUEST,
     frame_limit,
 )
+from sandbox.runner_reply import (
+    CallResult,
+    ProtocolViolation,
+    check_reply,
+    output_over_cap,
+    reply_outcome,
+)
+from sandbox.server_requests import Undeclared, answer_server, check_declared
 from sandbox.unavailable import unavailable_error
-from sandbox.workspace import disk_full_error, workspace_is_full
-from tools import ToolResult, ToolResultError, tool_exception_code
 from tools.calls import (
-    CallEvents,
     CallLimits,
     Invocation,
     Outcome,
@@ -105,13 +96,6 @@ from tools.calls import (
     TimeLimit,
     answer_deadline,
 )
-
-# A sandbox is torn down after these. Not after a timeout the runner reported: it killed the
-# call's process group and reaped it, and sweeps any orphan before the next call, so the
-# sandbox is clean and stays warm for the retry a kill invites. (A runner that does not
-# answer is torn down with its sandbox, see `_runner_lost`.)
-_RECYCLE_REASONS = {ExitReason.OOM, ExitReason.KILLED}
-
 
 log = logging.getLogger("conclave.sandbox")
 
@@ -133,13 +117,6 @@ class EgressGate(Protocol):
 
 class StaleSandboxError(SandboxError):
     """The sandbox's runner was already gone when a call was handed to it."""
-
-
-@dataclass
-class CallResult:
-    outcome: Outcome
-    recycle: bool  # the sandbox must not serve another call
-    torn_down_at_timeout: bool = False  # the runner did not answer its own kill in time
 
 
 class Sandbox:
@@ -301,8 +278,8 @@ class Sandbox:
         started = time.monotonic()
         reply: dict[str, Any] | None = None
         gone = ""
-        violation: _ProtocolViolation | None = None
-        undeclared: _Undeclared | None = None
+        violation: ProtocolViolation | None = None
+        undeclared: Undeclared | None = None
         if self._engine is not None and self._engine.engine_lost.is_set():
             return await self._engine_gone(started)
         self.current_call = invocation
@@ -319,14 +296,14 @@ class Sandbox:
                 try:
                     reply = await self._reply_after_events(self.channel, invocation, call_id)
                     if reply is not None:
-                        _check_reply(reply, call_id, invocation.limits, self.channel)
+                        check_reply(reply, call_id, invocation.limits, self.channel)
                 except ChannelClosed as exc:
                     gone = str(exc)
                 except OversizedFrame as exc:
-                    violation = _output_over_cap(invocation.limits, exc.size)
-                except _ProtocolViolation as exc:
+                    violation = output_over_cap(invocation.limits, exc.size)
+                except ProtocolViolation as exc:
                     violation = exc
-                except _Undeclared as exc:  # the caller cannot be asked: the call stops
+                except Undeclared as exc:  # the caller cannot be asked: the call stops
                     undeclared = exc
                     await self._send_cancel(call_id, invocation.limits)
         except anyio.get_cancelled_exc_class():
@@ -347,7 +324,7 @@ class Sandbox:
             return await self._engine_gone(started)
         if reply is None:
             return self._runner_lost(invocation, wall_ms, gone)
-        return await self._outcome(reply, invocation.limits, wall_ms)
+        return await reply_outcome(reply, invocation.limits, wall_ms, self)
 
     async def _reply_after_events(
         self, channel: RunnerChannel, invocation: Invocation, call_id: int
@@ -394,16 +371,16 @@ class Sandbox:
                 )
                 details = {"sandbox_killed": True, "protocol_violation": "events"}
                 error = SerfError.of(ErrorCode.SANDBOX_KILLED, message, details=details)
-                raise _ProtocolViolation(error)
+                raise ProtocolViolation(error)
             if kind == NOTICE:
                 self.notices.notice(frame)
             elif kind == SERVER_REQUEST:
-                _check_declared(invocation, frame)
+                check_declared(invocation, frame)
                 ask = (channel, call_id, frame, invocation.events, deadline)
                 if asking is None:
-                    await _answer_server(*ask)
+                    await answer_server(*ask)
                 else:
-                    asking.start_soon(_answer_server, *ask)
+                    asking.start_soon(answer_server, *ask)
             elif invocation.events is None:
                 continue
             elif NOTIFICATION_FIELD in frame:
@@ -444,7 +421,7 @@ class Sandbox:
         await self.close()
         return False
 
-    async def _refuse_reply(self, violation: _ProtocolViolation, wall_ms: float) -> CallResult:
+    async def _refuse_reply(self, violation: ProtocolViolation, wall_ms: float) -> CallResult:
         """A reply the host does not pass on: the sandbox is torn down now (what else its
         runner sent cannot be trusted, nor read in step) and the call gets the refusal."""
         log.warning("refused a reply of %s: %s", self.label, violation.error.message)
@@ -514,87 +491,12 @@ class Sandbox:
             Outcome(usage=usage, error=error), recycle=True, torn_down_at_timeout=not gone
         )
 
-    async def _outcome(
-        self, reply: dict[str, Any], limits: CallLimits, wall_ms: float
-    ) -> CallResult:
-        measured = _clamped_usage(reply.get("usage"), limits, self.spec.profile.memory_mb, wall_ms)
-        reason = ExitReason(reply.get("exit_reason", "error"))
-        raw_error = reply.get("error")
-        if raw_error is not None and await self._oom_killed_since_last_look():
-            # The kernel's OOM killer struck at the sandbox's ceiling (several processes of
-            # the call together, each under its own limit): whatever the tool then reported,
-            # the cause is memory.
-            reason = ExitReason.OOM
-            raw_error = {
-                "code": "SANDBOX_OOM",
-                "message": (
-                    f"the call was OOM-killed at the sandbox's {self.spec.profile.memory_mb}"
-                    " MB ceiling; ask for less work per call, or a larger memory_mb"
-                ),
-                "details": {
-                    "peak_rss_kb": int(measured["peak_rss_kb"]),
-                    "ceiling_mb": self.spec.profile.memory_mb,
-                },
-            }
-        recycle = reason in _RECYCLE_REASONS
-        if raw_error is not None and not recycle and await self._pids_refused_since_last_look():
-            # The call hit the sandbox's process limit (a fork bomb): its processes may still
-            # be dying and holding the CPU quota the runner shares with them. The sandbox
-            # serves no other call; a tool error is reported as the limit it ran into.
-            recycle = True
-            if reason is ExitReason.ERROR:
-                reason = ExitReason.KILLED
-                raw_error = {
-                    "code": "SANDBOX_KILLED",
-                    "message": (
-                        f"the call reached the sandbox's limit of {self.spec.profile.pids} "
-                        "processes and was stopped; start fewer processes per call"
-                    ),
-                    "details": {"pids_limit": self.spec.profile.pids},
-                }
-        usage = CallUsage(
-            wall_ms=measured["wall_ms"],
-            cpu_ms=measured["cpu_ms"],
-            peak_rss_kb=int(measured["peak_rss_kb"]),
-            exit_reason=reason,
-            sandbox=self.label,
-        )
-        quota = self.spec.workspace_quota
-        if raw_error is not None and quota is not None and workspace_is_full(self.spec.workspace):
-            # The call failed with its workspace full (the host's own look): that is the
-            # cause, whatever the tool said. The sandbox and its files stay: the caller may
-            # delete what it no longer needs.
-            return CallResult(Outcome(usage=usage, error=disk_full_error(quota)), recycle)
-        if raw_error is None and OUTPUT in reply:
-            try:
-                output = ToolResult.from_wire(reply[OUTPUT])
-            except ToolResultError as exc:  # tool code wrote its own frame
-                usage = usage.model_copy(update={"exit_reason": ExitReason.ERROR})
-                error = SerfError.of(
-                    ErrorCode.TOOL_FAILED, f"the tool's result is not MCP content: {exc}"
-                )
-                return CallResult(Outcome(usage=usage, error=error), recycle)
-            return CallResult(Outcome(usage, result=output.value, output=output), recycle)
-        if raw_error is None:
-            return CallResult(Outcome(usage=usage, result=reply.get("result")), recycle)
-        details = dict(raw_error.get("details") or {})
-        if "kill_overshoot_ms" in details:  # no later than the host saw the call answer
-            late_ms = max(0.0, wall_ms - limits.timeout_ms)
-            details["kill_overshoot_ms"] = _bounded(details["kill_overshoot_ms"], late_ms)
-        error = SerfError.of(
-            _code(raw_error.get("code"), details.get("mro")),
-            str(raw_error.get("message", "the tool failed")),
-            param_hints=raw_error.get("param_hints") or None,
-            details=details or None,
-        )
-        return CallResult(Outcome(usage=usage, error=error), recycle)
-
-    async def _oom_killed_since_last_look(self) -> bool:
+    async def oom_killed_since_last_look(self) -> bool:
         kills = await self.launched.oom_kills()
         seen, self._oom_kills_seen = self._oom_kills_seen, kills
         return kills > seen
 
-    async def _pids_refused_since_last_look(self) -> bool:
+    async def pids_refused_since_last_look(self) -> bool:
         refusals = await self.launched.pids_refusals()
         seen, self._pids_refusals_seen = self._pids_refusals_seen, refusals
         return refusals > seen
@@ -616,123 +518,7 @@ class Sandbox:
                 log.warning("could not tear down %s", self.launched.description, exc_info=True)
 
 
-class _Undeclared(Exception):
-    """The call's server asked the client for a feature the caller's request did not declare;
-    `error` is what the call answers."""
-
-    def __init__(self, error: SerfError) -> None:
-        super().__init__(error.message)
-        self.error = error
-
-
-def _check_declared(invocation: Invocation, frame: dict[str, Any]) -> None:
-    """Raise `_Undeclared` when the server's request (`frame`) needs a client feature the
-    request declared not (on the 2026-07-28 wire; the handshake era declares nothing here)."""
-    declared = invocation.client_capabilities
-    message = frame.get(MESSAGE_FIELD)
-    method = message.get("method") if isinstance(message, dict) else None
-    needed = FEATURE_OF_METHOD.get(method) if isinstance(method, str) else None
-    if declared is None or needed is None or needed in declared:
-        return
-    error = SerfError.of(
-        ErrorCode.CLIENT_CAPABILITY_MISSING,
-        f"{invocation.tool} asks the client for {needed}, which this request did not declare",
-        details={"requiredCapabilities": {needed: {}}},
-    )
-    raise _Undeclared(error)
-
-
-class _ProtocolViolation(Exception):
-    """A reply the host refuses to pass on; `error` is what the call answers instead."""
-
-    def __init__(self, error: SerfError) -> None:
-        super().__init__(error.message)
-        self.error = error
-
-
-async def _answer_server(
-    channel: RunnerChannel,
-    call_id: int,
-    frame: dict[str, Any],
-    events: CallEvents | None,
-    deadline: float,
-) -> None:
-    """Answer a server's request to the client (`frame`), by `deadline` at the latest."""
-    if events is None:
-        refused = "the caller takes no requests: it does not listen to the call's events"
-        answer: dict[str, Any] = {"error": {"code": -32601, "message": refused}}
-    else:
-        answer = await events.request(frame.get(MESSAGE_FIELD), deadline)
-    reply = {"type": SERVER_ANSWER, "id": call_id, REQUEST_FIELD: frame.get(REQUEST_FIELD)}
-    with anyio.CancelScope(shield=True), contextlib.suppress(ChannelClosed):
-        # A frame goes whole; a runner gone is found by the call's own read.
-        await channel.send({**reply, **answer})
-
-
-def _check_reply(
-    reply: dict[str, Any], call_id: int, limits: CallLimits, channel: RunnerChannel
-) -> None:
-    """Refuse a reply for another call, or whose result is over the call's output cap.
-
-    Its frame already fit the cap plus the wire's overhead; only a frame longer than the
-    cap itself can hold a result over it, so the result is measured only then."""
-    if reply.get("id") != call_id or type(reply.get("id")) is not int:
-        message = (
-            f"the sandbox's runner answered call {call_id} with a reply for "
-            f"{str(reply.get('id'))[:40]!r}: a protocol violation; the sandbox was torn down"
-        )
-        details = {"sandbox_killed": True, "protocol_violation": "reply id"}
-        raise _ProtocolViolation(SerfError.of(ErrorCode.SANDBOX_KILLED, message, details=details))
-    if "result" in reply and channel.last_frame_size > limits.max_output_bytes:
-        size = len(json.dumps(reply["result"], separators=(",", ":")).encode())
-        if size > limits.max_output_bytes:
-            raise _output_over_cap(limits, size)
-
-
-def _output_over_cap(limits: CallLimits, size: int) -> _ProtocolViolation:
-    message = (
-        f"the result exceeded the output cap of {limits.max_output_bytes} bytes (the sandbox "
-        f"sent {size}); ask for less output (page through it, or write it to a workspace file)"
-    )
-    details = {"max_output_bytes": limits.max_output_bytes, "sandbox_killed": True}
-    error = SerfError.of(ErrorCode.SANDBOX_OUTPUT_LIMIT, message, details=details)
-    return _ProtocolViolation(error)
-
-
-def _bounded(claimed: Any, ceiling: float) -> float:
-    """A number the runner reported, within [0, ceiling]; anything else counts as 0."""
-    try:
-        value = float(claimed)
-    except (TypeError, ValueError):
-        return 0.0
-    return min(max(value, 0.0), ceiling) if math.isfinite(value) else 0.0
-
-
 def _cpu_ms(frame: dict[str, Any]) -> float:
     """The CPU a runner's start frame says it had used (a report, for the trace only)."""
     reported = frame.get("cpu_ms")
     return float(reported) if isinstance(reported, int | float) else 0.0
-
-
-def _clamped_usage(
-    claimed: Any, limits: CallLimits, ceiling_mb: int, host_wall_ms: float
-) -> dict[str, float]:
-    """The runner's usage report, clamped to what the host granted and observed."""
-    usage = claimed if isinstance(claimed, dict) else {}
-    cpu_limit_ms = (math.ceil(limits.cpu_seconds) + 1) * 1000  # the runner's hard RLIMIT_CPU
-    return {
-        "wall_ms": _bounded(usage.get("wall_ms", host_wall_ms), host_wall_ms),
-        "cpu_ms": _bounded(usage.get("cpu_ms"), cpu_limit_ms),
-        "peak_rss_kb": _bounded(usage.get("peak_rss_kb"), ceiling_mb * 1024),
-    }
-
-
-def _code(raw: Any, exception_mro: list[str] | None) -> ErrorCode:
-    """The runner's code; a tool's exception's by its type names (`tools.tool_exceptions`)."""
-    try:
-        code = ErrorCode(raw)
-    except ValueError:
-        return ErrorCode.INTERNAL
-    if code == ErrorCode.TOOL_FAILED and exception_mro:
-        return tool_exception_code(exception_mro)
-    return code
