@@ -43,7 +43,6 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -56,6 +55,7 @@ from sandbox.backend import SandboxBackend, SandboxError, SandboxSpec
 from sandbox.background import BackgroundWork
 from sandbox.fair_queue import FairQueue, Waiter
 from sandbox.fair_share import FairShares, Grant, PoolFullError
+from sandbox.idle_sandboxes import IdleSandboxes
 from sandbox.instance import CANCEL_ANSWER_S, EgressGate, Sandbox, StaleSandboxError
 from sandbox.profiles import SPARE_AGENT, PoolKey, profile_for
 from sandbox.sandbox_config import DIRECT_POOL, SandboxConfig
@@ -118,7 +118,7 @@ class SandboxPool:
         # turns this on: ATBA's kills invite retries, which should find a warm sandbox).
         self.replace_killed = replace_killed
         self.egress = egress  # serves each sandbox's egress socket (the gateway's proxy)
-        self._idle: dict[PoolKey, list[Sandbox]] = {}
+        self._idle = IdleSandboxes()
         self._busy: set[Sandbox] = set()
         self._spares = Spares(config.spares)
         self._lock = anyio.Lock()
@@ -142,7 +142,7 @@ class SandboxPool:
 
     @property
     def size(self) -> int:
-        idle = sum(map(len, self._idle.values()))
+        idle = self._idle.count
         return self._shares.starting + self._spares.count + len(self._busy) + idle
 
     @property
@@ -168,10 +168,7 @@ class SandboxPool:
     def tenant_stats(self) -> dict[str, tuple[int, int, int]]:
         """Per tenant: sandboxes in use (busy or starting), idle ones kept warm for it, and
         agents with one in use (the console's sandboxes page)."""
-        idle: Counter[str] = Counter()
-        for (tenant, _, _), sandboxes in self._idle.items():
-            idle[tenant] += len(sandboxes)
-        return self._shares.tenant_stats(idle)
+        return self._shares.tenant_stats(self._idle.per_tenant())
 
     async def execute(self, invocation: Invocation) -> Outcome:
         principal = invocation.context.principal
@@ -308,7 +305,7 @@ class SandboxPool:
         async with self._lock:
             if self._closed:
                 raise PoolFullError("the sandbox pool is shut down")
-            for expired in self._take_expired():
+            for expired in self._idle.take_expired(self.config.idle_s):
                 self._work.start(self._destroy, expired)
             racing_a_start = hedge and self._shares.only_starting(*key[:2])
             grant = None if racing_a_start else self._admit(key)
@@ -374,7 +371,9 @@ class SandboxPool:
                 return None
             grant = Grant()
             if self.size >= self.config.pool_max:
-                grant.evicted = self._spares.for_room() or self._oldest_idle()
+                grant.evicted = self._spares.for_room() or self._idle.take_oldest(
+                    self._shares.in_use_per_tenant()
+                )
                 if grant.evicted is None:
                     return None
             self._shares.start_begun(key)
@@ -391,7 +390,7 @@ class SandboxPool:
         """Undo a grant its call no longer wants (it was cancelled while queued)."""
         if grant.sandbox is not None:
             self._busy.discard(grant.sandbox)
-            self._idle.setdefault(key, []).append(grant.sandbox)
+            self._idle.add(key, grant.sandbox)
         else:
             self._shares.started_or_not(key)
             if grant.evicted is not None:
@@ -441,7 +440,7 @@ class SandboxPool:
             self._busy.discard(sandbox)
             keep = not (recycle or sandbox.closed or self._closed)
             if keep:
-                self._idle.setdefault(key, []).append(sandbox)
+                self._idle.add(key, sandbox)
                 watch = None if self._closing else sandbox.begin_watch()
                 if watch is not None:  # begun before anyone can take it from the idle pool
                     self._work.start(watch.run)
@@ -501,40 +500,10 @@ class SandboxPool:
         if sandbox is not None:  # the pool shut down while it started
             await self._destroy(sandbox)
 
-    def _take_expired(self) -> list[Sandbox]:
-        now = time.monotonic()
-        expired: list[Sandbox] = []
-        for key, sandboxes in list(self._idle.items()):
-            keep = [s for s in sandboxes if now - s.last_used < self.config.idle_s or s.held]
-            expired += [s for s in sandboxes if s not in keep]
-            if keep:
-                self._idle[key] = keep
-            else:
-                del self._idle[key]
-        return expired
-
-    def _oldest_idle(self) -> Sandbox | None:
-        """The idle sandbox to tear down for room: the least recently used one of the tenant
-        that holds the most sandboxes, so a tenant starting many never evicts the one warm
-        sandbox of a tenant that holds few."""
-        held = self._shares.in_use_per_tenant()
-        for key, sandboxes in self._idle.items():
-            held[key[0]] += len(sandboxes)
-        candidates = [
-            (s.held, -held[key[0]], s.last_used, key, s) for key, v in self._idle.items() for s in v
-        ]
-        if not candidates:
-            return None
-        *_, key, oldest = min(candidates, key=lambda c: (c[0], c[1], c[2]))
-        self._idle[key].remove(oldest)
-        if not self._idle[key]:
-            del self._idle[key]
-        return oldest
-
     async def reap_idle(self) -> int:
         """Tear down sandboxes idle for longer than `idle_s`; returns how many."""
         async with self._lock:
-            expired = self._take_expired()
+            expired = self._idle.take_expired(self.config.idle_s)
         for sandbox in expired:
             await self._destroy(sandbox)
         return len(expired)
@@ -588,12 +557,12 @@ class SandboxPool:
         once the work still running in it has ended."""
         with anyio.CancelScope(shield=True):
             self._closing = True
-            for sandbox in [s for v in self._idle.values() for s in v]:
+            for sandbox in self._idle.every():
                 await sandbox.stop_watching()  # a watch runs until stopped: end each first
             await self._work.settled()  # late starts land in the idle pool first
             async with self._lock:
                 self._closed = True
-                everything = [s for v in self._idle.values() for s in v] + list(self._busy)
+                everything = self._idle.every() + list(self._busy)
                 everything += self._spares.drain()
                 self._idle.clear()
             for sandbox in everything:
