@@ -60,9 +60,9 @@ class Artifact:
     def data(cls, value: Any, *, name: str | None = None) -> Artifact:
         return cls(({"data": value},), name)
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self, artifact_id: str) -> dict[str, Any]:
         named = {"name": self.name} if self.name is not None else {}
-        return {"artifactId": uuid.uuid4().hex, **named, "parts": list(self.parts)}
+        return {"artifactId": artifact_id, **named, "parts": list(self.parts)}
 
 
 @dataclass(frozen=True)
@@ -138,13 +138,16 @@ async def write(
     text: str | None = None,
     artifact: Artifact | None = None,
     as_message: bool = False,
+    artifact_id: str | None = None,
 ) -> A2aWorkAck:
-    """One update of `item` under its lease (renewing it); TaskLost when FENCED."""
+    """One update of `item` under its lease (renewing it); TaskLost when FENCED.
+    `artifact_id`: the artifact's (by default a new one; the task's artifact of that id, if
+    any, is replaced)."""
     update = A2aWorkUpdate(
         token=item.token,
         state=state,
         message=_message(text) if text is not None else None,
-        artifact=artifact.as_json() if artifact is not None else None,
+        artifact=artifact.as_json(artifact_id or uuid.uuid4().hex) if artifact else None,
         as_message=as_message,
     )
     try:
@@ -215,15 +218,28 @@ async def run_task(client: GatewayClient, name: str, item: WorkItem, handle: Han
 
 async def _answer(client: GatewayClient, name: str, item: WorkItem, answer: str | Reply) -> None:
     """The handler's answer written: each artifact but the last while the task works (its
-    subscribers see each as it lands), the last with the final state and the message."""
+    subscribers see each as it lands), the last with the final state and the message.
+
+    An artifact's id is the task's, its turn's (the messages so far) and its place: a worker
+    that runs the task again after another died mid-answer writes the same ids, which replace
+    what the dead one wrote, so no artifact is lost or doubled."""
     reply = answer if isinstance(answer, Reply) else Reply(str(answer))
     outputs: list[Artifact | None] = [*reply.outputs()] or [None]
-    *early, last = outputs
-    for artifact in early:
-        await write(client, name, item, "TASK_STATE_WORKING", artifact=artifact)
+    ids = [f"{item.task_id}-{len(item.messages)}-{i}" for i in range(len(outputs))]
+    for artifact, artifact_id in zip(outputs[:-1], ids, strict=False):
+        await write(
+            client, name, item, "TASK_STATE_WORKING", artifact=artifact, artifact_id=artifact_id
+        )
     text = reply.text if reply.text or reply.as_message else None
     await write(
-        client, name, item, reply.state, text=text, artifact=last, as_message=reply.as_message
+        client,
+        name,
+        item,
+        reply.state,
+        text=text,
+        artifact=outputs[-1],
+        as_message=reply.as_message,
+        artifact_id=ids[-1],
     )
 
 

@@ -6,7 +6,9 @@
 -- status: the new status's JSON; message: the agent's message's JSON, or '' (appended to
 -- the history); artifact: JSON, or ''; answer: '1' when the message is the agent's whole
 -- answer (SendMessage answers it alone, not the task), else ''. An artifact written while
--- the task stays working is an artifact event alone: its status did not change.
+-- the task stays working is an artifact event alone: its status did not change. An artifact
+-- whose artifactId the task holds already replaces it (A2A: not appended), so a worker that
+-- runs a task again after another died writes each artifact once.
 -- Returns {'OK', lease end (0: none)}, {'CANCELED'}, {'ENDED', state}, {'FENCED'} or {'GONE'}.
 local held = redis.call('HMGET', task, 'token', 'state', 'lease_until')
 if not held[1] then return {'GONE'} end
@@ -29,7 +31,16 @@ if message ~= '' then
   if ttl > 0 then redis.call('EXPIRE', history, ttl) end
 end
 if artifact ~= '' then
-  redis.call('RPUSH', artifacts, artifact)
+  local id = cjson.decode(artifact)['artifactId']
+  local at = nil
+  for i, held_artifact in ipairs(redis.call('LRANGE', artifacts, 0, -1)) do
+    if id ~= nil and cjson.decode(held_artifact)['artifactId'] == id then at = i - 1 end
+  end
+  if at ~= nil then
+    redis.call('LSET', artifacts, at, artifact)
+  else
+    redis.call('RPUSH', artifacts, artifact)
+  end
   if ttl > 0 then redis.call('EXPIRE', artifacts, ttl) end
   hosted_event(task, events, 'artifact', artifact)
 end

@@ -50,6 +50,7 @@ async def gateway(
         '[[a2a_agent]]\nname = "helper"\ntenant = "acme"\ndescription = "helps"\n\n'
         '[[a2a_agent]]\nname = "loose"\ntenant = "acme"\n\n'
         '[[a2a_agent]]\nname = "sealed"\ntenant = "acme"\nconfined = true\n\n'
+        '[[a2a_agent]]\nname = "redo"\ntenant = "acme"\nidempotent = true\nlease_s = 0.3\n\n'
         # Policies see the chain: the helper echoes nothing it is asked to for t6's planner.
         '[[policy]]\nname = "not-for-t6"\ntenants = ["acme"]\nagents = ["helper"]\n'
         'tools = ["echo"]\nwhen = \'"t6/planner" in chain\'\noutcome = "deny"\n'
@@ -139,6 +140,35 @@ async def test_a_hosted_task_from_send_to_answer_through_the_worker_api(
     assert status["message"]["parts"][0]["text"] == "helped"
     nothing = await gateway.post("/v1/a2a/helper/work/next?wait_s=0", headers=worker)
     assert nothing.status_code == 204
+
+
+async def test_a_task_run_again_after_its_worker_died_holds_each_artifact_once(
+    gateway: httpx.AsyncClient, settings: Settings
+) -> None:
+    """The first worker writes an artifact and goes quiet; past its lease the task goes to
+    the next (the agent is idempotent), which writes the same artifact (its id is the same)
+    and answers: the task holds that artifact once, and the answer's."""
+    caller = await _registered(gateway, settings, "t10", "asker", agents=["redo"])
+    worker = await _registered(gateway, settings, "acme", "redo")
+    at_once = _send("go", configuration={"returnImmediately": True})
+    task_id = (await gateway.post("/a2a/redo", json=at_once, headers=caller)).json()["result"][
+        "task"
+    ]["id"]
+    first_part = {"artifactId": f"{task_id}-1", "parts": [{"text": "part 1"}]}
+    for _run in range(2):  # the first worker's, then its successor's
+        item = (await gateway.post("/v1/a2a/redo/work/next?wait_s=5", headers=worker)).json()
+        assert item["task_id"] == task_id
+        update = {"token": item["token"], "state": "TASK_STATE_WORKING", "artifact": first_part}
+        written = await gateway.post(f"/v1/a2a/redo/work/{task_id}", json=update, headers=worker)
+        assert written.status_code == 200, written.text
+    last_part = {"artifactId": f"{task_id}-2", "parts": [{"text": "part 2"}]}
+    update = {"token": item["token"], "state": "TASK_STATE_COMPLETED", "artifact": last_part}
+    await gateway.post(f"/v1/a2a/redo/work/{task_id}", json=update, headers=worker)
+    task = await gateway.post("/a2a/redo", json=_rpc("GetTask", id=task_id), headers=caller)
+    assert [a["parts"][0]["text"] for a in task.json()["result"]["artifacts"]] == [
+        "part 1",
+        "part 2",
+    ]
 
 
 async def test_the_delegation_chain_travels_and_a_loop_or_a_forged_chain_is_refused(
