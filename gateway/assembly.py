@@ -28,6 +28,7 @@ from redis.asyncio import Redis
 
 from gateway.a2a import (
     A2aForwarder,
+    CardSigner,
     HostedA2a,
     HostedAgents,
     HostedTasks,
@@ -251,6 +252,7 @@ def create_app(
                 a2a_agents,
                 forwarder,
             ),
+            card_signer=CardSigner(settings.a2a_card_key) if settings.a2a_card_key else None,
         )
         keep_parts(app, parts)
         try:

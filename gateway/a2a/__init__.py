@@ -16,6 +16,7 @@ from gateway.a2a.a2a_methods import (
     rpc_request,
 )
 from gateway.a2a.agent_card import agent_path, gateway_card
+from gateway.a2a.card_signature import CardKeyError, CardSigner, verified
 from gateway.a2a.forwarding import A2aCall, A2aForwarder
 from gateway.a2a.hosted_agents import HostedAgent, HostedAgents
 from gateway.a2a.hosted_serving import HostedA2a
@@ -32,6 +33,8 @@ __all__ = [
     "A2aCall",
     "A2aForwarder",
     "A2aRequest",
+    "CardKeyError",
+    "CardSigner",
     "HostedA2a",
     "HostedAgent",
     "HostedAgents",
@@ -52,4 +55,5 @@ __all__ = [
     "rpc_error",
     "rpc_request",
     "task_token_ttl_s",
+    "verified",
 ]

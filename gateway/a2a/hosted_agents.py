@@ -46,7 +46,12 @@ class HostedAgent:
             "defaultInputModes": ["text/plain"],
             "defaultOutputModes": ["text/plain"],
             "skills": [
-                {"id": self.name, "name": self.name, "description": description, "tags": []}
+                {
+                    "id": self.name,
+                    "name": self.name,
+                    "description": description,
+                    "tags": ["conclave"],  # required (A2A 1.0): one says who serves it
+                }
             ],
         }
         return gateway_card(declared, origin, self.name)

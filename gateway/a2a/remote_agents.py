@@ -4,7 +4,9 @@ own HTTP client, the gateway's credential for it, and its card.
 An agent's card is read from `{url}/.well-known/agent-card.json` when first needed and again
 every `CARD_TTL_S`; the interfaces it declares (JSON-RPC, HTTP+JSON) say where requests go. An
 interface on another origin than the configured URL is not followed: the operator named one
-host, and a card (the agent's own text) must not send the gateway elsewhere.
+host, and a card (the agent's own text) must not send the gateway elsewhere. An agent declared
+with a `card_key_file` must sign its card with that key (JWS, `card_signature`): a card no
+signature of it verifies is refused as the agent answering garbage, and nothing is forwarded.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from gateway.a2a.a2a_errors import INVALID_AGENT_RESPONSE, UNSUPPORTED_OPERATION, a2a_failure
+from gateway.a2a.card_signature import load_public_key, verified
 from gateway.gateway_error import GatewayError
 from gateway.sources.shared import Http1Pool, credential_headers
 from protocol import ErrorCode
@@ -62,6 +65,7 @@ class RemoteAgent:
             follow_redirects=False,
             trust_env=False,  # never an HTTP(S)_PROXY of the gateway's environment
         )
+        self._card_key = load_public_key(config.card_key_file) if config.card_key_file else None
         self._card: dict[str, Any] | None = None
         self._card_read = 0.0
         self.card_read_at = 0.0  # unix time the card was last read (its Last-Modified)
@@ -84,6 +88,12 @@ class RemoteAgent:
             raise garbage(self.name, "its card is not JSON") from exc
         if not isinstance(card, dict) or not isinstance(card.get("supportedInterfaces"), list):
             raise garbage(self.name, "its card declares no supportedInterfaces")
+        if self._card_key is not None and not verified(card, self._card_key):
+            raise garbage(
+                self.name,
+                f"its card carries no signature of the key in {self.config.card_key_file}"
+                " (card_key_file): have the agent sign it with that key, or declare its own",
+            )
         if card != self._card:
             self.card_read_at = time.time()
         self._card, self._card_read = card, time.monotonic()

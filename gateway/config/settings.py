@@ -149,6 +149,9 @@ class Settings(BaseSettings):
     # Hosted A2A tasks one tenant's agents may have live at once, over every replica (0: no
     # bound): past it, creating one more is RATE_LIMITED until one ends (`gateway.a2a`).
     a2a_tenant_tasks_max: int = Field(default=256, ge=0)
+    # A PEM private key (RSA, EC P-256, Ed25519): the agent cards the gateway serves are
+    # signed with it (JWS, `gateway.a2a.card_signature`); none: they are served unsigned.
+    a2a_card_key: Path | None = None
     task_poll_interval_ms: int = Field(default=1000, gt=0)
     task_lease_ms: int = Field(default=3000, ge=300)
     task_long_running_ms: int = Field(default=60_000, gt=0)

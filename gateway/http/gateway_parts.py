@@ -16,7 +16,7 @@ from typing import cast
 from redis.asyncio import Redis
 from starlette.applications import Starlette
 
-from gateway.a2a import A2aForwarder, HostedA2a, HostedAgents, RemoteAgents
+from gateway.a2a import A2aForwarder, CardSigner, HostedA2a, HostedAgents, RemoteAgents
 from gateway.approvals import ApprovalBook
 from gateway.budgets import CircuitBreaker, LatencyWindow
 from gateway.cancellation import InflightCalls
@@ -69,6 +69,7 @@ class GatewayParts:
     a2a: A2aForwarder  # forwards their requests, the caller's tasks bound to it
     hosted_agents: HostedAgents  # the A2A agents served at /a2a/{name} by pulling workers
     hosted: HostedA2a  # their tasks, in Redis, answered to callers and handed to workers
+    card_signer: CardSigner | None  # signs the agent cards served (CONCLAVE_A2A_CARD_KEY)
 
 
 _KEY = "gateway_parts"  # the one attribute of `app.state` the parts live in

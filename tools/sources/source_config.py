@@ -164,6 +164,9 @@ class A2aAgentConfig(BaseModel):
     credential_env: str | None = None
     credential_file: Path | None = None
     credential_header: str = "Authorization"  # sent as "Bearer <credential>"
+    # A PEM public key: the agent's card must carry a JWS signature of it (A2A section 8.4),
+    # else the gateway neither serves the card nor forwards to the agent.
+    card_key_file: Path | None = None
     # A hosted agent's (no url):
     tenant: str | None = Field(default=None, min_length=1, max_length=64)
     description: str = Field(default="", max_length=2000)

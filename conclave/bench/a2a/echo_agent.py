@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from pathlib import Path
 
 import anyio
 import uvicorn
@@ -31,6 +32,7 @@ from a2a.server.tasks.inmemory_push_notification_config_store import (
 from a2a.server.tasks.inmemory_task_store import InMemoryTaskStore
 from a2a.server.tasks.task_updater import TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part
+from a2a.utils.signing import ProtectedHeader, create_agent_card_signer
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -75,7 +77,9 @@ def _remember_headers(app: ASGIApp) -> ASGIApp:
     return remembering
 
 
-def agent_app(base_url: str) -> ASGIApp:
+def agent_app(base_url: str, card_key: Path | None = None) -> ASGIApp:
+    """The agent at `base_url`; its card signed with the PEM private key in `card_key` (the
+    reference SDK's signer: JWS, ES256) when one is given."""
     card = AgentCard(
         name="Echo",
         description="Echoes what it is sent (Conclave's tests)",
@@ -91,6 +95,9 @@ def agent_app(base_url: str) -> ASGIApp:
         default_output_modes=["text"],
         skills=[AgentSkill(id="echo", name="Echo", description="echoes", tags=["test"])],
     )
+    if card_key is not None:
+        header = ProtectedHeader(kid="echo-key", alg="ES256", jku=None, typ="JOSE")
+        card = create_agent_card_signer(card_key.read_bytes(), header)(card)
     handler = DefaultRequestHandler(
         agent_executor=_Executor(),
         task_store=InMemoryTaskStore(),
@@ -106,11 +113,13 @@ def agent_app(base_url: str) -> ASGIApp:
 
 
 @contextmanager
-def running_agent(timeout_s: float = 30.0) -> Iterator[str]:
-    """The agent in a child process on a free local port; yields its base URL."""
+def running_agent(timeout_s: float = 30.0, card_key: Path | None = None) -> Iterator[str]:
+    """The agent in a child process on a free local port (its card signed with `card_key`, a
+    PEM EC private key, when given); yields its base URL."""
     port = free_port()
+    signing = ["--card-key", str(card_key)] if card_key is not None else []
     with running_child_server(
-        ["conclave.bench.a2a.echo_agent", "--port", str(port)], port, timeout_s
+        ["conclave.bench.a2a.echo_agent", "--port", str(port), *signing], port, timeout_s
     ):
         yield f"http://127.0.0.1:{port}"
 
@@ -118,10 +127,11 @@ def running_agent(timeout_s: float = 30.0) -> Iterator[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, required=True)
-    port = parser.parse_args().port
-    uvicorn.run(
-        agent_app(f"http://127.0.0.1:{port}"), host="127.0.0.1", port=port, log_level="warning"
-    )
+    parser.add_argument("--card-key", type=Path, default=None)
+    arguments = parser.parse_args()
+    port = arguments.port
+    app = agent_app(f"http://127.0.0.1:{port}", arguments.card_key)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
 if __name__ == "__main__":

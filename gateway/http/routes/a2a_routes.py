@@ -64,6 +64,8 @@ async def agent_card(name: str, request: Request) -> Response:
     except GatewayError as exc:
         status, body = rest_error(exc.error)
         return JSONResponse(body, status)
+    if parts.card_signer is not None:
+        served = parts.card_signer.signed(served)
     card = json.dumps(served, separators=(",", ":")).encode()
     etag = f'"{hashlib.blake2b(card, digest_size=12).hexdigest()}"'
     if request.headers.get("if-none-match") == etag:
