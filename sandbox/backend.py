@@ -60,7 +60,7 @@ class SandboxProfile:
 
 @dataclass(frozen=True)
 class WorkspaceQuota:
-    """How much one sandbox's workspace may hold (`sandbox.workspace` mounts it)."""
+    """How much one sandbox's workspace may hold (`sandbox.instance.workspace` mounts it)."""
 
     size_mb: int
     inodes: int

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Sequence
 
 from sandbox.backend import SandboxBackend, SandboxStartError
-from sandbox.detect import bwrap_status, docker_status, strongest_available
+from sandbox.backends.detect import bwrap_status, docker_status, strongest_available
 from sandbox.instance import EgressGate
 from sandbox.pool import SandboxPool
 from sandbox.sandbox_config import SandboxConfig

@@ -22,7 +22,7 @@ from conclave.bench.mcp.conformance_cli import (
 from conclave.stack.embedded_redis import EmbeddedRedis
 from gateway.config import Settings
 from gateway.redis_io import connect_redis
-from sandbox.detect import bwrap_status, docker_status
+from sandbox.backends.detect import bwrap_status, docker_status
 from tests.helpers import in_process_gateway
 from tests.tiers import pytest_collection_modifyitems  # noqa: F401 (the tiers' hook)
 

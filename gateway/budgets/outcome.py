@@ -17,7 +17,7 @@ tool whether the call was evidence of a healthy tool:
 
 Everything is keyed by (tenant, tool): what one tenant's calls do (or forge) never moves
 another tenant's grants, margins or breakers. The durations come from the executor, which
-clamps them to what the host observed (`sandbox.instance`).
+clamps them to what the host observed (`sandbox.instance.runner_reply`).
 
 The same round trip gives back the call's place among its tenant's calls in flight
 (`admission.InFlight`). Done as separate requests, the place, the sample, the overshoot and

@@ -1,9 +1,9 @@
 """The host paths a bubblewrap sandbox sees of the system: `/usr` and what the loader needs,
 read-only, and the merged-/usr links (`/bin`, `/lib`, ...) as they are on the host.
 
-Both the backend and its availability probe (`sandbox.detect`) mount exactly these, never the
-host's whole root: a recursive bind of `/` remounts every mount under it read-only, and one a
-Docker engine is creating or removing at that moment (a container's overlay) fails the
+Both the backend and its availability probe (`sandbox.backends.detect`) mount exactly these,
+never the host's whole root: a recursive bind of `/` remounts every mount under it read-only,
+and one a Docker engine is creating or removing at that moment (a container's overlay) fails the
 remount with EINVAL, so the probe failed whenever containers started beside it.
 """
 

@@ -19,7 +19,7 @@ import anyio
 from docker.errors import DockerException, NotFound
 from requests.exceptions import RequestException
 
-from sandbox.docker_client import docker_client
+from sandbox.backends.docker_client import docker_client
 
 log = logging.getLogger("conclave.sandbox")
 RECONNECT_S = 0.5  # after the stream broke: how soon the reader connects again

@@ -37,9 +37,9 @@ from sandbox.backend import (
 )
 from sandbox.backends.cgroup import event_count, remove_tenant_cgroup, tenant_group
 from sandbox.backends.container_deaths import ContainerDeaths
+from sandbox.backends.docker_client import docker_client
 from sandbox.backends.seccomp import docker_profile
 from sandbox.background import BackgroundWork
-from sandbox.docker_client import docker_client
 from sandbox.layout import RUNNER_PATH, code_packages, runner_argv
 from sandbox.runner import SOCKET_NAME
 from tools.calls import StartStage

@@ -36,8 +36,8 @@ from sandbox.backend import (
     SandboxStartError,
 )
 from sandbox.backends.docker import DockerBackend, DockerSandbox
+from sandbox.backends.docker_client import docker_client
 from sandbox.background import BackgroundWork
-from sandbox.docker_client import docker_client
 from tools.calls import StartStage
 
 T = TypeVar("T")

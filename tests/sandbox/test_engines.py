@@ -34,7 +34,7 @@ from protocol import ErrorCode
 from sandbox import SandboxStartError, create_executor
 from sandbox.backends.docker import OWNER_LABEL
 from sandbox.backends.docker_fleet import DockerFleet
-from sandbox.image import RuntimeImageBuilder
+from sandbox.images.runtime_image import RuntimeImageBuilder
 from sandbox.pool import SandboxPool
 from sandbox.sandbox_config import DIRECT_POOL
 from tests.sandbox.conftest import TOOL_MODULES, invocation

@@ -22,6 +22,7 @@ SUITES: dict[str, str] = {
     "isolation": "conclave.bench.isolation.isolation_suite",
     "federation": "conclave.bench.mcp.federation_suite",
     "a2a": "conclave.bench.a2a.a2a_suite",
+    "governance": "conclave.bench.governance.governance_suite",
     "conformance": "conclave.bench.mcp.conformance_suite",
     "tracing": "conclave.bench.overhead.tracing_suite",
     "console": "conclave.bench.overhead.console_suite",

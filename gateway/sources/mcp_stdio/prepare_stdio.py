@@ -5,9 +5,9 @@ The directory `<cache>/stdio-sources/<name>-<digest>/conclave_stdio_<name>` is a
 server's command needs: its `npm` packages installed on the host (`npm install --prefix`,
 so `node_modules/.bin` has their commands) and, for backends that bind host directories
 (bwrap, process), its `pypi` packages `pip install --target deps`. Docker gets the `pypi`
-packages from an image layer instead (`sandbox.source_layer`), and Debian's node from the
-host (`sandbox.image.node_layer`). The digest hashes the packages and this recipe, so an
-unchanged source is prepared once.
+packages from an image layer instead (`sandbox.images.source_layer`), and Debian's node from
+the host (`sandbox.images.source_layer.node_layer`). The digest hashes the packages and this
+recipe, so an unchanged source is prepared once.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ runner imports it inside the sandbox, so the directory's layout, `MANIFEST`, `CO
 `DEPS_DIR`, is defined there), and, for backends that bind host directories (bwrap,
 process), `pip install --target` its requirements into `deps` next to it. The digest hashes
 the code, the requirements and this recipe, so an unchanged source is prepared once. Docker
-gets its requirements from an image layer instead (`sandbox.image`), keyed by the same
+gets its requirements from an image layer instead (`sandbox.images`), keyed by the same
 digest.
 
 `module = "name"` means `name.py` or the package `name/` beside the config file, or, when

@@ -18,9 +18,9 @@ from typing import Any, Protocol
 
 from protocol import CallUsage, ErrorCode, ExitReason, SerfError
 from sandbox.backend import SandboxSpec
-from sandbox.channel import RunnerChannel
+from sandbox.instance.channel import RunnerChannel
+from sandbox.instance.workspace import disk_full_error, workspace_is_full
 from sandbox.runner import OUTPUT
-from sandbox.workspace import disk_full_error, workspace_is_full
 from tools import ToolResult, ToolResultError, tool_exception_code
 from tools.calls import CallLimits, Outcome
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gateway.config import Settings
-from sandbox.detect import SLOW_START_S, strongest_available
+from sandbox.backends.detect import SLOW_START_S, strongest_available
 
 CREATE_DELAY_S = SLOW_START_S + 0.5
 

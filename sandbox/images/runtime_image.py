@@ -28,7 +28,7 @@ import docker
 from docker.errors import BuildError, DockerException, ImageNotFound
 
 from sandbox.backend import SandboxError
-from sandbox.docker_client import docker_client
+from sandbox.backends.docker_client import docker_client
 from tools.sources import pip_error
 
 RECIPE_VERSION = "1"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from sandbox.backend import SandboxError
 from sandbox.instance import Sandbox
-from sandbox.profiles import PoolKey
+from sandbox.pool.profiles import PoolKey
 from sandbox.sandbox_config import SandboxConfig
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.backend import SANDBOX_UID, SandboxStartError
-from sandbox.workspace import abandoned_workspaces, create_workspace, remove_workspace
+from sandbox.instance.workspace import abandoned_workspaces, create_workspace, remove_workspace
 from tests.sandbox.conftest import PoolFactory, invocation
 
 pytestmark = pytest.mark.anyio

@@ -63,8 +63,16 @@ from sandbox.backend import (
     SandboxSpec,
     SandboxStartError,
 )
-from sandbox.channel import ChannelClosed, OversizedFrame, RunnerChannel, accept, listen
-from sandbox.idle_watch import IdleWatch, NoticeGate
+from sandbox.instance.channel import ChannelClosed, OversizedFrame, RunnerChannel, accept, listen
+from sandbox.instance.idle_watch import IdleWatch, NoticeGate
+from sandbox.instance.runner_reply import (
+    CallResult,
+    ProtocolViolation,
+    check_reply,
+    output_over_cap,
+    reply_outcome,
+)
+from sandbox.instance.server_requests import Undeclared, answer_server, check_declared
 from sandbox.runner import (
     CANCEL,
     EGRESS_SOCKET_NAME,
@@ -77,14 +85,6 @@ from sandbox.runner import (
     SERVER_REQUEST,
     frame_limit,
 )
-from sandbox.runner_reply import (
-    CallResult,
-    ProtocolViolation,
-    check_reply,
-    output_over_cap,
-    reply_outcome,
-)
-from sandbox.server_requests import Undeclared, answer_server, check_declared
 from sandbox.unavailable import unavailable_error
 from tools.calls import (
     CallLimits,

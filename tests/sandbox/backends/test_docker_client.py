@@ -14,7 +14,7 @@ import pytest
 from docker.errors import DockerException
 from requests.exceptions import ConnectionError as RequestsConnectionError
 
-from sandbox.docker_client import docker_client
+from sandbox.backends.docker_client import docker_client
 from tests.helpers import wait_for
 
 ATTEMPTS = 3

@@ -11,7 +11,7 @@ from docker.errors import DockerException
 
 from sandbox.backends.cgroup import CGROUP_ROOT, GROUP_PARENT, V1_CONTROLLERS, cgroup_v2
 from sandbox.backends.docker import remove_orphans
-from sandbox.workspace import abandoned_workspaces, remove_workspace
+from sandbox.instance import abandoned_workspaces, remove_workspace
 
 
 def _cgroup_dirs() -> list[Path]:

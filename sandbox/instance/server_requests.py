@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 
 from protocol import FEATURE_OF_METHOD, ErrorCode, SerfError
-from sandbox.channel import ChannelClosed, RunnerChannel
+from sandbox.instance.channel import ChannelClosed, RunnerChannel
 from sandbox.runner import MESSAGE_FIELD, REQUEST_FIELD, SERVER_ANSWER
 from tools.calls import CallEvents, Invocation
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import anyio
 
 from sandbox.background import BackgroundWork
-from sandbox.fair_share import Grant, PoolFullError
 from sandbox.instance import Sandbox
-from sandbox.profiles import PoolKey
+from sandbox.pool.fair_share import Grant, PoolFullError
+from sandbox.pool.profiles import PoolKey
 from tools.calls import TimeLimit
 
 Fulfil = Callable[[PoolKey, Grant], Awaitable[Sandbox]]  # the sandbox a grant stands for

@@ -16,9 +16,9 @@ kill invites is warm. A call's wall limit and how long the pool waits for a sand
 Fair sharing: at most `pool_max` exist at once (an idle one of anyone is torn down to
 make room); of those in use a tenant and an agent hold at most their share, and a tenant has
 at most so many starting and begins them no faster than its start rate
-(`sandbox.fair_share`). A call that cannot have one waits up to `queue_ms` (never past its
+(`sandbox.pool.fair_share`). A call that cannot have one waits up to `queue_ms` (never past its
 deadline) in a queue served round robin by tenant
-(`sandbox.fair_queue`), at most `queue_max` calls per tenant; then it gets
+(`sandbox.pool.fair_queue`), at most `queue_max` calls per tenant; then it gets
 `SANDBOX_UNAVAILABLE` (retryable), or the deadline error if its deadline came first. A call
 that may not queue (`Invocation.may_queue`: a hedge, the gateway's second attempt of a slow
 call) is refused at once instead, so it only ever takes a free slot of its caller's share,
@@ -27,8 +27,8 @@ for its start, which ends sooner than a second one would).
 
 A cancelled call's sandbox, and a cold start that outlived its caller's deadline, go to the
 idle pool when they are ready; the identity's next call waits for them instead of starting
-another (`sandbox.arrivals`). With `spares`, the pool keeps pre-started sandboxes that belong
-to a tenant but no identity yet, for its agents it has not seen (`sandbox.spares`).
+another (`sandbox.pool.arrivals`). With `spares`, the pool keeps pre-started sandboxes that belong
+to a tenant but no identity yet, for its agents it has not seen (`sandbox.pool.spares`).
 
 Subscriptions: a call that subscribed one of the sandbox's MCP servers (`Invocation.hold`)
 keeps that sandbox from idle reaping for the hold's time after it (it is evicted for room
@@ -50,18 +50,25 @@ from pathlib import Path
 import anyio
 
 from protocol import CallUsage, ErrorCode, ExitReason, SerfError
-from sandbox.arrivals import Arrivals, Arriving, StartsByDeadline
 from sandbox.backend import SandboxBackend, SandboxError, SandboxSpec
 from sandbox.background import BackgroundWork
-from sandbox.fair_queue import FairQueue, Waiter
-from sandbox.fair_share import FairShares, Grant, PoolFullError
-from sandbox.idle_sandboxes import IdleSandboxes
-from sandbox.instance import CANCEL_ANSWER_S, EgressGate, Sandbox, StaleSandboxError
-from sandbox.profiles import SPARE_AGENT, PoolKey, profile_for
+from sandbox.instance import (
+    CANCEL_ANSWER_S,
+    DEFAULT_WORKSPACE_ROOT,
+    EgressGate,
+    Sandbox,
+    StaleSandboxError,
+    create_workspace,
+    remove_workspace,
+)
+from sandbox.pool.arrivals import Arrivals, Arriving, StartsByDeadline
+from sandbox.pool.fair_queue import FairQueue, Waiter
+from sandbox.pool.fair_share import FairShares, Grant, PoolFullError
+from sandbox.pool.idle_sandboxes import IdleSandboxes
+from sandbox.pool.profiles import SPARE_AGENT, PoolKey, profile_for
+from sandbox.pool.spares import SpareKey, Spares
 from sandbox.sandbox_config import DIRECT_POOL, SandboxConfig
-from sandbox.spares import SpareKey, Spares
 from sandbox.unavailable import unavailable_error
-from sandbox.workspace import DEFAULT_ROOT, create_workspace, remove_workspace
 from tools.calls import CallLimits, Invocation, Outcome, TimeLimit
 
 log = logging.getLogger("conclave.sandbox")
@@ -113,7 +120,7 @@ class SandboxPool:
         self._shares = FairShares(config)
         self._queue: FairQueue[PoolKey, Grant] = FairQueue(config.queue_max)
         self.startup_timeout_s = startup_timeout_s
-        self.workspace_root = workspace_root or DEFAULT_ROOT
+        self.workspace_root = workspace_root or DEFAULT_WORKSPACE_ROOT
         # Start a replacement in the background when a kill tears a sandbox down (the gateway
         # turns this on: ATBA's kills invite retries, which should find a warm sandbox).
         self.replace_killed = replace_killed

@@ -29,8 +29,8 @@ from pathlib import Path
 
 from docker.errors import BuildError, DockerException, ImageNotFound
 
-from sandbox.docker_client import docker_client
-from sandbox.image import (
+from sandbox.backends.docker_client import docker_client
+from sandbox.images.runtime_image import (
     HASH_LABEL,
     RUNTIME_DISTRIBUTIONS,
     SITE_PACKAGES,

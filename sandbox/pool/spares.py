@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from sandbox.backend import SandboxProfile
 from sandbox.instance import Sandbox
-from sandbox.profiles import profile_for_memory
+from sandbox.pool.profiles import profile_for_memory
 
 SpareKey = tuple[str, SandboxProfile]  # (tenant, profile)
 

@@ -16,7 +16,7 @@ import pytest
 from protocol import ErrorCode
 from sandbox.instance import Sandbox
 from sandbox.pool import SandboxPool
-from sandbox.profiles import MEMORY_TIERS_MB, RUNNER_OVERHEAD_MB, profile_for
+from sandbox.pool.profiles import MEMORY_TIERS_MB, RUNNER_OVERHEAD_MB, profile_for
 from tests.helpers import until
 from tests.sandbox.conftest import (
     ALL_BACKENDS,

@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from sandbox.channel import ChannelClosed, OversizedFrame, RunnerChannel
+from sandbox.instance.channel import ChannelClosed, OversizedFrame, RunnerChannel
 from sandbox.runner import (
     CANCEL,
     EVENT_LIMIT,

@@ -11,7 +11,7 @@ import time
 from collections import Counter
 
 from sandbox.instance import Sandbox
-from sandbox.profiles import PoolKey
+from sandbox.pool.profiles import PoolKey
 
 
 class IdleSandboxes(dict[PoolKey, list[Sandbox]]):

@@ -7,7 +7,7 @@ import threading
 import docker
 
 from gateway.config import Settings
-from sandbox.detect import bwrap_status
+from sandbox.backends.detect import bwrap_status
 
 
 def test_the_bwrap_probe_passes_while_containers_start_and_stop_beside_it(

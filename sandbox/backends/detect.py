@@ -25,7 +25,7 @@ from docker.errors import DockerException, ImageNotFound
 
 from sandbox.backend import SandboxStartError
 from sandbox.backends.bwrap_binds import system_binds
-from sandbox.docker_client import docker_client
+from sandbox.backends.docker_client import docker_client
 
 # Strongest first: a container, then namespaces + cgroups. `process` is not a candidate.
 STRENGTH_ORDER = ("docker", "bwrap")
