@@ -22,6 +22,7 @@ from array import array
 from itertools import accumulate
 
 from fastapi import Request
+from starlette.requests import ClientDisconnect
 from starlette.types import Scope
 
 from gateway.gateway_error import GatewayError
@@ -67,17 +68,23 @@ def check_json_depth(body: bytes, limit: int = MAX_JSON_DEPTH) -> None:
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The whole body, or PAYLOAD_TOO_LARGE as soon as it is known to be over `limit`, or
-    PARSE_ERROR when its JSON nests deeper than `MAX_JSON_DEPTH`."""
+    PARSE_ERROR when its JSON nests deeper than `MAX_JSON_DEPTH`, or CANCELLED when the client
+    went away before all of it came."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     chunks: list[bytes] = []
     received = 0
-    async for chunk in request.stream():
-        received += len(chunk)
-        if received > limit:  # a lying or absent Content-Length (chunked uploads)
-            raise _too_large(limit)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            received += len(chunk)
+            if received > limit:  # a lying or absent Content-Length (chunked uploads)
+                raise _too_large(limit)
+            chunks.append(chunk)
+    except ClientDisconnect as exc:  # gone mid-body (a worker killed as it wrote)
+        raise GatewayError.of(
+            ErrorCode.CANCELLED, "the client closed its connection before its body arrived"
+        ) from exc
     body = b"".join(chunks)
     check_json_depth(body)
     return body
