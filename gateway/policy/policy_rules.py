@@ -21,8 +21,8 @@ from gateway.policy.matching_rules import MatchingRules
 from protocol import ErrorCode, PolicyRule, Principal
 
 _KEPT = 4096  # callers and tools -> the rules that match, and OR-ed conditions: bounded
-# tenant, agent, tool, whom the caller acts for and its scopes: what `MatchingRules` fixes
-_Caller = tuple[str, str, str, str | None, tuple[str, ...]]
+# tenant, agent, tool, its user, its scopes and its delegation chain: what `MatchingRules` fixes
+_Caller = tuple[str, str, str, str | None, tuple[str, ...], tuple[str, ...]]
 
 
 class Policies:
@@ -65,19 +65,22 @@ class Policies:
         `chain`: whom the caller acts for ("tenant/agent", the first delegator first)."""
         if not self.in_force:
             return None
-        key = (principal.tenant, principal.agent, tool, principal.obo, principal.scopes)
+        chain = tuple(chain)
+        key = (principal.tenant, principal.agent, tool, principal.obo, principal.scopes, chain)
         matching = self._matching.get(key)
         if matching is None:
-            matching = self._match(key, principal, tool)
+            matching = self._match(key, principal, tool, chain)
         if not matching.decides:
             return None  # no rule, `allow` ones only, or none that holds for this caller
-        denied, approve = matching.decide(arguments, chain)
+        denied, approve = matching.decide(arguments)
         return _denied(denied, tool) if denied is not None else approve
 
-    def _match(self, key: _Caller, principal: Principal, tool: str) -> MatchingRules:
+    def _match(
+        self, key: _Caller, principal: Principal, tool: str, chain: tuple[str, ...]
+    ) -> MatchingRules:
         tenant, agent = principal.tenant, principal.agent
         rules = tuple(r for r in self.in_force if r.matches(tenant, agent, tool))
-        found = MatchingRules(rules, principal, tool, self._merged_program)
+        found = MatchingRules(rules, principal, tool, chain, self._merged_program)
         if len(self._matching) >= _KEPT:
             self._matching.clear()
         self._matching[key] = found
