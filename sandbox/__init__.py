@@ -36,7 +36,6 @@ from sandbox.images import ImageBuildError, RuntimeImageBuilder, node_layer, sou
 from sandbox.inprocess import InProcessExecutor
 from sandbox.instance import DEFAULT_WORKSPACE_ROOT, Sandbox
 from sandbox.pool import PoolFullError, SandboxPool, profile_for
-from sandbox.runner import frame_limit
 from sandbox.sandbox_config import SandboxChoice, SandboxConfig
 from sandbox.unavailable import unavailable_error
 
@@ -66,7 +65,6 @@ __all__ = [
     "create_executor",
     "docker_client",
     "docker_status",
-    "frame_limit",
     "node_layer",
     "profile_for",
     "source_layer",
