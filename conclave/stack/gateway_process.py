@@ -18,6 +18,7 @@ SHUTTING_DOWN (503, retryable), removes every sandbox and exits.
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import os
 import socket
@@ -34,6 +35,23 @@ from sandbox import SandboxPool
 
 INSTANCE_HEADER = "X-Conclave-Instance"
 _BACKSTOP_S = 5  # past the grace, uvicorn cancels whatever still runs
+# Container objects allocated between two collections of the young generation (Python's
+# default is 700): a call allocates hundreds, nearly all gone by its answer.
+_YOUNG_COLLECTION_EVERY = 10_000
+
+
+def _settle_heap() -> None:
+    """Once the gateway serves: what start-up built (modules, the app, its parts) lives as
+    long as the process, so it is frozen out of the collector's walks (a full collection of
+    the gateway's heap took ~50 ms, every few thousand calls), and the young generation is
+    collected every `_YOUNG_COLLECTION_EVERY` allocations rather than every 700 (at 16
+    calls in flight, every 14 calls, promoting their live objects toward those full walks).
+    Measured under callgrind on 3,200 REST calls: 88 k instructions of collection a call
+    before, ~0 after, of ~1.8 M."""
+    gc.collect()
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(_YOUNG_COLLECTION_EVERY, older, oldest)
 
 
 class _GatewayServer(uvicorn.Server):
@@ -48,6 +66,7 @@ class _GatewayServer(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if not self.should_exit:
+            _settle_heap()
             os.write(self.ready_fd, self.instance.encode() + b"\n")
         os.close(self.ready_fd)
 
