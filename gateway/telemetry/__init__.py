@@ -14,6 +14,7 @@ from gateway.telemetry.json_logs import install_json_logging
 from gateway.telemetry.metrics import OTHER, GatewayMetrics
 from gateway.telemetry.otlp_wire import encode_requests
 from gateway.telemetry.tracing import (
+    NOT_RECORDED,
     TRACING,
     SpanKind,
     SpanRecord,
@@ -31,6 +32,7 @@ from gateway.telemetry.tracing import (
 __all__ = [
     "ANONYMOUS_STREAM",
     "FEED_STREAM",
+    "NOT_RECORDED",
     "OTHER",
     "SERIES_MINUTES",
     "TRACING",

@@ -25,7 +25,7 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from gateway.telemetry.span_records import RequestTrace, SpanRecord
+from gateway.telemetry.span_records import UNSET_STATUS, RequestTrace, SpanRecord
 
 log = logging.getLogger("conclave.gateway.tracing")
 
@@ -37,12 +37,14 @@ _HAS_IS_REMOTE_FLAGS = b"\x85\x01" + _FIXED32.pack(_HAS_IS_REMOTE)  # field 16, 
 _REMOTE_FLAGS = b"\x85\x01" + _FIXED32.pack(_HAS_IS_REMOTE | _IS_REMOTE)
 _KINDS = [b"\x30" + bytes((kind.value + 1,)) for kind in SpanKind]  # OTLP: 0 unspecified
 _TIMES = struct.Struct("<BQBQ")  # start and end: fields 7 and 8, fixed64
+_ID = _PARENT = struct.Struct(">HQ")  # a field's tag and length (0x1208, 0x2208), 8 id bytes
 _EMPTY_STATUS = b"\x7a\x00"  # status UNSET, written as the SDK's encoder writes it
 _ONE_BYTE = tuple(bytes((n,)) for n in range(0x80))
 # Encoded once: the names, keys and (key, value) attributes that recur request after request
 # (tool, tenant, agent, script names); bounded, cleared when full.
 _ENCODED: dict[Any, bytes] = {}
 _MAX_ENCODED = 4096
+_NAMED: dict[tuple[str, SpanKind], bytes] = {}  # a span's name and kind, written
 # The SDK's variables naming a credential provider, whose requests session it then sends with.
 _CREDENTIAL_PROVIDERS = (
     "OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER",
@@ -122,34 +124,45 @@ def _status(status: Status) -> bytes:
 def encode_spans(request: RequestTrace, spans: Sequence[SpanRecord]) -> bytes:
     """Each span of `request` as a ScopeSpans' `spans` field (repeated: these bytes joined
     with another request's are the fields of both)."""
-    trace_id = b"\x0a\x10" + request.trace_id.to_bytes(16, "big")
     state = request.trace_state
     trace_state = _field(3, state.to_header().encode()) if state else b""
-    remote = request.remote_parent
-    remote_id = 0 if remote is None else remote.span_id
-    out = []
+    head = b"\x0a\x10" + request.trace_id.to_bytes(16, "big")  # trace id, then span id
+    remote_id = request.root_parent_id
+    out = bytearray()
     for span in spans:
-        if span.parent_id == 0:
-            parent, flags = b"", _HAS_IS_REMOTE_FLAGS
+        parent_id = span.parent_id
+        if parent_id == 0:
+            parent, flags = trace_state, _HAS_IS_REMOTE_FLAGS
         else:
-            parent = b"\x22\x08" + span.parent_id.to_bytes(8, "big")
-            flags = _REMOTE_FLAGS if span.parent_id == remote_id else _HAS_IS_REMOTE_FLAGS
+            parent = trace_state + _PARENT.pack(0x2208, parent_id)
+            flags = _REMOTE_FLAGS if parent_id == remote_id else _HAS_IS_REMOTE_FLAGS
+        named = _NAMED.get((span.name, span.kind)) or _named(span.name, span.kind)
+        attributes = span.attributes
+        status = span.status
         body = b"".join(
             (
-                trace_id,
-                b"\x12\x08" + span.span_id.to_bytes(8, "big"),
-                trace_state,
+                head,
+                _ID.pack(0x1208, span.span_id),
                 parent,
-                _ENCODED.get(span.name) or _remembered(span.name, _field(5, span.name.encode())),
-                _KINDS[span.kind._value_],
+                named,
                 _TIMES.pack(0x39, span.start_ns, 0x41, span.end_ns),
-                _attributes(9, span.attributes) if span.attributes else b"",
-                _status(span.status),
+                _attributes(9, attributes) if attributes else b"",
+                _EMPTY_STATUS if status is UNSET_STATUS else _status(status),
                 flags,
             )
         )
-        out.append(_field(2, body))
-    return b"".join(out)
+        size = len(body)  # the span as field 2: its tag, length and body
+        out += b"\x12" + (_ONE_BYTE[size] if size < 0x80 else _varint(size))
+        out += body
+    return bytes(out)
+
+
+def _named(name: str, kind: SpanKind) -> bytes:
+    """A span's name and kind fields, written once for every span that shares them."""
+    if len(_NAMED) >= _MAX_ENCODED:
+        _NAMED.clear()
+    encoded = _NAMED[name, kind] = _field(5, name.encode()) + _KINDS[kind.value]
+    return encoded
 
 
 def encode_requests(

@@ -9,16 +9,16 @@ instrumented step gets outside a traced request.
 
 from __future__ import annotations
 
-import random
-import time
 from collections.abc import Mapping
 from contextvars import ContextVar, Token
+from random import getrandbits as _getrandbits
+from time import time_ns as _time_ns
 from typing import Any
 
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceState
 
 AttributeValue = str | bool | int | float
-_UNSET = Status(StatusCode.UNSET)
+UNSET_STATUS = Status(StatusCode.UNSET)  # a span's status until it is set
 
 
 class SpanRecord:
@@ -48,33 +48,35 @@ class SpanRecord:
     ) -> None:
         self.request = request
         self.name = name
-        self.span_id = random.getrandbits(64) or 1
+        self.span_id = _getrandbits(64) or 1
         self.parent_id = parent_id
-        self.attributes: dict[str, AttributeValue] = dict(attributes) if attributes else {}
+        # The caller's mapping as it is (a Redis script's are the same every call): never
+        # changed in place, replaced by a copy when an attribute is set.
+        self.attributes: Mapping[str, AttributeValue] | None = attributes
         self.kind = kind
-        self.status = _UNSET
+        self.status = UNSET_STATUS
         self.start_ns = self.end_ns = 0
         self._token: Token[SpanRecord | None] | None = None
 
     def __enter__(self) -> SpanRecord:
-        self.start_ns = time.time_ns()
+        self.start_ns = _time_ns()
         self._token = CURRENT_SPAN.set(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
         # An exception leaves no trace of its own (its message may quote a caller's input):
         # the instrumented code sets the status, with `mark_failed` or `mark_raised`.
-        self.end_ns = time.time_ns()
+        self.end_ns = _time_ns()
         if self._token is not None:
             CURRENT_SPAN.reset(self._token)
             self._token = None  # it holds the task's context: let both go with the request
         self.request.ended(self)
 
     def set_attribute(self, name: str, value: AttributeValue) -> None:
-        self.attributes[name] = value
+        self.attributes = {**(self.attributes or {}), name: value}
 
     def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
-        self.attributes.update(attributes)
+        self.attributes = {**(self.attributes or {}), **attributes}
 
     def set_status(self, status: Status) -> None:
         self.status = status
@@ -111,7 +113,15 @@ class RequestTrace:
     """The spans of one traced request, handed to the span processors as `ReadableSpan`s
     when its first span (the request's) ends; a span ending later is handed on alone."""
 
-    __slots__ = ("_finished", "_sink", "remote_parent", "trace_hex", "trace_id", "trace_state")
+    __slots__ = (
+        "_finished",
+        "_sink",
+        "remote_parent",
+        "root_parent_id",
+        "trace_hex",
+        "trace_id",
+        "trace_state",
+    )
 
     def __init__(
         self,
@@ -125,28 +135,27 @@ class RequestTrace:
         self.trace_hex = f"{trace_id:032x}"
         self.remote_parent = remote_parent
         self.trace_state = trace_state
+        # The parent of the request's own span: 0 for a new trace, the caller's span if not.
+        self.root_parent_id = 0 if remote_parent is None else remote_parent.span_id
         self._finished: list[SpanRecord] | None = []
 
     def ended(self, span: SpanRecord) -> None:
         finished = self._finished
         if finished is None:  # after the request's span: a straggler, sent on its own
             self._sink.export(self, [span])
-        elif span.parent_id == self._root_parent_id:
+        elif span.parent_id == self.root_parent_id:
             finished.append(span)
             self._finished = None
             self._sink.export(self, finished)
         else:
             finished.append(span)
 
-    @property
-    def _root_parent_id(self) -> int:
-        return 0 if self.remote_parent is None else self.remote_parent.span_id
-
 
 class SpanSink:
     """Where a traced request's finished spans go, and the sampler of new traces."""
 
     sampler: Any
+    samples_every_new_trace: bool = False  # then the sampler is not asked
 
     def export(self, request: RequestTrace, spans: list[SpanRecord]) -> None:
         raise NotImplementedError
@@ -158,6 +167,7 @@ NOT_RECORDED: SpanRecord = _Unrecorded()
 __all__ = [
     "CURRENT_SPAN",
     "NOT_RECORDED",
+    "UNSET_STATUS",
     "AttributeValue",
     "RequestTrace",
     "SpanRecord",
