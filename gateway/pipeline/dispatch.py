@@ -24,7 +24,6 @@ won, and the trace span what ATBA decided.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import anyio
 
@@ -32,7 +31,7 @@ from gateway.budgets import HedgeRace, HedgeReport
 from gateway.cancellation import InflightCalls, call_key
 from gateway.gateway_error import GatewayError
 from gateway.pipeline.context import RequestContext
-from gateway.telemetry import TRACING, mark_failed, recording_span
+from gateway.telemetry import NOT_RECORDED, TRACING, SpanRecord, mark_failed
 from protocol import (
     TRACEBACK_DETAIL,
     BudgetGrant,
@@ -116,8 +115,14 @@ class DispatchStage:
         deadline = ctx.tool_context.deadline_ms
         context = ctx.tool_context
         stop_by = sandbox_deadline_ms(deadline, ctx.kill_margin_ms)
+        changes: dict[str, int | str | None] = {}
         if stop_by != deadline:
-            context = context.model_copy(update={"deadline_ms": stop_by})
+            changes["deadline_ms"] = stop_by
+        span = _execute_span(ctx.tool.name, limits.timeout_ms)
+        if span is not NOT_RECORDED:  # the tool's W3C `traceparent` names its execution
+            changes["traceparent"] = span.traceparent
+        if changes:
+            context = context.model_copy(update=changes)
         ctx.invocation = Invocation(
             tool=ctx.tool.name,
             entrypoint=ctx.tool.entrypoint,
@@ -136,9 +141,9 @@ class DispatchStage:
             if ctx.cancel is not None and ctx.request_id is not None and self.inflight is not None:
                 key = call_key(ctx.require_principal(), ctx.request_id)
                 with self.inflight.running(key, ctx.cancel):
-                    outcome = await self._execute(ctx.invocation, deadline, ctx.hedge)
+                    outcome = await self._execute(ctx.invocation, deadline, ctx.hedge, span)
             else:
-                outcome = await self._execute(ctx.invocation, deadline, ctx.hedge)
+                outcome = await self._execute(ctx.invocation, deadline, ctx.hedge, span)
         except anyio.get_cancelled_exc_class():
             if ctx.cancel is not None and ctx.cancel.pulled:  # stopped by its cancel switch
                 ctx.answered_ms = time.time() * 1000
@@ -171,21 +176,18 @@ class DispatchStage:
         ctx.result = outcome.output or ctx.tool.result_of(outcome.result)
 
     async def _execute(
-        self, invocation: Invocation, deadline: int | None, hedge: HedgeReport | None
+        self,
+        invocation: Invocation,
+        deadline: int | None,
+        hedge: HedgeReport | None,
+        span: SpanRecord,
     ) -> Outcome:
-        """In a traced request, the call in its own span ("execute <tool>", opened here rather
-        than in a coroutine of its own: one frame less to resume at every await), whose W3C
-        `traceparent` the tool gets in its context, described by the executor's own timings
-        (wall, CPU, peak memory, the wait for a sandbox: queue and start)."""
-        if not TRACING.on or recording_span() is None:
+        """The call, in a traced request inside `span` (opened here rather than in a coroutine
+        of its own: one frame less to resume at every await), described by the executor's own
+        timings (wall, CPU, peak memory, the wait for a sandbox: queue and start)."""
+        if span is NOT_RECORDED:
             return await self._execute_by_deadline(invocation, deadline, hedge)
-        granted: dict[str, str | int] = {
-            "conclave.tool": invocation.tool,
-            "conclave.budget.granted_ms": invocation.limits.timeout_ms,
-        }
-        with TRACING.span(f"execute {invocation.tool}", granted) as span:
-            context = invocation.context.model_copy(update={"traceparent": span.traceparent})
-            invocation = replace(invocation, context=context)
+        with span:
             outcome = await self._execute_by_deadline(invocation, deadline, hedge)
             usage = outcome.usage
             timings: dict[str, str | float | int] = {
@@ -237,6 +239,16 @@ class DispatchStage:
         if hedge is not None and hedge.plan.hedges and self.hedging is not None:
             return await self.hedging.run(invocation, hedge)
         return await self.executor.execute(invocation)
+
+
+def _execute_span(tool: str, granted_ms: int) -> SpanRecord:
+    """The span of a call's execution ("execute <tool>"), made before the tool's context so
+    the context names it; NOT_RECORDED outside a traced request."""
+    if not TRACING.on:
+        return NOT_RECORDED
+    return TRACING.span(
+        f"execute {tool}", {"conclave.tool": tool, "conclave.budget.granted_ms": granted_ms}
+    )
 
 
 def _for_caller(error: SerfError, show_traceback: bool) -> SerfError:
