@@ -101,7 +101,8 @@ def _policy_cost(ctx: BenchContext, sizes: Sizes, result: SuiteResult) -> None:
         ["gateway REST echo p99 (ms)", ruled_p99, bare_p99, ruled_p99 - bare_p99,
          f"{len(figures.ruled_ms)} calls, {rounds}"],
         ["gateway calls/s c=16 (mean of rounds)", round(ruled_rate), round(bare_rate),
-         f"{share - 1:+.1%}", f"{rounds} of {sizes.rate_seconds:g} s"],
+         f"{share - 1:+.1%}", f"{rounds} of {sizes.rate_seconds:g} s; rounds "
+         f"{_spread(figures.ruled_rates)} and {_spread(figures.bare_rates)}"],
     ]  # fmt: skip
     result.tables.append(table)
     result.figures |= {
@@ -137,6 +138,10 @@ def _policy_cost(ctx: BenchContext, sizes: Sizes, result: SuiteResult) -> None:
         " they do not, and each crossing into them (a conversion, an evaluation) costs ~10 us"
         " instead of ~0.2: so one rule already costs a live gateway ~25 us"
     )
+
+
+def _spread(rates: list[float]) -> str:
+    return f"{min(rates):,.0f}-{max(rates):,.0f}"
 
 
 def _replicas(ctx: BenchContext, sizes: Sizes, result: SuiteResult) -> None:

@@ -17,7 +17,7 @@ from gateway.config import Settings
 from gateway.identity.tokens import issue_token
 from gateway.policy import Policies, PolicyError, PolicyStore, compile_rules
 from protocol import ErrorCode, PolicyRule, PolicySet, Principal
-from tests.helpers import in_process_gateway
+from tests.helpers import admin_headers, in_process_gateway, in_process_replicas, until_true
 
 pytestmark = pytest.mark.anyio
 
@@ -169,6 +169,42 @@ async def test_rules_put_on_one_replica_take_effect_on_another_and_bad_ones_chan
             assert time.monotonic() - began < 1.5
             await anyio.sleep(0.05)
         group.cancel_scope.cancel()
+
+
+async def test_a_rule_put_through_one_gateways_admin_api_refuses_calls_on_another(
+    settings: Settings,
+) -> None:
+    """What an operator sees: PUT /v1/policies on one replica, and within a second (the
+    replicas read the rules' version every 0.5 s) the other refuses the calls the rule
+    denies, with no restart; taken away the same way, the calls pass again."""
+    settings = settings.model_copy(update={"sandbox_backend": "inprocess"})
+    token = issue_token(settings, tenant="acme", agent="talker", scopes=["tool:echo"])
+    caller, admin = {"Authorization": f"Bearer {token}"}, admin_headers(settings)
+    rule = {"name": "no-long-echo", "tools": ["echo"], "when": "size(args.message) > 3",
+            "outcome": "deny", "reason": "keep it short"}  # fmt: skip
+
+    async with in_process_replicas(settings) as (a, b):
+
+        async def long_call_code() -> str:
+            body = {"arguments": {"message": "a long message"}}
+            answer = await b.post("/v1/tools/echo/call", json=body, headers=caller)
+            return "OK" if answer.status_code == 200 else str(answer.json()["details"]["policy"])
+
+        async def refused() -> bool:
+            return await long_call_code() == "no-long-echo"
+
+        async def passes() -> bool:
+            return await long_call_code() == "OK"
+
+        assert await passes()
+        try:
+            assert (await a.put("/v1/policies", json={"rules": [rule]}, headers=admin)).is_success
+            await until_true(refused, 1.5, poll_s=0.01)  # TimeoutError past 1.5 s
+            short = {"arguments": {"message": "hi"}}
+            assert (await b.post("/v1/tools/echo/call", json=short, headers=caller)).is_success
+        finally:
+            assert (await a.put("/v1/policies", json={"rules": []}, headers=admin)).is_success
+        await until_true(passes, 1.5, poll_s=0.01)
 
 
 async def test_conclave_toml_rules_refuse_calls_through_the_stages(
