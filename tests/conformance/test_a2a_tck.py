@@ -26,6 +26,8 @@ from conclave.stack import EmbeddedStack
 from conclave.stack.ports import free_port
 from gateway.config import Settings
 
+pytestmark = pytest.mark.system  # each test starts a stack, and the kit, in its body
+
 ROOT = Path(__file__).resolve().parents[2]
 TCK = ROOT / ".a2a-tck"
 KIT, PYTHON = TCK / "kit", TCK / "venv" / "bin" / "python"
