@@ -17,6 +17,7 @@ from typing import Any
 
 import cel
 
+from gateway.policy.plain_conditions import Check, plain_check
 from protocol import PolicyRule
 
 
@@ -32,6 +33,8 @@ class CompiledRule:
     rule: PolicyRule
     program: Any  # cel.Program, or None for a rule without a condition
     reads: frozenset[str] = frozenset()  # the VARIABLES its condition reads
+    # found false in Python when it surely is, sparing the bindings (`plain_conditions`)
+    plain: Check | None = None
 
     def matches(self, tenant: str, agent: str, tool: str) -> bool:
         rule = self.rule
@@ -77,7 +80,8 @@ def _compiled(rule: PolicyRule) -> CompiledRule:
     # (A name the condition reads that is none of the variables is not refused here: the
     # bindings count a comprehension's own variable among them. It fails at evaluation, which
     # denies for a `deny` rule and allows nothing for an `allow` one.)
-    return CompiledRule(rule, program, VARIABLES & frozenset(program.variables()))
+    reads = VARIABLES & frozenset(program.variables())
+    return CompiledRule(rule, program, reads, plain_check(rule.when))
 
 
 def any_holds(conditions: Sequence[str]) -> Any:

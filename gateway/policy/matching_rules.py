@@ -2,17 +2,19 @@
 
 `Policies` finds them once per caller (tenant, agent, whom it acts for: its user and its
 delegation chain, and its scopes) and tool. Per call, two things cost: converting the call's
-variables to CEL, and evaluating the conditions (about 0.1-0.2 us a comparison in the
-bindings, and as much again to cross into them). So what depends on the caller alone is
-settled here once: its variables (`principal`, `tool`, `chain`) are converted into a
-`cel.Context` kept for its calls, which each call updates with its own (`args`, `now`); a
-condition reading nothing else is decided once, for this caller (it holds for all its
-calls, or for none). The conditions that read the call are asked together, by one program
-OR-ing them (`any_holds`): a call no rule stops is one evaluation, whatever the number of
-rules, its variables converted in it; only when one may hold are the `deny` rules', then the
-`approve` rules', asked by outcome and then one by one, in order, to name the first.
-`decide` runs on the event loop, with no await between the update and the evaluations, so no
-other call sees this call's variables.
+variables to CEL, and crossing into the bindings to evaluate; on a serving gateway, whose
+caches the rest of a call has filled, each crossing costs ~10 us (in a loop, ~0.2). So what
+depends on the caller alone is settled here once: its variables (`principal`, `tool`,
+`chain`) are converted into a `cel.Context` kept for its calls, which each call updates with
+its own (`args`, `now`); a condition reading nothing else is decided once, for this caller
+(it holds for all its calls, or for none). Of the conditions that read the call, those of a
+plain form are found false in Python when they surely are (`plain_conditions`), and one
+program OR-ing the others (`any_holds`) asks those: a call no rule stops crosses into the
+bindings at most once, whatever the number of rules, and not at all when every condition is
+plain. Only when one may hold are the `deny` rules', then the `approve` rules', asked by the
+bindings, by outcome and then one by one, in order, to name the first. `decide` runs on the
+event loop, with no await between the update and the evaluations, so no other call sees this
+call's variables.
 """
 
 from __future__ import annotations
@@ -86,10 +88,13 @@ class MatchingRules:
         # are, converted in the one evaluation (a kept context updated costs a conversion and
         # more), and into a context only when the rules are asked one by one.
         self._call_alone = not asked_reads & _CALLERS
-        # One program asks them all (one asked rule: its own), converting the call's variables
-        # within it: on a live gateway's cold caches each crossing costs ~10 us, not ~0.2.
-        asked_one = self._asked[0].program if len(self._asked) == 1 else None
-        self._any_holds = asked_one or merged(tuple(r.rule.when for r in self._asked))
+        # The conditions of plain forms are first found false in Python (`plain_conditions`);
+        # one program asks all the others (one: its own), converting the call's variables
+        # within it: on a serving gateway's cold caches each crossing costs ~10 us, not ~0.2.
+        self._plain = tuple(r.plain for r in self._asked if r.plain is not None)
+        rest = tuple(r for r in self._asked if r.plain is None)
+        only = rest[0].program if len(rest) == 1 else None
+        self._rest_holds = only or (merged(tuple(r.rule.when for r in rest)) if rest else None)
         # Else nothing to evaluate: no rule, `allow` ones only, or none that can hold.
         self.decides = bool(self._asked or self.deny.always or self.approve.always)
 
@@ -101,22 +106,30 @@ class MatchingRules:
                 call["args"] = dict(arguments)
             if "now" in reads:
                 call["now"] = datetime.datetime.now(datetime.UTC)
-            if self._call_alone:
-                variables: Any = call
-            else:
-                self._context.update(call)
-                variables = self._context
-            if _may_hold(self._any_holds, variables):
-                if variables is call:
-                    variables = cel.Context(call)  # converted once for the rules asked below
-                denied = self.deny.first_holding(variables)
+            bound: Any = None  # the call's variables as the bindings take them, once made
+            plain_args: dict[str, Any] = call.get("args", {})  # there when a plain rule is
+            may_hold = any(check(plain_args) is not False for check in self._plain)
+            if not may_hold and self._rest_holds is not None:
+                bound = call if self._call_alone else self._bound(call)
+                may_hold = _may_hold(self._rest_holds, bound)
+            if may_hold:  # ask the rules by outcome and one by one, in a context made once
+                bound = self._bound(call) if bound is None or bound is call else bound
+                denied = self.deny.first_holding(bound)
                 if denied is not None:
                     return denied, None
-                return None, self.approve.first_holding(variables)
+                return None, self.approve.first_holding(bound)
         # No asked condition holds: what holds for every call of this caller decides.
         if self.deny.always is not None:
             return self.deny.always, None
         return None, self.approve.always
+
+    def _bound(self, call: dict[str, Any]) -> Any:
+        """A `cel.Context` of the call's variables (and the caller's, if asked rules read
+        them), converted once for several evaluations."""
+        if self._call_alone:
+            return cel.Context(call)
+        self._context.update(call)
+        return self._context
 
 
 def _may_hold(any_holds: Any, variables: Any) -> bool:

@@ -83,6 +83,10 @@ def test_a_condition_that_cannot_be_evaluated_denies_and_never_allows() -> None:
     deny = _policies(_rule(when="args.amount > 1000"))
     assert deny.refusal(_principal(), "t", {}) is not None  # no amount: cannot decide
     assert deny.refusal(_principal(), "t", {"amount": "lots"}) is not None
+    # Not an int: CEL decides, not the plain check (a float compares, a bool cannot).
+    assert deny.refusal(_principal(), "t", {"amount": 1500.5}) is not None
+    assert deny.refusal(_principal(), "t", {"amount": True}) is not None
+    assert deny.refusal(_principal(), "t", {"amount": 999}) is None
     typo = _policies(_rule(when="arg.amount > 1000"))  # no such variable: fails closed
     assert typo.refusal(_principal(), "t", {"amount": 1}) is not None
 
