@@ -256,7 +256,8 @@ def create_app(
         )
         keep_parts(app, parts)
         try:
-            async with anyio.create_task_group() as background:
+            # Left last: the closing stages of calls answered late run before Redis closes.
+            async with pipeline.closing_late(), anyio.create_task_group() as background:
                 await background.start(upstreams.run)  # each upstream tried once
                 await background.start(inflight.listen)  # cancels from any replica
                 await background.start(caller_streams.listen)  # news from any replica

@@ -15,7 +15,11 @@ arrive a little late; cut off, the call would lose the censored sample and the k
 the budget stage learns from, and the caller the more useful answer. A write cut off may or
 may not have been applied: the answer says so, and a retry with the same idempotency key
 settles which. The closing stages of a request answered at or past its deadline run after
-the answer, not before it.
+the answer, not before it: in the task group `closing_late` holds, which the gateway's
+lifespan enters around its background work and leaves before it closes the audit and Redis
+those stages write to, so a stopping gateway still accounts for what it answered (waiting
+`LATE_CLOSING_WAIT_S` at most). A pipeline run outside a serving gateway (a test, a bench)
+holds no such group: it closes before answering.
 
 A tool call with a cancel switch (`RequestContext.cancel`, `gateway.cancellation`) runs its
 stages in the switch's scope: pulled (the caller cancelled, or its connection closed), the
@@ -27,12 +31,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 
 import anyio
+from anyio.abc import TaskGroup
 
 from gateway.gateway_error import GatewayError, translate
-from gateway.held_tasks import HeldTasks
 from gateway.pipeline.context import RequestContext, Stage
 from gateway.telemetry import TRACING, SpanRecord, mark_failed, recording_span
 from protocol import ErrorCode
@@ -40,17 +45,31 @@ from protocol import ErrorCode
 log = logging.getLogger("conclave.gateway.pipeline")
 
 PAST_DEADLINE_GRACE_S = 0.2  # how long past its deadline a stage may still answer
+LATE_CLOSING_WAIT_S = 5.0  # how long leaving `closing_late` waits for closing stages running
 
 
 class Pipeline:
     def __init__(self, stages: Sequence[Stage], closing: Sequence[Stage] = ()) -> None:
         self.stages = tuple(stages)
         self.closing = tuple(closing)
-        self._after_answer = HeldTasks()  # closing stages left to run after the answer
+        self._late: TaskGroup | None = None  # where closing stages run after the answer
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(s.name for s in (*self.stages, *self.closing))
+
+    @asynccontextmanager
+    async def closing_late(self) -> AsyncIterator[None]:
+        """Hold the task group in which requests answered at or past their deadline run their
+        closing stages; on leaving, wait for those still running, `LATE_CLOSING_WAIT_S` at
+        most (the store they write to may be the reason they are late)."""
+        async with anyio.create_task_group() as late:
+            self._late = late
+            try:
+                yield
+            finally:
+                self._late = None
+                late.cancel_scope.deadline = anyio.current_time() + LATE_CLOSING_WAIT_S
 
     async def run(self, ctx: RequestContext) -> RequestContext:
         """Run `ctx` through every stage; never raises for a refusal or a tool's failure."""
@@ -68,8 +87,9 @@ class Pipeline:
         if request_span is not None:
             _describe(request_span, ctx)
         deadline = _deadline_ms(ctx)
-        if deadline is not None and time.time() * 1000 >= deadline:
-            self._after_answer.start(self._close(ctx, traced))
+        late = self._late
+        if late is not None and deadline is not None and time.time() * 1000 >= deadline:
+            late.start_soon(self._close, ctx, traced)
         else:
             await self._close(ctx, traced)
         return ctx

@@ -145,3 +145,26 @@ async def test_a_stage_that_does_not_answer_is_cut_after_the_deadline_and_its_gr
     assert ctx.error is not None and ctx.error.code is ErrorCode.DEADLINE_EXCEEDED
     assert ctx.failed_stage == "dispatch"
     assert 0.1 + PAST_DEADLINE_GRACE_S - 0.01 <= waited < 0.1 + PAST_DEADLINE_GRACE_S + 0.5
+
+
+async def test_a_late_answer_comes_before_its_accounting_which_the_gateway_waits_for() -> None:
+    """A request answered past its deadline is answered at once; its closing stages run
+    after, in the group the gateway's lifespan holds, which it leaves only once they ran."""
+
+    class SlowAccount:
+        name = "account"
+
+        def __init__(self) -> None:
+            self.accounted = anyio.Event()
+
+        async def __call__(self, ctx: RequestContext) -> None:
+            await anyio.sleep(0.3)
+            self.accounted.set()
+
+    account = SlowAccount()
+    pipeline = Pipeline([_Scope(50), _Slow(30)], closing=[account])
+    async with pipeline.closing_late():
+        ctx = await pipeline.run(RequestContext("http", "x", {}))
+        assert ctx.error is not None and ctx.error.code is ErrorCode.DEADLINE_EXCEEDED
+        assert not account.accounted.is_set()  # answered before it was accounted
+    assert account.accounted.is_set()  # the lifespan left once it was
