@@ -17,6 +17,11 @@ A command whose caller was cancelled still has its reply read (and dropped), so 
 holds. An idle connection is checked before a write, as the pool checks one it hands out (a
 connection the server dropped meanwhile is replaced); a connection error fails every command
 in flight on it, as on a pooled connection, and the next command takes a new connection.
+
+A session's writer and reader are tasks no scope owns: the shared connection is made on
+first use by whichever request runs a script (on whichever loop), and outlives it, so no
+task group of a caller's could hold them. Each is held in a field of its own (the loop keeps
+only a weak reference to a task), one at a time, and ends once nothing is left to write or read.
 """
 
 from __future__ import annotations
@@ -35,8 +40,6 @@ from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 
-from gateway.held_tasks import HeldTasks
-
 
 class _Session:
     """One pooled connection's commands: written in order, answered in order. A failure ends
@@ -48,7 +51,8 @@ class _Session:
         self.outgoing: list[bytes] = []  # packed commands not written yet
         self.waiting: deque[asyncio.Future[Any]] = deque()  # written or not, in order
         self.sending = self.reading = self.failed = False
-        self.tasks = HeldTasks()  # its writer and reader
+        self.writer: asyncio.Task[None] | None = None
+        self.reader: asyncio.Task[None] | None = None
 
     async def send(self) -> None:
         """Write what has gathered, one write at a time, until nothing is left."""
@@ -64,7 +68,7 @@ class _Session:
                     return
                 if not self.reading and not self.failed:  # after the write: it connects first
                     self.reading = True
-                    self.tasks.start(self.read())
+                    self.reader = asyncio.get_running_loop().create_task(self.read())
         finally:
             self.sending = False
 
@@ -161,7 +165,7 @@ class CoalescedConnection:
     def _queue(self, session: _Session, command: bytes) -> asyncio.Future[Any]:
         if not session.sending:
             session.sending = True
-            session.tasks.start(session.send())
+            session.writer = self.loop.create_task(session.send())
         session.outgoing.append(command)
         reply: asyncio.Future[Any] = self.loop.create_future()
         session.waiting.append(reply)
