@@ -77,46 +77,54 @@ def _path(dotted: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in dotted.split(".")[1:])
 
 
-def _value(arguments: Mapping[str, Any], path: tuple[str, ...]) -> Any:
-    """The value at `path`, or _MISSING when a step is not a dict holding the next name."""
-    value: Any = arguments
-    for name in path:
-        if type(value) is not dict or name not in value:
-            return _MISSING
-        value = value[name]
-    return value
+def _getter(path: tuple[str, ...]) -> Callable[[Mapping[str, Any]], Any]:
+    """The value at `path` in the call's arguments (a dict), or _MISSING when a step is not a
+    dict holding the next name. One name, the common case, is one `dict.get`."""
+    if len(path) == 1:
+        name = path[0]
+        return lambda arguments: arguments.get(name, _MISSING)
 
+    def value_at(arguments: Mapping[str, Any]) -> Any:
+        value: Any = arguments
+        for name in path:
+            if type(value) is not dict or name not in value:
+                return _MISSING
+            value = value[name]
+        return value
 
-def _false_or_unknown(holds: bool) -> bool | None:
-    return None if holds else False
+    return value_at
 
 
 def _compare(path: tuple[str, ...], op: Callable[[Any, Any], bool], bound: int) -> Check:
+    value_at = _getter(path)
+
     def check(arguments: Mapping[str, Any]) -> bool | None:
-        value = _value(arguments, path)
-        if type(value) is not int or not -(2**63) <= value < 2**63:
-            return None  # bool, float, past int64, missing: the bindings' rules differ
-        return _false_or_unknown(op(value, bound))
-
-    return check
-
-
-def _size(path: tuple[str, ...], op: Callable[[Any, Any], bool], bound: int) -> Check:
-    def check(arguments: Mapping[str, Any]) -> bool | None:
-        value = _value(arguments, path)
-        if (type(value) is str and value.isascii()) or type(value) in (list, dict):
-            return _false_or_unknown(op(len(value), bound))
+        value = value_at(arguments)
+        # bool, float, past int64, missing: the bindings' rules differ, they decide
+        if type(value) is int and -(2**63) <= value < 2**63 and not op(value, bound):
+            return False
         return None
 
     return check
 
 
-def _text(path: tuple[str, ...], test: Callable[[Any, Any], bool], text: str) -> Check:
+def _size(path: tuple[str, ...], op: Callable[[Any, Any], bool], bound: int) -> Check:
+    value_at = _getter(path)
+
     def check(arguments: Mapping[str, Any]) -> bool | None:
-        value = _value(arguments, path)
-        if type(value) is not str:
-            return None
-        return _false_or_unknown(test(value, text))
+        value = value_at(arguments)
+        sized = (type(value) is str and value.isascii()) or type(value) in (list, dict)
+        return False if sized and not op(len(value), bound) else None
+
+    return check
+
+
+def _text(path: tuple[str, ...], test: Callable[[Any, Any], bool], text: str) -> Check:
+    value_at = _getter(path)
+
+    def check(arguments: Mapping[str, Any]) -> bool | None:
+        value = value_at(arguments)
+        return False if type(value) is str and not test(value, text) else None
 
     return check
 
@@ -124,9 +132,10 @@ def _text(path: tuple[str, ...], test: Callable[[Any, Any], bool], text: str) ->
 def _when_present(path: tuple[str, ...], inner: Check) -> Check:
     """`has(args.PATH) && inner`: false when PATH's last name is missing from a dict."""
     parent, last = path[:-1], path[-1]
+    holder_at = _getter(parent) if parent else (lambda arguments: arguments)
 
     def check(arguments: Mapping[str, Any]) -> bool | None:
-        holder = _value(arguments, parent)
+        holder = holder_at(arguments)
         if type(holder) is not dict:
             return None
         return False if last not in holder else inner(arguments)
