@@ -95,6 +95,18 @@ def _run_kit(url: str, *options: str, **env: str) -> dict[str, str]:
     return outcomes
 
 
+def _settings(redis_url: str, config: Path) -> Settings:
+    """A gateway serving the agents `config` declares, tools on the process backend."""
+    return Settings(
+        redis_url=redis_url,
+        port=0,
+        sandbox_backend="process",
+        config=config,
+        secret="tck-secret-" + "t" * 32,
+        admin_key="tck-admin-key",
+    )
+
+
 def test_every_test_that_passes_alone_passes_through_conclave(
     reference_agent: str, redis_url: str, tmp_path: Path
 ) -> None:
@@ -103,15 +115,7 @@ def test_every_test_that_passes_alone_passes_through_conclave(
     assert len(passed_alone) >= PASSED_ALONE_AT_LEAST, sorted(alone.items())
     config = tmp_path / "conclave.toml"
     config.write_text(f'[[a2a_agent]]\nname = "tck"\nurl = "{reference_agent}"\n')
-    settings = Settings(
-        redis_url=redis_url,
-        port=0,
-        sandbox_backend="process",
-        config=config,
-        secret="tck-secret-" + "t" * 32,
-        admin_key="tck-admin-key",
-    )
-    with EmbeddedStack(settings) as stack:
+    with EmbeddedStack(_settings(redis_url, config)) as stack:
         token = stack.token("tck", "tck-runner", ["agent:tck"])
         through = _run_kit(f"{stack.url}/a2a/tck", A2A_TCK_BEARER=token)
     lost = sorted(name for name in passed_alone if through.get(name) != "passed")
@@ -125,15 +129,7 @@ def test_every_must_test_passes_against_a_conclave_hosted_agent(
         raise RuntimeError(f"the A2A TCK is not installed in {TCK}: run .ci/lib.sh's setup")
     config = tmp_path / "conclave.toml"
     config.write_text('[[a2a_agent]]\nname = "tck"\ntenant = "t-tck"\nlease_s = 3\n')
-    settings = Settings(
-        redis_url=redis_url,
-        port=0,
-        sandbox_backend="process",
-        config=config,
-        secret="tck-secret-" + "t" * 32,
-        admin_key="tck-admin-key",
-    )
-    with EmbeddedStack(settings) as stack:
+    with EmbeddedStack(_settings(redis_url, config)) as stack:
         worker = subprocess.Popen(
             [sys.executable, "-m", "tests.a2a_tck_hosted_agent", stack.url, "tck"],
             cwd=ROOT,
