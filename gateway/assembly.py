@@ -428,6 +428,7 @@ def _pipeline(
                 held_calls,
                 cascade=cascade,
                 confined=confined,
+                quota_usage=quota_book.usage,  # for rules that read `usage`
             ),
             budget,
             *_quota_stages(quota_book),  # none without [[quota]]: nothing per call

@@ -42,7 +42,8 @@ missing one; a write it may only read is NAMESPACE_FORBIDDEN.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from typing import Any
 
 from gateway.approvals import HeldCall, HeldCalls
 from gateway.delegation import ChainSigner, DelegationChain, TaskCascade
@@ -72,6 +73,10 @@ def _confined(principal: Principal, confined: frozenset[str]) -> GatewayError | 
     )
 
 
+# What a caller has used of each quota a call counts against, by quota and limit
+QuotaUsage = Callable[[Principal, str], Awaitable[Mapping[str, Any]]]
+
+
 class AuthorizeStage:
     name = "authorize"
 
@@ -85,6 +90,7 @@ class AuthorizeStage:
         *,
         cascade: TaskCascade | None = None,
         confined: Collection[str] = (),
+        quota_usage: QuotaUsage | None = None,
     ) -> None:
         self.registry = registry
         self.a2a_agents = a2a_agents
@@ -92,6 +98,7 @@ class AuthorizeStage:
         self.chains = chains or ChainSigner(b"")
         self.cascade = cascade  # where a request done for a hosted task waits for its end
         self.held_calls = held_calls  # None: an `approve` rule refuses (nobody could approve)
+        self.quota_usage = quota_usage  # `usage` for rules that read it (gateway.quotas)
         # "tenant/agent" of the hosted agents declared `confined`: they act by task tokens only
         self.confined = frozenset(confined)
         # (scopes, tool) -> may call: glob matching every scope on every call was a measurable
@@ -157,7 +164,12 @@ class AuthorizeStage:
     async def _decide(
         self, ctx: RequestContext, principal: Principal, tool: RegisteredTool
     ) -> None:
-        decided = self.policies.decide(principal, tool.name, ctx.arguments, ctx.chain.acting_for)
+        acting_for, usage = ctx.chain.acting_for, None
+        if self.quota_usage is not None and self.policies.reads_usage(
+            principal, tool.name, acting_for
+        ):
+            usage = await self.quota_usage(principal, tool.name)  # one Redis read, then only
+        decided = self.policies.decide(principal, tool.name, ctx.arguments, acting_for, usage)
         if isinstance(decided, GatewayError):  # raised by budget too, after revocation and rate
             ctx.tool, ctx.tool_refusal = None, decided
         elif decided is not None:
