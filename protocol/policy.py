@@ -23,7 +23,7 @@ class PolicyRule(BaseModel):
     tenants: tuple[str, ...] = ("*",)
     agents: tuple[str, ...] = ("*",)
     tools: tuple[str, ...] = ("*",)
-    # A CEL expression over principal, tool, args, chain and now ("" : always)
+    # A CEL expression over principal, tool, args, chain, now and usage ("" : always)
     when: str = Field(default="", max_length=4096)
     outcome: Literal["allow", "deny", "approve"]
     reason: str = Field(default="", max_length=512)

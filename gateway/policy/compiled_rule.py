@@ -25,7 +25,7 @@ class PolicyError(ValueError):
     """A rule set that cannot be put in force; the message names the rule and the position."""
 
 
-VARIABLES = frozenset({"principal", "tool", "args", "chain", "now"})
+VARIABLES = frozenset({"principal", "tool", "args", "chain", "now", "usage"})
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ variables to CEL, and crossing into the bindings to evaluate; on a serving gatew
 caches the rest of a call has filled, each crossing costs ~10 us (in a loop, ~0.2). So what
 depends on the caller alone is settled here once: its variables (`principal`, `tool`,
 `chain`) are converted into a `cel.Context` kept for its calls, which each call updates with
-its own (`args`, `now`); a condition reading nothing else is decided once, for this caller
+its own (`args`, `now`, `usage`); a condition reading nothing else is decided once, for this caller
 (it holds for all its calls, or for none). Of the conditions that read the call, those of a
 plain form are found false in Python when they surely are (`plain_conditions`), and one
 program OR-ing the others (`any_holds`) asks those: a call no rule stops crosses into the
@@ -88,6 +88,8 @@ class MatchingRules:
         # are, converted in the one evaluation (a kept context updated costs a conversion and
         # more), and into a context only when the rules are asked one by one.
         self._call_alone = not asked_reads & _CALLERS
+        # `usage` (the caller's quota use) is read from Redis for the calls that need it only
+        self.reads_usage = "usage" in self._reads
         # The conditions of plain forms are first found false in Python (`plain_conditions`);
         # one program asks all the others (one: its own), converting the call's variables
         # within it: on a serving gateway's cold caches each crossing costs ~10 us, not ~0.2.
@@ -98,7 +100,9 @@ class MatchingRules:
         # Else nothing to evaluate: no rule, `allow` ones only, or none that can hold.
         self.decides = bool(self._asked or self.deny.always or self.approve.always)
 
-    def decide(self, arguments: Mapping[str, Any]) -> tuple[PolicyRule | None, PolicyRule | None]:
+    def decide(
+        self, arguments: Mapping[str, Any], usage: Mapping[str, Any] | None = None
+    ) -> tuple[PolicyRule | None, PolicyRule | None]:
         """The first `deny` rule that holds for this call, else the first `approve` one."""
         if self._asked:
             reads, call = self._reads, dict[str, Any]()
@@ -106,6 +110,8 @@ class MatchingRules:
                 call["args"] = dict(arguments)
             if "now" in reads:
                 call["now"] = datetime.datetime.now(datetime.UTC)
+            if "usage" in reads:
+                call["usage"] = dict(usage or {})
             bound: Any = None  # the call's variables as the bindings take them, once made
             plain_args: dict[str, Any] = call.get("args", {})  # there when a plain rule is
             may_hold = any(check(plain_args) is not False for check in self._plain)

@@ -59,21 +59,32 @@ class Policies:
         tool: str,
         arguments: Mapping[str, Any],
         chain: Sequence[str] = (),
+        usage: Mapping[str, Any] | None = None,
     ) -> GatewayError | PolicyRule | None:
         """POLICY_DENIED when a `deny` rule's condition holds for this call; else the first
         `approve` rule whose condition holds (the call waits for a person); else None.
-        `chain`: whom the caller acts for ("tenant/agent", the first delegator first)."""
+        `chain`: whom the caller acts for ("tenant/agent", the first delegator first);
+        `usage`: the caller's quota use, by quota and limit, when `reads_usage` says a rule
+        reads it (else it is not needed)."""
         if not self.in_force:
             return None
+        matching = self._matching_rules(principal, tool, chain)
+        if not matching.decides:
+            return None  # no rule, `allow` ones only, or none that holds for this caller
+        denied, approve = matching.decide(arguments, usage)
+        return _denied(denied, tool) if denied is not None else approve
+
+    def reads_usage(self, principal: Principal, tool: str, chain: Sequence[str] = ()) -> bool:
+        """Whether a rule this call must ask reads `usage` (a read of Redis, so only then)."""
+        return bool(self.in_force) and self._matching_rules(principal, tool, chain).reads_usage
+
+    def _matching_rules(
+        self, principal: Principal, tool: str, chain: Sequence[str]
+    ) -> MatchingRules:
         chain = tuple(chain)
         key = (principal.tenant, principal.agent, tool, principal.obo, principal.scopes, chain)
         matching = self._matching.get(key)
-        if matching is None:
-            matching = self._match(key, principal, tool, chain)
-        if not matching.decides:
-            return None  # no rule, `allow` ones only, or none that holds for this caller
-        denied, approve = matching.decide(arguments)
-        return _denied(denied, tool) if denied is not None else approve
+        return matching if matching is not None else self._match(key, principal, tool, chain)
 
     def _match(
         self, key: _Caller, principal: Principal, tool: str, chain: tuple[str, ...]

@@ -71,6 +71,14 @@ class QuotaBook:
                         limits.setdefault(limit.counter, limit)  # per tool, or once
         return await self.read(list(limits.values()))
 
+    async def usage(self, principal: Principal, tool: str) -> dict[str, dict[str, float]]:
+        """What a call of `tool` by `principal` has used of each quota it counts against, as
+        policy rules read it (`usage.<quota>.<limit>`): one read of Redis."""
+        found: dict[str, dict[str, float]] = {}
+        for use in await self.uses(principal, [tool]):
+            found.setdefault(use.quota, {})[use.limit] = use.used
+        return found
+
     async def read(self, limits: Sequence[CountedLimit]) -> list[QuotaUse]:
         """What each of `limits` has used in its current window, and what remains."""
         if not limits:

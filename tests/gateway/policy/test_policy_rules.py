@@ -5,6 +5,7 @@ replica within a second."""
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +233,30 @@ async def test_conclave_toml_rules_refuse_calls_through_the_stages(
     assert long.status_code == 403 and long.json()["code"] == "POLICY_DENIED"
     assert long.json()["details"] == {"policy": "short-echo", "reason": "keep it short"}
     assert short.status_code == 200, short.text
+
+
+async def test_a_rule_reads_the_callers_quota_use(settings: Settings, tmp_path: Path) -> None:
+    """`usage`: what the caller has used of each quota its call counts against, by quota and
+    limit, as GET /v1/quotas shows it; read from Redis only for calls a rule reading it
+    matches. Here a rule asks for less than the quota allows: big echoes stop after two
+    calls a day, while short ones go on to the quota."""
+    config = tmp_path / "conclave.toml"
+    config.write_text(
+        '[[quota]]\nname = "daily"\ntools = ["echo"]\ncalls_per_day = 5\n\n'
+        '[[policy]]\nname = "two-big"\ntools = ["echo"]\noutcome = "deny"\n'
+        "when = 'size(args.message) > 3 && usage.daily.calls_per_day >= 2'\n"
+    )
+    settings = settings.model_copy(update={"config": config, "sandbox_backend": "inprocess"})
+    tenant = f"usage-{uuid.uuid4().hex[:8]}"  # a new day's count
+    token = issue_token(settings, tenant=tenant, agent="user", scopes=["tool:echo"])
+    headers = {"Authorization": f"Bearer {token}"}
+    codes = []
+    async with in_process_gateway(settings) as client:
+        for message in ["long one", "long two", "long three", "hi", "hi", "hi", "hi"]:
+            body = {"arguments": {"message": message}}
+            answer = await client.post("/v1/tools/echo/call", json=body, headers=headers)
+            codes.append(answer.json().get("code") if answer.status_code != 200 else 200)
+    assert codes == [200, 200, "POLICY_DENIED", 200, 200, 200, "RATE_LIMITED"]
 
 
 def test_a_bad_rule_in_conclave_toml_stops_the_start(settings: Settings, tmp_path: Path) -> None:
