@@ -17,13 +17,13 @@ SHUTTING_DOWN (503, retryable), removes every sandbox and exits.
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import math
 import os
 import socket
 import sys
 
+import anyio
 import uvicorn
 from fastapi import FastAPI
 
@@ -74,24 +74,20 @@ class _GatewayServer(uvicorn.Server):
         grace_s = app_settings(self.app).shutdown_grace_s
         # Shut down after the lifespan started (uvicorn never shuts down a failed start-up).
         gateway_parts(self.app).caller_streams.close_all()  # /mcp's streams never end alone
-        loop = asyncio.get_running_loop()
-        interrupting: list[asyncio.Task[None]] = []
-        timer = loop.call_later(
-            grace_s, lambda: interrupting.append(loop.create_task(self._interrupt_calls()))
-        )
-        try:
+        async with anyio.create_task_group() as interrupting:
+            interrupting.start_soon(self._interrupt_calls_after, grace_s)
             await super().shutdown(sockets)
-        finally:
-            timer.cancel()
-            # The interrupt (begun when the shutdown outlived the grace) ends before the
-            # loop does: left running, its shielded kills would hold `asyncio.run`'s end.
-            if interrupting:
-                await asyncio.wait(interrupting, timeout=_BACKSTOP_S)
+            interrupting.cancel_scope.cancel()  # the grace, if it still runs: nothing to cut
 
-    async def _interrupt_calls(self) -> None:
+    async def _interrupt_calls_after(self, grace_s: float) -> None:
+        """Once the shutdown outlived the grace, kill the calls' sandboxes. Begun, the
+        interrupt is not cancelled with the grace: it ends before the loop does (left
+        running, its shielded kills would hold `asyncio.run`'s end), `_BACKSTOP_S` at most."""
+        await anyio.sleep(grace_s)
         executor = gateway_parts(self.app).executor
         if isinstance(executor, SandboxPool):
-            await executor.interrupt()
+            with anyio.move_on_after(_BACKSTOP_S, shield=True):
+                await executor.interrupt()
 
 
 def main() -> None:
