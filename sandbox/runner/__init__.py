@@ -9,6 +9,7 @@ and the host imports its one wire definition from here. One module per idea:
 | `frames` | frames on the host's socket, a call's events pipe, what crosses during a call |
 | `runner_loop` | the loop: hello, one request at a time, a forked child per call |
 | `call_supervision` | a call's rlimits, its supervision until it answers or dies, orphans |
+| `runner_guard` | the filter each child installs: no tool code signals its runner |
 | `call_outcomes` | the outcome the runner decides: exit reason, usage, SERF code |
 | `egress_forwarder` | loopback relayed to the gateway's egress proxy |
 | `stdio_relay`, `stdio_server` | the MCP stdio relay and the servers it keeps |

@@ -18,8 +18,9 @@ dropped unanswered.
 The runner is a boundary against the tool: it makes itself non-dumpable before it forks any
 child, so tool code (same user, no capabilities) can neither ptrace it, read or write its
 memory through /proc/<pid>/mem, nor take its socket to the host with `pidfd_getfd`; the
-sandbox's seccomp filter denies those calls too. Each reply carries its request's id, and
-the host checks it and the call's output cap itself (`runner_wire`).
+sandbox's seccomp filter denies those calls too. Signals, which tool code of the runner's uid
+may send, a filter every child installs shuts (`runner_guard`). Each reply carries its
+request's id, and the host checks it and the call's output cap itself (`runner_wire`).
 
 Tool code is reached through the tool registry when the `tools` package is importable (so
 the `ToolContext` is injected), else as a plain `module:function`. A registered tool's
@@ -65,6 +66,7 @@ from .frames import (
     send_frame,
     write_all,
 )
+from .runner_guard import guard_program, install_guard
 from .stdio_relay import StdioRelay
 
 
@@ -92,7 +94,9 @@ class Runner:
         self.egress_port: int | None = None  # the forwarder's port on 127.0.0.1
         self.forwarder_pid = 0
         self._unreaped, self._child_pid = False, 0
-        self.stdio = StdioRelay(workspace)  # mcp_stdio servers
+        # What each child installs before tool code runs: no signal reaches this runner.
+        self.guard = guard_program(os.getpid(), os.getpgrp())
+        self.stdio = StdioRelay(workspace, self.guard)  # mcp_stdio servers
 
     def hello(self) -> dict[str, Any]:
         """Ready: the runner is up, on the standard library alone (`imported` names what
@@ -232,6 +236,7 @@ class Runner:
             # own process is an ordinary one (its /proc entries its own).
             LIBC.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
             os.setpgid(0, 0)
+            install_guard(self.guard)  # after leaving the runner's group, before tool code
             _quiet_stdio()
             os.chdir(self.workspace)
             raw = read_all(request_read)

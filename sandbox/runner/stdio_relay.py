@@ -29,8 +29,9 @@ _RPC_CODES = {-32602: "INVALID_ARGUMENTS", -32601: "TOOL_NOT_FOUND"}
 class StdioRelay:
     """The runner's MCP servers, by source name, and what each is subscribed to."""
 
-    def __init__(self, workspace: str) -> None:
+    def __init__(self, workspace: str, guard: bytes | None) -> None:
         self.workspace = workspace
+        self.guard = guard  # the runner's guard, installed in every server (`runner_guard`)
         self.servers: dict[str, McpServer] = {}  # mcp_stdio servers, by source name
         self._subscribed: dict[str, set[str]] = {}  # by source name: URIs it is subscribed to
 
@@ -57,7 +58,7 @@ class StdioRelay:
             if server is None or not server.alive():
                 if server is not None:
                     server.kill()
-                server = self.servers[name] = McpServer.start(spec, self.workspace)
+                server = self.servers[name] = McpServer.start(spec, self.workspace, self.guard)
                 server.capabilities = asked if isinstance(asked, dict) else {}
             before = server.cpu_ms()
             cap = int(limits["max_output_bytes"])

@@ -29,6 +29,7 @@ from .call_outcomes import call_error
 from .call_supervision import CLOCK_TICKS, kill_group
 from .egress_forwarder import PROXY_VARIABLES
 from .frames import CallCancelled, HostWatch, read_some
+from .runner_guard import install_guard
 
 MCP_PROTOCOL_VERSION = "2025-06-18"
 _IDLE_BUFFER = 1024 * 1024  # what an idle server may write before a line ends
@@ -59,7 +60,7 @@ class McpServer:
         self._asks = 0
 
     @classmethod
-    def start(cls, spec: dict[str, Any], workspace: str) -> McpServer:
+    def start(cls, spec: dict[str, Any], workspace: str, guard: bytes | None) -> McpServer:
         import subprocess  # only sandboxes running an MCP server pay for these imports
         import tempfile
 
@@ -75,6 +76,7 @@ class McpServer:
                 cwd=workspace,
                 env=env,
                 start_new_session=True,  # its own process group, killed as one
+                preexec_fn=lambda: install_guard(guard),  # the runner is single-threaded
             )
         except OSError as exc:
             log.close()

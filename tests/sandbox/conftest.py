@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from protocol.identity import Principal
@@ -17,7 +18,8 @@ from protocol.tools import ToolContext
 from sandbox.backend import SandboxBackend
 from sandbox.pool import SandboxPool
 from sandbox.sandbox_config import DIRECT_POOL, SandboxConfig
-from tools.calls import CallLimits, Invocation
+from tools.calls import CallLimits, Invocation, Outcome
+from tools.harness.misbehaving import HELD_NAME
 
 TOOL_MODULES = ("tools.builtin", "tools.harness.misbehaving")
 ISOLATING = ["bwrap", "docker"]
@@ -125,3 +127,41 @@ def processes_working_in(root: Path) -> list[int]:
         if Path(cwd).is_relative_to(root):
             found.append(int(entry))
     return found
+
+
+def processes_named(name: str) -> list[int]:
+    """Running host processes (zombies left out) whose name (/proc/<pid>/comm) is `name`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text() if entry.isdigit() else ""
+        except OSError:
+            continue
+        named, _, rest = stat.rpartition(")")
+        if named.partition("(")[2] == name and rest.split()[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
+def parent_of(pid: int) -> int:
+    """The host pid of `pid`'s parent (a call's child's: its runner)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+
+
+async def signal_the_runner(pool: SandboxPool, signum: int, **limits: Any) -> Outcome:
+    """A call of the harness's `hold_for_host` whose runner the host sends `signum` once the
+    call runs (a crash, the OOM killer, a stop): tool code itself cannot signal its runner."""
+    answered: list[Outcome] = []
+
+    async def call() -> None:
+        answered.append(await pool.execute(invocation("hold_for_host", **limits)))
+
+    # An earlier call's, in a sandbox whose teardown (off the caller's path) is not done.
+    earlier = set(processes_named(HELD_NAME.decode()))
+    async with anyio.create_task_group() as calls:
+        calls.start_soon(call)
+        with anyio.fail_after(30):
+            while not (held := set(processes_named(HELD_NAME.decode())) - earlier):  # noqa: ASYNC110
+                await anyio.sleep(0.01)  # a host process: no event to wait on
+        os.kill(parent_of(held.pop()), signum)
+    return answered[0]

@@ -7,6 +7,7 @@ host is untouched, and nothing of the pool is left on the host after shutdown.
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import anyio
@@ -16,7 +17,13 @@ import pytest
 from protocol.serf import ErrorCode
 from sandbox.backends.cgroup import CGROUP_ROOT, GROUP_PARENT
 from sandbox.pool import SandboxPool
-from tests.sandbox.conftest import ISOLATING, PoolFactory, invocation, processes_mentioning
+from tests.sandbox.conftest import (
+    ISOLATING,
+    PoolFactory,
+    invocation,
+    processes_mentioning,
+    signal_the_runner,
+)
 from tools.calls import Outcome
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("backend", ISOLATING)]
@@ -147,7 +154,7 @@ async def test_a_stopped_runner_does_not_disturb_other_agents(
 ) -> None:
     pool = await make_pool(backend)
     other = await _echo(pool, agent="neighbour")
-    stopped = await pool.execute(invocation("stop_runner", timeout_ms=300))
+    stopped = await signal_the_runner(pool, signal.SIGSTOP, timeout_ms=300)
     assert stopped.error is not None and stopped.error.code == ErrorCode.TOOL_TIMEOUT
     neighbour = await _echo(pool, agent="neighbour")
     assert neighbour.ok and neighbour.usage.sandbox == other.usage.sandbox

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import signal
+
 import anyio
 import pytest
 
 from protocol.serf import ErrorCode
 from protocol.tools import ExitReason
-from tests.sandbox.conftest import ALL_BACKENDS, PoolFactory, invocation, processes_mentioning
+from tests.sandbox.conftest import (
+    ALL_BACKENDS,
+    PoolFactory,
+    invocation,
+    processes_mentioning,
+    signal_the_runner,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("backend", ALL_BACKENDS)]
 
@@ -105,10 +113,10 @@ async def test_a_stopped_runner_is_torn_down_and_replaced(
     backend: str, make_pool: PoolFactory
 ) -> None:
     pool = await make_pool(backend)
-    stopped = await pool.execute(invocation("stop_runner", timeout_ms=300))
+    stopped = await signal_the_runner(pool, signal.SIGSTOP, timeout_ms=300)
     assert stopped.error is not None and stopped.error.code == ErrorCode.TOOL_TIMEOUT
     assert stopped.error.details["sandbox_killed"] is True
-    killed = await pool.execute(invocation("kill_runner"))
+    killed = await signal_the_runner(pool, signal.SIGKILL)
     assert killed.error is not None and killed.error.code == ErrorCode.SANDBOX_KILLED
     after = await pool.execute(invocation("echo", {"message": "ok"}, module="tools.builtin"))
     assert after.result == "ok" and pool.started == 3

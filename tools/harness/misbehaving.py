@@ -7,7 +7,6 @@ real agents. Each one does what an attacker's or a buggy tool's code would do.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -132,17 +131,18 @@ def is_alive(pid: int) -> bool:
         return False
 
 
+HELD_NAME = b"runner-victim"  # what `hold_for_host` names its process (/proc/<pid>/comm)
+
+
 @tool(intent=_BIG)
-def stop_runner() -> None:
-    """Freeze the runner that forked this call: it stops answering."""
-    os.kill(os.getppid(), signal.SIGSTOP)
+def hold_for_host() -> None:
+    """Name this call's process `runner-victim` and wait: a test stops or kills its runner
+    from the host, as a crash or the OOM killer would (tool code cannot signal its runner:
+    `sandbox.runner.runner_guard`)."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(15, HELD_NAME, 0, 0, 0)  # PR_SET_NAME
     time.sleep(3600)
-
-
-@tool(intent=_BIG)
-def kill_runner() -> None:
-    """Kill the runner that forked this call."""
-    os.kill(os.getppid(), signal.SIGKILL)
 
 
 @tool(intent=_BIG)
