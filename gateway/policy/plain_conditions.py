@@ -30,7 +30,7 @@ Check = Callable[[Mapping[str, Any]], "bool | None"]  # False: surely false; Non
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _PATH = rf"args((?:\s*\.\s*{_NAME})+)"
-_INT = r"-?\d{1,18}"
+_INT = r"-?[0-9]{1,18}"  # ASCII digits: a regex digit class takes any script's
 _TEXT = r"\"([^\"\\\n]*)\"|'([^'\\\n]*)'"
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
     "==": operator.eq, "!=": operator.ne, "<": operator.lt,

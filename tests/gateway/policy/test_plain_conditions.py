@@ -52,7 +52,7 @@ def test_a_check_says_false_only_where_the_bindings_do(condition: str) -> None:
         "args.n > 1.5", "args.n > 1u", "args.n > 0x10", "args.n > 1 || true",
         'args.s == "a\\"b"', "has(args.a) && args.a > 1 && true", "args.n > 10 // note",
         "args.n > 99999999999999999999", "size(args.s) > 1 ? true : false", "now.getHours() > 1",
-        "principal.agent == 'x'", 'r"abc" == args.s', "(args.n > 1)",
+        "principal.agent == 'x'", 'r"abc" == args.s', "(args.n > 1)", "args.n > \u0661",
     ],
 )  # fmt: skip
 def test_anything_else_is_left_to_the_bindings(condition: str) -> None:
