@@ -8,6 +8,7 @@ set costs a call. A condition of one of these forms over the call's arguments:
     size(args.PATH) OP INT
     args.PATH == "TEXT", args.PATH != "TEXT"
     args.PATH.startsWith("TEXT"), .endsWith("TEXT"), .contains("TEXT")
+    args.PATH in ["TEXT", ...]
     has(args.PATH) && one of the above
 
 (PATH: names joined by dots; TEXT: in single or double quotes, with no backslash) is compiled
@@ -43,6 +44,7 @@ _EQUALS_TEXT = re.compile(rf"\s*{_PATH}\s*(==|!=)\s*(?:{_TEXT})\s*")
 _METHOD = re.compile(
     rf"\s*{_PATH}\s*\.\s*(startsWith|endsWith|contains)\s*\(\s*(?:{_TEXT})\s*\)\s*"
 )
+_TEXTS = re.compile(rf"\s*{_PATH}\s+in\s*\[\s*((?:{_TEXT})(?:\s*,\s*(?:{_TEXT}))*)\s*\]\s*")
 _HAS = re.compile(rf"\s*has\s*\(\s*{_PATH}\s*\)\s*&&(.*)", re.S)
 _STRING_METHODS: dict[str, Callable[[str, str], bool]] = {
     "startsWith": str.startswith, "endsWith": str.endswith, "contains": operator.contains,
@@ -67,6 +69,9 @@ def _plain(condition: str) -> Check | None:
     if found := _EQUALS_TEXT.fullmatch(condition):
         text = found.group(3) if found.group(3) is not None else found.group(4)
         return _text(_path(found.group(1)), _OPS[found.group(2)], text)
+    if found := _TEXTS.fullmatch(condition):
+        listed = frozenset(a or b for a, b in re.findall(_TEXT, found.group(2)))
+        return _text(_path(found.group(1)), _among, listed)
     if found := _METHOD.fullmatch(condition):
         text = found.group(3) if found.group(3) is not None else found.group(4)
         return _text(_path(found.group(1)), _STRING_METHODS[found.group(2)], text)
@@ -119,7 +124,11 @@ def _size(path: tuple[str, ...], op: Callable[[Any, Any], bool], bound: int) -> 
     return check
 
 
-def _text(path: tuple[str, ...], test: Callable[[Any, Any], bool], text: str) -> Check:
+def _among(value: str, listed: frozenset[str]) -> bool:
+    return value in listed
+
+
+def _text(path: tuple[str, ...], test: Callable[[Any, Any], bool], text: Any) -> Check:
     value_at = _getter(path)
 
     def check(arguments: Mapping[str, Any]) -> bool | None:

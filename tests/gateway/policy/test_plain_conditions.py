@@ -16,7 +16,7 @@ CONDITIONS = [
     "args . a.b > 1", "size(args.s) > 3", "size(args.s) <= 2", "size( args.l ) == 2",
     'args.s == "hi"', "args.s != 'hi'", 'args.s.startsWith("h")', "args.s.endsWith('i')",
     'args.s.contains("é")', 'has(args.o) && args.o == "3"', "has(args.a.b) && args.a.b > 1",
-    "has(args.s) && size(args.s) > 2",
+    "has(args.s) && size(args.s) > 2", "args.s in ['hi', \"ab\"]", 'args.s in [ "é" ]',
 ]  # fmt: skip
 VALUES: list[Any] = [
     0, 1, 3, 7, 10, 11, -5, 2**63 - 1, 2**63, 2**70, True, False, 1.5, 10.0, None, "", "3",
@@ -53,6 +53,7 @@ def test_a_check_says_false_only_where_the_bindings_do(condition: str) -> None:
         'args.s == "a\\"b"', "has(args.a) && args.a > 1 && true", "args.n > 10 // note",
         "args.n > 99999999999999999999", "size(args.s) > 1 ? true : false", "now.getHours() > 1",
         "principal.agent == 'x'", 'r"abc" == args.s', "(args.n > 1)", "args.n > \u0661",
+        "args.s in ['a', 1]", "args.s in []", "args.s in ['a',]",
     ],
 )  # fmt: skip
 def test_anything_else_is_left_to_the_bindings(condition: str) -> None:
