@@ -13,7 +13,9 @@ answers without end (`conclave.bench.isolation.hostile_upstream`).
 The attacker runs in its own process, as a real client would. Every call, the victim's and
 the attacker's, is made once: no retries, so a refusal the victim gets is counted, not hidden.
 Reported per attack: the victim's success rate and the SERF codes of its failures, p50 and
-p99, its p99 alone and the ratio;
+p99; its p99 against the same run's control row's (the goal: at most 1.5x, judging Conclave
+and not the machine's own noise), its p50 against its p50 alone (at most 1.5x), and the
+older p99 against its p99 alone beside them, held to no goal;
 whether the attacker was refused with the SERF error that defends against it; whether an
 operator could revoke one of the noisy tenant's agents while the attack ran (the revocation
 answered and the agent's token then refused AUTH_REVOKED); and what was left once the attack
@@ -65,10 +67,12 @@ VICTIM_BUDGET_MS = 5_000
 # tenant rate (100/s) and a quarter of an agent's (200/s), so its own limits never refuse it,
 # and 300 calls in a quick row's 6 s, so its p99 is the 4th slowest call, not the slowest.
 VICTIM_RATE_PER_S = 50.0
-GOAL_P99_RATIO = 2.0
+GOAL_P99_VS_CONTROL = 1.5  # victim p99 / the same run's control row's p99
+GOAL_P50_VS_ALONE = 1.5  # victim p50 / its p50 alone
 # No attack: one process outside Conclave keeps one core busy (at the default priority)
 # while the victim calls: what any load of the shared cores does to its p99 on this machine,
-# the floor no defence of the gateway's can go below. Printed, no goal.
+# the floor no defence of the gateway's can go below. No goal of its own: every attack's p99
+# is judged against it.
 CONTROL = "control: one core busy outside Conclave"
 SCENARIOS = ("alone", CONTROL, *ATTACKS)  # the table's rows, in order
 IDLE_S = 2.0  # the suite's sandbox idle time: an attack's sandboxes are reaped soon after
@@ -435,19 +439,26 @@ def run(ctx: BenchContext) -> SuiteResult:
         with EmbeddedStack(settings, log_path=ctx.gateway_log("isolation")) as stack:
             measured = anyio.run(_measure, stack, seconds)
     ctx.progress.advance(task)
+    backend = ctx.stack.backend.name if ctx.stack.backend else "?"
+    return report(measured["rows"], measured["secrets"], seconds, backend)
+
+
+def report(rows: dict[str, Row], secrets: int, seconds: float, backend: str) -> SuiteResult:
+    """The suite's table, figures and goals from its measured rows (`SCENARIOS`' names)."""
 
     table = Table(
         "isolation: the victim tenant's echo calls (ms), alone and beside an attacker",
         [
-            "attack", "calls", "succeeded", "victim failed (SERF)", "p50", "p99", "alone p99",
-            "p99 / alone",
+            "attack", "calls", "succeeded", "victim failed (SERF)", "p50", "p99",
+            "p99 / control p99", "p50 / alone p50", "alone p99", "p99 / alone",
             "CPU: attacker / gateway", "attacker refused (SERF)", "revoke works",
             "left: fds/procs/bytes",
         ],
     )  # fmt: skip
     result = SuiteResult("isolation", tables=[table])
-    rows: dict[str, Row] = measured["rows"]
+    alone_p50 = statistics.median(rows["alone"].victim.latencies)
     alone_p99 = percentile(rows["alone"].victim.latencies, 0.99)
+    control_p99 = percentile(rows[CONTROL].victim.latencies, 0.99)
     told: dict[str, str] = {}  # what the victim was told, per code, over all rows
     for name, row in rows.items():
         latencies, failures = row.victim.latencies, row.victim.failures
@@ -457,6 +468,7 @@ def run(ctx: BenchContext) -> SuiteResult:
         told |= {c: f"{c} ({name}): {m}" for c, m in row.victim.messages.items() if c not in told}
         p50, p99 = statistics.median(latencies), percentile(latencies, 0.99)
         ratio = p99 / alone_p99
+        vs_control, p50_vs_alone = p99 / control_p99, p50 / alone_p50
         refused: bool | None = None
         left = "-"
         if name not in ("alone", CONTROL):
@@ -467,7 +479,8 @@ def run(ctx: BenchContext) -> SuiteResult:
             left = "/".join(str(n) for n in row.leftovers)
         table.rows.append(
             [
-                name, calls, f"{success:.1%}", failed, p50, p99, alone_p99, f"{ratio:.2f}x",
+                name, calls, f"{success:.1%}", failed, p50, p99, f"{vs_control:.2f}x",
+                f"{p50_vs_alone:.2f}x", alone_p99, f"{ratio:.2f}x",
                 f"{row.cores[0]:.2f} / {row.cores[1]:.2f}",
                 "-" if refused is None else f"{_yes(refused)} ({codes or 'none'})",
                 _yes(row.revoked), left,
@@ -475,6 +488,8 @@ def run(ctx: BenchContext) -> SuiteResult:
         )  # fmt: skip
         result.figures[f"{name} success"] = success
         result.figures[f"{name} p99_ratio"] = ratio
+        result.figures[f"{name} p99_vs_control"] = vs_control
+        result.figures[f"{name} p50_vs_alone"] = p50_vs_alone
         result.figures[f"{name} attacker_cores"], result.figures[f"{name} gateway_cores"] = (
             row.cores
         )
@@ -486,15 +501,16 @@ def run(ctx: BenchContext) -> SuiteResult:
         if name == "alone":
             continue
         result.goals += [
-            Goal(f"{name}: victim p99 / alone", f"<= {GOAL_P99_RATIO:.0f}x",
-                 f"{ratio:.2f}x", ratio <= GOAL_P99_RATIO),
+            Goal(f"{name}: victim p99 / control p99", f"<= {GOAL_P99_VS_CONTROL:.1f}x",
+                 f"{vs_control:.2f}x", vs_control <= GOAL_P99_VS_CONTROL),
+            Goal(f"{name}: victim p50 / alone p50", f"<= {GOAL_P50_VS_ALONE:.1f}x",
+                 f"{p50_vs_alone:.2f}x", p50_vs_alone <= GOAL_P50_VS_ALONE),
             Goal(f"{name}: attacker refused with SERF", "yes", _yes(refused), bool(refused)),
             Goal(f"{name}: operator revokes", "yes", _yes(row.revoked), bool(row.revoked)),
             Goal(f"{name}: left after (fds/procs/bytes)", "0/0/0", left,
                  row.leftovers == (0, 0, 0)),
         ]  # fmt: skip
-    found = measured["secrets"]
-    backend = ctx.stack.backend.name if ctx.stack.backend else "?"
+    found = secrets
     result.figures["gateway secrets readable by a tool"] = found
     result.goals.append(
         Goal(f"gateway secrets readable by a tool ({backend})", "0", str(found), found == 0)
@@ -517,6 +533,12 @@ def run(ctx: BenchContext) -> SuiteResult:
         "victim calls, the floor any load of this machine's cores puts under the victim's "
         "p99, whatever the gateway does; the attacker's own process runs at nice 19 (a real "
         "attacker's client has a machine of its own), taking only cores left idle"
+    )
+    result.notes.append(
+        "goals: each attack's victim p99 against the control row's p99 of the same run (what "
+        "Conclave adds to the machine's own noise) and its p50 against its p50 alone; its "
+        "p99 against its p99 alone is printed beside them, held to no goal (the control row "
+        "alone moves it by 1.6x to 2.9x on a loaded 2-core machine)"
     )
     result.notes.append(
         "CPU: the cores (1.00: one core busy) the attacker's own process and the gateway's "
