@@ -19,7 +19,7 @@ from tools.calls import StartStage
 SANDBOX_CODE_DIR = "/opt/conclave/code"
 SANDBOX_RUNNER = "/opt/conclave/runner"  # the runner folder (`sandbox/runner/`), mounted whole
 SANDBOX_WORKSPACE = "/workspace"
-SANDBOX_UID = 65534  # nobody
+SANDBOX_UID = 65534  # nobody: what a spec made outside a pool runs as
 
 
 class SandboxError(Exception):
@@ -76,6 +76,9 @@ class SandboxSpec:
     tool_modules: tuple[str, ...]
     workspace_quota: WorkspaceQuota | None = None  # None: the workspace is not bounded
     cpus: str | None = None  # the CPUs it runs on, a cpuset list (`SandboxConfig.cpus`)
+    # The host uid its runner and tools run as, its own while it lives (`sandbox.pool`'s
+    # `SandboxUids`); the workspace is its.
+    uid: int = SANDBOX_UID
 
 
 class LaunchedSandbox(Protocol):

@@ -2,8 +2,9 @@
 
 bwrap runs as root without a user namespace, so the uid the runner runs as is a real host
 uid: it builds new pid, network, IPC, UTS, mount (and cgroup) namespaces (no network but a
-dead loopback), then `setpriv` drops to `SANDBOX_UID` (65534, nobody) with no capabilities,
-no supplementary groups and no-new-privileges before the runner starts. (With a user
+dead loopback), then `setpriv` drops to the sandbox's own uid (`SandboxSpec.uid`, one no other
+live sandbox has) with no capabilities, no supplementary groups and no-new-privileges before
+the runner starts. (With a user
 namespace, bwrap started by root maps the sandbox's uid to host root.) The runner sees only
 read-only binds of the system's /usr, the Python that runs it, the tool code, a private /tmp
 and its workspace, runs under the seccomp filter of `sandbox.backends.seccomp`, and dies
@@ -26,7 +27,6 @@ from anyio.abc import Process
 from sandbox.backend import (
     SANDBOX_CODE_DIR,
     SANDBOX_RUNNER,
-    SANDBOX_UID,
     SANDBOX_WORKSPACE,
     LaunchedSandbox,
     SandboxSpec,
@@ -40,7 +40,7 @@ from sandbox.runner import SOCKET_NAME
 from tools.calls import StartStage
 
 NAMESPACES = ("--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts")
-# What the sandbox's root keeps until `setpriv` drops to SANDBOX_UID: changing ids, emptying
+# What the sandbox's root keeps until `setpriv` drops to the sandbox's uid: changing ids, emptying
 # the bounding set, and searching the workspace (0700, the sandbox user's) for `--chdir`.
 SETUP_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_DAC_READ_SEARCH")
 SETPRIV = "/usr/bin/setpriv"
@@ -96,7 +96,7 @@ def bwrap_argv(spec: SandboxSpec, seccomp_fd: int) -> list[str]:
     argv += ["--setenv", "PYTHONPATH", SANDBOX_CODE_DIR, "--setenv", "HOME", SANDBOX_WORKSPACE]
     argv += ["--setenv", "CONCLAVE_WORKSPACE", SANDBOX_WORKSPACE]
     argv += ["--seccomp", str(seccomp_fd), "--"]
-    argv += _drop_to_sandbox_user()
+    argv += _drop_to_sandbox_user(spec.uid)
     socket_path = f"{SANDBOX_WORKSPACE}/{SOCKET_NAME}"
     return argv + runner_argv(
         sys.executable, SANDBOX_RUNNER, socket_path, SANDBOX_WORKSPACE, spec.tool_modules
@@ -142,14 +142,13 @@ def _ro_bind(source: str, destination: str) -> list[str]:
     return ["--dir", str(Path(destination).parent), "--ro-bind", source, destination]
 
 
-def _drop_to_sandbox_user() -> list[str]:
-    """The `setpriv` prefix that runs the runner as SANDBOX_UID with nothing of root left."""
+def _drop_to_sandbox_user(uid: int) -> list[str]:
+    """The `setpriv` prefix that runs the runner as `uid` with nothing of root left."""
     if not Path(SETPRIV).exists():
         raise SandboxStartError(
             f"{SETPRIV} is missing: the bwrap backend needs it to drop to the sandbox user; "
             "install util-linux, or use the docker backend"
         )
-    uid = str(SANDBOX_UID)
     argv = [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"]
     return [*argv, "--bounding-set=-all", "--inh-caps=-all", "--"]
 

@@ -5,10 +5,11 @@ Every blocking docker SDK call goes through `DockerBackend._blocking`, the one
 image (`conclave sandbox build-image`) with no network, a read-only root, a private /tmp,
 the workspace read-write, the tool code read-only, memory = memory+swap, a CPU quota, a pids
 limit, no capabilities, no-new-privileges, the sandbox's seccomp profile
-(`sandbox.backends.seccomp`) and user 65534, in its tenant's cgroup parent (equal CPU shares
-between tenants, as bwrap's sandboxes; `sandbox.backends.cgroup`). A tiny init (docker's `--init`)
-is pid 1, so the runner is an ordinary process that can be stopped or killed like anywhere
-else. Labels name the sandbox, its identity and the owning process, for `conclave sandbox gc`.
+(`sandbox.backends.seccomp`) and the sandbox's own uid (`SandboxSpec.uid`), in its tenant's
+cgroup parent (equal CPU shares between tenants, as bwrap's sandboxes;
+`sandbox.backends.cgroup`). A tiny init (docker's `--init`) is pid 1, so the runner is an
+ordinary process that can be stopped or killed like anywhere else. Labels name the sandbox,
+its identity and the owning process, for `conclave sandbox gc`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from requests.exceptions import RequestException
 from sandbox.backend import (
     SANDBOX_CODE_DIR,
     SANDBOX_RUNNER,
-    SANDBOX_UID,
     SANDBOX_WORKSPACE,
     LaunchedSandbox,
     RuntimeImageMissing,
@@ -188,7 +188,7 @@ class DockerBackend:
             command,
             name=f"conclave-{spec.sandbox_id}",
             init=True,
-            user=f"{SANDBOX_UID}:{SANDBOX_UID}",
+            user=f"{spec.uid}:{spec.uid}",  # its own, as its workspace is
             network_mode="none",
             read_only=True,
             tmpfs={"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"},

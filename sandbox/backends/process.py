@@ -4,15 +4,15 @@ Only ever chosen explicitly, never a fall-back. Per-call rlimits and the wall-cl
 still apply, but tool code sees the host's files, network and processes; the backend says
 so loudly when it starts. What it does keep from tools: the gateway's environment (the
 runner gets a scrubbed one) and, when the gateway runs as root, everything only root may
-read: the runner then runs as the unprivileged SANDBOX_UID, so the 0600 secret files and
-/proc/<gateway>/environ are closed to it.
+read: the runner then runs as its sandbox's own unprivileged uid (`SandboxSpec.uid`, no other
+live sandbox's), so the 0600 secret files, /proc/<gateway>/environ and every other
+sandbox's processes and workspace are closed to it.
 
 Where the gateway may make cgroups (as root), each sandbox runs in its own, in its tenant's,
 as bwrap's do (`sandbox.backends.cgroup`): memory, CPU and, above all, its own process cap.
-Every sandbox of every backend runs as SANDBOX_UID, so RLIMIT_NPROC, which counts the uid's
-processes host-wide, would let one sandbox's processes (a fork bomb, or many sandboxes at
-once) make another's forks fail. Teardown is then the cgroup's: freeze, kill all, thaw. Where
-it may not, the runner falls back to RLIMIT_NPROC, and the start-up warning says so.
+Teardown is then the cgroup's: freeze, kill all, thaw. Where it may not, the runner falls
+back to RLIMIT_NPROC, which counts the uid's processes host-wide: the sandbox's own as root,
+the gateway user's (every sandbox's) otherwise, and the start-up warning says so.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import anyio
 from anyio.abc import Process
 
 from sandbox.backend import (
-    SANDBOX_UID,
     LaunchedSandbox,
     SandboxSpec,
     SandboxStartError,
@@ -48,9 +47,14 @@ WARNING = (
 )
 SHARED_CAP_WARNING = (
     "sandbox backend 'process' cannot give each sandbox its own cgroup (%s): a sandbox's "
-    "process cap is RLIMIT_NPROC, which counts every process of uid %d on this host, so one "
-    "sandbox's processes can make another's forks fail (EAGAIN). Run the gateway as root with "
-    "writable cgroups for a cap per sandbox."
+    "process cap is RLIMIT_NPROC, which counts every process of %s on this host. Run the "
+    "gateway as root with writable cgroups for a cap per sandbox."
+)
+
+SHARED_UID_WARNING = (
+    "sandbox backend 'process' runs every sandbox as the gateway's own uid %d (it is not "
+    "root): one sandbox's tools can signal, trace and read another's. Run the gateway as root "
+    "for a uid per sandbox, or use docker or bwrap."
 )
 
 
@@ -121,7 +125,7 @@ def _descendants(pid: int) -> list[int]:
 
 
 def _reachable_by_others(path: Path) -> bool:
-    """Whether a user with no rights of ours (SANDBOX_UID) can execute `path`."""
+    """Whether a user with no rights of ours (a sandbox's uid) can execute `path`."""
     real = path.resolve()
     return real.is_file() and bool(real.stat().st_mode & 0o001) and _passable_by_others(real)
 
@@ -132,7 +136,7 @@ def _passable_by_others(directory: Path) -> bool:
 
 
 def _unprivileged_interpreter() -> str:
-    """Our Python, or the same version elsewhere on PATH when SANDBOX_UID cannot reach ours
+    """Our Python, or the same version elsewhere on PATH when a sandbox's uid cannot reach ours
     (an interpreter under /root, say); our site-packages go on its PYTHONPATH."""
     if _reachable_by_others(Path(sys.executable)):
         return sys.executable
@@ -143,7 +147,7 @@ def _unprivileged_interpreter() -> str:
         if candidate.exists() and _reachable_by_others(candidate):
             return str(candidate)
     raise SandboxStartError(
-        f"the process backend runs tools as uid {SANDBOX_UID}, which cannot execute "
+        "the process backend runs tools as unprivileged uids, which cannot execute "
         f"{sys.executable}: install {name} where every user can run it (e.g. /usr/bin)"
     )
 
@@ -168,20 +172,21 @@ class ProcessBackend:
 
     def __init__(self) -> None:
         log.warning(WARNING)
-        # As root, the runner runs as the unprivileged SANDBOX_UID (no supplementary groups).
-        self._uid = SANDBOX_UID if os.geteuid() == 0 else None
-        self._python = sys.executable if self._uid is None else _unprivileged_interpreter()
+        # As root, each runner runs as its sandbox's own uid (no supplementary groups).
+        self._as_root = os.geteuid() == 0
+        self._python = _unprivileged_interpreter() if self._as_root else sys.executable
         no_cgroups = cgroups_unavailable()
         self.caps_processes = no_cgroups is None  # else the runner's RLIMIT_NPROC does
         if no_cgroups is not None:
-            log.warning(
-                SHARED_CAP_WARNING, no_cgroups, os.getuid() if self._uid is None else self._uid
-            )
+            whose = "its sandbox's uid" if self._as_root else f"uid {os.getuid()} (every sandbox)"
+            log.warning(SHARED_CAP_WARNING, no_cgroups, whose)
+        if not self._as_root:
+            log.warning(SHARED_UID_WARNING, os.getuid())
 
     async def launch(self, spec: SandboxSpec) -> LaunchedSandbox:
-        if self._uid is not None and not _passable_by_others(spec.workspace):
+        if self._as_root and not _passable_by_others(spec.workspace):
             raise SandboxStartError(
-                f"the process backend runs tools as uid {SANDBOX_UID}, which cannot pass "
+                f"the process backend runs tools as uid {spec.uid}, which cannot pass "
                 f"through to the workspace {spec.workspace}: use a workspace root outside "
                 "private directories"
             )
@@ -196,7 +201,7 @@ class ProcessBackend:
             "CONCLAVE_WORKSPACE": str(spec.workspace),
             "HOME": str(spec.workspace),
         }
-        argv = _as_sandbox_user(self._uid) + runner_argv(
+        argv = _as_sandbox_user(spec.uid if self._as_root else None) + runner_argv(
             self._python,
             str(RUNNER_PATH),
             str(spec.workspace / SOCKET_NAME),

@@ -141,6 +141,8 @@ class Sandbox:
         self.created = time.monotonic()
         self.last_used = self.created
         self.closed = False
+        self.torn_down = False  # its teardown returned: no process of it is left
+        self._teardown_ended = anyio.Event()
         self._ids = itertools.count(1)
         self._oom_kills_seen = 0
         self._pids_refusals_seen = 0
@@ -502,11 +504,22 @@ class Sandbox:
         return refusals > seen
 
     async def close(self) -> None:
+        """Tear the sandbox down; a second caller waits for the first's teardown to end (the
+        pool frees its uid and workspace only then)."""
         if self.closed:
+            with anyio.CancelScope(shield=True):
+                await self._teardown_ended.wait()
             return
         self.closed = True
         if self._idle_watch is not None:
             self._idle_watch.abandon()
+        with anyio.CancelScope(shield=True):
+            try:
+                await self._tear_down()
+            finally:
+                self._teardown_ended.set()
+
+    async def _tear_down(self) -> None:
         with anyio.CancelScope(shield=True):
             if self._egress is not None:
                 await self._egress.detach(self)
@@ -514,6 +527,7 @@ class Sandbox:
                 await self.channel.aclose()
             try:
                 await self.launched.kill()
+                self.torn_down = True
             except Exception:  # teardown must go on; `conclave sandbox gc` finds what is left
                 log.warning("could not tear down %s", self.launched.description, exc_info=True)
 

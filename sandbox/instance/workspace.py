@@ -3,8 +3,8 @@
 Each workspace is `<root>/<sandbox id>/`. The root is the gateway user's, mode 0700: no other
 host user, the sandboxes' own included, reaches a workspace through it; a sandbox sees only
 its own workspace, which its backend mounts for it. A gateway running as root gives each
-workspace to the sandbox user (`SANDBOX_UID`, mode 0700); one that cannot leaves it open to
-the sandbox user inside the closed root. Beside it (not in it, so no tool can forge it)
+workspace to the sandbox's own uid (`SandboxSpec.uid`, mode 0700); one that cannot leaves it
+open to the sandbox's user inside the closed root. Beside it (not in it, so no tool can forge it)
 `<sandbox id>.owner` holds the pid of the process whose pool made it. A gateway that is
 killed, not stopped, cannot remove its workspaces; `conclave sandbox gc` then finds them by
 their owner's pid being gone, as it finds containers by their owner label.
@@ -66,7 +66,9 @@ def _owner_file(workspace: Path) -> Path:
     return workspace.with_name(workspace.name + _OWNER_SUFFIX)
 
 
-def create_workspace(root: Path, sandbox_id: str, quota: WorkspaceQuota | None = None) -> Path:
+def create_workspace(
+    root: Path, sandbox_id: str, quota: WorkspaceQuota | None = None, uid: int = SANDBOX_UID
+) -> Path:
     _close_root(root)
     workspace = root / sandbox_id
     workspace.mkdir(mode=0o700)
@@ -74,10 +76,10 @@ def create_workspace(root: Path, sandbox_id: str, quota: WorkspaceQuota | None =
     if os.geteuid() == 0:
         if quota is not None:
             _mount_quota(workspace, quota)
-        os.chown(workspace, SANDBOX_UID, SANDBOX_UID)
+        os.chown(workspace, uid, uid)
     else:
         _warn_unquoted(quota)
-        workspace.chmod(0o777)  # the sandbox's user (65534) writes here; the root keeps others out
+        workspace.chmod(0o777)  # the sandbox's user writes here; the root keeps others out
     return workspace
 
 
@@ -116,8 +118,8 @@ def _close_root(root: Path) -> None:
             f"user: remove it, or run the gateway as its owner"
         )
     # As root, others may pass through (not list) to a workspace they can name: the process
-    # backend's runner runs as SANDBOX_UID with no mount of its own to reach it by. The
-    # workspaces themselves are SANDBOX_UID's, 0700, so no other host user enters one.
+    # backend's runner runs as its sandbox's uid with no mount of its own to reach it by. Each
+    # workspace is its sandbox's uid's, 0700, so no other host user enters one.
     root.chmod(0o711 if os.geteuid() == 0 else 0o700)
 
 

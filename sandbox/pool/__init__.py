@@ -9,6 +9,7 @@
 | `arrivals` | sandboxes on their way to an identity's idle pool (after a cancel, a late start) |
 | `spares` | pre-started sandboxes of a tenant, for agents it has not seen yet |
 | `idle_sandboxes` | the idle sandboxes, and which goes first when one must |
+| `sandbox_uids` | each live sandbox's own host uid, from the range Conclave owns |
 """
 
 from sandbox.pool.fair_share import PoolFullError

@@ -66,6 +66,7 @@ from sandbox.pool.fair_queue import FairQueue, Waiter
 from sandbox.pool.fair_share import FairShares, Grant, PoolFullError
 from sandbox.pool.idle_sandboxes import IdleSandboxes
 from sandbox.pool.profiles import SPARE_AGENT, PoolKey, profile_for
+from sandbox.pool.sandbox_uids import SandboxUids
 from sandbox.pool.spares import SpareKey, Spares
 from sandbox.sandbox_config import DIRECT_POOL, SandboxConfig
 from sandbox.unavailable import unavailable_error
@@ -126,6 +127,7 @@ class SandboxPool:
         self.replace_killed = replace_killed
         self.egress = egress  # serves each sandbox's egress socket (the gateway's proxy)
         self._idle = IdleSandboxes()
+        self._uids = SandboxUids()  # each live sandbox's own host uid
         self._busy: set[Sandbox] = set()
         self._spares = Spares(config.spares)
         self._lock = anyio.Lock()
@@ -429,15 +431,21 @@ class SandboxPool:
         tenant, agent, profile = key
         sandbox_id = f"sbx-{uuid.uuid4().hex[:12]}"
         quota = self.config.workspace_quota
-        workspace = create_workspace(self.workspace_root, sandbox_id, quota)
+        uid = self._uids.claim()
+        try:
+            workspace = create_workspace(self.workspace_root, sandbox_id, quota, uid)
+        except BaseException:
+            self._uids.release(uid)
+            raise
         spec = SandboxSpec(
             sandbox_id, tenant, agent, profile, workspace, self.tool_modules, quota,
-            self.config.cpus,
+            self.config.cpus, uid,
         )  # fmt: skip
         try:
             sandbox = await Sandbox.open(self.backend, spec, self.startup_timeout_s, self.egress)
         except BaseException:
             remove_workspace(workspace)
+            self._uids.release(uid)  # a start that failed tore down what it had started
             raise
         self.started += 1
         return sandbox
@@ -533,6 +541,8 @@ class SandboxPool:
                 await sandbox.close()
             finally:
                 remove_workspace(sandbox.spec.workspace)
+                if sandbox.torn_down:  # every process of it is gone: its uid is free
+                    self._uids.release(sandbox.spec.uid)
 
     async def interrupt(self) -> None:
         """Take no more calls and kill the busy sandboxes: each call in them ends now with a

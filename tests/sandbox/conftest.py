@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import tempfile
 import time
@@ -19,7 +20,6 @@ from sandbox.backend import SandboxBackend
 from sandbox.pool import SandboxPool
 from sandbox.sandbox_config import DIRECT_POOL, SandboxConfig
 from tools.calls import CallLimits, Invocation, Outcome
-from tools.harness.misbehaving import HELD_NAME
 
 TOOL_MODULES = ("tools.builtin", "tools.harness.misbehaving")
 ISOLATING = ["bwrap", "docker"]
@@ -129,6 +129,11 @@ def processes_working_in(root: Path) -> list[int]:
     return found
 
 
+def unique_name(prefix: str) -> str:
+    """A process name no other test on the host uses at once (15 bytes at most)."""
+    return f"{prefix}-{secrets.token_hex(4)}"[:15]
+
+
 def processes_named(name: str) -> list[int]:
     """Running host processes (zombies left out) whose name (/proc/<pid>/comm) is `name`."""
     found = []
@@ -152,16 +157,15 @@ async def signal_the_runner(pool: SandboxPool, signum: int, **limits: Any) -> Ou
     """A call of the harness's `hold_for_host` whose runner the host sends `signum` once the
     call runs (a crash, the OOM killer, a stop): tool code itself cannot signal its runner."""
     answered: list[Outcome] = []
+    name = unique_name("held")
 
     async def call() -> None:
-        answered.append(await pool.execute(invocation("hold_for_host", **limits)))
+        answered.append(await pool.execute(invocation("hold_for_host", {"name": name}, **limits)))
 
-    # An earlier call's, in a sandbox whose teardown (off the caller's path) is not done.
-    earlier = set(processes_named(HELD_NAME.decode()))
     async with anyio.create_task_group() as calls:
         calls.start_soon(call)
         with anyio.fail_after(30):
-            while not (held := set(processes_named(HELD_NAME.decode())) - earlier):  # noqa: ASYNC110
-                await anyio.sleep(0.01)  # a host process: no event to wait on
-        os.kill(parent_of(held.pop()), signum)
+            while not (held := processes_named(name)):  # noqa: ASYNC110 (a host process)
+                await anyio.sleep(0.01)
+        os.kill(parent_of(held[0]), signum)
     return answered[0]

@@ -9,6 +9,7 @@ import pytest
 
 from protocol.serf import ErrorCode
 from protocol.tools import ExitReason
+from sandbox.pool.sandbox_uids import FIRST_SANDBOX_UID
 from tests.sandbox.conftest import (
     ALL_BACKENDS,
     PoolFactory,
@@ -38,7 +39,8 @@ async def test_the_gateway_context_reaches_the_tool(backend: str, make_pool: Poo
     assert outcome.result["agent"] == "bob" and outcome.result["tenant"] == "globex"
     assert outcome.result["trace_id"] == "0af7651916cd43dd8448eb211c80319c"
     if backend != "process":
-        assert outcome.result["uid"] == 65534 and outcome.result["cwd"] == "/workspace"
+        assert outcome.result["cwd"] == "/workspace"
+        assert outcome.result["uid"] in range(FIRST_SANDBOX_UID, FIRST_SANDBOX_UID + 65_536)
 
 
 async def test_tool_exceptions_are_tool_failed_without_traceback(

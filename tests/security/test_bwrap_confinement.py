@@ -18,10 +18,11 @@ from typing import Any
 import anyio
 import pytest
 
-from sandbox.backend import SANDBOX_RUNNER, SANDBOX_UID
+from sandbox.backend import SANDBOX_RUNNER
 from sandbox.backends.bwrap import BwrapBackend
 from sandbox.backends.cgroup import SandboxCgroup
 from sandbox.pool import SandboxPool
+from sandbox.pool.sandbox_uids import FIRST_SANDBOX_UID
 from sandbox.runner import SOCKET_NAME
 from tests.sandbox.conftest import TOOL_MODULES, invocation
 from tools.calls import Outcome
@@ -80,15 +81,16 @@ def _status(pid: int) -> dict[str, str]:
 
 async def test_the_sandbox_processes_are_not_host_root(pool: SandboxPool) -> None:
     outcome = await _run(pool, "run_shell", command="id -u")
-    assert outcome.result["stdout"].strip() == str(SANDBOX_UID)
+    uid = int(outcome.result["stdout"])  # its own (tests/sandbox/pool/test_sandbox_uids.py)
+    assert uid >= FIRST_SANDBOX_UID
     pids = SandboxCgroup(_sandbox_id(outcome), "acme").pids()
     runners = [p for p in pids if _argv(p)[1:3] == ["-B", SANDBOX_RUNNER]]  # not bwrap's own
     assert runners, f"no runner among the sandbox's processes {pids}"
     for pid in runners:
         status = _status(pid)
         # real, effective, saved and file-system uid, as the host's kernel sees them
-        assert status["Uid"].split() == [str(SANDBOX_UID)] * 4
-        assert status["Gid"].split() == [str(SANDBOX_UID)] * 4
+        assert status["Uid"].split() == [str(uid)] * 4
+        assert status["Gid"].split() == [str(uid)] * 4
         assert int(status["CapEff"], 16) == 0 and int(status["CapBnd"], 16) == 0
         assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2"  # filtered
 
@@ -148,10 +150,10 @@ async def test_the_workspace_root_is_closed_and_the_runner_socket_0600(pool: San
     assert stat.S_IMODE(root.st_mode) & 0o066 == 0 and root.st_uid == 0
     workspace = pool.workspace_root / _sandbox_id(outcome)
     mode = workspace.stat()
-    assert (stat.S_IMODE(mode.st_mode), mode.st_uid) == (0o700, SANDBOX_UID)
+    assert stat.S_IMODE(mode.st_mode) == 0o700 and mode.st_uid >= FIRST_SANDBOX_UID
     socket = (workspace / SOCKET_NAME).stat()
     assert stat.S_ISSOCK(socket.st_mode)
-    assert (stat.S_IMODE(socket.st_mode), socket.st_uid) == (0o600, SANDBOX_UID)
+    assert (stat.S_IMODE(socket.st_mode), socket.st_uid) == (0o600, mode.st_uid)
 
 
 async def test_one_sandbox_cannot_read_another_sandboxs_workspace(pool: SandboxPool) -> None:

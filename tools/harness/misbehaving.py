@@ -131,17 +131,14 @@ def is_alive(pid: int) -> bool:
         return False
 
 
-HELD_NAME = b"runner-victim"  # what `hold_for_host` names its process (/proc/<pid>/comm)
-
-
 @tool(intent=_BIG)
-def hold_for_host() -> None:
-    """Name this call's process `runner-victim` and wait: a test stops or kills its runner
-    from the host, as a crash or the OOM killer would (tool code cannot signal its runner:
-    `sandbox.runner.runner_guard`)."""
+def hold_for_host(name: str) -> None:
+    """Name this call's process `name` (at most 15 bytes: /proc/<pid>/comm) and wait: a test
+    stops or kills its runner from the host, as a crash or the OOM killer would (tool code
+    cannot signal its runner: `sandbox.runner.runner_guard`)."""
     import ctypes
 
-    ctypes.CDLL(None).prctl(15, HELD_NAME, 0, 0, 0)  # PR_SET_NAME
+    ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
     time.sleep(3600)
 
 

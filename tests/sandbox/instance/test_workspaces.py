@@ -54,7 +54,7 @@ def test_gc_finds_the_workspaces_of_a_gateway_that_is_gone(tmp_path: Path) -> No
 
 def test_workspaces_are_closed_to_everyone_but_the_sandbox_user(tmp_path: Path) -> None:
     root = tmp_path / "sandboxes"  # made by create_workspace, whatever the umask allows
-    workspace = create_workspace(root, "sbx-a")
+    workspace = create_workspace(root, "sbx-a", uid=SANDBOX_UID)
     assert stat.S_IMODE(root.stat().st_mode) & 0o066 == 0  # no one else lists or changes it
     mode = workspace.stat()
     owner = SANDBOX_UID if os.geteuid() == 0 else os.geteuid()
