@@ -14,7 +14,8 @@ child, an MCP server) installs, before any tool code runs, a filter answering EP
 - `setpgid` into the runner's process group (from where `kill(0, ...)` would reach it).
 
 Filters stack: the sandbox's own (`sandbox.backends.seccomp`) still applies. The numbers are
-x86_64's and aarch64's; on another machine no guard is installed and `guard_status` says so.
+x86_64's and aarch64's; on another machine `guard_program` builds none and tool code there
+may still signal its runner (the sandbox is then replaced, as after any runner's death).
 Standard library only, as all of the runner.
 """
 
@@ -113,10 +114,3 @@ def install_guard(program: bytes | None) -> None:
         os._exit(126)
     if LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
         os._exit(126)  # no tool code runs unguarded
-
-
-def guard_status() -> str | None:
-    """Why tool code is not guarded from signalling its runner here; None: it is."""
-    if os.uname().machine in _CALLS:
-        return None
-    return f"no runner guard on {os.uname().machine}: tool code may signal its runner"
