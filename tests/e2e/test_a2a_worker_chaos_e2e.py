@@ -42,6 +42,7 @@ def test_a_worker_gone_mid_update_is_a_cancelled_request_not_an_error(
     with EmbeddedStack(settings, log_path=log) as stack:
         token = stack.token("bench-chaos", "chaos", [])
         url = urlsplit(stack.url)
+        began_ms = int(time.time() * 1000)
         with socket.create_connection((url.hostname, url.port)) as gone:
             gone.sendall(
                 b"POST /v1/a2a/chaos/work/some-task HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -50,7 +51,9 @@ def test_a_worker_gone_mid_update_is_a_cancelled_request_not_an_error(
                 + b'{"token": 1, "state": "TASK_STATE_WOR'
             )
             time.sleep(0.2)  # the gateway is reading the body
-        audit = {"tenant": "bench-chaos", "agent": "chaos"}
+        # This test's records only: the chaos test before it wrote the same tenant's and
+        # agent's into the worker's Redis.
+        audit = {"tenant": "bench-chaos", "agent": "chaos", "since_ms": began_ms}
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             records = httpx.get(
