@@ -53,7 +53,11 @@ def test_a_worker_gone_mid_update_is_a_cancelled_request_not_an_error(
             time.sleep(0.2)  # the gateway is reading the body
         # This test's records only: the chaos test before it wrote the same tenant's and
         # agent's into the worker's Redis.
-        audit = {"tenant": "bench-chaos", "agent": "chaos", "since_ms": began_ms}
+        audit: dict[str, str | int] = {
+            "tenant": "bench-chaos",
+            "agent": "chaos",
+            "since_ms": began_ms,
+        }
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             records = httpx.get(
