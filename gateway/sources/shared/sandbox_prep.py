@@ -37,8 +37,9 @@ def effective_backend(settings: Settings) -> Settings:
 
 def cache_root(backend: str) -> Path:
     """Where prepared sources are kept: the user's cache, except for the process backend,
-    whose runner (uid 65534 under root) cannot pass through a private home directory: a
-    directory of ours in the temp dir then, refused if anyone else could have planted it."""
+    whose runner (under root, a uid of each sandbox's own) cannot pass through a private home
+    directory: a directory of ours in the temp dir then, refused if anyone else could have
+    planted it."""
     if backend != "process":
         return Path.home() / ".cache" / "conclave"
     root = Path(tempfile.gettempdir()) / f"conclave-sources-{os.getuid()}"
