@@ -202,11 +202,14 @@ class HostedA2a:
         if isinstance(configuration, dict) and configuration.get("returnImmediately") is True:
             return answer.one({"task": task})
         ends = time.monotonic() + agent.config.timeout_s
+        by_deadline = False  # the wait ends at the caller's deadline, before the agent's timeout
         if deadline is not None:
-            ends = min(ends, time.monotonic() + (deadline - now_ms()) / 1000)
+            at_deadline = time.monotonic() + (deadline - now_ms()) / 1000
+            by_deadline, ends = at_deadline <= ends, min(ends, at_deadline)
+        cut = False  # the wait was cut by its time, not ended by the task
         if task["status"]["state"] not in ENDED | INTERRUPTED:
             try:
-                with anyio.move_on_after(max(0.0, ends - time.monotonic())):
+                with anyio.move_on_after(max(0.0, ends - time.monotonic())) as waiting:
                     async for _event in self.tasks.events(agent.name, task_id, last):
                         pass
             except anyio.get_cancelled_exc_class():
@@ -214,7 +217,10 @@ class HostedA2a:
                 with anyio.CancelScope(shield=True):  # nobody waits for it any more
                     await self._end_under(agent.name, task_id, reason or "the caller went away")
                 raise
-        if deadline is not None and now_ms() >= deadline:
+            cut = waiting.cancelled_caught
+        # Past the deadline by the wait's own timer too: the loop's timers may fire a
+        # millisecond or more before the wall clock reads the deadline (libuv's cached time).
+        if deadline is not None and ((cut and by_deadline) or now_ms() >= deadline):
             await self._past_deadline(agent, task_id)
         result = await self.tasks.result(agent.name, task_id, principal)
         if result is None:
