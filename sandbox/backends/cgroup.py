@@ -6,7 +6,7 @@ under contention the kernel shares the CPU between tenants equally first, then b
 tenant's sandboxes, so a tenant running many CPU burners gets no more than a tenant running
 one. The docker backend puts its containers in the same tenant groups (`cgroup_parent`),
 so a tenant's share is one across both backends. A tenant's group is removed with its last
-sandbox (an rmdir, which the kernel refuses while the group holds another).
+sandbox on the host (`TenantGroups`), never while another gateway process makes one in it.
 
 Limits: memory (and memory+swap, so it cannot swap), process count, CPU quota and, when the
 operator keeps some CPUs free of tool code (`SandboxConfig.cpus`), a v1 cpuset. The
@@ -21,15 +21,18 @@ writes of a few bytes; the async teardown polls between them.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shlex
 import signal
+import threading
 from pathlib import Path
 
 import anyio
 from anyio.abc import Process
 
 from sandbox.backend import SandboxProfile, SandboxStartError
+from sandbox.host_locks import LOCK_ROOT, open_lock_file
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 GROUP_PARENT = "conclave"
@@ -100,6 +103,61 @@ def remove_tenant_cgroup(tenant: str) -> None:
             path.rmdir()
 
 
+class TenantGroups:
+    """Which tenants this process has live sandboxes of, so a tenant's group is removed only
+    when no gateway process on the host has one.
+
+    A process holds a shared `flock` on `<lock dir>/tenant-<tenant>` from before it makes its
+    first sandbox of the tenant (its group in the tenant's, or the engine's container in it) to
+    after its last one's teardown; then it takes the lock exclusive, without waiting, and
+    removes the tenant's group only if it got it. Before, removing an empty tenant group raced
+    with another start making a group in it: the engine refused the container ("no such file"),
+    or the bwrap start retried."""
+
+    def __init__(self, lock_dir: Path = LOCK_ROOT / "tenant-groups") -> None:
+        self.lock_dir = lock_dir
+        self._held: dict[str, tuple[int, int]] = {}  # tenant -> (its lock's descriptor, sandboxes)
+        self._mutex = threading.Lock()  # teardowns leave from worker threads
+
+    def enter(self, tenant: str) -> None:
+        """A sandbox of `tenant` is about to be made: its group stays until the `leave`."""
+        with self._mutex:
+            fd, sandboxes = self._held.get(tenant, (-1, 0))
+            if fd < 0:
+                fd = open_lock_file(self.lock_dir, f"tenant-{tenant}")
+                fcntl.flock(fd, fcntl.LOCK_SH)  # a removal holds it for its rmdir alone
+            self._held[tenant] = (fd, sandboxes + 1)
+
+    def leave(self, tenant: str) -> None:
+        """A sandbox of `tenant` is gone: remove the group if it was the host's last."""
+        with self._mutex:
+            fd, sandboxes = self._held.pop(tenant)
+            if sandboxes > 1:
+                self._held[tenant] = (fd, sandboxes - 1)
+                return
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                remove_tenant_cgroup(tenant)
+            except BlockingIOError:
+                pass  # another gateway process has a sandbox of the tenant
+            finally:
+                os.close(fd)
+
+    def held_elsewhere(self, tenant: str) -> bool:
+        """Whether a live gateway process holds the tenant's group (`conclave sandbox gc`)."""
+        fd = open_lock_file(self.lock_dir, f"tenant-{tenant}")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+
+
+TENANT_GROUPS = TenantGroups()  # the process's: a flock is the process's
+
+
 def _cpuset_group(group: Path, cpus: str) -> None:
     """Make the sandbox's v1 cpuset group on `cpus`, and each missing parent on its parent's
     CPUs and memory nodes (a v1 cpuset group starts with none, and takes no process then)."""
@@ -117,37 +175,25 @@ class SandboxCgroup:
         """`cpus`: the CPUs it runs on (a cpuset list; None: every CPU)."""
         self.v2 = cgroup_v2()
         self.tenant = tenant
+        self._entered = False  # in `TENANT_GROUPS`, from `create` to the `remove` that ends it
         self.cpus = cpus
         self.dirs = {c: path / sandbox_id for c, path in tenant_cgroup_dirs(tenant).items()}
         if cpus is not None and not self.v2:
             self.dirs["cpuset"] = CPUSET_ROOT / tenant_group(tenant) / sandbox_id
 
     def create(self, profile: SandboxProfile) -> None:
-        """The sandbox's group with its limits, in its tenant's group. Another gateway process
-        on this host may remove the tenant's group, empty, between our creating it and our
-        sandbox's group in it: then both are made again (at most three times)."""
-        for attempt in range(3):
-            try:
-                self._create(profile)
-                return
-            except FileNotFoundError:
-                self.remove()
-                if attempt == 2:
-                    raise SandboxStartError(
-                        f"the cgroup of tenant {self.tenant!r} kept vanishing while this"
-                        " sandbox's was made: another gateway on this host removes it; retry"
-                    ) from None
-
-    def _create(self, profile: SandboxProfile) -> None:
+        """The sandbox's group with its limits, in its tenant's group (kept meanwhile)."""
+        if self.cpus is not None and (self.v2 or not CPUSET_ROOT.is_dir()):
+            raise SandboxStartError(
+                "CONCLAVE_SANDBOX_CPUS with the bwrap or process backend needs cgroup v1's "
+                "cpuset hierarchy here; the docker backend sets it on either version"
+            )
         memory = profile.memory_mb * 1024 * 1024
         quota = int(profile.cpus * CPU_PERIOD_US)
+        TENANT_GROUPS.enter(self.tenant)
+        self._entered = True
         try:
             ensure_tenant_cgroup(self.tenant)
-            if self.cpus is not None and (self.v2 or not CPUSET_ROOT.is_dir()):
-                raise SandboxStartError(
-                    "CONCLAVE_SANDBOX_CPUS with the bwrap or process backend needs cgroup v1's "
-                    "cpuset hierarchy here; the docker backend sets it on either version"
-                )
             if self.v2:
                 self.dirs["all"].mkdir()
                 group = self.dirs["all"]
@@ -166,8 +212,6 @@ class SandboxCgroup:
             _write(self.dirs["pids"] / "pids.max", str(profile.pids))
             _write(self.dirs["cpu"] / "cpu.cfs_period_us", str(CPU_PERIOD_US))
             _write(self.dirs["cpu"] / "cpu.cfs_quota_us", str(quota))
-        except FileNotFoundError:
-            raise  # the tenant's group went away meanwhile: `create` makes both again
         except OSError as exc:
             self.remove()
             raise SandboxStartError(
@@ -229,8 +273,9 @@ class SandboxCgroup:
                 continue
             except OSError:
                 removed = False
-        if removed:
-            remove_tenant_cgroup(self.tenant)
+        if removed and self._entered:
+            self._entered = False
+            TENANT_GROUPS.leave(self.tenant)
         return removed
 
 

@@ -35,7 +35,7 @@ from sandbox.backend import (
     SandboxSpec,
     SandboxStartError,
 )
-from sandbox.backends.cgroup import event_count, remove_tenant_cgroup, tenant_group
+from sandbox.backends.cgroup import TENANT_GROUPS, event_count, tenant_group
 from sandbox.backends.container_deaths import ContainerDeaths
 from sandbox.backends.docker_client import docker_client
 from sandbox.backends.seccomp import docker_profile
@@ -82,6 +82,7 @@ class DockerSandbox:
         self.container_id = container_id
         self._id = sandbox_id
         self.tenant = tenant
+        self._left = False  # `TENANT_GROUPS`, which the launch entered
         self._checked = 0.0
         # The container's group in a v1 hierarchy, on this host (cgroupfs driver).
         self._group = f"{tenant_group(tenant)}/{container_id}"
@@ -112,8 +113,9 @@ class DockerSandbox:
 
     async def kill(self) -> None:
         await self._backend.remove(self.container_id)
-        # The tenant's group goes with its last container (Docker leaves parents behind).
-        await anyio.to_thread.run_sync(remove_tenant_cgroup, self.tenant)
+        if not self._left:  # the tenant's group goes with its last sandbox (Docker leaves it)
+            self._left = True
+            await anyio.to_thread.run_sync(TENANT_GROUPS.leave, self.tenant)
 
 
 class DockerBackend:
@@ -180,48 +182,54 @@ class DockerBackend:
             "python3", SANDBOX_RUNNER, socket_path, SANDBOX_WORKSPACE, spec.tool_modules
         )
         memory = f"{spec.profile.memory_mb}m"
-        asked_ns = time.time_ns()
-        # Created, then started: two calls the engine answers, each a stage of the trace.
-        container = await self._blocking(
-            client.containers.create,
-            self.image,
-            command,
-            name=f"conclave-{spec.sandbox_id}",
-            init=True,
-            user=f"{spec.uid}:{spec.uid}",  # its own, as its workspace is
-            network_mode="none",
-            read_only=True,
-            tmpfs={"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"},
-            volumes=volumes,
-            working_dir=SANDBOX_WORKSPACE,
-            environment={
-                "PYTHONPATH": SANDBOX_CODE_DIR,
-                "HOME": SANDBOX_WORKSPACE,
-                "CONCLAVE_WORKSPACE": SANDBOX_WORKSPACE,
-            },
-            mem_limit=memory,
-            memswap_limit=memory,
-            nano_cpus=int(spec.profile.cpus * 1e9),
-            cpuset_cpus=spec.cpus,
-            pids_limit=spec.profile.pids,
-            cgroup_parent=cgroup_parent(spec.tenant, self._cgroup_driver),
-            cap_drop=["ALL"],
-            security_opt=_SECURITY_OPTIONS,
-            labels={
-                LABEL: "1",
-                "conclave.tenant": spec.tenant,
-                "conclave.agent": spec.agent,
-                "conclave.sandbox_id": spec.sandbox_id,
-                OWNER_LABEL: str(os.getpid()),
-            },
-        )
-        created_ns = time.time_ns()
-        self.deaths.watch(container.id)  # before it starts: its death cannot come first
+        TENANT_GROUPS.enter(spec.tenant)  # its group is kept until the container's `kill`
         try:
-            await self._blocking(container.start)
+            asked_ns = time.time_ns()
+            # Created, then started: two calls the engine answers, each a stage of the trace.
+            container = await self._blocking(
+                client.containers.create,
+                self.image,
+                command,
+                name=f"conclave-{spec.sandbox_id}",
+                init=True,
+                user=f"{spec.uid}:{spec.uid}",  # its own, as its workspace is
+                network_mode="none",
+                read_only=True,
+                tmpfs={"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"},
+                volumes=volumes,
+                working_dir=SANDBOX_WORKSPACE,
+                environment={
+                    "PYTHONPATH": SANDBOX_CODE_DIR,
+                    "HOME": SANDBOX_WORKSPACE,
+                    "CONCLAVE_WORKSPACE": SANDBOX_WORKSPACE,
+                },
+                mem_limit=memory,
+                memswap_limit=memory,
+                nano_cpus=int(spec.profile.cpus * 1e9),
+                cpuset_cpus=spec.cpus,
+                pids_limit=spec.profile.pids,
+                cgroup_parent=cgroup_parent(spec.tenant, self._cgroup_driver),
+                cap_drop=["ALL"],
+                security_opt=_SECURITY_OPTIONS,
+                labels={
+                    LABEL: "1",
+                    "conclave.tenant": spec.tenant,
+                    "conclave.agent": spec.agent,
+                    "conclave.sandbox_id": spec.sandbox_id,
+                    OWNER_LABEL: str(os.getpid()),
+                },
+            )
+            created_ns = time.time_ns()
+            self.deaths.watch(container.id)  # before it starts: its death cannot come first
+            try:
+                await self._blocking(container.start)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await self.remove(container.id)
+                raise
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await self.remove(container.id)
+                await anyio.to_thread.run_sync(TENANT_GROUPS.leave, spec.tenant)
             raise
         stages = (
             StartStage("engine create", asked_ns, created_ns),

@@ -9,7 +9,13 @@ from pathlib import Path
 
 from docker.errors import DockerException
 
-from sandbox.backends.cgroup import CGROUP_ROOT, GROUP_PARENT, V1_CONTROLLERS, cgroup_v2
+from sandbox.backends.cgroup import (
+    CGROUP_ROOT,
+    GROUP_PARENT,
+    TENANT_GROUPS,
+    V1_CONTROLLERS,
+    cgroup_v2,
+)
 from sandbox.backends.docker import remove_orphans
 from sandbox.instance import abandoned_workspaces, remove_workspace
 
@@ -54,6 +60,9 @@ def collect_orphans(docker_host: str, *, include_live_owners: bool = False) -> l
     for group in _cgroup_dirs():
         if _holds_groups(group):
             continue  # a tenant's group that still holds a live sandbox's
+        tenant = group.name.removeprefix("tenant-") if group.parent.name == GROUP_PARENT else ""
+        if tenant and group.name != tenant and TENANT_GROUPS.held_elsewhere(tenant):
+            continue  # a gateway is making a sandbox in it
         pids = []
         with contextlib.suppress(OSError):
             pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]

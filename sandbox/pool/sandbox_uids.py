@@ -13,8 +13,8 @@ while a process of the old sandbox lives. The lowest free uid is taken, so the l
 number the peak of live sandboxes, not every sandbox ever started.
 
 Several gateway processes on one host (`--workers N`) share the range: each claim holds an
-exclusive `flock` on `<lock dir>/<uid>` (a directory the gateway's user owns, 0700), which the
-kernel drops if the gateway dies. What a dead gateway left running (a docker container until
+exclusive `flock` on `<lock dir>/<uid>` (`sandbox.host_locks`), which the kernel drops if the
+gateway dies. What a dead gateway left running (a docker container until
 `conclave sandbox gc` removes it) may then share its uid with a new sandbox; it still runs in
 a pid namespace of its own there.
 """
@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import fcntl
 import os
-import tempfile
 from pathlib import Path
 
 from sandbox.backend import SandboxStartError
+from sandbox.host_locks import LOCK_ROOT, open_lock_file
 
 FIRST_SANDBOX_UID = 0x6000_0000
 SANDBOX_UID_COUNT = 65_536
-DEFAULT_LOCK_DIR = Path(tempfile.gettempdir()) / f"conclave-uids-{os.geteuid()}"
+DEFAULT_LOCK_DIR = LOCK_ROOT / "uids"
 
 
 class SandboxUids:
@@ -47,11 +47,10 @@ class SandboxUids:
 
     def claim(self) -> int:
         """The lowest uid of the range no live sandbox on this host holds, now held by us."""
-        self._open_dir()
         for uid in range(self.first, self.first + self.count):
             if uid in self._held:
                 continue
-            fd = os.open(self.lock_dir / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = open_lock_file(self.lock_dir, str(uid))
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -72,12 +71,3 @@ class SandboxUids:
 
     def live(self) -> set[int]:
         return set(self._held)
-
-    def _open_dir(self) -> None:
-        self.lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        owner = self.lock_dir.stat().st_uid
-        if owner != os.geteuid():  # a shared /tmp lets anyone make it first, and hold uids
-            raise SandboxStartError(
-                f"the sandbox uid lock directory {self.lock_dir} belongs to uid {owner}, not "
-                "to the gateway's user: remove it"
-            )
