@@ -17,7 +17,7 @@ from typing import Any
 
 import cel
 
-from gateway.policy.plain_conditions import Check, plain_check
+from gateway.policy.plain_conditions import PlainCondition, plain_condition
 from protocol import PolicyRule
 
 
@@ -34,7 +34,7 @@ class CompiledRule:
     program: Any  # cel.Program, or None for a rule without a condition
     reads: frozenset[str] = frozenset()  # the VARIABLES its condition reads
     # found false in Python when it surely is, sparing the bindings (`plain_conditions`)
-    plain: Check | None = None
+    plain: PlainCondition | None = None
 
     def matches(self, tenant: str, agent: str, tool: str) -> bool:
         rule = self.rule
@@ -81,7 +81,7 @@ def _compiled(rule: PolicyRule) -> CompiledRule:
     # bindings count a comprehension's own variable among them. It fails at evaluation, which
     # denies for a `deny` rule and allows nothing for an `allow` one.)
     reads = VARIABLES & frozenset(program.variables())
-    return CompiledRule(rule, program, reads, plain_check(rule.when))
+    return CompiledRule(rule, program, reads, plain_condition(rule.when))
 
 
 def any_holds(conditions: Sequence[str]) -> Any:

@@ -27,6 +27,7 @@ from typing import Any
 import cel
 
 from gateway.policy.compiled_rule import CompiledRule
+from gateway.policy.plain_checks import any_may_hold
 from protocol import PolicyRule, Principal
 
 # Conditions' texts -> one program OR-ing them (`Policies` keeps them, shared by every key
@@ -93,8 +94,11 @@ class MatchingRules:
         # The conditions of plain forms are first found false in Python (`plain_conditions`);
         # one program asks all the others (one: its own), converting the call's variables
         # within it: on a serving gateway's cold caches each crossing costs ~10 us, not ~0.2.
-        self._plain = tuple(r.plain for r in self._asked if r.plain is not None)
+        # Merged by form and path (`plain_checks`): 40 rules are a few tests, not 40.
+        plain = [r.plain for r in self._asked if r.plain is not None]
+        self._plain_may_hold = any_may_hold(plain) if plain else None
         rest = tuple(r for r in self._asked if r.plain is None)
+        self._rest = bool(rest)  # (a merged program that did not compile: each is asked)
         only = rest[0].program if len(rest) == 1 else None
         self._rest_holds = only or (merged(tuple(r.rule.when for r in rest)) if rest else None)
         # Else nothing to evaluate: no rule, `allow` ones only, or none that can hold.
@@ -105,20 +109,17 @@ class MatchingRules:
     ) -> tuple[PolicyRule | None, PolicyRule | None]:
         """The first `deny` rule that holds for this call, else the first `approve` one."""
         if self._asked:
-            reads, call = self._reads, dict[str, Any]()
-            if "args" in reads:
-                call["args"] = dict(arguments)
-            if "now" in reads:
-                call["now"] = datetime.datetime.now(datetime.UTC)
-            if "usage" in reads:
-                call["usage"] = dict(usage or {})
-            bound: Any = None  # the call's variables as the bindings take them, once made
-            plain_args: dict[str, Any] = call.get("args", {})  # there when a plain rule is
-            may_hold = any(check(plain_args) is not False for check in self._plain)
-            if not may_hold and self._rest_holds is not None:
+            args = arguments if type(arguments) is dict else dict(arguments)
+            plain = self._plain_may_hold
+            may_hold = plain is not None and plain(args)
+            call: dict[str, Any] | None = None  # the call's variables, made when CEL needs them
+            bound: Any = None  # the same as the bindings take them, once made
+            if not may_hold and self._rest:
+                call = self._variables(args, usage)
                 bound = call if self._call_alone else self._bound(call)
                 may_hold = _may_hold(self._rest_holds, bound)
             if may_hold:  # ask the rules by outcome and one by one, in a context made once
+                call = call if call is not None else self._variables(args, usage)
                 bound = self._bound(call) if bound is None or bound is call else bound
                 denied = self.deny.first_holding(bound)
                 if denied is not None:
@@ -128,6 +129,17 @@ class MatchingRules:
         if self.deny.always is not None:
             return self.deny.always, None
         return None, self.approve.always
+
+    def _variables(self, args: dict[str, Any], usage: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The call's own variables that the asked rules read, for the bindings."""
+        reads, call = self._reads, dict[str, Any]()
+        if "args" in reads:
+            call["args"] = args
+        if "now" in reads:
+            call["now"] = datetime.datetime.now(datetime.UTC)
+        if "usage" in reads:
+            call["usage"] = dict(usage or {})
+        return call
 
     def _bound(self, call: dict[str, Any]) -> Any:
         """A `cel.Context` of the call's variables (and the caller's, if asked rules read
