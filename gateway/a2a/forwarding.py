@@ -17,10 +17,11 @@ answer read under a cap and checked on the way back.
 - A task the agent creates for a request made for a hosted task (its chain names one) is
   recorded as that task's child (`HostedTasks.adopt`), so it is cancelled when that task
   ends (`cancel_task`, the gateway's own CancelTask to the agent).
-- The request ends at the caller's deadline (or the agent's `timeout_s`); a stream is cut
-  there. An answer over `max_answer_bytes` is cut while it arrives (INVALID_AGENT_RESPONSE);
-  an agent that cannot be reached is UPSTREAM_UNAVAILABLE; one that answers something that is
-  not JSON is INVALID_AGENT_RESPONSE.
+- A SendMessage under a deadline carries ATBA's share of it (`onward_deadline_ms`): the
+  agent is told that deadline, and the request ends there (or at the agent's `timeout_s`),
+  DEADLINE_EXCEEDED; a stream is cut there. An answer over `max_answer_bytes` is cut while it
+  arrives (INVALID_AGENT_RESPONSE); an agent that cannot be reached is UPSTREAM_UNAVAILABLE;
+  one that answers something that is not JSON is INVALID_AGENT_RESPONSE.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from gateway.a2a.a2a_methods import PUSH_METHODS, A2aRequest, task_id_of
 from gateway.a2a.hosted_tasks import HostedTasks, task_ref
 from gateway.a2a.remote_agents import HTTP_JSON, JSONRPC, RemoteAgent, garbage, unavailable
 from gateway.a2a.task_owners import TaskOwners
+from gateway.delegation import onward_deadline_ms
 from gateway.egress import EgressRefused, public_addresses
 from gateway.gateway_error import GatewayError
 from gateway.pipeline import RequestContext
@@ -111,8 +113,9 @@ class A2aForwarder:
         target = base.path.rstrip("/") + quote(call.path, safe=_PATH_SAFE)
         if call.query:
             target += f"?{call.query}"
-        headers = _headers(ctx, principal)
-        left_s = _time_left_s(ctx, agent.config.timeout_s)
+        deadline = _agent_deadline(ctx)
+        headers = _headers(ctx, principal, deadline)
+        left_s = _time_left_s(deadline, agent.config.timeout_s)
         if request.streams:
             return await self._stream(ctx, call, principal, target, headers, left_s)
         try:
@@ -227,7 +230,7 @@ class A2aForwarder:
         bound = call.request.method != "SendStreamingMessage"
         # Each read waits at most the time left when the stream opened (the request's
         # timeout), and no event is passed on past it.
-        ends = time.monotonic() + _time_left_s(ctx, call.agent.config.timeout_s)
+        ends = time.monotonic() + _time_left_s(_agent_deadline(ctx), call.agent.config.timeout_s)
         event: list[str] = []
         try:
             async for line in answer.aiter_lines():
@@ -277,7 +280,11 @@ async def _check_push_url(url: str) -> None:
         ) from exc
 
 
-def _headers(ctx: RequestContext, principal: Principal) -> dict[str, str]:
+def _agent_deadline(ctx: RequestContext) -> int | None:
+    return onward_deadline_ms(ctx.time_ask, ctx.granted_ms, ctx.kill_margin_ms)
+
+
+def _headers(ctx: RequestContext, principal: Principal, deadline: int | None) -> dict[str, str]:
     headers = {k: v for k in _PASSED_ON if (v := ctx.headers.get(k))}
     headers["x-conclave-tenant"] = principal.tenant
     headers["x-conclave-agent"] = principal.agent
@@ -287,14 +294,12 @@ def _headers(ctx: RequestContext, principal: Principal) -> dict[str, str]:
         headers["traceparent"] = ctx.traceparent
     if ctx.a2a_onward:  # the agent passes it on with what it delegates for this request
         headers[CHAIN_HEADER.lower()] = ctx.a2a_onward
-    deadline = ctx.time_ask.deadline_ms
     if deadline is not None:
         headers["x-conclave-deadline"] = str(deadline)
     return headers
 
 
-def _time_left_s(ctx: RequestContext, timeout_s: float) -> float:
-    deadline = ctx.time_ask.deadline_ms
+def _time_left_s(deadline: int | None, timeout_s: float) -> float:
     if deadline is None:
         return timeout_s
     return max(0.001, min(timeout_s, (deadline - time.time() * 1000) / 1000))
@@ -304,7 +309,8 @@ def _timed_out(ctx: RequestContext, name: str) -> GatewayError:
     if ctx.time_ask.deadline_ms is not None:
         return GatewayError.of(
             ErrorCode.DEADLINE_EXCEEDED,
-            f"A2A agent {name!r} had not answered when the run's deadline passed",
+            f"A2A agent {name!r} had not answered by the deadline it was given (its share of"
+            " the run's)",
         )
     return GatewayError.of(
         ErrorCode.TOOL_TIMEOUT, f"A2A agent {name!r} did not answer within its timeout_s"

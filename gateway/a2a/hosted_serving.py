@@ -2,8 +2,9 @@
 ends what its workers and callers left behind.
 
 - SendMessage creates a task (queued for a worker) and waits, on the task's event stream,
-  until it ends or is interrupted (input-required, auth-required), or the caller's deadline
-  (then the task is CANCELED, its status message carrying SERF DEADLINE_EXCEEDED), or the
+  until it ends or is interrupted (input-required, auth-required), or the task's deadline
+  (ATBA's share of the caller's: then the task is CANCELED, its status message carrying SERF
+  DEADLINE_EXCEEDED), or the
   agent's `timeout_s`; with `configuration.returnImmediately` it answers at once. A message
   naming an interrupted task of the caller's resumes it (queued again with the message).
 - SendStreamingMessage and SubscribeToTask answer the Task, then its events, from its Redis
@@ -62,7 +63,7 @@ from gateway.a2a.hosted_tasks import (
 from gateway.a2a.hosted_work import post_update
 from gateway.a2a.live_tasks import LiveTasks
 from gateway.a2a.remote_agents import JSONRPC, RemoteAgent, RemoteAgents
-from gateway.delegation import ChainSigner, TaskCascade
+from gateway.delegation import ChainSigner, TaskCascade, onward_deadline_ms
 from gateway.gateway_error import GatewayError
 from gateway.pipeline import RequestContext
 from protocol import (
@@ -172,7 +173,8 @@ class HostedA2a:
                 "SendMessage needs a message with parts",
                 param_hints={"message": "a Message: messageId, role, parts"},
             )
-        deadline = ctx.time_ask.deadline_ms
+        # The task's deadline: ATBA's share of the caller's, which its worker's calls draw from.
+        deadline = onward_deadline_ms(ctx.time_ask, ctx.granted_ms, ctx.kill_margin_ms)
         task_id = request.task_id  # read in each spelling the parse accepts, all agreeing
         if task_id is not None:
             await self._own(agent, principal, task_id, 0)

@@ -1,15 +1,16 @@
 """Budgets: admission (revocation + rate limit), time (ATBA) and circuit breakers, in Redis.
 
-Each idea has its module: `admission` (one script per request), `latency_window` (p50/p95
-per tenant and tool, Kaplan-Meier over censored samples), `grant_rule` (the pure ATBA rule),
+Each idea has its module: `admission` (one script per request), `latency_window` (p50/p95 per
+tenant and tool, Kaplan-Meier over censored samples), `grant_rule` (the pure ATBA rule),
 `estimate_cache` (the estimates a process holds, made again only when their window moved),
 `time_ask` (what a caller asks of a request's time: deadline, plan, reserve, read once by the
-scope stage), `allocator` (the budget stage's seam over the rule), `breaker` (per tenant and tool),
-`outcome` (what the account stage records of each finished call: its sample, its kill's
-lateness, the breaker's evidence and the caller's hedge share, one round trip); hedging an
-idempotent tool's call has `hedge_rule` (ATBA's wait-or-hedge choice), `hedge_budget` (each
-identity's share of hedges, in Redis) and `hedge_race` (the two attempts, first answer
-wins). Their Lua lives in `lua/`, one file a script.
+scope stage; a delegation to an A2A agent as a call), `allocator` (the budget stage's seam
+over the rule), `breaker` (per tenant and tool), `outcome` (what the account stage records of
+each finished call: its sample, its kill's lateness, the breaker's evidence and the caller's
+hedge share, one round trip); hedging an idempotent tool's call has `hedge_rule` (ATBA's
+wait-or-hedge choice), `hedge_budget` (each identity's share of hedges, in Redis) and
+`hedge_race` (the two attempts, first answer wins). Their Lua lives in `lua/`, one file a
+script.
 """
 
 from gateway.budgets.admission import (
@@ -42,7 +43,13 @@ from gateway.budgets.latency_window import (
     window_key,
 )
 from gateway.budgets.outcome import CallFeedback, OutcomeRecorder
-from gateway.budgets.time_ask import PlanBounds, TimeAsk, TimedCall, read_time_ask
+from gateway.budgets.time_ask import (
+    DelegatedCall,
+    PlanBounds,
+    TimeAsk,
+    TimedCall,
+    read_time_ask,
+)
 
 __all__ = [
     "DEFAULT_HEDGE_CAP",
@@ -58,6 +65,7 @@ __all__ = [
     "CallPlan",
     "CallReads",
     "CircuitBreaker",
+    "DelegatedCall",
     "EstimateCache",
     "HedgeBudget",
     "HedgePlan",

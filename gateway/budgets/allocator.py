@@ -15,6 +15,12 @@ and on one with full windows.
 A half-open circuit's probe lease is taken in the script, before the grant is known: it
 covers the longest grant the call can get.
 
+A delegation (an A2A agent's SendMessage, `DelegatedCall`) is planned as a call under a
+deadline: its own window (`a2a:<agent>`), the agent's timeout as its declared one, the same
+share of what is left after the caller's reserve and the later planned calls, no breaker and
+no hedge (a second agent task is not a retry the gateway may start). Without a deadline the
+agent's timeout applies, as before.
+
 The call's deadline, plan, reserve and hedging consent come read already (`TimeAsk`, read
 once by the scope stage, `gateway.budgets.time_ask`); a plan the gateway does not take is
 refused here, when a tool call's time is weighed, before the admission script reads a window
@@ -39,7 +45,7 @@ from gateway.budgets.latency_window import (
     WindowRead,
     kill_overshoot_of,
 )
-from gateway.budgets.time_ask import TimedCall
+from gateway.budgets.time_ask import DelegatedCall, TimedCall
 from protocol import ResourceIntent
 from tools import RegisteredTool, ToolRegistry
 from tools.calls import RunsIn, fit_timeout
@@ -91,6 +97,8 @@ class AtbaAllocator:
         """The breaker and, under a deadline, the windows of the call's chain and its kill
         lateness: read by the admission script, in the same round trip as the rate limit."""
         if call.tool is None:
+            if call.delegation is not None and call.ask.deadline_ms is not None:
+                return self._delegation_reads(call, call.delegation)
             return CallReads()  # state operations and listings have no time budget
         tool = call.tool.name
         plan = _plan(call)  # refused here, before any Redis work
@@ -110,6 +118,8 @@ class AtbaAllocator:
 
     async def allocate(self, call: TimedCall, admitted: AdmissionDecision) -> TimeGrant:
         if call.tool is None:
+            if call.delegation is not None and call.ask.deadline_ms is not None:
+                return self._delegation_grant(call, call.delegation, admitted)
             return TimeGrant(None)
         tool = call.tool.name
         tenant = call.principal.tenant
@@ -148,6 +158,38 @@ class AtbaAllocator:
         hedge = self._affordable(decided.hedge, admitted)
         granted = decided.granted_ms if hedge.hedges else decided.unhedged_ms
         return TimeGrant(granted, kill_margin_ms=decided.kill_margin_ms, hedge=hedge)
+
+    def _delegation_reads(self, call: TimedCall, delegation: DelegatedCall) -> CallReads:
+        """The windows of the delegation's chain and its lateness (no breaker, no hedge)."""
+        chain = planned_chain(delegation.window, _plan(call))
+        windows = tuple(dict.fromkeys((*chain, kill_overshoot_of(delegation.window))))
+        held = tuple(self.estimates.ask(call.principal.tenant, name) for name in windows)
+        return CallReads(None, 0, windows, self.window.window_ms, held)
+
+    def _delegation_grant(
+        self, call: TimedCall, delegation: DelegatedCall, admitted: AdmissionDecision
+    ) -> TimeGrant:
+        """The delegation's share of the time left, as a tool call's would be (`plan_call`)."""
+        assert call.ask.deadline_ms is not None  # asked only under a deadline
+        name, tenant = delegation.window, call.principal.tenant
+        chain = planned_chain(name, _plan(call))
+        overshoot = kill_overshoot_of(name)
+        declared = {n: self._declared_ms(n) for n in chain}
+        declared |= {name: delegation.timeout_ms, overshoot: 0}
+        estimates = {n: self._estimate(tenant, n, admitted, ms) for n, ms in declared.items()}
+        decided = plan_call(
+            name,
+            chain,
+            estimates,
+            lateness=estimates[overshoot],
+            remaining_ms=call.ask.deadline_ms - time.time() * 1000,
+            reserve_ms=call.ask.reserve_ms,
+            max_ms=delegation.timeout_ms,
+            reply_margin_ms=self.margin_ms,
+            min_ms=self.min_grant_ms,
+            hedging=False,
+        )
+        return TimeGrant(decided.granted_ms, kill_margin_ms=decided.kill_margin_ms)
 
     def _estimate(
         self, tenant: str, name: str, admitted: AdmissionDecision, declared_ms: int

@@ -54,6 +54,16 @@ class TimeAsk:
 
 
 @dataclass(frozen=True, slots=True)
+class DelegatedCall:
+    """A request that hands work to an A2A agent (SendMessage), as ATBA plans it: a call with
+    a latency window of its own, `window` (`a2a:<agent>`: no tool name holds a colon, so a
+    plan may name it beside tools), and the agent's `timeout_s` as its declared timeout."""
+
+    window: str
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class TimedCall:
     """A request as the time allocator sees it: who asks, for which tool, and what they ask."""
 
@@ -61,6 +71,7 @@ class TimedCall:
     tool: RegisteredTool | None  # None: not a tool call (state operations, listings)
     asked_ms: int | None  # the caller's own timeout for the call (`limits.timeout_ms`)
     ask: TimeAsk
+    delegation: DelegatedCall | None = None  # an A2A agent's SendMessage (tool is None)
 
 
 @dataclass(frozen=True)
@@ -209,6 +220,7 @@ __all__ = [
     "META_HEDGE_KEY",
     "META_PLAN_KEY",
     "META_RESERVE_KEY",
+    "DelegatedCall",
     "PlanBounds",
     "TimeAsk",
     "TimedCall",

@@ -2,7 +2,8 @@
 of agents and delegators (`X-Conclave-Chain`), and what it lets the agent at its end do for
 the agents before it (the confused deputy: no more than each of them may hand on). Read by
 the authorize stage on every request that carries one; written there for each A2A request.
-A hosted task's end cancels what runs under it on every replica (`TaskCascade`)."""
+A hosted task's end cancels what runs under it on every replica (`TaskCascade`). The agent
+gets the caller's share of its deadline (`onward_deadline_ms`), not the whole of it."""
 
 from gateway.delegation.delegation_chain import (
     DELEGATE,
@@ -12,6 +13,7 @@ from gateway.delegation.delegation_chain import (
     Delegator,
     delegable,
 )
+from gateway.delegation.onward_deadline import onward_deadline_ms
 from gateway.delegation.task_cascade import TASK_END_CHANNEL, TaskCascade
 
 __all__ = [
@@ -23,4 +25,5 @@ __all__ = [
     "Delegator",
     "TaskCascade",
     "delegable",
+    "onward_deadline_ms",
 ]

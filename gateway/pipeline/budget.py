@@ -12,11 +12,14 @@ was read (`allocate`); the default grants the tool's declared timeout, cut to wh
 before the run's deadline. The grant and the kill margin land on the context; the dispatch
 stage fits the call's limits to them (`tools.calls.time_limit` does the arithmetic).
 
+A request handing an A2A agent work (`ctx.delegated`) is weighed as a call too, under its own
+window (`gateway.budgets.allocator`).
+
 Buckets are per identity x target: a tool, `a2a:<agent>` for every request to an A2A agent,
-`state:*` for all state operations, `mcp:*` for
-every MCP message that is not a tool call (lists, reads, `ping`, notifications), and
-`refused:*` for calls naming a tool the caller may not call (authorize's refusal is raised
-here, after revocation and the rate limit were checked). No target name is the caller's own
+`state:*` for all state operations, `mcp:*` for every MCP message that is not a tool call
+(lists, reads, `ping`, notifications), and `refused:*` for calls naming a tool the caller may
+not call (authorize's refusal is raised here, after revocation and the rate limit were
+checked). No target name is the caller's own
 text, so the keys a caller can make are bounded by what the gateway serves.
 """
 
@@ -100,7 +103,7 @@ class BudgetStage:
         if ctx.tool is not None:  # a tool call holds a place among its tenant's in flight
             ctx.in_flight = InFlight.for_call(ctx.tool.spec.intent.timeout_ms)
         asked_ms = ctx.limits.timeout_ms if ctx.limits is not None else None
-        call = TimedCall(p, ctx.tool, asked_ms, ctx.time_ask)
+        call = TimedCall(p, ctx.tool, asked_ms, ctx.time_ask, ctx.delegated)
         decision = await self.admission.admit(
             p.tenant, p.agent, p.generation, target, self.allocator.reads(call), ctx.in_flight
         )

@@ -241,8 +241,8 @@ async def test_b_and_c_stop_at_as_deadline_and_so_does_cs_tool(replica: Embedded
         ended_ms = time.time() * 1000 - deadline
     print(f"against A's deadline: A answered at {answered_ms:+.0f} ms, C's tool gone at")
     print(f"{gone_ms:+.0f} ms, B's and C's tasks seen ended at {ended_ms:+.0f} ms")
-    assert {name: item.deadline_ms for name, item in seen.items()} == {
-        name: deadline for name in _CHAIN
-    }  # every hop knew A's deadline
+    # Every hop knew its share of A's deadline: each earlier than the hop before it.
+    known = [seen[name].deadline_ms or 0 for name in _CHAIN]
+    assert deadline - 1000 < known[2] < known[1] < known[0] < deadline, known
     assert answered_ms < 500 and gone_ms < 500 and ended_ms < 1000
     assert b["status"]["state"] in _ENDED and c["status"]["state"] in _ENDED

@@ -209,7 +209,8 @@ async def test_the_deadline_travels_to_the_agent_and_ends_the_request(
         headers = {"X-Conclave-Deadline": str(deadline)}
         who = (await caller.post("/a2a/echo", json=_send("who"), headers=headers)).json()
         seen = json.loads(who["result"]["task"]["status"]["message"]["parts"][0]["text"])
-        assert seen["x-conclave-deadline"] == str(deadline)
+        told = int(seen["x-conclave-deadline"])  # ATBA's share: the answer's margin less
+        assert deadline - 1000 < told < deadline
         deadline = int(time.time() * 1000) + 600
         slow = await caller.post(
             "/a2a/echo", json=_send("sleep 5"), headers={"X-Conclave-Deadline": str(deadline)}

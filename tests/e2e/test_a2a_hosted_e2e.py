@@ -374,7 +374,8 @@ async def test_the_callers_deadline_cancels_the_task(replica: EmbeddedStack) -> 
         serf = task["status"]["message"]["metadata"]["serf"]
         assert serf["code"] == "DEADLINE_EXCEEDED" and serf["details"]["hop"] == "late"
         assert late_ms < 400, f"answered {late_ms:.0f} ms past the deadline"
-        assert seen[0].deadline_ms == deadline  # the worker knew it
+        known = seen[0].deadline_ms  # the worker knew it: its share, the answer's margin less
+        assert known is not None and deadline - 1000 < known < deadline
         with anyio.fail_after(5):
             await stopped.wait()  # and was stopped
 

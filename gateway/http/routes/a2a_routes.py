@@ -4,10 +4,11 @@ HTTP+JSON under `/rest`.
 The card is public, as A2A discovery needs (it names the agent and what it does, and says to
 bring a bearer token); every other request runs the six stages: authenticate, scope (the
 deadline), authorize (the caller's `agent:<glob>` scopes name the agent), budget (the
-identity's `a2a:<agent>` bucket), dispatch (a remote agent's forwarded by `A2aForwarder`, a
-hosted agent's answered by `HostedA2a` from its tasks in Redis) and account (audit, metrics,
-traces). A refusal is answered as the binding's A2A error with the SERF envelope in
-its data; a body is read under `max_body_bytes`, as every body is.
+identity's `a2a:<agent>` bucket; a SendMessage's share of the deadline), dispatch (a remote
+agent's forwarded by `A2aForwarder`, a hosted agent's answered by `HostedA2a` from its tasks
+in Redis) and account (audit, metrics, traces). A refusal is answered as the binding's A2A
+error with the SERF envelope in its data; a body is read under `max_body_bytes`, as every
+body is.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from gateway.a2a import (
     rpc_error,
     rpc_request,
 )
+from gateway.budgets import DelegatedCall
 from gateway.cancellation import CallCancel, cancel_when_client_goes
 from gateway.config import app_settings
 from gateway.gateway_error import GatewayError
@@ -44,6 +46,7 @@ from protocol import A2A_METHODS, ErrorCode
 
 router = APIRouter(prefix="/a2a", tags=["a2a"])
 _CARD = "/.well-known/agent-card.json"
+_HANDS_WORK = frozenset({"SendMessage", "SendStreamingMessage"})
 
 
 @router.get("/{name}" + _CARD)
@@ -184,11 +187,16 @@ async def _run(
         call = A2aCall(agent, a2a, verb, path, request.url.query, body)
         return await parts.a2a.forward(ctx, call)
 
+    served = hosted.config if hosted is not None else agent.config if agent is not None else None
+    delegated = None  # a request handing the agent work is weighed by ATBA as a call
+    if served is not None and a2a is not None and a2a.method in _HANDS_WORK:
+        delegated = DelegatedCall(f"a2a:{name}", int(served.timeout_s * 1000))
     ctx = RequestContext(
         "a2a",
         f"a2a:{a2a.method}" if a2a is not None else "a2a:(unreadable)",
         request.headers,
         a2a_agent=name,
+        delegated=delegated,
         action=forward,
         input_error=input_error,
         cancel=CallCancel() if input_error is None else None,
