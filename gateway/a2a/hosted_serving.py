@@ -11,9 +11,10 @@ ends what its workers and callers left behind.
   stream (any replica serves them), until it ends or is interrupted.
 - A new task counts among its caller's tenant's live tasks until it ends: past
   `a2a_tenant_tasks_max` of them, SendMessage is RATE_LIMITED (`LiveTasks`).
-- GetTask, ListTasks (the caller's own) and CancelTask (the worker learns it on its next
-  write); another identity's task is TaskNotFoundError. Push-notification methods are
-  PushNotificationNotSupportedError; the extended card UnsupportedOperationError.
+- GetTask, ListTasks (the caller's own, filtered and paged: `hosted_listing`) and CancelTask
+  (the worker learns it on its next write); another identity's task is TaskNotFoundError.
+  Push-notification methods are PushNotificationNotSupportedError; the extended card
+  UnsupportedOperationError.
 - The sweep, on every replica: a task whose worker's lease ended goes back to the queue when
   the agent is idempotent, else FAILED (SERF UPSTREAM_UNAVAILABLE, naming the hop); a task
   past its caller's deadline is CANCELED (SERF DEADLINE_EXCEEDED).
@@ -51,6 +52,7 @@ from gateway.a2a.a2a_errors import (
 from gateway.a2a.a2a_methods import PUSH_METHODS, A2aRequest, check_version
 from gateway.a2a.forwarding import A2aForwarder
 from gateway.a2a.hosted_agents import HostedAgent, HostedAgents
+from gateway.a2a.hosted_listing import list_tasks
 from gateway.a2a.hosted_tasks import (
     ENDED,
     INTERRUPTED,
@@ -77,7 +79,6 @@ from protocol import (
 
 log = logging.getLogger("conclave.gateway.a2a")
 SWEEP_INTERVAL_S = 0.25
-_LIST_MAX = 100
 
 
 class HostedA2a:
@@ -133,10 +134,7 @@ class HostedA2a:
             history = _int(params.get("historyLength", params.get("history_length")))
             return answer.one(await self._own(agent, principal, request.task_id, history))
         if method == "ListTasks":
-            size = min(_int(params.get("pageSize")) or 50, _LIST_MAX)
-            tasks = await self.tasks.owned(agent.name, principal, size)
-            page = {"tasks": tasks, "nextPageToken": "", "pageSize": size}
-            return answer.one({**page, "totalSize": len(tasks)})
+            return answer.one(await list_tasks(self.tasks, agent.name, principal, params))
         if method == "CancelTask":
             return answer.one(await self._cancel(agent, principal, request.task_id))
         if method == "SubscribeToTask":

@@ -40,6 +40,7 @@ ENDED = frozenset(
     {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}
 )
 INTERRUPTED = frozenset({"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"})
+OWNED_SCAN_MAX = 1000  # a caller's latest tasks ListTasks looks through (filters and totals)
 
 _CLAIM = lua_script("gateway.a2a", "hosted_states", "hosted_claim")
 _WRITE = lua_script("gateway.a2a", "hosted_states", "hosted_write")
@@ -206,12 +207,26 @@ class HostedTasks:
         answered = json.loads(answer) if answer else None
         return _Snapshot(owner, task, last[0][0] if last else "0-0", answered)
 
-    async def owned(self, agent: str, principal: Principal, limit: int) -> list[dict[str, Any]]:
-        """The caller's tasks, newest first, at most `limit`."""
-        key = _prefix(agent) + f"owned:{owner_key(principal)}"
-        ids = [str(task_id) for task_id in await self.redis.zrevrange(key, 0, limit - 1)]
-        tasks = [await self.task(agent, task_id, principal, history=0) for task_id in ids]
-        return [t for t in tasks if t is not None]
+    async def owned(
+        self, agent: str, principal: Principal, *, context: str | None, state: str | None
+    ) -> list[str]:
+        """The ids of the caller's live tasks, newest first (the latest `OWNED_SCAN_MAX`),
+        those in `context` and in `state` only when given: one read of the index, one of
+        each task's context and state."""
+        p = _prefix(agent)
+        key = p + f"owned:{owner_key(principal)}"
+        ids = [str(i) for i in await self.redis.zrevrange(key, 0, OWNED_SCAN_MAX - 1)]
+        async with self.redis.pipeline(transaction=False) as tx:
+            for task_id in ids:
+                tx.hmget(p + f"t:{task_id}", ["context", "state"])
+            found = await tx.execute() if ids else []
+        return [
+            task_id
+            for task_id, (in_context, in_state) in zip(ids, found, strict=True)
+            if in_context is not None  # expired: gone from the list
+            and (context is None or in_context == context)
+            and (state is None or in_state == state)
+        ]
 
     async def end(
         self, agent: str, task_id: str, state: str, status: str, *, lapsed_by: int | None = None
