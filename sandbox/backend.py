@@ -20,6 +20,14 @@ SANDBOX_CODE_DIR = "/opt/conclave/code"
 SANDBOX_RUNNER = "/opt/conclave/runner"  # the runner folder (`sandbox/runner/`), mounted whole
 SANDBOX_WORKSPACE = "/workspace"
 SANDBOX_UID = 65534  # nobody: what a spec made outside a pool runs as
+SANDBOX_USER = "sandbox"  # the name tool code is told it runs as
+
+
+def user_env(home: str) -> dict[str, str]:
+    """Who the tool code runs as, for the libraries that ask: a sandbox's uid is its own and
+    in no passwd file, so asking the system fails (`getpass.getuser()` raised KeyError), while
+    LOGNAME and USER are read first."""
+    return {"HOME": home, "USER": SANDBOX_USER, "LOGNAME": SANDBOX_USER}
 
 
 class SandboxError(Exception):

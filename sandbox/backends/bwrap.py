@@ -31,6 +31,7 @@ from sandbox.backend import (
     LaunchedSandbox,
     SandboxSpec,
     SandboxStartError,
+    user_env,
 )
 from sandbox.backends.bwrap_binds import system_binds
 from sandbox.backends.cgroup import SandboxCgroup, joining, tear_down
@@ -93,8 +94,10 @@ def bwrap_argv(spec: SandboxSpec, seccomp_fd: int) -> list[str]:
     argv += ["--bind", str(spec.workspace), SANDBOX_WORKSPACE, "--chdir", SANDBOX_WORKSPACE]
     argv += ["--remount-ro", "/"]  # the root bwrap built is a tmpfs: make it read-only too
     argv += ["--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin"]
-    argv += ["--setenv", "PYTHONPATH", SANDBOX_CODE_DIR, "--setenv", "HOME", SANDBOX_WORKSPACE]
+    argv += ["--setenv", "PYTHONPATH", SANDBOX_CODE_DIR]
     argv += ["--setenv", "CONCLAVE_WORKSPACE", SANDBOX_WORKSPACE]
+    for name, value in user_env(SANDBOX_WORKSPACE).items():
+        argv += ["--setenv", name, value]
     argv += ["--seccomp", str(seccomp_fd), "--"]
     argv += _drop_to_sandbox_user(spec.uid)
     socket_path = f"{SANDBOX_WORKSPACE}/{SOCKET_NAME}"

@@ -34,6 +34,7 @@ from sandbox.backend import (
     SandboxError,
     SandboxSpec,
     SandboxStartError,
+    user_env,
 )
 from sandbox.backends.cgroup import TENANT_GROUPS, event_count, tenant_group
 from sandbox.backends.container_deaths import ContainerDeaths
@@ -200,8 +201,8 @@ class DockerBackend:
                 working_dir=SANDBOX_WORKSPACE,
                 environment={
                     "PYTHONPATH": SANDBOX_CODE_DIR,
-                    "HOME": SANDBOX_WORKSPACE,
                     "CONCLAVE_WORKSPACE": SANDBOX_WORKSPACE,
+                    **user_env(SANDBOX_WORKSPACE),
                 },
                 mem_limit=memory,
                 memswap_limit=memory,

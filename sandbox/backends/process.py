@@ -33,6 +33,7 @@ from sandbox.backend import (
     LaunchedSandbox,
     SandboxSpec,
     SandboxStartError,
+    user_env,
 )
 from sandbox.backends.cgroup import SandboxCgroup, cgroups_unavailable, joining, tear_down
 from sandbox.layout import REPO_ROOT, RUNNER_PATH, code_packages, runner_argv
@@ -199,7 +200,7 @@ class ProcessBackend:
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "PYTHONPATH": pythonpath,
             "CONCLAVE_WORKSPACE": str(spec.workspace),
-            "HOME": str(spec.workspace),
+            **user_env(str(spec.workspace)),
         }
         argv = _as_sandbox_user(spec.uid if self._as_root else None) + runner_argv(
             self._python,

@@ -43,6 +43,16 @@ async def test_the_gateway_context_reaches_the_tool(backend: str, make_pool: Poo
         assert outcome.result["uid"] in range(FIRST_SANDBOX_UID, FIRST_SANDBOX_UID + 65_536)
 
 
+async def test_a_tool_asking_who_it_runs_as_is_told(backend: str, make_pool: PoolFactory) -> None:
+    """Its uid is its sandbox's own and in no passwd file: `getpass.getuser()` raised KeyError
+    before the sandbox told it its name."""
+    pool = await make_pool(backend)
+    code = "import getpass, os\n(getpass.getuser(), os.path.expanduser('~') == os.getcwd())"
+    outcome = await pool.execute(invocation("run_python", {"code": code}, module="tools.builtin"))
+    assert outcome.error is None, outcome.error
+    assert outcome.result["return_value"] == ["sandbox", True]  # and its home is its workspace
+
+
 async def test_tool_exceptions_are_tool_failed_without_traceback(
     backend: str, make_pool: PoolFactory
 ) -> None:
