@@ -11,6 +11,7 @@ call matches are asked once, not one by one (`gateway.policy.matching_rules`).
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,8 @@ class CompiledRule:
     reads: frozenset[str] = frozenset()  # the VARIABLES its condition reads
     # found false in Python when it surely is, sparing the bindings (`plain_conditions`)
     plain: PlainCondition | None = None
+    # the names of `args` it reads (`args.NAME`), or None when it may read more (`args[k]`)
+    arg_names: frozenset[str] | None = None
 
     def matches(self, tenant: str, agent: str, tool: str) -> bool:
         rule = self.rule
@@ -81,7 +84,22 @@ def _compiled(rule: PolicyRule) -> CompiledRule:
     # bindings count a comprehension's own variable among them. It fails at evaluation, which
     # denies for a `deny` rule and allows nothing for an `allow` one.)
     reads = VARIABLES & frozenset(program.variables())
-    return CompiledRule(rule, program, reads, plain_condition(rule.when))
+    return CompiledRule(rule, program, reads, plain_condition(rule.when), _arg_names(rule.when))
+
+
+_ARGS = re.compile(r"(?<![\w.])args\b(?:\s*\.\s*([A-Za-z_][A-Za-z0-9_]*))?")
+
+
+def _arg_names(condition: str) -> frozenset[str] | None:
+    """The names `condition` reads of `args` as `args.NAME`; None when `args` stands in it
+    otherwise (`args["k"]`, `size(args)`, `args.?k`). Read from the text: a string that spells
+    `args.x` adds a name, one that spells `args` alone gives None, each only ever more."""
+    names = set()
+    for found in _ARGS.finditer(condition):
+        if found.group(1) is None:
+            return None
+        names.add(found.group(1))
+    return frozenset(names)
 
 
 def any_holds(conditions: Sequence[str]) -> Any:

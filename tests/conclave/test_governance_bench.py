@@ -28,6 +28,7 @@ def test_the_governance_suite_measures_each_goal(redis_url: str, tmp_path: Path)
     assert [row[0] for row in policy.rows] == [
         "Policies.decide p50 (us)", "gateway authorize stage, mean (us, its /metrics)",
         "gateway REST echo p50 (ms)", "gateway REST echo p99 (ms)",
+        "gateway CPU a call at c=16 (us, median of rounds)",
         "gateway calls/s c=16 (mean of rounds)",
     ]  # fmt: skip
     for ruled, bare in (policy.rows[0][1:3], policy.rows[1][1:3]):
@@ -41,6 +42,7 @@ def test_the_governance_suite_measures_each_goal(redis_url: str, tmp_path: Path)
     assert [goal.name for goal in result.goals] == [
         "policy: 100 rules' decision in a loop, p50 (Policies.decide), added",
         "policy: 100 rules in a gateway's authorize stage, mean (its /metrics), added",
+        "policy: 100 rules in a gateway's CPU time a call, median of rounds, added",
         "policy: gateway calls/s with 100 rules vs none",
         "approvals: approve on one replica -> the call answered on another (p99)",
         "quotas: over-grant in 2 runs of 64 callers on two replicas",

@@ -264,3 +264,23 @@ def test_a_bad_rule_in_conclave_toml_stops_the_start(settings: Settings, tmp_pat
     config.write_text('[[policy]]\nname = "broken"\nwhen = "args.x >"\noutcome = "deny"\n')
     with pytest.raises(ConfigurationError, match=r"broken.*does not compile"):
         create_app(settings.model_copy(update={"config": config}))
+
+
+def test_a_condition_sees_every_argument_it_reads_however_it_reads_them() -> None:
+    """Only the arguments the asked conditions name (`args.NAME`) cross into CEL, for speed:
+    one that reads `args` otherwise (indexed, its size) still sees them all."""
+    policies = _policies(
+        _rule(name="named", when="args.a.startsWith('x') && args.b == 1"),
+        _rule(name="indexed", when="args['k'] == 5"),
+        _rule(name="counted", when="size(args) > 3"),
+    )
+    extra = {"c": "other", "d": [1, 2]}
+
+    def refused_by(arguments: dict[str, Any]) -> str | None:
+        refused = policies.refusal(_principal(), "t", arguments)
+        return None if refused is None else str(refused.error.details["policy"])
+
+    assert refused_by({"a": "xy", "b": 1, "k": 0}) == "named"
+    assert refused_by({"a": "xy", "b": 2, "k": 5}) == "indexed"
+    assert refused_by({"a": "xy", "b": 2, "k": 0, **extra}) == "counted"
+    assert refused_by({"a": "xy", "b": 2, "k": 0}) is None
