@@ -36,7 +36,7 @@ from gateway.a2a import (
     RemoteAgents,
     TaskOwners,
 )
-from gateway.approvals import ApprovalBook, HeldCalls
+from gateway.approvals import ApprovalBook, ApprovalWebhook, HeldCalls, WebhookRefused
 from gateway.budgets import (
     Admission,
     AtbaAllocator,
@@ -138,6 +138,7 @@ def create_app(
     a2a_agents = RemoteAgents(config.a2a_agent if config is not None else ())
     policies = _policies(config.policy if config is not None else ())
     quotas = _quotas(config.quota if config is not None else ())
+    webhook = _approval_webhook(settings)
     hosted_agents = HostedAgents(config.a2a_agent if config is not None else ())
     config_dir = settings.config.parent if settings.config is not None else Path.cwd()
 
@@ -184,7 +185,9 @@ def create_app(
         subscriptions = ResourceSubscriptions(redis, caller_streams, upstreams, stdio)
         upstreams.events = subscriptions
         mcp_catalog = McpCatalog(upstreams, stdio, subscriptions)
-        approvals = ApprovalBook(redis, audit)  # calls held for approval, any replica decides
+        if webhook is not None:
+            await _checked(webhook)
+        approvals = ApprovalBook(redis, audit, webhook)  # held calls, any replica decides
         held_calls = HeldCalls(approvals)  # ... those this replica holds
         quota_book = QuotaBook(redis, quotas)  # conclave.toml's quotas, counted in Redis
         chains = ChainSigner(secret)  # X-Conclave-Chain, read and written
@@ -268,6 +271,8 @@ def create_app(
                 await background.start(parts.hosted.run)  # hosted A2A tasks' leases, deadlines
                 await background.start(policy_store.follow)  # the admin API's policy rules
                 await background.start(held_calls.listen)  # approvals decided on any replica
+                if webhook is not None:
+                    await background.start(webhook.run)  # held calls told to the operator
                 await background.start(cascade.listen)  # delegated tasks ended on any replica
                 yield
                 background.cancel_scope.cancel()
@@ -349,6 +354,24 @@ def _policies(rules: Sequence[PolicyRule]) -> Policies:
         return Policies(compile_rules(rules))
     except PolicyError as exc:
         raise ConfigurationError(f"conclave.toml: [[policy]] {exc}") from exc
+
+
+def _approval_webhook(settings: Settings) -> ApprovalWebhook | None:
+    if not settings.approval_webhook_url:
+        return None
+    secret = settings.approval_webhook_secret.get_secret_value().encode()
+    private = settings.approval_webhook_private
+    try:
+        return ApprovalWebhook(settings.approval_webhook_url, secret, private=private)
+    except WebhookRefused as exc:
+        raise ConfigurationError(str(exc)) from exc
+
+
+async def _checked(webhook: ApprovalWebhook) -> None:
+    try:
+        await webhook.check()
+    except WebhookRefused as exc:
+        raise ConfigurationError(str(exc)) from exc
 
 
 def _quotas(rules: Sequence[QuotaRule]) -> Quotas:

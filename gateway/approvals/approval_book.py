@@ -9,6 +9,8 @@ Key layout (in the tenant's hash slot, as its MCP tasks are):
 - `CHANNEL` (pub/sub): `[tenant, id]` once an approval is settled, for the replica holding
   its call (`gateway.approvals.held_calls`).
 
+A call held is told to the operator's webhook too, when one is set (`approval_webhook`).
+
 Asking and settling are one Lua script each (`lua/`), so a decision, its caller's expiry and
 its caller leaving settle an approval once, whichever comes first, on any replica. Who may
 decide is checked here: an identity of the call's tenant whose `approve:<glob>` covers the
@@ -32,6 +34,7 @@ from gateway.approvals.approval_refusals import (
     settled_before,
     too_many_waiting,
 )
+from gateway.approvals.approval_webhook import ApprovalWebhook
 from gateway.redis_io import lua_script
 from gateway.telemetry import AuditRecord, AuditWriter
 from protocol import ApprovalRecord, Principal
@@ -67,9 +70,15 @@ def identity_of(principal: Principal) -> str:
 
 
 class ApprovalBook:
-    def __init__(self, redis: Redis, audit: AuditWriter | None = None) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        audit: AuditWriter | None = None,
+        webhook: ApprovalWebhook | None = None,
+    ) -> None:
         self.redis = redis
         self.audit = audit
+        self.webhook = webhook  # told of each call held, for an operator's receiver
         self._ask = redis.register_script(ASK.text)
         self._settle = redis.register_script(SETTLE.text)
 
@@ -93,6 +102,8 @@ class ApprovalBook:
         if not held:
             raise too_many_waiting(record.tenant, MOST_PENDING)
         self._audit(record, "approval:asked", record.agent, record.obo)
+        if self.webhook is not None:
+            self.webhook.notify(record)
 
     async def get(self, tenant: str, approval_id: str) -> ApprovalRecord | None:
         return _record(await self.redis.hgetall(_record_key(tenant, approval_id)))

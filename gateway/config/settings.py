@@ -198,6 +198,13 @@ class Settings(BaseSettings):
     metrics_key: SecretStr = SecretStr("")
     metrics_public: bool = False
 
+    # Approvals: each call held for approval is POSTed to this URL (an operator's receiver),
+    # signed with HMAC-SHA256 of `approval_webhook_secret` (gateway.approvals.approval_webhook).
+    # A URL reaching this host or a private network is refused unless `..._private` is set.
+    approval_webhook_url: str = ""
+    approval_webhook_secret: SecretStr = SecretStr("")
+    approval_webhook_private: bool = False
+
     # Structured JSON logs: answers log at debug, refusals and failures at info.
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
