@@ -26,8 +26,8 @@ _MISSING = object()
 def any_may_hold(conditions: Sequence[PlainCondition]) -> MayHold:
     """Whether any of `conditions` may hold for a call's arguments (a dict)."""
     checks = _merged(conditions)
-    if len(checks) == 1:
-        return checks[0]
+    if len(checks) <= 1:
+        return checks[0] if checks else (lambda arguments: False)
 
     def may_hold(arguments: dict[str, Any]) -> bool:
         for check in checks:  # noqa: SIM110 (a loop: `any` of a generator costs a frame more)
@@ -84,7 +84,8 @@ def _test(path: Path, form: str, op: str, operands: list[Any]) -> MayHold:
             frozenset().union(*operands) if form == "among" else frozenset(operands)
         )
         if op == "!=":
-            return lambda arguments: _texted(value_at(arguments), _unless_each(listed))
+            unless = _unless_each(listed)
+            return lambda arguments: _texted(value_at(arguments), unless)
         return lambda arguments: _texted(value_at(arguments), listed.__contains__)
     texts = tuple(operands)
     if form == "contains":
