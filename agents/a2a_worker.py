@@ -139,16 +139,21 @@ async def write(
     artifact: Artifact | None = None,
     as_message: bool = False,
     artifact_id: str | None = None,
+    append: bool = False,
+    last_chunk: bool | None = None,
 ) -> A2aWorkAck:
     """One update of `item` under its lease (renewing it); TaskLost when FENCED.
     `artifact_id`: the artifact's (by default a new one; the task's artifact of that id, if
-    any, is replaced)."""
+    any, is replaced). `append`: `artifact` is a chunk, its parts added to the artifact of
+    `artifact_id`; `last_chunk`: whether it is the last (subscribers see both as written)."""
     update = A2aWorkUpdate(
         token=item.token,
         state=state,
         message=_message(text) if text is not None else None,
         artifact=artifact.as_json(artifact_id or uuid.uuid4().hex) if artifact else None,
         as_message=as_message,
+        append=append,
+        last_chunk=last_chunk,
     )
     try:
         ack: A2aWorkAck = await client._request(

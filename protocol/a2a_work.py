@@ -72,6 +72,10 @@ class A2aWorkUpdate(BaseModel):
     message: dict[str, Any] | None = None
     artifact: dict[str, Any] | None = None
     as_message: bool = False
+    # The artifact is a chunk (A2A's TaskArtifactUpdateEvent): `append` adds its parts to the
+    # task's artifact of the same artifactId; `last_chunk` says whether more follow.
+    append: bool = False
+    last_chunk: bool | None = None
 
 
 class A2aWorkAck(BaseModel):

@@ -8,7 +8,8 @@ script reaches its queue and its tasks together):
   status (JSON), caller (JSON), deadline (unix ms, or ''), token (the fencing counter, only
   grows), lease_until (unix ms; 0: no worker holds it), answer (the agent's message, when it
   answered with a message alone). Expires `ttl_s` after creation.
-- ``...:h:<id>``, ``...:a:<id>``            lists: the history's messages, the artifacts (JSON).
+- ``...:h:<id>``, ``...:a:<id>``            lists: the history's messages, the artifacts (JSON;
+  chunks merged when read: `artifact_chunks`).
 - ``...:e:<id>``                            stream: the task's events (field `status` or
   `artifact`), read by SendMessage, SendStreamingMessage and SubscribeToTask on any replica.
 - ``...:queue``                             list: task ids waiting for a worker.
@@ -33,6 +34,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from gateway.a2a.artifact_chunks import artifact_update, chunk_entry, merged_artifacts
 from gateway.redis_io import lua_script
 from protocol import A2aCaller, A2aWorkItem, Principal, SerfError
 
@@ -203,7 +205,7 @@ class HostedTasks:
             "history": [json.loads(m) for m in history],
         }
         if artifacts:
-            task["artifacts"] = [json.loads(a) for a in artifacts]
+            task["artifacts"] = merged_artifacts(artifacts)
         answered = json.loads(answer) if answer else None
         return _Snapshot(owner, task, last[0][0] if last else "0-0", answered)
 
@@ -291,13 +293,9 @@ class HostedTasks:
                 for entry_id, fields in entries:
                     after = entry_id
                     if "artifact" in fields:
-                        artifact = json.loads(fields["artifact"])
+                        update = artifact_update(fields["artifact"])
                         yield {
-                            "artifactUpdate": {
-                                "taskId": task_id,
-                                "contextId": context,
-                                "artifact": artifact,
-                            }
+                            "artifactUpdate": {"taskId": task_id, "contextId": context, **update}
                         }
                         continue
                     status = json.loads(fields["status"])
@@ -354,9 +352,12 @@ class HostedTasks:
         artifact: dict[str, Any] | None,
         *,
         as_message: bool = False,
+        append: bool = False,
+        last_chunk: bool | None = None,
     ) -> WriteOutcome:
         """A worker's fenced write (hosted_write.lua); `as_message`: `message` is the agent's
-        whole answer (SendMessage answers it alone)."""
+        whole answer (SendMessage answers it alone); `append`, `last_chunk`: `artifact` is a
+        chunk of the artifact of its id (`artifact_chunks`)."""
         p = _prefix(agent)
         context = str(await self.redis.hget(p + f"t:{task_id}", "context") or "")
         status = json.loads(status_json(state, task_id, context))
@@ -383,7 +384,7 @@ class HostedTasks:
                 state=state,
                 status=json.dumps(status, separators=(",", ":")),
                 message="" if message is None else json.dumps(message),
-                artifact="" if artifact is None else json.dumps(artifact),
+                artifact="" if artifact is None else chunk_entry(artifact, append, last_chunk),
                 answer="1" if as_message and message is not None else "",
             ),
         )

@@ -70,6 +70,8 @@ async def post_update(
         update.message,
         update.artifact,
         as_message=update.as_message,
+        append=update.append,
+        last_chunk=update.last_chunk,
     )
     if outcome.verdict == "OK":
         return A2aWorkAck(lease_expires_ms=outcome.lease_expires_ms)

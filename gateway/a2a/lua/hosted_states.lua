@@ -11,3 +11,11 @@ local function hosted_event(task, events, field, json)
   local ttl = redis.call('TTL', task)
   if ttl > 0 then redis.call('EXPIRE', events, ttl) end
 end
+
+-- The artifactId of an artifact's list entry: the artifact itself, or a chunk holding it
+-- (`{"artifact": ..., "append": ...}`: gateway.a2a.artifact_chunks).
+local function artifact_id(entry)
+  if entry['artifactId'] ~= nil then return entry['artifactId'] end
+  if type(entry['artifact']) == 'table' then return entry['artifact']['artifactId'] end
+  return nil
+end

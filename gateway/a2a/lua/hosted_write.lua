@@ -7,8 +7,10 @@
 -- the history); artifact: JSON, or ''; answer: '1' when the message is the agent's whole
 -- answer (SendMessage answers it alone, not the task), else ''. An artifact written while
 -- the task stays working is an artifact event alone: its status did not change. An artifact
--- whose artifactId the task holds already replaces it (A2A: not appended), so a worker that
--- runs a task again after another died writes each artifact once.
+-- whose artifactId the task holds already replaces it and the chunks appended to it (A2A:
+-- not appended), so a worker that runs a task again after another died writes each artifact
+-- once; a chunk that appends (`{"artifact": ..., "append": true}`, gateway.a2a.artifact_chunks)
+-- is pushed, and merged with its artifact when the task is read.
 -- Returns {'OK', lease end (0: none)}, {'CANCELED'}, {'ENDED', state}, {'FENCED'} or {'GONE'}.
 local held = redis.call('HMGET', task, 'token', 'state', 'lease_until')
 if not held[1] then return {'GONE'} end
@@ -31,15 +33,29 @@ if message ~= '' then
   if ttl > 0 then redis.call('EXPIRE', history, ttl) end
 end
 if artifact ~= '' then
-  local id = cjson.decode(artifact)['artifactId']
-  local at = nil
-  for i, held_artifact in ipairs(redis.call('LRANGE', artifacts, 0, -1)) do
-    if id ~= nil and cjson.decode(held_artifact)['artifactId'] == id then at = i - 1 end
-  end
-  if at ~= nil then
-    redis.call('LSET', artifacts, at, artifact)
+  local written = cjson.decode(artifact)
+  if written['append'] == true then
+    redis.call('RPUSH', artifacts, artifact)  -- a chunk: merged with its artifact when read
   else
-    redis.call('RPUSH', artifacts, artifact)
+    local id = artifact_id(written)
+    local at = nil
+    local stale = 0
+    for i, held_artifact in ipairs(redis.call('LRANGE', artifacts, 0, -1)) do
+      if id ~= nil and artifact_id(cjson.decode(held_artifact)) == id then
+        if at == nil then
+          at = i - 1
+        else  -- a chunk an earlier run appended to it: dropped with the artifact it grew
+          redis.call('LSET', artifacts, i - 1, 'stale')
+          stale = stale + 1
+        end
+      end
+    end
+    if at ~= nil then
+      redis.call('LSET', artifacts, at, artifact)
+      if stale > 0 then redis.call('LREM', artifacts, 0, 'stale') end
+    else
+      redis.call('RPUSH', artifacts, artifact)
+    end
   end
   if ttl > 0 then redis.call('EXPIRE', artifacts, ttl) end
   hosted_event(task, events, 'artifact', artifact)
