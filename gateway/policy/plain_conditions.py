@@ -9,8 +9,8 @@ set costs a call. A condition of one of these forms over the call's arguments:
     args.PATH == "TEXT", args.PATH != "TEXT"
     args.PATH.startsWith("TEXT"), .endsWith("TEXT"), .contains("TEXT")
     args.PATH in ["TEXT", ...]
-    has(args.PATH) && one of the above
-    has(args.PATH) && REST            (REST: any condition whose top level is `&&`s only)
+    has(args.PATH)
+    A && B && ...                     (a chain of `&&` with one of the above among its parts)
 
 (PATH: names joined by dots; TEXT: in single or double quotes, with no backslash) is parsed
 here to a `PlainCondition`, which `plain_checks` turns into checks that answer False when the
@@ -20,11 +20,10 @@ bindings count its UTF-8 bytes), a key that is missing. A check never answers Tr
 holds is always named by the bindings, and a check can only spare them a false condition. The
 differential test (tests/gateway/policy) holds each form to the bindings' answers.
 
-`has(args.PATH) && REST` is false whenever PATH's last name is missing from its (map) holder,
-whatever REST is: CEL's `&&` is false when either side is, even when the other is an error.
-That holds only when the condition is a chain of `&&` (a `||` or a `?:` at its top level would
-bind looser than the guard), which `_and_chain` checks, giving up on anything it does not read
-(a comment, a triple-quoted or escaped string).
+A chain of `&&` is false whenever one of its parts is, whatever the others are: CEL's `&&` is
+false when either side is, even when the other is an error. That holds only when the chain is
+the condition's top level (a `||` or a `?:` there would bind looser), which `_conjuncts`
+checks, giving up on anything it does not read (a comment, a triple-quoted or escaped string).
 """
 
 from __future__ import annotations
@@ -44,7 +43,7 @@ _METHOD = re.compile(
     rf"\s*{_PATH}\s*\.\s*(startsWith|endsWith|contains)\s*\(\s*(?:{_TEXT})\s*\)\s*"
 )
 _TEXTS = re.compile(rf"\s*{_PATH}\s+in\s*\[\s*((?:{_TEXT})(?:\s*,\s*(?:{_TEXT}))*)\s*\]\s*")
-_HAS = re.compile(rf"\s*has\s*\(\s*{_PATH}\s*\)\s*&&(.*)", re.S)
+_HAS_ALONE = re.compile(rf"\s*has\s*\(\s*{_PATH}\s*\)\s*")
 
 Path = tuple[str, ...]  # the names after `args.`
 
@@ -70,15 +69,23 @@ class PlainCondition:
 
 
 def plain_condition(condition: str) -> PlainCondition | None:
-    """`condition` parsed when it has one of the forms above, else None."""
-    found = _HAS.fullmatch(condition)
-    if found is not None:
-        guard, rest = _path(found.group(1)), found.group(2)
-        if not _and_chain(rest):
-            return None
-        return PlainCondition(_plain(rest), guard)
-    test = _plain(condition)
-    return None if test is None else PlainCondition(test)
+    """`condition` parsed when it has one of the forms above, else None. A chain of `&&` is
+    false whenever one of its parts is (CEL's `&&` is, even beside an error), so one whose
+    parts include a `has(args.X)` or a plain form is parsed to those (the first of each)."""
+    parts = _conjuncts(condition)
+    if parts is None:
+        return None
+    guard: Path | None = None
+    test: PlainTest | None = None
+    for part in parts:
+        found = _HAS_ALONE.fullmatch(part)
+        if found is not None and guard is None:
+            guard = _path(found.group(1))
+        elif test is None:
+            test = _plain(part)
+    if guard is None and test is None:
+        return None
+    return PlainCondition(test, guard)
 
 
 def _plain(condition: str) -> PlainTest | None:
@@ -102,28 +109,34 @@ def _path(dotted: str) -> Path:
     return tuple(name.strip() for name in dotted.split(".")[1:])
 
 
-def _and_chain(rest: str) -> bool:
-    """Whether `rest` (what follows `has(...) &&`) has no `||` nor `?` outside brackets and
-    strings, so the whole condition is `&&`s at its top level; False too for what this does
-    not read: a comment, a triple-quoted string, a backslash or a line break in a string."""
-    depth, i = 0, 0
-    while i < len(rest):
-        char = rest[i]
+def _conjuncts(condition: str) -> list[str] | None:
+    """The parts of `condition` between its top-level `&&`s (itself, when it has none); None
+    when it has a `||` or `?` outside brackets and strings (the `&&`s are then not its top
+    level), or what this does not read: a comment, a triple-quoted string, a backslash or a
+    line break in a string."""
+    depth, i, start, parts = 0, 0, 0, []
+    while i < len(condition):
+        char = condition[i]
         if char in "'\"":
-            end = rest.find(char, i + 1)
-            if rest.startswith(char * 3, i) or end < 0 or any(c in rest[i:end] for c in "\\\n"):
-                return False
+            end = condition.find(char, i + 1)
+            text = condition[i:end]
+            if condition.startswith(char * 3, i) or end < 0 or "\\" in text or "\n" in text:
+                return None
             i = end + 1
             continue
-        if rest.startswith("//", i):
-            return False
+        if condition.startswith("//", i):
+            return None
         if char in "([{":
             depth += 1
         elif char in ")]}":
             depth -= 1
             if depth < 0:
-                return False
-        elif depth == 0 and (char == "?" or rest.startswith("||", i)):
-            return False
+                return None
+        elif depth == 0 and (char == "?" or condition.startswith("||", i)):
+            return None
+        elif depth == 0 and condition.startswith("&&", i):
+            parts.append(condition[start:i])
+            start = i + 2
+            i += 1
         i += 1
-    return depth == 0
+    return [*parts, condition[start:]] if depth == 0 else None

@@ -140,7 +140,7 @@ def _policy_cost(ctx: BenchContext, sizes: Sizes, result: SuiteResult) -> None:
     result.notes.append(
         "policy rows: 100 [[policy]] rules matching every echo call of the bench (half deny,"
         " half approve, none holding for it): 60 read args (40 of plain forms, found false in"
-        " Python by two merged tests; 20 conjunctions of two such forms, asked of CEL"
+        " Python by two merged tests; 20 with arithmetic, asked of CEL"
         " in one evaluation), 20 the delegation chain, 20 the principal (those 40 decided once"
         " per caller)."
         " 'Policies.decide' is the authorize stage's decision timed in the bench process,"

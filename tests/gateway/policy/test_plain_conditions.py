@@ -22,6 +22,9 @@ CONDITIONS = [
     "has(args.s) && size(args.s) > 2", "args.s in ['hi', \"ab\"]", 'args.s in [ "é" ]',
     "has(args.l) && args.l.exists(x, x > 1)", "has(args.a) && args.a.b > 1 && true",
     "has(args.o) && (args.o == 1 || args.n > 3)", "has(args.s) && args.s.matches('^h') ",
+    # a chain of && is false when any plain part is, even beside one CEL cannot evaluate
+    "args.s.startsWith('h') && size(args.s) * 2 > 3", "now.getHours() >= 0 && args.n > 3",
+    "has(args.a) && args.a.b > 0 && args.a.b * 2 < 10", "has(args.l)",
 ]  # fmt: skip
 # the same forms over the same paths, for the merged checks to fold together
 MORE = [
@@ -97,6 +100,8 @@ def test_two_inequalities_of_one_path_hold_for_every_value() -> None:
         "has(args.a) && args.a > 1 || true", "has(args.a) && args.b ? false : true",
         "has(args.a) && args.b == 'x' // or anything", "has(args.a) && args.b == 'a\\'b'",
         "has(args.a) && args.b == '''x'''", "has(args.a) && (args.b)) || ((true)",
+        "args.n > 1 && args.m > 2 || true", "args.n > 1 && now.getHours() > 1 ? true : false",
+        "now.getHours() > 1 && principal.agent == 'x'", "!has(args.a) && size(args.s) * 2 > 1",
     ],
 )  # fmt: skip
 def test_anything_else_is_left_to_the_bindings(condition: str) -> None:
