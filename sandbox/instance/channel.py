@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ class RunnerChannel:
         self._sending = anyio.Lock(fast_acquire=True)
         self.last_frame_size = 0  # the length of the frame `receive` returned last
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: Mapping[str, Any]) -> None:
         data = json.dumps(message, separators=(",", ":")).encode()
         try:
             async with self._sending:

@@ -28,9 +28,10 @@ Events: before its reply the runner may send the call's events (its tool's progr
 messages, its MCP server's notifications); they go to the invocation's `events`, which bounds
 and checks them. They are the tool's word: nothing in them is recorded as usage.
 
-MCP servers: an invocation of an `mcp_stdio` tool (`tools.calls.Placement`) is sent as a
-request of type "mcp": its arguments are the server's spec and one JSON-RPC message, which
-the runner relays to the server it keeps in this sandbox (started on first use). The server's
+MCP servers: an invocation with a `relay` (`tools.calls.ServerMessage`: an `mcp_stdio` tool's
+call, or a message to its server) is sent as a relay request of its own
+(`runner_wire.RelayRequest`: the server's spec and one JSON-RPC message), which the runner
+relays to the server it keeps in this sandbox (started on first use). The server's
 requests to the calling client (sampling, elicitation, roots), read with the call's other
 frames, are `server_requests`'.
 
@@ -45,7 +46,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from dataclasses import asdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -83,6 +84,9 @@ from sandbox.runner import (
     NOTICE,
     NOTIFICATION_FIELD,
     SERVER_REQUEST,
+    RelayRequest,
+    RelayServer,
+    WireLimits,
     frame_limit,
 )
 from sandbox.unavailable import unavailable_error
@@ -90,7 +94,7 @@ from tools.calls import (
     CallLimits,
     Invocation,
     Outcome,
-    RunsIn,
+    ServerMessage,
     StartStage,
     SubscriptionHold,
     TimeLimit,
@@ -266,17 +270,20 @@ class Sandbox:
             raise StaleSandboxError(f"{self.label}: its runner did not end the idle watch")
         self.calls += 1
         call_id = next(self._ids)
-        request = {
-            "id": call_id,
-            "tool": invocation.tool,
-            "entrypoint": invocation.entrypoint,
-            "arguments": to_jsonable_python(invocation.arguments),
-            "context": invocation.context.model_dump(mode="json"),
-            "limits": {**asdict(invocation.limits), "max_processes": self._nproc},
-            "egress": bool(invocation.network) and self._egress is not None,
-        }
-        if invocation.placement.runs_in is RunsIn.STDIO_SERVER:
-            request["type"] = MCP
+        limits = _wire_limits(invocation.limits, self._nproc)
+        request: Mapping[str, Any]
+        if invocation.relay is not None:  # a message for an MCP server the runner keeps
+            request = _relay_request(call_id, invocation.relay, limits)
+        else:
+            request = {
+                "id": call_id,
+                "tool": invocation.tool,
+                "entrypoint": invocation.entrypoint,
+                "arguments": to_jsonable_python(invocation.arguments),
+                "context": invocation.context.model_dump(mode="json"),
+                "limits": limits,
+                "egress": bool(invocation.network) and self._egress is not None,
+            }
         started = time.monotonic()
         reply: dict[str, Any] | None = None
         gone = ""
@@ -536,3 +543,33 @@ def _cpu_ms(frame: dict[str, Any]) -> float:
     """The CPU a runner's start frame says it had used (a report, for the trace only)."""
     reported = frame.get("cpu_ms")
     return float(reported) if isinstance(reported, int | float) else 0.0
+
+
+def _wire_limits(limits: CallLimits, max_processes: int | None) -> WireLimits:
+    return {
+        "memory_mb": limits.memory_mb,
+        "cpu_seconds": limits.cpu_seconds,
+        "timeout_ms": limits.timeout_ms,
+        "max_output_bytes": limits.max_output_bytes,
+        "max_processes": max_processes,
+    }
+
+
+def _relay_request(call_id: int, message: ServerMessage, limits: WireLimits) -> RelayRequest:
+    """The runner's request relaying `message` to its MCP server (`runner_wire`)."""
+    server = message.server
+    spec: RelayServer = {
+        "source": server.source,
+        "package": server.package,
+        "command": list(server.command),
+        "env": dict(server.env),
+    }
+    capabilities = message.capabilities
+    return {
+        "type": MCP,
+        "id": call_id,
+        "server": spec,
+        "message": {"method": message.method, "params": to_jsonable_python(message.params)},
+        "capabilities": None if capabilities is None else dict(capabilities),
+        "limits": limits,
+    }

@@ -47,6 +47,10 @@ from .runner_wire import (
     SOURCE_FIELD,
     SUBSCRIBE_METHODS,
     WATCH,
+    RelayMessage,
+    RelayRequest,
+    RelayServer,
+    WireLimits,
     frame_limit,
 )
 
@@ -80,5 +84,9 @@ __all__ = [
     "SOURCE_FIELD",
     "SUBSCRIBE_METHODS",
     "WATCH",
+    "RelayMessage",
+    "RelayRequest",
+    "RelayServer",
+    "WireLimits",
     "frame_limit",
 ]

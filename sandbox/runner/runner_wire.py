@@ -37,6 +37,13 @@ runner refuses the rest to the server itself (-32601), and the host checks both 
 Inside the sandbox, a call's child writes its events to the runner on a pipe of their own,
 each a 4-byte big-endian length, then UTF-8 JSON.
 
+The relay: a call of an `mcp_stdio` source's tool (and a message to its server) is a request of
+its own, `RelayRequest`: `{"type": "mcp", "id", "server": {"source", "package", "command",
+"env"}, "message": {"method", "params"}, "capabilities", "limits"}`. The runner relays the
+message to that server, which it starts on first use and keeps in the sandbox
+(`capabilities`: the client features the server may ask for, null to leave a running server
+as it was told), and answers it as a call, with the server's result.
+
 Notices: what an `mcp_stdio` server tells its subscribers (one of `NOTICE_METHODS`,
 `notifications/resources/updated`) is the sandbox's news, not a call's. The runner sends it as
 `{"type": "notice", "id": <the request's id>, "source": <the server's source>,
@@ -50,6 +57,7 @@ Each notice is at most `EVENT_LIMIT` bytes; a watch forwards at most `MAX_EVENTS
 from __future__ import annotations
 
 import struct
+from typing import Any, TypedDict
 
 HEADER = struct.Struct(">I")
 FRAME_OVERHEAD = 64 * 1024
@@ -89,3 +97,41 @@ EGRESS_SOCKET_NAME = ".conclave-egress.sock"
 def frame_limit(max_output_bytes: int) -> int:
     """The longest reply frame a call capped at `max_output_bytes` may send."""
     return max(0, int(max_output_bytes)) + FRAME_OVERHEAD
+
+
+class WireLimits(TypedDict):
+    """A request's limits (`tools.calls.CallLimits`, and the processes the runner may fork)."""
+
+    memory_mb: int
+    cpu_seconds: float
+    timeout_ms: int
+    max_output_bytes: int
+    max_processes: int | None
+
+
+class RelayServer(TypedDict):
+    """How the runner starts an `mcp_stdio` source's server: the prepared package it imports
+    for its paths (`deps`, `node_modules/.bin`), its command and declared environment."""
+
+    source: str
+    package: str
+    command: list[str]
+    env: dict[str, str]
+
+
+class RelayMessage(TypedDict):
+    """One JSON-RPC request for the server, without its id (the runner numbers them)."""
+
+    method: str
+    params: dict[str, Any]
+
+
+class RelayRequest(TypedDict):
+    """The host's request of type `MCP`: one message relayed to one server."""
+
+    type: str  # MCP
+    id: int
+    server: RelayServer
+    message: RelayMessage
+    capabilities: dict[str, Any] | None  # None: as the running server was told
+    limits: WireLimits

@@ -1,6 +1,7 @@
-"""The MCP stdio relay: a runner request of type "mcp" carries a server's command and one
-JSON-RPC message, relayed to that source's server (`stdio_server.McpServer`, started on first
-use, living as long as the sandbox) and answered with the server's response.
+"""The MCP stdio relay: a runner request of type "mcp" (`runner_wire.RelayRequest`) names a
+server (its source, package, command and environment) and one JSON-RPC message, relayed to
+that source's server (`stdio_server.McpServer`, started on first use, living as long as the
+sandbox) and answered with the server's response.
 
 A server is started again when a call names other client capabilities than it was told, or
 after it failed a call. Subscriptions: the relay remembers the URIs a server was subscribed
@@ -15,7 +16,7 @@ from __future__ import annotations
 import select
 import socket
 import time
-from typing import Any
+from typing import Any, cast
 
 from . import runner_wire as wire
 from .call_outcomes import call_error, reply
@@ -40,16 +41,17 @@ class StdioRelay:
         return {server.pid for server in self.servers.values()}
 
     def relay(
-        self, request: dict[str, Any], host: socket.socket | None, watch: HostWatch | None
+        self, frame: dict[str, Any], host: socket.socket | None, watch: HostWatch | None
     ) -> dict[str, Any]:
-        """Relay one JSON-RPC message to the request's MCP server (started if it is not)."""
+        """Relay the request's JSON-RPC message to its MCP server (started if it is not)."""
+        request = cast(wire.RelayRequest, frame)  # the host's, which is trusted
         started = time.monotonic()
         limits = request["limits"]
         deadline = started + int(limits["timeout_ms"]) / 1000
-        spec = request["arguments"]
+        spec = request["server"]
         name = str(spec["source"])
         server = self.servers.get(name)
-        asked = spec.get("capabilities")  # None: whatever the running server declared
+        asked = request.get("capabilities")  # None: whatever the running server declared
         try:
             if server is not None and asked is not None and server.capabilities != asked:
                 server.kill()  # it told the server other capabilities than this caller has
@@ -63,10 +65,10 @@ class StdioRelay:
             before = server.cpu_ms()
             cap = int(limits["max_output_bytes"])
             server.initialize(deadline, cap)
-            to_host = HostEvents(host, request.get("id"))
+            to_host = HostEvents(host, request["id"])
             if fresh:
                 server.resubscribe(self._subscribed.get(name, set()), deadline, cap)
-            message = spec["message"]
+            message = request["message"]
             if message["method"] == "initialize":  # the gateway asks what the server is
                 answer: dict[str, Any] = {"result": server.initialized}
             else:
@@ -84,23 +86,23 @@ class StdioRelay:
         except CallCancelled:
             usage = {"wall_ms": (time.monotonic() - started) * 1000, "cpu_ms": 0.0}
             error = call_error("CANCELLED", f"mcp_stdio source {name!r}: the call was cancelled")
-            return reply(request, "cancelled", usage=usage, error=error)
+            return reply(frame, "cancelled", usage=usage, error=error)
         except McpFault as fault:
             if server is not None:
                 server.kill()
             self.servers.pop(name, None)
             usage = {"wall_ms": (time.monotonic() - started) * 1000, "cpu_ms": 0.0}
-            return reply(request, fault.reason, usage=usage, error=fault.error)
+            return reply(frame, fault.reason, usage=usage, error=fault.error)
         usage = {
             "wall_ms": (time.monotonic() - started) * 1000,
             "cpu_ms": max(0.0, server.cpu_ms() - before),
             "peak_rss_kb": server.peak_rss_kb(),
         }
         if "error" in answer:
-            return reply(request, "error", usage=usage, error=_rpc_error(name, answer["error"]))
-        return reply(request, "ok", usage=usage, result=answer.get("result"))
+            return reply(frame, "error", usage=usage, error=_rpc_error(name, answer["error"]))
+        return reply(frame, "ok", usage=usage, result=answer.get("result"))
 
-    def _remember(self, source: str, message: dict[str, Any]) -> None:
+    def _remember(self, source: str, message: wire.RelayMessage) -> None:
         """Keep the URIs the source's server is subscribed to (after its answer said so)."""
         method, params = message.get("method"), message.get("params")
         uri = params.get("uri") if isinstance(params, dict) else None

@@ -2,7 +2,7 @@
 
 The runner starts the server on first use as a long-lived child in its own process group
 (stdin/stdout pipes, newline-delimited JSON-RPC, one request at a time) and does
-`initialize` once, with the client capabilities the request's spec names (the calling
+`initialize` once, with the client capabilities the relay request names (the calling
 client's: sampling, elicitation, roots). A request is relayed within the call's wall-clock
 limit; at the limit, on non-JSON output, on a line longer than the output cap or when the
 server exits, `McpFault` says why and the relay kills the server's process group (the next
@@ -22,6 +22,7 @@ import os
 import select
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from . import runner_wire as wire
@@ -60,7 +61,7 @@ class McpServer:
         self._asks = 0
 
     @classmethod
-    def start(cls, spec: dict[str, Any], workspace: str, guard: bytes | None) -> McpServer:
+    def start(cls, spec: wire.RelayServer, workspace: str, guard: bytes | None) -> McpServer:
         import subprocess  # only sandboxes running an MCP server pay for these imports
         import tempfile
 
@@ -119,7 +120,7 @@ class McpServer:
 
     def request(
         self,
-        message: dict[str, Any],
+        message: Mapping[str, Any],
         deadline: float,
         cap: int,
         phase: str = "call",
@@ -335,7 +336,7 @@ class McpServer:
         return 0
 
 
-def _server_command(spec: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+def _server_command(spec: wire.RelayServer) -> tuple[list[str], dict[str, str]]:
     """The server's argv and environment: its prepared package's Python packages and npm
     binaries first on the paths; a command no PATH entry has may be a console script of an
     installed distribution (a wheel unpacked into the image has no scripts)."""

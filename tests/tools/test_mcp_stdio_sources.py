@@ -18,6 +18,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import anyio
@@ -32,6 +33,11 @@ from conclave.stack.config_file import settings_from
 from gateway import Settings, create_app, issue_token
 from gateway.http import gateway_parts
 from protocol import ResourceIntent
+from sandbox.instance.channel import RunnerChannel
+from sandbox.instance.running_sandbox import Sandbox
+from sandbox.pool.warm_pool import SandboxPool
+from sandbox.runner import MCP
+from tools.calls import Invocation, Placement
 from tools.sources import McpStdioSource
 
 pytestmark = pytest.mark.anyio
@@ -40,6 +46,11 @@ ROOT = Path(__file__).resolve().parents[2]
 SECRETS = {"secret": "test-secret-" + "s" * 32, "admin_key": "test-admin-key"}
 # Where isolating sandboxes mount the `tools` package: the script needs only the stdlib.
 HARNESS = ("python3", "/opt/conclave/code/tools/harness/stdio_mcp_server.py")
+# What the stdio call-seam test counts: the pool's calls, its sandbox's, the host's frames.
+POOL_EXECUTE = SandboxPool.execute.__code__
+SANDBOX_CALL = Sandbox.call.__code__
+RUNNER_SEND = RunnerChannel.send.__code__
+WATCHED = frozenset({POOL_EXECUTE, SANDBOX_CALL, RUNNER_SEND})
 
 
 def _settings(redis_url: str, backend: str) -> Settings:
@@ -93,6 +104,10 @@ def _running(marker: str) -> list[int]:
             if marker.encode() in cmdline and pid != os.getpid() and _descends_from_us(pid):
                 found.append(pid)
     return found
+
+
+def _is_text(value: Any, text: str) -> bool:
+    return isinstance(value, str) and value == text
 
 
 def _descends_from_us(pid: int) -> bool:
@@ -172,6 +187,61 @@ async def test_each_identity_has_its_own_server_kept_warm(
         assert first["result"] == again["result"]  # warm: the same server process
         assert first["usage"]["sandbox"] == again["usage"]["sandbox"]
         assert other["usage"]["sandbox"] != first["usage"]["sandbox"]  # never shared
+
+
+async def test_an_mcp_stdio_call_passes_the_pool_once_as_one_typed_relay_request(
+    bwrap_available: None, redis_url: str
+) -> None:
+    """Issue 41: a call of an `mcp_stdio` tool is one call of the pool, handed the caller's
+    invocation (its arguments as sent) with the message to relay typed beside them, and its
+    sandbox sends the runner one relay request of its own: no second invocation whose
+    arguments are a JSON-RPC message. Counted by a profiler hook on the event loop's thread,
+    which also sees that no str method is called on the tool's entrypoint (its kind is read
+    from the typed placement, never parsed again)."""
+    settings = _settings(redis_url, "bwrap")
+    entrypoint = Placement.stdio("odd", "echo").entrypoint
+    entered: dict[int, FrameType] = {}  # the pool's and its sandbox's running calls
+    handed: list[Invocation] = []  # what the pool was handed
+    sent: list[dict[str, Any]] = []  # the frames the host sent the runner
+    parsed: list[str] = []
+
+    def seen(frame: FrameType, event: str, arg: Any) -> None:
+        code = frame.f_code
+        # A coroutine's frame is "called" again at each resume: each counts once.
+        if event == "call" and code in WATCHED and id(frame) not in entered:
+            entered[id(frame)] = frame
+            if code is POOL_EXECUTE:
+                handed.append(frame.f_locals["invocation"])
+            elif code is RUNNER_SEND:
+                sent.append(dict(frame.f_locals["message"]))
+        elif event == "c_call" and _is_text(getattr(arg, "__self__", None), entrypoint):
+            parsed.append(f"{code.co_filename}:{frame.f_lineno} {arg.__name__}")
+
+    async with _gateway(settings, _source("odd", HARNESS)) as app, _rest(app) as client:
+        headers = _auth(settings, "tool:odd.*")
+        warm = await _call(client, headers, "odd.echo", arguments={"text": "warm"})
+        assert warm.json()["result"] == "warm", warm.text  # the sandbox and server started
+        sys.setprofile(seen)
+        try:
+            answer = await _call(client, headers, "odd.echo", arguments={"text": "once"})
+        finally:
+            sys.setprofile(None)
+    assert answer.status_code == 200 and answer.json()["result"] == "once", answer.text
+    frames = [frame.f_code for frame in entered.values()]
+    assert frames.count(POOL_EXECUTE) == 1 and frames.count(SANDBOX_CALL) == 1
+    (invocation,) = handed
+    assert invocation.arguments == {"text": "once"}  # as the caller sent them
+    assert invocation.relay is not None and invocation.relay.method == "tools/call"
+    assert invocation.relay.params["name"] == "echo"
+    assert invocation.relay.params["arguments"] == {"text": "once"}
+    (request,) = sent  # one request, no cancel
+    assert request["type"] == MCP and request["server"]["source"] == "odd"
+    assert request["message"] == {
+        "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": "once"}},
+    }
+    assert not {"tool", "entrypoint", "arguments"} & set(request)  # not a tool call's
+    assert parsed == []
 
 
 async def test_a_stdio_servers_content_and_tool_metadata_reach_the_client_unchanged(

@@ -9,6 +9,7 @@ MCP revision in it.
 | `tool_outcome` | what comes out: `Outcome` (with the `StartStage`s a call waited for), `NOT_RUN` |
 | `tool_executor` | `ToolExecutor`, what every place a tool runs implements |
 | `call_event_sink` | `CallEvents`: the call's events and requests to the client, bounded |
+| `server_message` | `ServerMessage`: what the runner relays to an MCP server in the sandbox |
 | `subscription_hold` | `SubscriptionHold`: a subscribing call's sandbox kept, its notices heard |
 | `time_limit` | the one place a call's effective time limit is worked out |
 
@@ -28,6 +29,7 @@ from tools.calls.call_event_sink import (
 )
 from tools.calls.invocation import CallLimits, Invocation
 from tools.calls.placement import IN_SANDBOX, Placement, RunsIn
+from tools.calls.server_message import ServerMessage, StdioServerSpec
 from tools.calls.subscription_hold import Heard, SubscriptionHold
 from tools.calls.time_limit import (
     RUNNER_GRACE_MS,
@@ -58,7 +60,9 @@ __all__ = [
     "Outcome",
     "Placement",
     "RunsIn",
+    "ServerMessage",
     "StartStage",
+    "StdioServerSpec",
     "SubscriptionHold",
     "TimeLimit",
     "ToolExecutor",

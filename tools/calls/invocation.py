@@ -17,6 +17,7 @@ from typing import Any
 from protocol import InputAnswer, ToolContext
 from tools.calls.call_event_sink import CallEvents
 from tools.calls.placement import IN_SANDBOX, Placement
+from tools.calls.server_message import ServerMessage
 from tools.calls.subscription_hold import SubscriptionHold
 
 
@@ -54,3 +55,7 @@ class Invocation:
     # Where the tool runs (the registered tool's, or an MCP source's server for a message
     # relayed to it): every executor routes on it, none on the entrypoint's text.
     placement: Placement = IN_SANDBOX
+    # The request the runner relays to an MCP server in the sandbox (`ServerMessage`), for a
+    # tool of an `mcp_stdio` source or a message to its server; None: the runner runs the
+    # tool itself.
+    relay: ServerMessage | None = None

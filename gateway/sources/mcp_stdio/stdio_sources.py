@@ -11,17 +11,19 @@ is left out with one log line naming it; every other source is served. A served 
 long or claimed by another tool stops the start-up, naming both.
 
 The gateway is each server's MCP client: `StdioSources.call_tool` (which
-`gateway.sources.SourceRouter` calls) turns a call of a source's tool into
-a `tools/call` message that the sandbox pool runs in the caller's own sandbox, where the
-runner keeps the server warm (`sandbox.runner`), and reads the server's result. While someone
-listens to the call's events, the message carries a `progressToken` and the runner relays the
-server's `notifications/progress` and `notifications/message` as the call's events, and the
-message names the caller's client capabilities, so the server asks the caller (sampling,
-elicitation, roots) only what it declared (`sandbox.runner.runner_wire`); one that asks anyway what
-a 2026-07-28 request did not declare has its call stopped and answered -32021, as an
-`mcp_http` upstream's is (`client_requests.capability_missing`). Resources and
-prompts are served at `/mcp` (`gateway.mcp_state.catalog`) to the principals whose scopes
-cover the source (`tool:<source>.*` or `tool:<source>__*`), read in the caller's sandbox too.
+`gateway.sources.SourceRouter` calls) hands the sandbox pool the caller's invocation, its
+arguments as sent, with the `tools/call` message to relay (`tools.calls.ServerMessage`): one
+call, run in the caller's own sandbox, whose runner keeps the server warm and relays the
+message to it (`sandbox.runner`, a relay request of its own); it reads the server's result.
+While someone listens to the call's events, the message carries a `progressToken` and the
+runner relays the server's `notifications/progress` and `notifications/message` as the call's
+events, and the message names the caller's client capabilities, so the server asks the
+caller (sampling, elicitation, roots) only what it declared (`sandbox.runner.runner_wire`);
+one that asks anyway what a 2026-07-28 request did not declare has its call stopped and
+answered -32021, as an `mcp_http` upstream's is (`client_requests.capability_missing`).
+Resources and prompts are served at `/mcp` (`gateway.mcp_state.catalog`) to the principals
+whose scopes cover the source (`tool:<source>.*` or `tool:<source>__*`), read in the caller's
+sandbox too.
 A subscription to one of its resources subscribes the server in the caller's sandbox
 (`subscribe`), which the pool then holds and watches (`tools.calls.SubscriptionHold`).
 """
@@ -33,7 +35,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +58,17 @@ from gateway.sources.shared import (
 from protocol import ErrorCode, ExitReason, Principal, ToolContext
 from sandbox import SandboxError, create_executor, node_layer
 from tools import RegisteredTool, ToolRegistry, ToolResult
-from tools.calls import CallLimits, Invocation, Outcome, Placement, SubscriptionHold, ToolExecutor
+from tools.calls import (
+    CallEvents,
+    CallLimits,
+    Invocation,
+    Outcome,
+    Placement,
+    ServerMessage,
+    StdioServerSpec,
+    SubscriptionHold,
+    ToolExecutor,
+)
 from tools.sources import McpStdioSource, ToolSource
 
 log = logging.getLogger("conclave.sources")
@@ -78,15 +90,21 @@ class StdioServer:
     def name(self) -> str:
         return self.source.name
 
-    def message(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """The runner's request arguments: the server's spec and one JSON-RPC message."""
-        return {
-            "source": self.name,
-            "package": self.package,
-            "command": list(self.source.command),
-            "env": dict(self.source.env),
-            "message": {"method": method, "params": params},
-        }
+    @cached_property
+    def spec(self) -> StdioServerSpec:
+        """How the runner in a caller's sandbox starts the server."""
+        source = self.source
+        return StdioServerSpec(self.name, self.package, tuple(source.command), dict(source.env))
+
+    def message(
+        self, method: str, params: dict[str, Any], events: CallEvents | None = None
+    ) -> ServerMessage:
+        """One JSON-RPC request for the server, relayed by the runner. With `events` (someone
+        listens to the call), the server is told the caller's client capabilities (it is
+        started again if it was told others); without, it is left as it is and asked
+        nothing."""
+        capabilities = None if events is None else events.capabilities
+        return ServerMessage(self.spec, method, params, capabilities)
 
     @property
     def placement(self) -> Placement:
@@ -270,13 +288,9 @@ class StdioSources:
         params: dict[str, Any] = {"name": tool, "arguments": invocation.arguments}
         if invocation.events is not None:  # the server reports progress only when asked
             params["_meta"] = {"progressToken": invocation.context.trace_id}
-        message = server.message("tools/call", params)
-        if invocation.events is not None:
-            # What the server may ask this caller (it is started again if it was told other
-            # capabilities); a caller nobody listens to leaves the server as it is, and is
-            # asked nothing.
-            message["capabilities"] = dict(invocation.events.capabilities)
-        outcome = await executor.execute(replace(invocation, arguments=message))
+        # The caller's invocation, its arguments as sent, with the message the runner relays.
+        relay = server.message("tools/call", params, invocation.events)
+        outcome = await executor.execute(replace(invocation, relay=relay))
         if outcome.error is not None and outcome.error.code is CAPABILITY_MISSING:
             # Stopped in the sandbox; answered as an mcp_http upstream's call is.
             missing = (outcome.error.details or {}).get("requiredCapabilities") or {}
@@ -327,19 +341,17 @@ class StdioSources:
         others)."""
         if self.executor is None:
             raise GatewayError.of(ErrorCode.NOT_FOUND, f"source {server.name!r} is not served")
-        message = server.message(method, params)
         events = channel.events
-        if events is not None:
-            message["capabilities"] = dict(events.capabilities)
         invocation = Invocation(
             f"{server.name}.{method}",
             server.placement.entrypoint,
-            message,
+            params,
             _context(principal),
             server.limits,
             events=events,
             client_capabilities=channel.declared,
             placement=server.placement,
+            relay=server.message(method, params, events),
         )
         outcome = await self.executor.execute(invocation)
         if outcome.error is not None and outcome.error.code is CAPABILITY_MISSING:
@@ -377,11 +389,12 @@ async def _relay(
     invocation = Invocation(
         f"{server.name}.{method}",
         server.placement.entrypoint,
-        server.message(method, params),
+        params,
         context,
         limits,
         hold=hold,
         placement=server.placement,
+        relay=server.message(method, params),
     )
     outcome = await executor.execute(invocation)
     if outcome.error is not None:
