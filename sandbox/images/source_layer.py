@@ -27,6 +27,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from docker import DockerClient
 from docker.errors import BuildError, DockerException, ImageNotFound
 
 from sandbox.backends.docker_client import docker_client
@@ -70,39 +71,19 @@ def source_layer(
 ) -> str:
     """The tag of `parent` plus the source's requirements, built unless it already exists."""
     cache = cache_dir or Path.home() / ".cache" / "conclave"
+    client, parent_id = _engine_and_parent(docker_host, parent)
     try:
-        client = docker_client(docker_host)
-    except DockerException as exc:
-        raise ImageBuildError(f"Docker engine not reachable at {docker_host}") from exc
-    try:
-        try:
-            parent_id = client.images.get(parent).id
-        except ImageNotFound as exc:
-            raise ImageBuildError(
-                f"image {parent} is missing: run 'conclave sandbox build-image'"
-            ) from exc
         layer = hashlib.sha256(f"{parent_id}/{digest}".encode()).hexdigest()[:16]
-        tag = f"conclave-source-{source}:{layer}"
-        try:
-            client.images.get(tag)
-            return tag
-        except ImageNotFound:
-            pass
-        wheels = _wheels(cache / f"source-wheels-{digest}", requirements, say)
-        say(f"docker build -> {tag}")
-        with tempfile.TemporaryDirectory(prefix="conclave-layer-") as context:
-            shutil.copytree(wheels, Path(context) / "wheels")
-            dockerfile = LAYER_DOCKERFILE.format(
-                parent=parent, site=SITE_PACKAGES, label=HASH_LABEL, digest=layer
-            )
-            (Path(context) / "Dockerfile").write_text(dockerfile)
-            client.images.build(path=context, tag=tag, rm=True, forcerm=True, network_mode="none")
-        return tag
-    except BuildError as exc:
-        log = "".join(str(chunk.get("stream", "")) for chunk in exc.build_log)
-        raise ImageBuildError(f"docker build failed: {exc}: {log[-500:]}") from exc
-    except DockerException as exc:
-        raise ImageBuildError(f"docker refused the build: {exc}") from exc
+        dockerfile = LAYER_DOCKERFILE.format(
+            parent=parent, site=SITE_PACKAGES, label=HASH_LABEL, digest=layer
+        )
+
+        def fill(context: Path) -> None:
+            wheels = _wheels(cache / f"source-wheels-{digest}", requirements, say)
+            say(f"docker build -> conclave-source-{source}:{layer}")
+            shutil.copytree(wheels, context / "wheels")
+
+        return _found_or_built(client, f"conclave-source-{source}:{layer}", dockerfile, fill)
     finally:
         client.close()
 
@@ -130,37 +111,63 @@ def node_layer(docker_host: str, parent: str, *, say: Callable[[str], None] = pr
         raise ImageBuildError("node is missing on the host: apt-get install nodejs npm")
     binary = Path(node).resolve()
     info = binary.stat()
-    try:
-        client = docker_client(docker_host)
-        parent_id = client.images.get(parent).id
-    except DockerException as exc:
-        raise ImageBuildError(f"cannot build on {parent} at {docker_host}: {exc}") from exc
+    client, parent_id = _engine_and_parent(docker_host, parent)
     try:
         identity = f"{parent_id}/{binary}/{info.st_size}/{info.st_mtime_ns}"
         digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
-        tag = f"conclave-node:{digest}"
+        dockerfile = NODE_DOCKERFILE.format(parent=parent, label=HASH_LABEL, digest=digest)
+
+        def fill(context: Path) -> None:
+            say(f"docker build -> conclave-node:{digest} (the host's node)")
+            shutil.copy2(binary, context / "node")
+            (context / "libs").mkdir()
+            for library in _shared_libraries(binary):
+                shutil.copy2(library, context / "libs" / library.name)
+
+        return _found_or_built(client, f"conclave-node:{digest}", dockerfile, fill)
+    finally:
+        client.close()
+
+
+def _engine_and_parent(docker_host: str, parent: str) -> tuple[DockerClient, str]:
+    """A client of the engine at `docker_host`, and the id of the image to build on."""
+    try:
+        client = docker_client(docker_host)
+    except DockerException as exc:
+        raise ImageBuildError(f"Docker engine not reachable at {docker_host}: {exc}") from exc
+    try:
+        return client, client.images.get(parent).id
+    except ImageNotFound as exc:
+        client.close()
+        raise ImageBuildError(
+            f"image {parent} is missing: run 'conclave sandbox build-image'"
+        ) from exc
+    except DockerException as exc:
+        client.close()
+        raise ImageBuildError(f"cannot build on {parent} at {docker_host}: {exc}") from exc
+
+
+def _found_or_built(
+    client: DockerClient, tag: str, dockerfile: str, fill: Callable[[Path], None]
+) -> str:
+    """`tag` if the engine has it; else built from `dockerfile`, with no network, in a context
+    `fill` puts the files in."""
+    try:
         try:
             client.images.get(tag)
             return tag
         except ImageNotFound:
             pass
-        say(f"docker build -> {tag} (the host's node)")
-        with tempfile.TemporaryDirectory(prefix="conclave-node-") as context:
-            shutil.copy2(binary, Path(context) / "node")
-            (Path(context) / "libs").mkdir()
-            for library in _shared_libraries(binary):
-                shutil.copy2(library, Path(context) / "libs" / library.name)
-            dockerfile = NODE_DOCKERFILE.format(parent=parent, label=HASH_LABEL, digest=digest)
+        with tempfile.TemporaryDirectory(prefix="conclave-layer-") as context:
+            fill(Path(context))
             (Path(context) / "Dockerfile").write_text(dockerfile)
             client.images.build(path=context, tag=tag, rm=True, forcerm=True, network_mode="none")
         return tag
     except BuildError as exc:
         log = "".join(str(chunk.get("stream", "")) for chunk in exc.build_log)
-        raise ImageBuildError(f"docker build of node failed: {exc}: {log[-500:]}") from exc
+        raise ImageBuildError(f"docker build of {tag} failed: {exc}: {log[-500:]}") from exc
     except DockerException as exc:
-        raise ImageBuildError(f"docker refused the build: {exc}") from exc
-    finally:
-        client.close()
+        raise ImageBuildError(f"docker refused the build of {tag}: {exc}") from exc
 
 
 def _shared_libraries(binary: Path) -> list[Path]:
