@@ -53,6 +53,8 @@ class Pipeline:
         self.stages = tuple(stages)
         self.closing = tuple(closing)
         self._late: TaskGroup | None = None  # where closing stages run after the answer
+        # Each stage's span name, written once (a traced request makes one span a stage).
+        self._span_names = {s.name: f"stage {s.name}" for s in (*self.stages, *self.closing)}
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -121,7 +123,7 @@ class Pipeline:
             if not traced:
                 await stage(ctx)
             else:  # the span opened here, not in a coroutine of its own (one frame less)
-                with TRACING.span(f"stage {stage.name}") as span:
+                with TRACING.span(self._span_names[stage.name]) as span:
                     try:
                         await stage(ctx)
                     except Exception as exc:
@@ -145,7 +147,7 @@ class Pipeline:
                 if not traced:
                     await stage(ctx)
                 else:
-                    with TRACING.span(f"stage {stage.name}") as span:
+                    with TRACING.span(self._span_names[stage.name]) as span:
                         try:
                             await stage(ctx)
                         except Exception as exc:

@@ -30,21 +30,30 @@ from gateway.telemetry.span_records import UNSET_STATUS, RequestTrace, SpanRecor
 log = logging.getLogger("conclave.gateway.tracing")
 
 _HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200  # OTLP SpanFlags: the parent is (not) remote
-_FIXED64 = struct.Struct("<Q")
 _DOUBLE = struct.Struct("<d")
 _FIXED32 = struct.Struct("<I")
-_HAS_IS_REMOTE_FLAGS = b"\x85\x01" + _FIXED32.pack(_HAS_IS_REMOTE)  # field 16, fixed32
-_REMOTE_FLAGS = b"\x85\x01" + _FIXED32.pack(_HAS_IS_REMOTE | _IS_REMOTE)
+_NO_PARENT, _LOCAL_PARENT, _REMOTE_PARENT = 0, 1, 2
+# A span's SpanFlags (field 16, fixed32), by its parent: none, a local one, a remote one.
+_FLAGS = (
+    b"\x85\x01" + _FIXED32.pack(_HAS_IS_REMOTE),
+    b"\x85\x01" + _FIXED32.pack(_HAS_IS_REMOTE),
+    b"\x85\x01" + _FIXED32.pack(_HAS_IS_REMOTE | _IS_REMOTE),
+)
 _KINDS = [b"\x30" + bytes((kind.value + 1,)) for kind in SpanKind]  # OTLP: 0 unspecified
 _TIMES = struct.Struct("<BQBQ")  # start and end: fields 7 and 8, fixed64
-_ID = _PARENT = struct.Struct(">HQ")  # a field's tag and length (0x1208, 0x2208), 8 id bytes
+_ID = struct.Struct(">HQ")  # the span id field's tag and length (0x1208), its 8 bytes
+_IDS = struct.Struct(">HQHQ")  # the span id's field, then the parent id's (0x2208)
 _EMPTY_STATUS = b"\x7a\x00"  # status UNSET, written as the SDK's encoder writes it
 _ONE_BYTE = tuple(bytes((n,)) for n in range(0x80))
-# Encoded once: the names, keys and (key, value) attributes that recur request after request
-# (tool, tenant, agent, script names); bounded, cleared when full.
-_ENCODED: dict[Any, bytes] = {}
 _MAX_ENCODED = 4096
-_NAMED: dict[tuple[str, SpanKind], bytes] = {}  # a span's name and kind, written
+# Encoded once: the (key, value) attributes that recur request after request (tool, tenant,
+# agent and script names, granted times); bounded, cleared when full. Only pairs whose value
+# is exactly a str or an int are kept and looked up ((k, True) == (k, 1) in a dict).
+_ENCODED: dict[tuple[str, Any], bytes] = {}
+_DOUBLE_HEADS: dict[str, bytes] = {}  # a float attribute's KeyValue but the value, by key
+# A span's parts that do not change from one request to the next, by name, kind and parent
+# (`_Shape`): written once.
+_SHAPES: dict[tuple[str, int, int], _Shape] = {}
 # The SDK's variables naming a credential provider, whose requests session it then sends with.
 _CREDENTIAL_PROVIDERS = (
     "OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER",
@@ -71,13 +80,6 @@ def _field(number: int, payload: bytes) -> bytes:
     )
 
 
-def _remembered(key: Any, encoded: bytes) -> bytes:
-    if len(_ENCODED) >= _MAX_ENCODED:
-        _ENCODED.clear()
-    _ENCODED[key] = encoded
-    return encoded
-
-
 def _any_value(value: Any) -> bytes:
     if isinstance(value, str):
         return _field(1, value.encode())
@@ -94,23 +96,41 @@ def _any_value(value: Any) -> bytes:
     return _field(1, str(value).encode())
 
 
-def _attributes(number: int, attributes: Mapping[str, Any] | None) -> bytes:
-    if not attributes:
-        return b""
+def _attributes(number: int, attributes: Mapping[str, Any]) -> bytes:
+    """`attributes` as repeated KeyValue fields `number` (9 in a Span, 1 in a Resource)."""
     out = []
     for pair in attributes.items():
-        key, value = pair
-        if type(value) is str:  # a span's names recur: the whole pair is kept
-            encoded = _ENCODED.get(pair) or _remembered(pair, _key_value(number, key, value))
-        else:  # measures seldom do: only the key's field is
-            named = _ENCODED.get((None, key)) or _remembered((None, key), _field(1, key.encode()))
-            encoded = _field(number, named + _field(2, _any_value(value)))
+        kind = type(pair[1])
+        if kind is str or kind is int:
+            encoded = _ENCODED.get(pair)
+            if encoded is None:
+                encoded = _kept(number, pair)
+        elif kind is float and number == 9:  # a measure: seldom the same twice
+            key = pair[0]
+            encoded = (_DOUBLE_HEADS.get(key) or _double_head(key)) + _DOUBLE.pack(pair[1])
+        else:
+            encoded = _field(number, _field(1, pair[0].encode()) + _field(2, _any_value(pair[1])))
         out.append(encoded)
     return b"".join(out)
 
 
-def _key_value(number: int, key: str, value: Any) -> bytes:
-    return _field(number, _field(1, key.encode()) + _field(2, _any_value(value)))
+def _kept(number: int, pair: tuple[str, Any]) -> bytes:
+    if len(_ENCODED) >= _MAX_ENCODED:
+        _ENCODED.clear()
+    key, value = pair
+    key_value = _field(1, key.encode()) + _field(2, _any_value(value))
+    encoded = _ENCODED[pair] = _field(number, key_value)
+    return encoded
+
+
+def _double_head(key: str) -> bytes:
+    """A span attribute's KeyValue up to its double's 8 bytes (which `_DOUBLE` packs)."""
+    if len(_DOUBLE_HEADS) >= _MAX_ENCODED:
+        _DOUBLE_HEADS.clear()
+    value_field = b"\x12\x09\x21"  # the value: an AnyValue of 9 bytes, a double (field 4)
+    key_value = _field(1, key.encode()) + value_field
+    head = _DOUBLE_HEADS[key] = _field(9, key_value + bytes(8))[: -_DOUBLE.size]
+    return head
 
 
 def _status(status: Status) -> bytes:
@@ -121,48 +141,60 @@ def _status(status: Status) -> bytes:
     return _field(15, message + (b"\x18" + _varint(code) if code else b""))
 
 
+class _Shape:
+    """A span's fields that its name, kind and parent fix: the name, kind and flags
+    (`fixed`); the size of every field but the trace state, attributes and status
+    (`size`); and, for a span with none of those three, its whole head (`head`: tag,
+    length and `fixed`), after which only ids, trace id and times are written."""
+
+    __slots__ = ("fixed", "head", "size")
+
+    def __init__(self, name: str, kind: int, parent: int) -> None:
+        self.fixed = _field(5, name.encode()) + _KINDS[kind] + _FLAGS[parent]
+        ids = _IDS.size if parent != _NO_PARENT else _ID.size
+        self.size = len(self.fixed) + 18 + ids + _TIMES.size  # 18: the trace id's field
+        plain = self.size + len(_EMPTY_STATUS)
+        self.head = b"\x12" + _varint(plain) + self.fixed + _EMPTY_STATUS
+
+
+def _shape(name: str, kind: int, parent: int) -> _Shape:
+    if len(_SHAPES) >= _MAX_ENCODED:
+        _SHAPES.clear()
+    shape = _SHAPES[name, kind, parent] = _Shape(name, kind, parent)
+    return shape
+
+
 def encode_spans(request: RequestTrace, spans: Sequence[SpanRecord]) -> bytes:
     """Each span of `request` as a ScopeSpans' `spans` field (repeated: these bytes joined
-    with another request's are the fields of both)."""
+    with another request's are the fields of both). The fields of a span come in another
+    order than the SDK's encoder writes them: protobuf reads them the same in any order."""
     state = request.trace_state
     trace_state = _field(3, state.to_header().encode()) if state else b""
-    head = b"\x0a\x10" + request.trace_id.to_bytes(16, "big")  # trace id, then span id
+    trace = b"\x0a\x10" + request.trace_id.to_bytes(16, "big")
     remote_id = request.root_parent_id
-    out = bytearray()
+    out: list[bytes] = []
     for span in spans:
         parent_id = span.parent_id
         if parent_id == 0:
-            parent, flags = trace_state, _HAS_IS_REMOTE_FLAGS
+            parent = _NO_PARENT
+            ids = _ID.pack(0x1208, span.span_id)
         else:
-            parent = trace_state + _PARENT.pack(0x2208, parent_id)
-            flags = _REMOTE_FLAGS if parent_id == remote_id else _HAS_IS_REMOTE_FLAGS
-        named = _NAMED.get((span.name, span.kind)) or _named(span.name, span.kind)
+            parent = _REMOTE_PARENT if parent_id == remote_id else _LOCAL_PARENT
+            ids = _IDS.pack(0x1208, span.span_id, 0x2208, parent_id)
+        name = span.name
+        kind = span.kind._value_
+        shape = _SHAPES.get((name, kind, parent)) or _shape(name, kind, parent)
+        times = _TIMES.pack(0x39, span.start_ns, 0x41, span.end_ns)
         attributes = span.attributes
         status = span.status
-        body = b"".join(
-            (
-                head,
-                _ID.pack(0x1208, span.span_id),
-                parent,
-                named,
-                _TIMES.pack(0x39, span.start_ns, 0x41, span.end_ns),
-                _attributes(9, attributes) if attributes else b"",
-                _EMPTY_STATUS if status is UNSET_STATUS else _status(status),
-                flags,
-            )
-        )
-        size = len(body)  # the span as field 2: its tag, length and body
-        out += b"\x12" + (_ONE_BYTE[size] if size < 0x80 else _varint(size))
-        out += body
-    return bytes(out)
-
-
-def _named(name: str, kind: SpanKind) -> bytes:
-    """A span's name and kind fields, written once for every span that shares them."""
-    if len(_NAMED) >= _MAX_ENCODED:
-        _NAMED.clear()
-    encoded = _NAMED[name, kind] = _field(5, name.encode()) + _KINDS[kind.value]
-    return encoded
+        if not attributes and status is UNSET_STATUS and not trace_state:
+            out += (shape.head, trace, ids, times)
+            continue
+        extra = _attributes(9, attributes) if attributes else b""
+        extra += _EMPTY_STATUS if status is UNSET_STATUS else _status(status)
+        size = shape.size + len(trace_state) + len(extra)
+        out += (b"\x12", _varint(size), shape.fixed, trace, ids, times, trace_state, extra)
+    return b"".join(out)
 
 
 def encode_requests(

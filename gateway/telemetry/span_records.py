@@ -63,14 +63,20 @@ class SpanRecord:
         self._token = CURRENT_SPAN.set(self)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, exc: object, traceback: object) -> None:
         # An exception leaves no trace of its own (its message may quote a caller's input):
         # the instrumented code sets the status, with `mark_failed` or `mark_raised`.
         self.end_ns = _time_ns()
         if self._token is not None:
             CURRENT_SPAN.reset(self._token)
             self._token = None  # it holds the task's context: let both go with the request
-        self.request.ended(self)
+        request = self.request
+        finished = request.finished
+        # `RequestTrace.ended`, written out here: one call less for each span.
+        if finished is not None and self.parent_id != request.root_parent_id:
+            finished.append(self)
+        else:
+            request.ended(self)
 
     def set_attribute(self, name: str, value: AttributeValue) -> None:
         self.attributes = {**(self.attributes or {}), name: value}
@@ -96,7 +102,7 @@ class _Unrecorded(SpanRecord):
     def __enter__(self) -> SpanRecord:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, exc: object, traceback: object) -> None:
         return None
 
     def set_attribute(self, name: str, value: AttributeValue) -> None:
@@ -114,8 +120,8 @@ class RequestTrace:
     when its first span (the request's) ends; a span ending later is handed on alone."""
 
     __slots__ = (
-        "_finished",
         "_sink",
+        "finished",
         "remote_parent",
         "root_parent_id",
         "trace_hex",
@@ -137,15 +143,16 @@ class RequestTrace:
         self.trace_state = trace_state
         # The parent of the request's own span: 0 for a new trace, the caller's span if not.
         self.root_parent_id = 0 if remote_parent is None else remote_parent.span_id
-        self._finished: list[SpanRecord] | None = []
+        # The spans ended so far, until the request's own span ends: then None.
+        self.finished: list[SpanRecord] | None = []
 
     def ended(self, span: SpanRecord) -> None:
-        finished = self._finished
+        finished = self.finished
         if finished is None:  # after the request's span: a straggler, sent on its own
             self._sink.export(self, [span])
         elif span.parent_id == self.root_parent_id:
             finished.append(span)
-            self._finished = None
+            self.finished = None
             self._sink.export(self, finished)
         else:
             finished.append(span)
@@ -155,7 +162,9 @@ class SpanSink:
     """Where a traced request's finished spans go, and the sampler of new traces."""
 
     sampler: Any
-    samples_every_new_trace: bool = False  # then the sampler is not asked
+    # The bound the low 64 bits of a new trace's id must be under for it to be sampled, when
+    # the sampler decides by the id alone; None: the sampler is asked.
+    new_trace_bound: int | None = None
 
     def export(self, request: RequestTrace, spans: list[SpanRecord]) -> None:
         raise NotImplementedError

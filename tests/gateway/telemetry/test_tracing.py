@@ -21,7 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, TraceIdRatioBased
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import HttpUrl
 from redis.asyncio import Redis
@@ -346,6 +346,33 @@ async def test_a_request_the_sampler_leaves_out_makes_no_spans(
         stop_tracing()
     assert answer.status_code == 200 and len(answer.json()["trace_id"]) == 32
     assert exporter.get_finished_spans() == ()
+
+
+async def test_a_ratio_sampler_traces_the_requests_the_sdk_would_and_only_those(
+    settings: Settings, redis: Redis
+) -> None:
+    """The gateway decides a new trace's sampling by its id without asking the SDK's ratio
+    sampler (`parentbased_traceidratio`): the traces it records are ones the SDK samples,
+    and at one in two, 40 requests are neither all traced nor all left out (2^-39 odds)."""
+    exporter = InMemorySpanExporter()
+    sampler = ParentBased(TraceIdRatioBased(0.5))
+    half = TracerProvider(sampler=sampler)
+    half.add_span_processor(SimpleSpanProcessor(exporter))
+    token = issue_token(settings, tenant="acme", agent="halved", scopes=["tool:echo"])
+    start_tracing(half)
+    try:
+        async with _gateway(settings) as app:
+            transport = httpx.ASGITransport(app=app)
+            async with GatewayClient("http://gateway", token, transport=transport) as client:
+                answers = [await client.call_tool("echo", {"message": "hi"}) for _ in range(40)]
+    finally:
+        stop_tracing()
+    traced = {span.context.trace_id for span in exporter.get_finished_spans() if span.context}
+    answered = {int(answer.trace_id, 16) for answer in answers}
+    assert traced <= answered and 0 < len(traced) < 40
+    for trace_id in traced:
+        decision = sampler.should_sample(None, trace_id, "POST /v1/tools/echo/call")
+        assert decision.decision.is_sampled()
 
 
 async def test_a_hedged_call_says_so_on_its_execute_span(
