@@ -8,13 +8,14 @@ depends on the caller alone is settled here once: its variables (`principal`, `t
 `chain`) are converted into a `cel.Context` kept for its calls, which each call updates with
 its own (`args`, `now`, `usage`); a condition reading nothing else is decided once, for this caller
 (it holds for all its calls, or for none). Of the conditions that read the call, those of a
-plain form are found false in Python when they surely are (`plain_conditions`), and one
-program OR-ing the others (`any_holds`) asks those: a call no rule stops crosses into the
-bindings at most once, whatever the number of rules, and not at all when every condition is
-plain. Only when one may hold are the `deny` rules', then the `approve` rules', asked by the
-bindings, by outcome and then one by one, in order, to name the first. `decide` runs on the
-event loop, with no await between the update and the evaluations, so no other call sees this
-call's variables.
+plain form are found false in Python when they surely are (`plain_conditions`, merged by
+form and path into a few tests by `plain_checks`), and one program OR-ing the others
+(`any_holds`) asks those, given only the arguments they name: a call no rule stops crosses
+into the bindings at most once, whatever the number of rules, and not at all when every
+condition is plain. Only when one may hold are the `deny` rules', then the `approve` rules',
+asked by the bindings, by outcome and then one by one, in order, to name the first.
+`decide` runs on the event loop, with no await between the update and the evaluations, so no
+other call sees this call's variables.
 """
 
 from __future__ import annotations
