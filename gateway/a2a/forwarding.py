@@ -39,9 +39,10 @@ from starlette.responses import Response, StreamingResponse
 
 from gateway.a2a.a2a_errors import PUSH_NOT_SUPPORTED, a2a_failure, task_not_found
 from gateway.a2a.a2a_methods import PUSH_METHODS, A2aRequest, task_id_of
-from gateway.a2a.hosted_tasks import HostedTasks, task_ref
+from gateway.a2a.hosted_tasks import ENDED, INTERRUPTED, HostedTasks, task_ref
 from gateway.a2a.remote_agents import HTTP_JSON, JSONRPC, RemoteAgent, garbage, unavailable
 from gateway.a2a.task_owners import TaskOwners
+from gateway.budgets import LatencySample
 from gateway.delegation import onward_deadline_ms
 from gateway.egress import EgressRefused, public_addresses
 from gateway.gateway_error import GatewayError
@@ -118,18 +119,20 @@ class A2aForwarder:
         left_s = _time_left_s(deadline, agent.config.timeout_s)
         if request.streams:
             return await self._stream(ctx, call, principal, target, headers, left_s)
+        began = time.monotonic()
         try:
             with anyio.fail_after(left_s):
                 answer = await agent.pool.request(
                     call.verb, headers, call.body, limit=self.max_answer_bytes, target=target or "/"
                 )
         except TimeoutError as exc:
+            _learn(ctx, began, censored=True)  # it would have taken at least this
             raise _timed_out(ctx, agent.name) from exc
         except AnswerTooLarge as exc:
             raise garbage(agent.name, f"its answer is over {self.max_answer_bytes} bytes") from exc
         except (OSError, UpstreamClosed) as exc:
             raise unavailable(agent.name, type(exc).__name__) from exc
-        return await self._answer(ctx, call, answer.status, answer.headers, answer.body)
+        return await self._answer(ctx, call, answer.status, answer.headers, answer.body, began)
 
     async def _stream(
         self,
@@ -177,6 +180,7 @@ class A2aForwarder:
         status: int,
         headers: Mapping[str, str],
         raw: bytes,
+        began: float | None = None,  # when a SendMessage waited for went out
     ) -> Response:
         name = call.agent.name
         try:
@@ -187,6 +191,8 @@ class A2aForwarder:
             raise garbage(name, "not a JSON-RPC response")
         if status < 400 and isinstance(document, dict):
             result = document.get("result") if call.binding == JSONRPC else document
+            if began is not None and _work_done(result):
+                _learn(ctx, began, censored=False)
             changed = await self._checked(ctx, call, result)
             if changed is not None:
                 raw = json.dumps(
@@ -249,6 +255,24 @@ class A2aForwarder:
             return  # the agent went away, or answered another's task: the stream ends here
         finally:
             await answer.aclose()
+
+
+def _learn(ctx: RequestContext, began: float, *, censored: bool) -> None:
+    """A delegation's time for its window (`ctx.delegated`'s), learnt by the account stage."""
+    if ctx.delegated is not None:
+        ctx.delegation_sample = LatencySample((time.monotonic() - began) * 1000, censored)
+
+
+def _work_done(result: Any) -> bool:
+    """The agent answered with its work done or waiting on the caller (a message, or a task
+    ended or interrupted), not a task it has only started: only such an answer times it."""
+    if not isinstance(result, dict):
+        return False
+    if isinstance(result.get("message"), dict):
+        return True
+    task = result.get("task")
+    status = task.get("status") if isinstance(task, dict) else None
+    return isinstance(status, dict) and status.get("state") in ENDED | INTERRUPTED
 
 
 def _event_task(event: list[str], binding: str) -> str | None:

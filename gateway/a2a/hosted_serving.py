@@ -65,6 +65,7 @@ from gateway.a2a.hosted_tasks import (
 from gateway.a2a.hosted_work import post_update
 from gateway.a2a.live_tasks import LiveTasks
 from gateway.a2a.remote_agents import JSONRPC, RemoteAgent, RemoteAgents
+from gateway.budgets import LatencySample
 from gateway.delegation import ChainSigner, TaskCascade, onward_deadline_ms
 from gateway.gateway_error import GatewayError
 from gateway.pipeline import RequestContext
@@ -208,6 +209,7 @@ class HostedA2a:
             by_deadline, ends = at_deadline <= ends, min(ends, at_deadline)
         cut = False  # the wait was cut by its time, not ended by the task
         if task["status"]["state"] not in ENDED | INTERRUPTED:
+            began = time.monotonic()
             try:
                 with anyio.move_on_after(max(0.0, ends - time.monotonic())) as waiting:
                     async for _event in self.tasks.events(agent.name, task_id, last):
@@ -218,6 +220,8 @@ class HostedA2a:
                     await self._end_under(agent.name, task_id, reason or "the caller went away")
                 raise
             cut = waiting.cancelled_caught
+            if ctx.delegated is not None:  # its time, for its window (censored: cut there)
+                ctx.delegation_sample = LatencySample((time.monotonic() - began) * 1000, cut)
         # Past the deadline by the wait's own timer too: the loop's timers may fire a
         # millisecond or more before the wall clock reads the deadline (libuv's cached time).
         if deadline is not None and ((cut and by_deadline) or now_ms() >= deadline):

@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 
 from starlette.datastructures import Headers
 
-from gateway.budgets import DelegatedCall, HedgeReport, InFlight, TimeAsk
+from gateway.budgets import DelegatedCall, HedgeReport, InFlight, LatencySample, TimeAsk
 from gateway.cancellation import CallCancel
 from gateway.delegation import NO_CHAIN, DelegationChain
 from gateway.gateway_error import GatewayError
@@ -70,6 +70,9 @@ class RequestContext:
     # A request that hands the agent work (SendMessage): ATBA grants it a share of the
     # deadline, as it would a tool call, and that share is the deadline the agent gets.
     delegated: DelegatedCall | None = None
+    # How long the agent took to answer the delegation (censored: cut at its time), set by
+    # the A2A action when the answer was waited for; the account stage adds it to the window.
+    delegation_sample: LatencySample | None = None
     # The delegation the request is part of (its verified `X-Conclave-Chain`: the A2A agents it
     # went through, who delegated to each), read by authorize; and the signed header that goes
     # on with it to `a2a_agent`, written there (gateway.delegation).

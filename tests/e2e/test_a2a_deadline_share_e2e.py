@@ -60,9 +60,9 @@ async def _two_hops(stack: EmbeddedStack, a: Handler, b: Handler) -> AsyncIterat
         stop.set()
 
 
-def _caller(stack: EmbeddedStack) -> httpx.AsyncClient:
+def _caller(stack: EmbeddedStack, agent_name: str = "planner") -> httpx.AsyncClient:
     agent = f"c{uuid.uuid4().hex[:8]}"
-    token = stack.token(f"t-{agent}", agent, ["agent:planner"])
+    token = stack.token(f"t-{agent}", agent, [f"agent:{agent_name}"])
     headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
     return httpx.AsyncClient(base_url=stack.url, headers=headers, timeout=30)
 
@@ -188,3 +188,36 @@ async def test_a_share_that_cannot_fit_is_refused_before_any_task(stack: Embedde
     serf = next(d for d in error["data"] if str(d.get("@type", "")).endswith("SerfError"))
     assert serf["code"] == "BUDGET_EXHAUSTED" and "reserve" in serf["message"]
     assert listed.json()["result"]["tasks"] == [] and ran == []
+
+
+async def test_a_delegation_learns_its_agents_time_and_is_not_started_without_it(
+    stack: EmbeddedStack,
+) -> None:
+    """Delegations to `writer` that took about a second teach the caller's tenant its window
+    (`a2a:writer`): with less than that left, the next is refused BUDGET_EXHAUSTED before a
+    task is made, as a tool call would be; a caller with no such window is not refused on a
+    guess (its task starts, and ends at its deadline)."""
+    ran: list[WorkItem] = []
+
+    async def writer(item: WorkItem) -> str:
+        ran.append(item)
+        await anyio.sleep(1.0)
+        return "written"
+
+    async with _two_hops(stack, writer, writer), _caller(stack, "writer") as taught:
+        for _ in range(6):  # more than the window needs (latency_min_samples, 5)
+            done = await taught.post("/a2a/writer", json=_send("learn"))
+            assert done.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        taught_runs = len(ran)
+        headers = _budget(int(time.time() * 1000) + 600, 0)
+        refused = await taught.post("/a2a/writer", json=_send("in 600 ms"), headers=headers)
+        assert len(ran) == taught_runs  # nothing started for it
+        async with _caller(stack, "writer") as fresh:
+            headers = _budget(int(time.time() * 1000) + 600, 0)
+            started = await fresh.post("/a2a/writer", json=_send("in 600 ms"), headers=headers)
+    serf = next(d for d in refused.json()["error"]["data"] if "code" in d)
+    assert serf["code"] == "BUDGET_EXHAUSTED" and "a2a:writer" in serf["message"], serf
+    assert serf["details"]["samples"] >= 5 and serf["details"]["p50_ms"] >= 1000
+    task = started.json()["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_CANCELED", started.text
+    assert task["status"]["message"]["metadata"]["serf"]["code"] == "DEADLINE_EXCEEDED"
