@@ -19,7 +19,9 @@ answer read under a cap and checked on the way back.
   ends (`cancel_task`, the gateway's own CancelTask to the agent).
 - A SendMessage under a deadline carries ATBA's share of it (`onward_deadline_ms`): the
   agent is told that deadline, and the request ends there (or at the agent's `timeout_s`),
-  DEADLINE_EXCEEDED; a stream is cut there. An answer over `max_answer_bytes` is cut while it
+  DEADLINE_EXCEEDED; a stream is cut there. How long a SendMessage whose answer says the work
+  is done took (censored when cut) goes to its window (`ctx.delegation_sample`, learnt by the
+  account stage). An answer over `max_answer_bytes` is cut while it
   arrives (INVALID_AGENT_RESPONSE); an agent that cannot be reached is UPSTREAM_UNAVAILABLE;
   one that answers something that is not JSON is INVALID_AGENT_RESPONSE.
 """
