@@ -1,4 +1,8 @@
-"""The built-in tools. They run inside the sandbox, in a child the runner forked per call."""
+"""The built-in tools. They run inside the sandbox, in a child the runner forked per call.
+
+Standard library only (their intents are `ResourceIntent`'s fields, their results
+dataclasses): the sandbox's runner imports this module on its way to ready.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,11 @@ import contextlib
 import io
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
-
-from protocol import ResourceIntent
-from tools.registry import tool
+from tools.tool_declaration import tool
 
 WORKSPACE_ENV = "CONCLAVE_WORKSPACE"
 
@@ -35,14 +37,15 @@ def _inside_workspace(path: str) -> Path:
     idempotent=True,
     read_only=True,
     cheap=True,
-    intent=ResourceIntent(memory_mb=64, cpu_seconds=1, timeout_ms=2_000),
+    intent={"memory_mb": 64, "cpu_seconds": 1, "timeout_ms": 2_000},
 )
 def echo(message: str) -> str:
     """Return the message unchanged (the reference tool for measuring overhead)."""
     return message
 
 
-class PythonRun(TypedDict):
+@dataclass(frozen=True)
+class PythonRun:
     """What `run_python` returns (its output schema)."""
 
     stdout: str
@@ -50,7 +53,8 @@ class PythonRun(TypedDict):
     return_value: Any
 
 
-class ShellRun(TypedDict):
+@dataclass(frozen=True)
+class ShellRun:
     """What `run_shell` returns (its output schema)."""
 
     stdout: str
@@ -58,7 +62,7 @@ class ShellRun(TypedDict):
     exit_code: int
 
 
-@tool(intent=ResourceIntent(memory_mb=256, cpu_seconds=10, timeout_ms=30_000))
+@tool(intent={"memory_mb": 256, "cpu_seconds": 10, "timeout_ms": 30_000})
 def run_python(code: str) -> PythonRun:
     """Run Python code; returns stdout, stderr and the value of the last expression, if any."""
     tree = ast.parse(code, mode="exec")
@@ -73,29 +77,29 @@ def run_python(code: str) -> PythonRun:
         exec(compile(tree, "<run_python>", "exec"), scope)
         if last is not None:
             value = eval(compile(ast.Expression(last), "<run_python>", "eval"), scope)
-    return {"stdout": out.getvalue(), "stderr": err.getvalue(), "return_value": _jsonable(value)}
+    return PythonRun(out.getvalue(), err.getvalue(), _jsonable(value))
 
 
-@tool(intent=ResourceIntent(memory_mb=256, cpu_seconds=10, timeout_ms=30_000))
+@tool(intent={"memory_mb": 256, "cpu_seconds": 10, "timeout_ms": 30_000})
 def run_shell(command: str) -> ShellRun:
     """Run a shell command in the workspace; returns stdout, stderr and the exit code."""
     done = subprocess.run(
         command, shell=True, capture_output=True, text=True, cwd=workspace(), check=False
     )
-    return {"stdout": done.stdout, "stderr": done.stderr, "exit_code": done.returncode}
+    return ShellRun(done.stdout, done.stderr, done.returncode)
 
 
 @tool(
     idempotent=True,
     read_only=True,
-    intent=ResourceIntent(memory_mb=128, cpu_seconds=2, timeout_ms=5_000),
+    intent={"memory_mb": 128, "cpu_seconds": 2, "timeout_ms": 5_000},
 )
 def read_file(path: str) -> str:
     """Read a text file from the sandbox workspace."""
     return _inside_workspace(path).read_text()
 
 
-@tool(intent=ResourceIntent(memory_mb=128, cpu_seconds=2, timeout_ms=5_000))
+@tool(intent={"memory_mb": 128, "cpu_seconds": 2, "timeout_ms": 5_000})
 def write_file(path: str, content: str) -> int:
     """Write a text file in the sandbox workspace; returns the number of characters written."""
     target = _inside_workspace(path)

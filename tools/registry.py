@@ -1,4 +1,5 @@
-"""`@tool`: a typed Python function becomes a `ToolSpec` and a callable the sandbox can run.
+"""A declared tool built for serving: a typed Python function becomes a `ToolSpec` and a callable
+the sandbox can run (`@tool` itself, standard library only, is `tools.tool_declaration`).
 
 The input JSON Schema comes from the signature (through pydantic), the description from the
 docstring. A parameter annotated `ToolContext` is not part of the schema: the gateway's
@@ -13,9 +14,9 @@ exactly when the tool has network rights, destructive by default unless read-onl
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, get_args, get_origin, get_type_hints, overload
+from typing import Any, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
@@ -34,9 +35,22 @@ from protocol import (
     ToolSpec,
 )
 from tools.calls import IN_SANDBOX, Placement
+from tools.tool_declaration import DECLARED, ToolDeclaration, tool
 from tools.tool_result import ToolResult, result_of
 
-F = TypeVar("F", bound=Callable[..., Any])
+__all__ = [
+    "DuplicateToolError",
+    "FunctionSchema",
+    "RegisteredTool",
+    "ToolArgumentsError",
+    "ToolRegistry",
+    "build_tool",
+    "default_registry",
+    "describe_function",
+    "output_schema_of",
+    "tool",
+    "validate_arguments",
+]
 
 
 class ToolArgumentsError(ValueError):
@@ -199,10 +213,25 @@ class RegisteredTool:
 class ToolRegistry:
     _tools: dict[str, RegisteredTool] = field(default_factory=dict)
     _aliases: dict[str, str] = field(default_factory=dict)  # alias -> served name
+    # `@tool`'s declarations this registry serves, built when it is first asked (the
+    # default registry's: `tools.tool_declaration.DECLARED`), and how many it has built.
+    declarations: list[ToolDeclaration] | None = None
+    _built: int = 0
+
+    def _build_declared(self) -> None:
+        """Build and add the declarations made since the last look (a length check)."""
+        declared = self.declarations
+        while declared is not None and self._built < len(declared):
+            self._built += 1
+            self._add(declared[self._built - 1].registered)
 
     def add(self, tool: RegisteredTool) -> None:
         """Serve `tool` (again, for the same entrypoint); DuplicateToolError, one line naming
         both, when one of its names is another tool's name or alias."""
+        self._build_declared()
+        self._add(tool)
+
+    def _add(self, tool: RegisteredTool) -> None:
         for name in tool.names:
             existing = self.get(name)
             if existing is not None and existing.entrypoint != tool.entrypoint:
@@ -217,6 +246,8 @@ class ToolRegistry:
 
     def get(self, name: str) -> RegisteredTool | None:
         """The tool served as `name`, or under the alias `name`."""
+        if self.declarations is not None and self._built < len(self.declarations):
+            self._build_declared()
         found = self._tools.get(name)
         if found is None and (served := self._aliases.get(name)) is not None:
             found = self._tools.get(served)
@@ -224,17 +255,21 @@ class ToolRegistry:
 
     def remove(self, name: str) -> None:
         """Stop serving `name` (a remote source's tool, when the gateway that found it stops)."""
+        self._build_declared()
         removed = self._tools.pop(name, None)
         for alias in removed.aliases if removed is not None else ():
             self._aliases.pop(alias, None)
 
     def __iter__(self) -> Iterator[RegisteredTool]:
+        self._build_declared()
         return iter(sorted(self._tools.values(), key=lambda t: t.name))
 
     def __len__(self) -> int:
+        self._build_declared()
         return len(self._tools)
 
     def __contains__(self, name: object) -> bool:
+        self._build_declared()
         return name in self._tools or name in self._aliases
 
 
@@ -245,7 +280,7 @@ def _described(tool: RegisteredTool) -> str:
 
 
 # Tools defined with @tool land here unless a registry is given.
-default_registry = ToolRegistry()
+default_registry = ToolRegistry(declarations=DECLARED)
 
 
 def build_tool(
@@ -253,7 +288,7 @@ def build_tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    intent: ResourceIntent | None = None,
+    intent: ResourceIntent | Mapping[str, float] | None = None,
     idempotent: bool = False,
     network: tuple[str, ...] = (),
     cheap: bool = False,
@@ -262,6 +297,10 @@ def build_tool(
     destructive: bool | None = None,
     open_world: bool | None = None,
 ) -> RegisteredTool:
+    """The served tool `function` is, as `@tool`'s keywords describe it (`intent`: a
+    `ResourceIntent` or its fields)."""
+    if intent is not None and not isinstance(intent, ResourceIntent):
+        intent = ResourceIntent.model_validate(intent)
     described = describe_function(function, name=name, description=description)
     annotations = ToolAnnotations(
         title=title,
@@ -291,64 +330,3 @@ def build_tool(
         cheap=cheap,
         wraps_result=described.wraps_result,
     )
-
-
-@overload
-def tool(function: F, /) -> F: ...
-@overload
-def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    intent: ResourceIntent | None = None,
-    idempotent: bool = False,
-    network: tuple[str, ...] = (),
-    cheap: bool = False,
-    title: str | None = None,
-    read_only: bool = False,
-    destructive: bool | None = None,
-    open_world: bool | None = None,
-    registry: ToolRegistry | None = None,
-) -> Callable[[F], F]: ...
-def tool(
-    function: F | None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    intent: ResourceIntent | None = None,
-    idempotent: bool = False,
-    network: tuple[str, ...] = (),
-    cheap: bool = False,
-    title: str | None = None,
-    read_only: bool = False,
-    destructive: bool | None = None,
-    open_world: bool | None = None,
-    registry: ToolRegistry | None = None,
-) -> F | Callable[[F], F]:
-    """Register a typed function as a tool; the function itself is returned unchanged.
-
-    `network` lists the "host:port" destinations the tool may reach (through the gateway's
-    egress proxy); by default it has no network. `cheap` declares a trivial, pure, synchronous
-    function that an in-process executor may call on its event loop. `title`, `read_only`,
-    `destructive` (default: not read-only), `idempotent` and `open_world` (default: it has
-    network rights) are what `tools/list` tells clients about it."""
-
-    def register(fn: F) -> F:
-        built = build_tool(
-            fn,
-            name=name,
-            description=description,
-            intent=intent,
-            idempotent=idempotent,
-            network=network,
-            cheap=cheap,
-            title=title,
-            read_only=read_only,
-            destructive=destructive,
-            open_world=open_world,
-        )
-        (registry if registry is not None else default_registry).add(built)
-        return fn
-
-    return register(function) if function is not None else register

@@ -7,7 +7,8 @@ structured value (unwrapped when `wrapped`), else the text, else the blocks.
 
 A Python tool's return value becomes one here (`result_of`), the way FastMCP does it: a
 mapping is its own structured content with its JSON as text; any other value is wrapped as
-`{"result": value}` (the tool's `outputSchema` says so), with the value's text; content blocks
+`{"result": value}` (the tool's `outputSchema` says so), with the value's text; a dataclass is
+a mapping of its fields; content blocks
 (`tools.Image`, `tools.Audio`, protocol's block models, or a list of them) are the content
 itself. The sandbox runner carries the result as plain JSON (`to_wire`, `from_wire`): both
 ends use this module, the runner only forwards the object.
@@ -15,13 +16,11 @@ ends use this module, the runner only forwards the object.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
 from dataclasses import dataclass, field
 from typing import Any
-
-from pydantic import BaseModel
-
-from protocol import content_json
 
 # The wire form's fields (MCP's names), and ours: whether `structuredContent` wraps a value.
 _CONTENT = "content"
@@ -103,11 +102,15 @@ class ToolResult:
 
 def result_of(value: Any, *, wraps: bool) -> ToolResult:
     """A Python tool's return value as MCP content; `wraps`: its schema wraps the value."""
-    blocks = _blocks(value)
-    if blocks is not None:
-        return ToolResult(blocks)
-    if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json")
+    model = _model_class()
+    if model is not None:
+        blocks = _blocks(value, model)
+        if blocks is not None:
+            return ToolResult(blocks)
+        if isinstance(value, model):
+            value = value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
     if isinstance(value, dict) and not wraps:
         return ToolResult([_text(value)], value)
     return ToolResult([_text(value)], {"result": value}, wrapped=True)
@@ -118,17 +121,30 @@ def _text(value: Any) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def _blocks(value: Any) -> list[dict[str, Any]] | None:
+def _model_class() -> Any:
+    """pydantic's `BaseModel` when pydantic is loaded, else None: a value can be a model only
+    once pydantic is imported, and the sandbox's runner does not import it for plain tools."""
+    pydantic = sys.modules.get("pydantic")
+    return None if pydantic is None else pydantic.BaseModel
+
+
+def _blocks(value: Any, model: Any) -> list[dict[str, Any]] | None:
     """The content blocks `value` is (one block, or a non-empty list of only blocks)."""
-    if _is_block_model(value):
-        return [content_json(value)]
-    if isinstance(value, list | tuple) and value and all(_is_block_model(v) for v in value):
-        return [content_json(v) for v in value]
-    return None
+    if _is_block_model(value, model):
+        values = [value]
+    elif isinstance(value, list | tuple) and value:
+        values = list(value)
+        if not all(_is_block_model(v, model) for v in values):
+            return None
+    else:
+        return None
+    from protocol import content_json  # loaded with the models themselves
+
+    return [content_json(v) for v in values]
 
 
-def _is_block_model(value: Any) -> bool:
-    return isinstance(value, BaseModel) and getattr(value, "type", None) in _BLOCK_TYPES
+def _is_block_model(value: Any, model: Any) -> bool:
+    return isinstance(value, model) and getattr(value, "type", None) in _BLOCK_TYPES
 
 
 def _is_block(block: Any) -> bool:

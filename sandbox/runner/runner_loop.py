@@ -22,8 +22,10 @@ sandbox's seccomp filter denies those calls too. Signals, which tool code of the
 may send, a filter every child installs shuts (`runner_guard`). Each reply carries its
 request's id, and the host checks it and the call's output cap itself (`runner_wire`).
 
-Tool code is reached through the tool registry when the `tools` package is importable (so
-the `ToolContext` is injected), else as a plain `module:function`. A registered tool's
+Tool code is reached through its `@tool` declaration when the `tools` package is importable
+(`tools.tool_declaration`, standard library only: a tool of plain arguments is called without
+pydantic, one that declares a model has it built here at its first call, and a `ToolContext`
+injected), else as a plain `module:function`. A registered tool's
 return value goes back as MCP content in the reply's `runner_wire.OUTPUT` field (the tool's
 `output_of` builds it, so an image it returns stays an image block; the host checks it with
 `tools.ToolResult.from_wire`); a plain function's goes back as it is, in `result`.
@@ -83,8 +85,6 @@ class Runner:
         self.workspace = workspace
         self._preloaded = preloaded
         self.import_errors: dict[str, str] = {}
-        self._registry: Any = None
-        self._context_model: Any = None
         self.baseline_vm = 0
         self._resolved: dict[str, Any] = {}
         # (pid, request fd, result fd, events fd) of the child forked for the next call
@@ -120,40 +120,60 @@ class Runner:
                 importlib.import_module(name)
             except Exception as exc:  # reported in the answer, the host refuses the sandbox
                 self.import_errors[name] = f"{type(exc).__name__}: {exc}"
-        self._registry = getattr(sys.modules.get("tools.registry"), "default_registry", None)
-        self._context_model = getattr(sys.modules.get("protocol.tools"), "ToolContext", None)
         # The child's address-space limit sits on top of what the runner already maps.
         self.baseline_vm = _vm_size_bytes()
         # Children share the imported modules' pages; keep the collector from dirtying them.
         gc.freeze()
-        tools = [t.name for t in self._registry] if self._registry is not None else []
+        declared = sys.modules.get("tools.tool_declaration")
+        tools = {d.name for d in declared.DECLARED} if declared is not None else set()
+        registry = getattr(sys.modules.get("tools.registry"), "default_registry", None)
+        tools.update(t.name for t in registry or ())
         return {
             "type": wire.LOADED,
-            "tools": tools,
+            "tools": sorted(tools),
             "import_errors": self.import_errors,
+            # What the tool modules imported beyond the standard library (the built-in
+            # tools: nothing; pydantic comes with a tool module that imports it).
+            "tool_imports": _imported_beyond_stdlib(
+                self._preloaded, {name.partition(".")[0] for name in modules}
+            ),
             "baseline_vm_kb": self.baseline_vm // 1024,
             "cpu_ms": time.process_time() * 1000,  # since it started, the imports included
         }
 
     def _resolve(self, tool: str, entrypoint: str) -> Any:
-        """The registered tool (so arguments are validated and context injected), else the
-        bare function the entrypoint names."""
+        """The declared or registered tool (so arguments are validated and context injected),
+        else the bare function the entrypoint names."""
         if entrypoint in self._resolved:
             return self._resolved[entrypoint]
-        registered = self._registry.get(tool) if self._registry is not None else None
-        if registered is None or registered.entrypoint != entrypoint:
+        registered = _registered(tool, entrypoint)
+        if registered is None:
             module_name, _, qualname = entrypoint.partition(":")
             target: Any = importlib.import_module(module_name)
             for part in qualname.split("."):
                 target = getattr(target, part)
-            # Importing the module may have registered it (and the registry itself).
-            self._registry = getattr(sys.modules.get("tools.registry"), "default_registry", None)
-            self._context_model = getattr(sys.modules.get("protocol.tools"), "ToolContext", None)
-            registered = self._registry.get(tool) if self._registry is not None else None
-            if registered is None or registered.entrypoint != entrypoint:
-                registered = target
+            # Importing the module may have declared it (and the registry itself).
+            registered = _registered(tool, entrypoint) or target
         self._resolved[entrypoint] = registered
         return registered
+
+    def _warm(self, target: Any) -> None:
+        """Build, here, what the tool's calls need beyond the standard library (pydantic's
+        model of its arguments, for a tool that declares one): paid at its first call, once,
+        and inherited by every child forked after. A spare forked before it goes."""
+        declared = sys.modules.get("tools.tool_declaration")
+        if declared is None or not hasattr(target, "invoke"):
+            return
+        loaded = len(sys.modules)
+        declared.warm_tool(target)
+        if len(sys.modules) != loaded and self._spare is not None:
+            pid, request_write, result_read, events_read = self._spare
+            self._spare = None
+            os.close(request_write)  # it reads nothing and exits
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            os.close(result_read)
+            os.close(events_read)
 
     def prepare(self) -> None:
         """Fork the next call's child ahead of time, off the next call's critical path."""
@@ -190,9 +210,12 @@ class Runner:
             return self.stdio.watch_servers(request, self.host, self._watch(request))
         limits = request["limits"]
         try:
-            self._resolve(request["tool"], request["entrypoint"])
+            target = self._resolve(request["tool"], request["entrypoint"])
         except Exception as exc:
             return reply(request, "error", error=call_error("TOOL_NOT_FOUND", exc))
+        # A model that cannot be built fails the same way in the call's child, which says why.
+        with contextlib.suppress(Exception):
+            self._warm(target)
         pid, request_write, result_read, events_read = self._spare or self._fork_spare()
         self._spare = None
         started = time.monotonic()
@@ -282,13 +305,10 @@ class Runner:
 
     def _invoke(self, target: Any, request: dict[str, Any], events_write: int) -> Any:
         arguments = request.get("arguments") or {}
-        if hasattr(target, "invoke"):
-            context = request.get("context")
-            if context is not None and self._context_model is not None:
-                context = self._context_model.model_validate(context)
-                if hasattr(context, "reporting_to"):  # progress and logs, to the runner
-                    context = context.reporting_to(event_writer(events_write))
-            result = target.invoke(arguments, context)
+        if hasattr(target, "invoke"):  # declared or registered: `tools` is loaded
+            call_tool = sys.modules["tools.tool_declaration"].call_tool
+            report = event_writer(events_write)  # progress and logs, to the runner
+            result = call_tool(target, arguments, request.get("context"), report)
         else:
             result = target(**arguments)
         if isinstance(result, types.CoroutineType):
@@ -328,12 +348,23 @@ class _Arguments:
         return args if args.connect else None
 
 
-def _imported_beyond_stdlib(preloaded: frozenset[str]) -> list[str]:
+def _registered(tool: str, entrypoint: str) -> Any:
+    """`entrypoint`'s tool as `@tool` declared it, or as the default registry holds it (a
+    tool added there built), when the `tools` package is loaded; else None."""
+    declared = sys.modules.get("tools.tool_declaration")
+    found = declared.declared_at(entrypoint) if declared is not None else None
+    registry = getattr(sys.modules.get("tools.registry"), "default_registry", None)
+    if found is None and registry is not None:
+        found = registry.get(tool)
+    return found if found is not None and found.entrypoint == entrypoint else None
+
+
+def _imported_beyond_stdlib(preloaded: frozenset[str], also: set[str] | None = None) -> list[str]:
     """The top-level modules the runner's start imported that are neither the standard
-    library's nor the runner's own package."""
-    own = __name__.partition(".")[0]
+    library's nor the runner's own package (nor those of `also`: the tool modules)."""
+    own = {__name__.partition(".")[0], *(also or ())}
     tops = {name.partition(".")[0] for name in sys.modules.keys() - preloaded}
-    return sorted(top for top in tops - {own} if top not in sys.stdlib_module_names)
+    return sorted(top for top in tops - own if top not in sys.stdlib_module_names)
 
 
 def _quiet_stdio() -> None:

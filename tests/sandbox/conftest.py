@@ -79,15 +79,18 @@ async def make_pool(request: pytest.FixtureRequest) -> AsyncIterator[PoolFactory
     pools: list[SandboxPool] = []
     roots: list[Path] = []
 
-    async def build(backend_name: str, **config: Any) -> SandboxPool:
-        """A pool of `DIRECT_POOL`'s configuration, with `config`'s fields changed."""
+    async def build(
+        backend_name: str, *, tool_modules: tuple[str, ...] = TOOL_MODULES, **config: Any
+    ) -> SandboxPool:
+        """A pool of `DIRECT_POOL`'s configuration, with `config`'s fields changed, whose
+        sandboxes import `tool_modules`."""
         # Short enough for a Unix socket path, and outside pytest's 0700 temp tree: the
         # process backend's runner (uid 65534 under root) must pass through to its workspace.
         root = Path(tempfile.mkdtemp(prefix="conclave-pool-"))
         roots.append(root)
         changed = SandboxConfig.model_validate({**DIRECT_POOL.model_dump(), **config})
         backend = make_backend(backend_name, request)
-        pool = SandboxPool(backend, changed, tool_modules=TOOL_MODULES, workspace_root=root)
+        pool = SandboxPool(backend, changed, tool_modules=tool_modules, workspace_root=root)
         pools.append(await pool.open())
         return pool
 

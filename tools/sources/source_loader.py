@@ -26,6 +26,7 @@ from typing import Any
 import tools.registry as registry_module
 from tools.registry import DuplicateToolError, ToolRegistry
 from tools.sources.tool_names import DEFAULT_SEPARATOR, dotted_tool_name, served_tool_name
+from tools.tool_declaration import ToolDeclaration, declaring_into
 
 MANIFEST = "manifest.json"  # {"source": name, "module": module to import, "separator": ...}
 CODE_DIR = "code"  # the user's module, file or package, copied here
@@ -44,10 +45,13 @@ def load_source(package_dir: str) -> None:
     sys.path.insert(0, str(root / CODE_DIR))
     if (root / DEPS_DIR).is_dir():  # after the runtime's own packages: they stay in charge
         sys.path.append(str(root / DEPS_DIR))
-    shared, own = registry_module.default_registry, ToolRegistry()
+    # Its `@tool`s are declared into its own registry, as are tools added to the default one.
+    declared: list[ToolDeclaration] = []
+    shared, own = registry_module.default_registry, ToolRegistry(declarations=declared)
     registry_module.default_registry = own
     try:
-        importlib.import_module(module)
+        with declaring_into(declared):
+            importlib.import_module(module)
     except BaseException as exc:  # whatever user code raises (SystemExit too) is reported
         _loaded[name] = {"error": f"{module} failed to import: {type(exc).__name__}: {exc}"}
         return
