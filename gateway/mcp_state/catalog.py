@@ -32,6 +32,7 @@ from gateway.mcp_state.subscriptions import ResourceSubscriptions
 from gateway.pipeline import RequestContext
 from gateway.sources import ClientChannel, StdioSources, UpstreamSet
 from protocol import ErrorCode, InputRound, client_capabilities
+from tools.calls import CallerClient
 from tools.sources import served_tool_name
 
 UPSTREAM_OPERATIONS = (
@@ -104,11 +105,8 @@ def _prompts(sources: list[McpSource]) -> list[dict[str, Any]]:
 def _channel(ctx: RequestContext) -> ClientChannel:
     """How the request's server may ask its client (what a tool call's invocation carries)."""
     declared = ctx.client_capabilities
-    return ClientChannel(
-        ctx.events,
-        None if declared is None else client_capabilities(declared),
-        ctx.input_answer,
-    )
+    kept = None if declared is None else client_capabilities(declared)
+    return ClientChannel(ctx.events, CallerClient(kept, ctx.input_answer))
 
 
 async def _get_prompt(

@@ -43,6 +43,7 @@ from protocol import (
     SerfError,
 )
 from tools.calls import (
+    CallerClient,
     CallLimits,
     Invocation,
     Outcome,
@@ -123,6 +124,8 @@ class DispatchStage:
             changes["traceparent"] = span.traceparent
         if changes:
             context = context.model_copy(update=changes)
+        declared, answer = ctx.client_capabilities, ctx.input_answer  # the MCP edge's
+        client = None if declared is None and answer is None else CallerClient(declared, answer)
         ctx.invocation = Invocation(
             tool=ctx.tool.name,
             entrypoint=ctx.tool.entrypoint,
@@ -132,8 +135,7 @@ class DispatchStage:
             limits=limits,
             network=ctx.tool.network,
             events=ctx.events,
-            client_capabilities=ctx.client_capabilities,
-            answer=ctx.input_answer,
+            client=client,
         )
         ctx.executed = True
         began = time.monotonic()

@@ -5,7 +5,7 @@ frames before the call's reply; each goes to the invocation's `events`
 (`CallEvents.request`, which asks the client or refuses) and its answer back to the runner as
 a server-answer frame (`answer_server`), while the call's other frames are read on: a
 client's slow answer holds up nothing else. A request for a feature the caller's request did
-not declare (`Invocation.client_capabilities`, where its wire carries them) stops the call at
+not declare (`Invocation.client`'s `declared`, where its wire carries them) stops the call at
 once, as a cancel does (the sandbox stays warm), and is answered `CLIENT_CAPABILITY_MISSING`
 naming the capability (`details.requiredCapabilities`): `check_declared` raises `Undeclared`.
 """
@@ -35,7 +35,7 @@ class Undeclared(Exception):
 def check_declared(invocation: Invocation, frame: dict[str, Any]) -> None:
     """Raise `Undeclared` when the server's request (`frame`) needs a client feature the
     request declared not (on the 2026-07-28 wire; the handshake era declares nothing here)."""
-    declared = invocation.client_capabilities
+    declared = None if invocation.client is None else invocation.client.declared
     message = frame.get(MESSAGE_FIELD)
     method = message.get("method") if isinstance(message, dict) else None
     needed = FEATURE_OF_METHOD.get(method) if isinstance(method, str) else None

@@ -8,6 +8,7 @@ MCP revision in it.
 | `invocation` | what goes in: `Invocation` and its `CallLimits` |
 | `tool_outcome` | what comes out: `Outcome` (with the `StartStage`s a call waited for), `NOT_RUN` |
 | `tool_executor` | `ToolExecutor`, what every place a tool runs implements |
+| `caller_client` | `CallerClient`: what the calling client may be asked, filled at the edge |
 | `call_event_sink` | `CallEvents`: the call's events and requests to the client, bounded |
 | `server_message` | `ServerMessage`: what the runner relays to an MCP server in the sandbox |
 | `subscription_hold` | `SubscriptionHold`: a subscribing call's sandbox kept, its notices heard |
@@ -27,6 +28,7 @@ from tools.calls.call_event_sink import (
     Deliver,
     answer_deadline,
 )
+from tools.calls.caller_client import NO_CLIENT, CallerClient
 from tools.calls.invocation import CallLimits, Invocation
 from tools.calls.placement import IN_SANDBOX, Placement, RunsIn
 from tools.calls.server_message import ServerMessage, StdioServerSpec
@@ -48,12 +50,14 @@ __all__ = [
     "MAX_EVENT_BYTES",
     "MAX_PENDING_REQUESTS",
     "NOT_RUN",
+    "NO_CLIENT",
     "REQUEST_LIMIT",
     "REQUEST_TIMEOUT",
     "RUNNER_GRACE_MS",
     "Ask",
     "CallEvents",
     "CallLimits",
+    "CallerClient",
     "Deliver",
     "Heard",
     "Invocation",

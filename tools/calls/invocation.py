@@ -10,12 +10,12 @@ other way as the cancellation of the awaiting task.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from protocol import InputAnswer, ToolContext
+from protocol import ToolContext
 from tools.calls.call_event_sink import CallEvents
+from tools.calls.caller_client import CallerClient
 from tools.calls.placement import IN_SANDBOX, Placement
 from tools.calls.server_message import ServerMessage
 from tools.calls.subscription_hold import SubscriptionHold
@@ -43,12 +43,9 @@ class Invocation:
     # False: refused at once (SANDBOX_UNAVAILABLE) when the caller's share of sandboxes is in
     # use, never queued: a hedge takes a free slot of the caller's own or does not start.
     may_queue: bool = True
-    # The client features the request declared (MCP `clientCapabilities`), when its wire
-    # carries them with each request; None where the gateway does not know them.
-    client_capabilities: Mapping[str, Any] | None = None
-    # A retry's answers to what the tool's server asked in its last round of questions, with
-    # the server's own state: for the server, and it alone.
-    answer: InputAnswer | None = None
+    # What the calling client may be asked (the features it declared, a retry's answers),
+    # filled where the request entered; None: nothing is known of it.
+    client: CallerClient | None = None
     # A call that subscribes an MCP server in the sandbox: the pool keeps that sandbox for
     # the hold's time after it, and its servers' notices go to the hold's receiver.
     hold: SubscriptionHold | None = None

@@ -72,7 +72,7 @@ from protocol import (
     SerfError,
 )
 from tools import ToolResult
-from tools.calls import CallEvents, Invocation, Outcome, answer_deadline
+from tools.calls import NO_CLIENT, CallEvents, Invocation, Outcome, answer_deadline
 from tools.sources import McpHttpSource
 
 log = logging.getLogger("conclave.upstreams")
@@ -251,7 +251,8 @@ class HttpUpstream:
             meta[DEADLINE_META] = invocation.context.deadline_ms
         events = invocation.events
         # A 2026-07-28 client's call to an upstream on that wire asks in rounds itself.
-        declared = invocation.client_capabilities
+        client = invocation.client or NO_CLIENT
+        declared = client.declared
         stateless = declared is not None and self.source.wire == STATELESS_VERSION
         try:
             if stateless:  # outside any session: any of the pool's connections carries it
@@ -267,12 +268,12 @@ class HttpUpstream:
         params: dict[str, Any] = {"name": tool, "arguments": invocation.arguments, "_meta": meta}
         if stateless:
             assert declared is not None
-            params = call_params(params, declared, invocation.answer)
+            params = call_params(params, declared, client.answer)
         result: dict[str, Any] | None = None
         limit = answer_limit(invocation.limits.max_output_bytes)
         notified = None if events is None else events.emit_notification
         stopped = anyio.CancelScope()
-        asks = ClientRequestCheck(invocation.client_capabilities, stopped.cancel)
+        asks = ClientRequestCheck(declared, stopped.cancel)
         try:
             with stopped, anyio.move_on_after(timeout_ms / 1000):
                 if stateless:
@@ -366,7 +367,7 @@ class HttpUpstream:
         """A read or a prompt at `/mcp`, whose upstream may ask the caller's client as a
         call's may: in rounds of its own on the 2026-07-28 wire (its round is returned, for
         `/mcp` to relay), else mid-request (`CallEvents.request`)."""
-        declared = channel.declared
+        declared = channel.client.declared
         events = channel.events
         stateless = declared is not None and self.source.wire == STATELESS_VERSION
         try:
@@ -390,7 +391,7 @@ class HttpUpstream:
             with stopped, anyio.fail_after(bound_s or self.timeout_s):
                 if stateless:
                     assert declared is not None
-                    sent = call_params(params, declared, channel.answer)
+                    sent = call_params(params, declared, channel.client.answer)
                     result = await session.request_stateless(method, sent, name=what)
                 elif events is None or not events.capabilities:
                     result = await self._request(session, method, params, on_request=asks.asked)

@@ -349,7 +349,7 @@ class StdioSources:
             _context(principal),
             server.limits,
             events=events,
-            client_capabilities=channel.declared,
+            client=channel.client,
             placement=server.placement,
             relay=server.message(method, params, events),
         )

@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol import ErrorCode, InputAnswer, SerfError
-from tools.calls import CallEvents
+from protocol import ErrorCode, SerfError
+from tools.calls import NO_CLIENT, CallerClient, CallEvents
 
 # The client capability each request an MCP server may send its client needs.
 NEEDS = {
@@ -57,13 +57,12 @@ class ClientRequestCheck:
 class ClientChannel:
     """What a source's catalog request may ask its caller's client through (the same parts a
     tool call's `tools.calls.Invocation` carries): `events.request` for a server that asks
-    mid-request (None: nobody can be asked), `declared` the client features a 2026-07-28
-    request declared (None: the handshake era), `answer` a retry's answers to the source's
-    own round (`protocol.InputAnswer`)."""
+    mid-request (None: nobody can be asked), and `client` (`tools.calls.CallerClient`): the
+    client features a 2026-07-28 request declared (None: the handshake era) and a retry's
+    answers to the source's own round."""
 
     events: CallEvents | None = None
-    declared: Mapping[str, Any] | None = None
-    answer: InputAnswer | None = None
+    client: CallerClient = NO_CLIENT
 
 
 def capability_missing(source: str, tool: str, missing: Mapping[str, Any]) -> SerfError:
