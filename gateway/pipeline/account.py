@@ -2,13 +2,12 @@
 
 An audit record (handed to the background `AuditWriter`), metrics (requests, latency per
 operation and per stage, errors by code, rate-limit hits), one structured log line carrying
-the trace id, and for a tool call that reached its executor, what the time budgets learn
-from it (`CallFeedback`: the latency sample and the breaker's evidence, the caller's
-tenant's own); for a delegation whose answer was waited for, its time in the agent's own
-window (`a2a:<agent>`). A tool call's place among its tenant's calls in flight is given back here
-whatever the outcome, in the same round trip (a place never given back lapses in Redis on
-its own).
-Runs as the pipeline's closing stage, so refusals are accounted like answers.
+the trace id, and for a tool call that reached its executor, what the time budgets learn from
+it (`CallFeedback`: the latency sample and the breaker's evidence, the caller's tenant's own);
+for a delegation whose answer was waited for, its time in the agent's own window
+(`a2a:<agent>`). A tool call's place among its tenant's calls in flight is given back here
+whatever the outcome, in the same round trip (a place never given back lapses in Redis on its
+own). Runs as the pipeline's closing stage, so refusals are accounted like answers.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ Buckets are per identity x target: a tool, `a2a:<agent>` for every request to an
 `state:*` for all state operations, `mcp:*` for every MCP message that is not a tool call
 (lists, reads, `ping`, notifications), and `refused:*` for calls naming a tool the caller may
 not call (authorize's refusal is raised here, after revocation and the rate limit were
-checked). No target name is the caller's own
-text, so the keys a caller can make are bounded by what the gateway serves.
+checked). No target name is the caller's own text, so the keys a caller can make are bounded
+by what the gateway serves.
 """
 
 from __future__ import annotations
