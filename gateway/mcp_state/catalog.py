@@ -14,7 +14,7 @@ A read and a prompt reach their caller's client as a tool call does (`ClientChan
 the request's context): a server's sampling, elicitation or roots request mid-request goes
 to the client on the request's event stream (or as a round of `/mcp`'s, for a 2026-07-28
 client), and an upstream's own round on the 2026-07-28 wire is the action's result
-(`protocol.InputRound`), relayed by `/mcp`, its retry's answers (`ctx.input_answer`) handed
+(`protocol.InputRound`), relayed by `/mcp`, its retry's answers (`ctx.client`) handed
 back to that upstream.
 """
 
@@ -32,7 +32,7 @@ from gateway.mcp_state.subscriptions import ResourceSubscriptions
 from gateway.pipeline import RequestContext
 from gateway.sources import ClientChannel, StdioSources, UpstreamSet
 from protocol import ErrorCode, InputRound, client_capabilities
-from tools.calls import CallerClient
+from tools.calls import NO_CLIENT, CallerClient
 from tools.sources import served_tool_name
 
 UPSTREAM_OPERATIONS = (
@@ -104,9 +104,9 @@ def _prompts(sources: list[McpSource]) -> list[dict[str, Any]]:
 
 def _channel(ctx: RequestContext) -> ClientChannel:
     """How the request's server may ask its client (what a tool call's invocation carries)."""
-    declared = ctx.client_capabilities
-    kept = None if declared is None else client_capabilities(declared)
-    return ClientChannel(ctx.events, CallerClient(kept, ctx.input_answer))
+    client = ctx.client or NO_CLIENT
+    kept = None if client.declared is None else client_capabilities(client.declared)
+    return ClientChannel(ctx.events, CallerClient(kept, client.answer))
 
 
 async def _get_prompt(

@@ -53,7 +53,7 @@ import secrets
 import time
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
@@ -78,6 +78,7 @@ from protocol import (
     Principal,
     RequestId,
 )
+from tools.calls import NO_CLIENT
 
 log = logging.getLogger("conclave.gateway.mcp")
 
@@ -229,10 +230,11 @@ class InputRounds:
                 raise _not_yours()
             responses = params.get(RESPONSES_FIELD)
             kept = state.get("state")
-            ctx.input_answer = InputAnswer(
+            answer = InputAnswer(
                 dict(responses) if isinstance(responses, dict) else {},
                 kept if isinstance(kept, str) else None,
             )
+            ctx.client = replace(ctx.client or NO_CLIENT, answer=answer)
 
         return admit
 

@@ -13,13 +13,14 @@ decides what a missing answer means (it may ask again).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import anyio
 
 from gateway.pipeline import RequestContext
 from protocol import InputAnswer, InputRound
-from tools.calls import answer_deadline
+from tools.calls import NO_CLIENT, answer_deadline
 
 MAX_ROUNDS = 8  # a server that keeps asking ends its task with its last round unanswered
 
@@ -42,9 +43,8 @@ async def answered(ctx: RequestContext, asked: InputRound) -> RequestContext:
             asking.start_soon(ask, key, request)
     retry = RequestContext(ctx.transport, ctx.operation, ctx.headers)
     retry.tool_name, retry.arguments, retry.meta = ctx.tool_name, ctx.arguments, ctx.meta
-    retry.client_capabilities, retry.events = ctx.client_capabilities, events
-    retry.cancel, retry.request_id = ctx.cancel, ctx.request_id
-    retry.input_answer = InputAnswer(answers, asked.state)
+    retry.events, retry.cancel, retry.request_id = events, ctx.cancel, ctx.request_id
+    retry.client = replace(ctx.client or NO_CLIENT, answer=InputAnswer(answers, asked.state))
     return retry
 
 

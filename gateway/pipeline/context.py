@@ -28,14 +28,13 @@ from protocol import (
     Budget,
     BudgetGrant,
     CallUsage,
-    InputAnswer,
     Principal,
     ResourceRequest,
     SerfError,
     ToolContext,
 )
 from tools import RegisteredTool
-from tools.calls import CallEvents, Invocation
+from tools.calls import CallerClient, CallEvents, Invocation
 
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
@@ -59,11 +58,11 @@ class RequestContext:
     limits: ResourceRequest | None = None
     budget: Budget | None = None
     meta: Mapping[str, Any] | None = None  # MCP `_meta`: only the deadline is read from it
-    # What a 2026-07-28 request declared of the client's features (its `_meta`'s
-    # clientCapabilities); None on the handshake era (see tools.calls.Invocation)
-    client_capabilities: Mapping[str, Any] | None = None
-    # A 2026-07-28 retry's answers for the tool's server (its own round: `tools.calls.Invocation`)
-    input_answer: InputAnswer | None = None
+    # What the calling client may be asked (`tools.calls.CallerClient`), set where the MCP
+    # request enters: the client features a 2026-07-28 request declared (its `_meta`'s
+    # clientCapabilities), and a retry's answers for the tool's server once its relayed state
+    # is opened (`gateway.mcp_state.input_rounds`); None: nothing is known of the client.
+    client: CallerClient | None = None
     namespace: str | None = None
     access: Access | None = None
     a2a_agent: str | None = None  # the A2A agent the request goes to (its served name)

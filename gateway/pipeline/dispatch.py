@@ -43,7 +43,6 @@ from protocol import (
     SerfError,
 )
 from tools.calls import (
-    CallerClient,
     CallLimits,
     Invocation,
     Outcome,
@@ -124,8 +123,6 @@ class DispatchStage:
             changes["traceparent"] = span.traceparent
         if changes:
             context = context.model_copy(update=changes)
-        declared, answer = ctx.client_capabilities, ctx.input_answer  # the MCP edge's
-        client = None if declared is None and answer is None else CallerClient(declared, answer)
         ctx.invocation = Invocation(
             tool=ctx.tool.name,
             entrypoint=ctx.tool.entrypoint,
@@ -135,7 +132,7 @@ class DispatchStage:
             limits=limits,
             network=ctx.tool.network,
             events=ctx.events,
-            client=client,
+            client=ctx.client,
         )
         ctx.executed = True
         began = time.monotonic()

@@ -105,6 +105,7 @@ from protocol import (
     client_capabilities,
 )
 from tools import ToolRegistry
+from tools.calls import CallerClient
 
 router = APIRouter(tags=["mcp"])
 
@@ -338,7 +339,7 @@ async def mcp_post(request: Request) -> Response:
                 message, registry, long_running_ms
             )
             level_of = fixed_level(stateless_era.log_level(message))  # the request's own
-            ctx.client_capabilities = stateless_era.client_capabilities(message)
+            ctx.client = CallerClient(stateless_era.client_capabilities(message))
             stateless_era.consume_envelope(message)  # upstreams speak the handshake era
             if message.method in _ROUND_METHODS and STATE_FIELD in message.params:
                 if not rounds.relays(message.params[STATE_FIELD]):  # a call still running
