@@ -4,8 +4,8 @@ An audit record (handed to the background `AuditWriter`), metrics (requests, lat
 operation and per stage, errors by code, rate-limit hits), one structured log line carrying
 the trace id, and for a tool call that reached its executor, what the time budgets learn from
 it (`CallFeedback`: the latency sample and the breaker's evidence, the caller's tenant's own);
-for a delegation whose answer was waited for, its time in the agent's own window
-(`a2a:<agent>`). A tool call's place among its tenant's calls in flight is given back here
+for a delegation under a deadline whose answer was waited for, its time in the agent's own
+window (`a2a:<agent>`). A tool call's place among its tenant's calls in flight is given back here
 whatever the outcome, in the same round trip (a place never given back lapses in Redis on its
 own). Runs as the pipeline's closing stage, so refusals are accounted like answers.
 """
@@ -128,8 +128,10 @@ class AccountStage:
         if self.admission is None:
             in_flight = None  # no place was taken: nothing to give back
         call, usage, answered = ctx.invocation, ctx.usage, ctx.answered_ms
-        if ctx.delegated is not None and ctx.delegation_sample is not None and self.feedback:
-            sample = ctx.delegation_sample  # a delegation's time, in its own window
+        sample = ctx.delegation_sample
+        # A delegation ATBA planned (under a deadline): its time, in its own window. One
+        # without a deadline is not timed, so the plain hop costs no Redis round trip here.
+        if ctx.delegated is not None and ctx.granted_ms is not None and sample and self.feedback:
             await self.feedback.recorder.record(
                 ctx.require_principal().tenant,
                 ctx.delegated.window,

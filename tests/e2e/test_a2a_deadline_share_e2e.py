@@ -193,7 +193,8 @@ async def test_a_share_that_cannot_fit_is_refused_before_any_task(stack: Embedde
 async def test_a_delegation_learns_its_agents_time_and_is_not_started_without_it(
     stack: EmbeddedStack,
 ) -> None:
-    """Delegations to `writer` that took about a second teach the caller's tenant its window
+    """Delegations to `writer` under a deadline that took about a second teach the caller's
+    tenant its window
     (`a2a:writer`): with less than that left, the next is refused BUDGET_EXHAUSTED before a
     task is made, as a tool call would be; a caller with no such window is not refused on a
     guess (its task starts, and ends at its deadline)."""
@@ -206,7 +207,8 @@ async def test_a_delegation_learns_its_agents_time_and_is_not_started_without_it
 
     async with _two_hops(stack, writer, writer), _caller(stack, "writer") as taught:
         for _ in range(6):  # more than the window needs (latency_min_samples, 5)
-            done = await taught.post("/a2a/writer", json=_send("learn"))
+            roomy = _budget(int(time.time() * 1000) + 30_000, 0)  # timed under a deadline
+            done = await taught.post("/a2a/writer", json=_send("learn"), headers=roomy)
             assert done.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
         taught_runs = len(ran)
         headers = _budget(int(time.time() * 1000) + 600, 0)
