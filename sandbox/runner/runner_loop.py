@@ -42,7 +42,7 @@ import socket
 import sys
 import time
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import runner_wire as wire
 from .call_outcomes import OUT_OF_MEMORY, OUTPUT, call_error, exception_of, reply
@@ -69,7 +69,9 @@ from .frames import (
     write_all,
 )
 from .runner_guard import guard_program, install_guard
-from .stdio_relay import StdioRelay
+
+if TYPE_CHECKING:
+    from .stdio_relay import StdioRelay
 
 
 def _vm_size_bytes() -> int:
@@ -96,7 +98,16 @@ class Runner:
         self._unreaped, self._child_pid = False, 0
         # What each child installs before tool code runs: no signal reaches this runner.
         self.guard = guard_program(os.getpid(), os.getpgrp())
-        self.stdio = StdioRelay(workspace, self.guard)  # mcp_stdio servers
+        self._stdio: StdioRelay | None = None  # mcp_stdio servers, from the first MCP request
+
+    @property
+    def stdio(self) -> StdioRelay:
+        """The MCP stdio relay, imported at the first request for it: not a start's cost."""
+        if self._stdio is None:
+            from .stdio_relay import StdioRelay
+
+            self._stdio = StdioRelay(self.workspace, self.guard)
+        return self._stdio
 
     def hello(self) -> dict[str, Any]:
         """Ready: the runner is up, on the standard library alone (`imported` names what
@@ -242,7 +253,7 @@ class Runner:
                 os.waitpid(self._child_pid, 0)
             self._unreaped = False
         # An MCP relay leaves the spare child forked before it; servers stay warm.
-        keep = {self.forwarder_pid, *self.stdio.pids()}
+        keep = {self.forwarder_pid, *(self._stdio.pids() if self._stdio is not None else ())}
         if self._spare is not None:
             keep.add(self._spare[0])
         sweep_orphans(keep=keep)
