@@ -25,13 +25,23 @@ import typing
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from tools.tool_result import result_of
 
 if TYPE_CHECKING:
     from protocol import ResourceIntent
-    from tools.registry import RegisteredTool, ToolRegistry
+
+# The built tool is `tools.registry.RegisteredTool`, named here by what it does only: the
+# registry imports this module, and this one reaches it at run time (`registered`) alone.
+BuiltTool = Any
+
+
+class AcceptsTools(Protocol):
+    """What `@tool(registry=...)` adds a built tool to (`tools.registry.ToolRegistry`)."""
+
+    def add(self, tool: BuiltTool, /) -> None: ...
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -80,11 +90,9 @@ class ToolDeclaration:
         return f"{self.function.__module__}:{self.function.__qualname__}"
 
     @cached_property
-    def registered(self) -> RegisteredTool:
+    def registered(self) -> BuiltTool:
         """The served tool, built once (through pydantic) by `tools.registry`."""
-        registry = importlib.import_module("tools.registry")
-        built: RegisteredTool = registry.build_tool(self.function, **self.options)
-        return built
+        return importlib.import_module("tools.registry").build_tool(self.function, **self.options)
 
     @cached_property
     def _hints(self) -> dict[str, Any] | None:
@@ -194,7 +202,7 @@ def _invoke_built(
 
 
 def call_tool(
-    target: ToolDeclaration | RegisteredTool,
+    target: ToolDeclaration | BuiltTool,
     arguments: dict[str, Any],
     context: Mapping[str, Any] | None,
     report: Callable[[Any], None] | None,
@@ -205,7 +213,7 @@ def call_tool(
     return _invoke_built(target, arguments, context, report)
 
 
-def warm_tool(target: ToolDeclaration | RegisteredTool) -> None:
+def warm_tool(target: ToolDeclaration | BuiltTool) -> None:
     """Build, in the runner, what calls of `target` need beyond the standard library (its
     pydantic model, `ToolContext`): the children forked after it inherit them."""
     if isinstance(target, ToolDeclaration):
@@ -264,13 +272,13 @@ def tool(
     read_only: bool = False,
     destructive: bool | None = None,
     open_world: bool | None = None,
-    registry: ToolRegistry | None = None,
+    registry: AcceptsTools | None = None,
 ) -> Callable[[F], F]: ...
 def tool(
     function: F | None = None,
     /,
     *,
-    registry: ToolRegistry | None = None,
+    registry: AcceptsTools | None = None,
     **options: Any,
 ) -> F | Callable[[F], F]:
     """Register a typed function as a tool; the function itself is returned unchanged.
