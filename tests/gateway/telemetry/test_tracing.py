@@ -363,12 +363,21 @@ async def test_a_ratio_sampler_traces_the_requests_the_sdk_would_and_only_those(
     try:
         async with _gateway(settings) as app:
             transport = httpx.ASGITransport(app=app)
-            async with GatewayClient("http://gateway", token, transport=transport) as client:
-                answers = [await client.call_tool("echo", {"message": "hi"}) for _ in range(40)]
+            # A plain client: the agent SDK would send its own trace's `traceparent` (when the
+            # process has a provider), and the gateway follows the caller's flag first.
+            async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+                answers = [
+                    await client.post(
+                        "/v1/tools/echo/call",
+                        json={"arguments": {"message": "hi"}},
+                        headers={"Authorization": f"Bearer {token}"},
+                    )
+                    for _ in range(40)
+                ]
     finally:
         stop_tracing()
     traced = {span.context.trace_id for span in exporter.get_finished_spans() if span.context}
-    answered = {int(answer.trace_id, 16) for answer in answers}
+    answered = {int(answer.json()["trace_id"], 16) for answer in answers}
     assert traced <= answered and 0 < len(traced) < 40
     for trace_id in traced:
         decision = sampler.should_sample(None, trace_id, "POST /v1/tools/echo/call")
