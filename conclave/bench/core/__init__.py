@@ -5,7 +5,7 @@ load tools (a keep-alive HTTP/1.1 client, a child-process server)."""
 from conclave.bench.core.child_server import running_child_server
 from conclave.bench.core.hop_table import add_hop_rows
 from conclave.bench.core.http1 import Http1Connection, encode_request
-from conclave.bench.core.processes import alive, processes_with
+from conclave.bench.core.processes import alive, children, cpu_seconds, processes_with
 from conclave.bench.core.stats import percentile, wilson_interval
 from conclave.bench.core.suite import (
     NO_RATE_LIMITS,
@@ -33,6 +33,8 @@ __all__ = [
     "add_hop_rows",
     "alive",
     "alternated_latencies",
+    "children",
+    "cpu_seconds",
     "encode_request",
     "latencies",
     "load_suite",

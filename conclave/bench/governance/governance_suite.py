@@ -24,12 +24,13 @@ from conclave.bench.core import (
     Goal,
     SuiteResult,
     Table,
+    children,
     measuring_settings,
     percentile,
 )
 from conclave.bench.governance.approval_release import RULE as APPROVE_RULE
 from conclave.bench.governance.approval_release import release_samples
-from conclave.bench.governance.policy_cost import children, decision_samples, gateway_samples
+from conclave.bench.governance.policy_cost import decision_samples, gateway_samples
 from conclave.bench.governance.quota_exactness import CALLERS, LIMIT, quota_runs
 from conclave.bench.governance.quota_exactness import RULE as QUOTA_RULE
 from conclave.stack import EmbeddedStack

@@ -16,11 +16,9 @@ core too, which the CPU time a call does not).
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -28,6 +26,7 @@ import anyio
 from conclave.bench.core import (
     Call,
     Http1Connection,
+    cpu_seconds,
     encode_request,
     latencies,
     throughput,
@@ -152,19 +151,6 @@ class _Gateway:
             await connection.aclose()
 
 
-def children() -> set[int]:
-    """The pids of this process's children (a gateway it started is one)."""
-    pids: set[int] = set()
-    for listing in Path("/proc/self/task").glob("*/children"):
-        pids.update(int(pid) for pid in listing.read_text().split())
-    return pids
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
-
-
 def gateway_samples(
     stack: EmbeddedStack, pid: int, count: int, rounds: int, seconds: float
 ) -> GatewayFigures:
@@ -186,9 +172,9 @@ def gateway_samples(
                     began = await gateway.authorize_seconds()
                     taken = await latencies(gateway.calls[-1], max(1, count // rounds))
                     await throughput(gateway.calls[:WORKERS], 0.2, warm=True)
-                    used, clock = _cpu_seconds(pid), time.perf_counter()
+                    used, clock = cpu_seconds([pid]), time.perf_counter()
                     rate = await throughput(gateway.calls[:WORKERS], seconds)
-                    cpu_us = (_cpu_seconds(pid) - used) / (rate * (time.perf_counter() - clock))
+                    cpu_us = (cpu_seconds([pid]) - used) / (rate * (time.perf_counter() - clock))
                     ended = await gateway.authorize_seconds()
                     (figures.ruled_ms if ruled else figures.bare_ms).extend(taken)
                     (figures.ruled_rates if ruled else figures.bare_rates).append(rate)

@@ -43,7 +43,7 @@ import httpx
 import redis
 
 from agents import GatewayCallError, GatewayClient
-from conclave.bench.core import BenchContext, Goal, SuiteResult, Table, percentile
+from conclave.bench.core import BenchContext, Goal, SuiteResult, Table, cpu_seconds, percentile
 from conclave.bench.isolation.hostile_upstream import running_hostile_upstream
 from conclave.bench.isolation.isolation_attacks import (
     ATTACKS,
@@ -187,22 +187,12 @@ async def _run_control(victim: Victim, seconds: float) -> Row:
     burner.start()
     try:
         await _victim_calls(victim, BUILD_UP_S)  # the burner is spinning; not measured
-        cpu_before, began = _cpu_s([burner.pid or 0]), time.monotonic()
+        cpu_before, began = cpu_seconds([burner.pid or 0]), time.monotonic()
         calls = await _victim_calls(victim, seconds)
-        burned = (_cpu_s([burner.pid or 0]) - cpu_before) / (time.monotonic() - began)
+        burned = (cpu_seconds([burner.pid or 0]) - cpu_before) / (time.monotonic() - began)
     finally:
         await anyio.to_thread.run_sync(burner.join)
     return Row(calls, Counter(), cores=(burned, 0.0))
-
-
-def _cpu_s(pids: list[int]) -> float:
-    """CPU seconds (user and system) the processes `pids` have used so far."""
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _gateway_pids(stack: EmbeddedStack) -> list[int]:
@@ -319,10 +309,12 @@ async def _run_attack(
     await anyio.to_thread.run_sync(reported, 120.0)  # "started": its agents are registered
     await _victim_calls(victim, BUILD_UP_S)  # the attack builds up; not measured
     watched = [attacker.pid or 0], _gateway_pids(stack)
-    cpu_before, began = [_cpu_s(pids) for pids in watched], time.monotonic()
+    cpu_before, began = [cpu_seconds(pids) for pids in watched], time.monotonic()
     calls = await _victim_calls(victim, seconds)
     elapsed = time.monotonic() - began
-    attacker_cpu, gateway_cpu = (_cpu_s(p) - b for p, b in zip(watched, cpu_before, strict=True))
+    attacker_cpu, gateway_cpu = (
+        cpu_seconds(p) - b for p, b in zip(watched, cpu_before, strict=True)
+    )
     revoked = await _revoke_works(target, revokee, token)  # the attack still runs
     seen: dict[str, int] = await anyio.to_thread.run_sync(reported, seconds + 120.0)
     await anyio.to_thread.run_sync(attacker.join)
@@ -388,9 +380,9 @@ async def _measure(stack: EmbeddedStack, seconds: float) -> dict[str, Any]:
         group.start_soon(victim.keep_warm)
         await _victim_calls(victim, 1.0)  # its sandbox starts warm, as a running agent's is
         gateway, began = _gateway_pids(stack), time.monotonic()
-        cpu_before = _cpu_s(gateway)
+        cpu_before = cpu_seconds(gateway)
         alone = Row(await _victim_calls(victim, seconds), Counter())
-        alone.cores = (0.0, (_cpu_s(gateway) - cpu_before) / (time.monotonic() - began))
+        alone.cores = (0.0, (cpu_seconds(gateway) - cpu_before) / (time.monotonic() - began))
         rows["alone"] = alone
         rows[CONTROL] = await _run_control(victim, seconds)
         for name in ATTACKS:

@@ -33,6 +33,7 @@ from conclave.bench.core import (
     Http1Connection,
     SuiteResult,
     Table,
+    cpu_seconds,
     encode_request,
     measuring_settings,
     throughput,
@@ -46,16 +47,6 @@ CALLS = "tool calls/s, echo"
 SATURATED_BUSY = 90.0  # % of the machine's cores: above it, more processes only share them
 CORES = os.cpu_count() or 1
 START_TIMEOUT_S = 120.0
-_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) a process has used; 0 once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) * _TICK_S
 
 
 def _children(named: str) -> set[int]:
@@ -108,8 +99,8 @@ class _CpuMeter:
         return (
             time.perf_counter(),
             time.process_time(),
-            sum(map(_cpu_s, self.gateways)),
-            sum(map(_cpu_s, self.redis)),
+            cpu_seconds(self.gateways),
+            cpu_seconds(self.redis),
             _machine_ticks(),
         )
 

@@ -27,7 +27,6 @@ import timeit
 import uuid
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, ExitStack, contextmanager
-from pathlib import Path
 
 import anyio
 
@@ -38,6 +37,8 @@ from conclave.bench.core import (
     Http1Connection,
     SuiteResult,
     Table,
+    children,
+    cpu_seconds,
     encode_request,
     measuring_settings,
     throughput,
@@ -94,23 +95,6 @@ def _rest_calls(stack: EmbeddedStack, connections: list[Http1Connection]) -> lis
     return calls
 
 
-def _children() -> set[int]:
-    """The pids of this process's children (the gateways it started)."""
-    pids: set[int] = set()
-    for listing in Path("/proc/self/task").glob("*/children"):
-        pids.update(int(pid) for pid in listing.read_text().split())
-    return pids
-
-
-def _cpu_seconds(pids: set[int]) -> float:
-    """User and system CPU seconds the processes `pids` have used so far."""
-    ticks = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
 async def _alternated(
     stacks: dict[str, EmbeddedStack], pids: dict[str, set[int]], rounds: int, seconds: float
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
@@ -128,11 +112,11 @@ async def _alternated(
         cpu: dict[str, list[float]] = {label: [] for label in stacks}
         for _ in range(rounds):
             for label, calls in workers.items():
-                used, began = _cpu_seconds(pids[label]), time.perf_counter()
+                used, began = cpu_seconds(pids[label]), time.perf_counter()
                 rate = await throughput(calls, seconds)
                 elapsed = time.perf_counter() - began
                 rates[label].append(rate)
-                cpu[label].append((_cpu_seconds(pids[label]) - used) / (rate * elapsed) * 1e6)
+                cpu[label].append((cpu_seconds(pids[label]) - used) / (rate * elapsed) * 1e6)
     return rates, cpu
 
 
@@ -155,9 +139,9 @@ def run(ctx: BenchContext) -> SuiteResult:
         for label, env in _configurations(receiver.endpoint).items():
             with _otel_environment(env):
                 log = ctx.gateway_log(f"tracing-{label.split()[0]}-{len(stacks)}")
-                before = _children()
+                before = children()
                 stacks[label] = running.enter_context(EmbeddedStack(settings, log_path=log))
-                pids[label] = _children() - before
+                pids[label] = children() - before
         rates, cpu = anyio.run(
             _alternated, stacks, pids, rounds, seconds, backend_options={"use_uvloop": True}
         )
