@@ -294,12 +294,17 @@ def remove_orphans(docker_host: str, *, include_live_owners: bool = False) -> li
     client = docker_client(docker_host)
     removed: list[str] = []
     try:
-        for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
+        for container in client.containers.list(
+            ignore_removed=True, all=True, filters={"label": f"{LABEL}=1"}
+        ):
             owner = container.labels.get(OWNER_LABEL, "")
             alive = owner.isdigit() and Path(f"/proc/{owner}").exists()
             if alive and not include_live_owners:
                 continue
-            container.remove(force=True)
+            try:
+                container.remove(force=True)
+            except NotFound:  # its gateway's teardown or another gc removed it meanwhile
+                continue
             removed.append(container.name)
     finally:
         client.close()

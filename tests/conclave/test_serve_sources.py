@@ -93,7 +93,9 @@ def _left_behind(engine: str, before: set[str]) -> list[str]:
     """Sandbox containers made since `before` whose gateway is gone."""
     client = docker.DockerClient(base_url=engine)
     try:
-        found = client.containers.list(all=True, filters={"label": OWNER_LABEL})
+        found = client.containers.list(
+            ignore_removed=True, all=True, filters={"label": OWNER_LABEL}
+        )
         return [
             c.name
             for c in found
@@ -106,7 +108,12 @@ def _left_behind(engine: str, before: set[str]) -> list[str]:
 def _containers(engine: str) -> set[str]:
     client = docker.DockerClient(base_url=engine)
     try:
-        return {c.id for c in client.containers.list(all=True, filters={"label": OWNER_LABEL})}
+        return {
+            c.id
+            for c in client.containers.list(
+                ignore_removed=True, all=True, filters={"label": OWNER_LABEL}
+            )
+        }
     finally:
         client.close()
 

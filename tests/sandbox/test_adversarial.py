@@ -49,7 +49,9 @@ async def _assert_nothing_left(backend: str, pool: SandboxPool, ids: set[str]) -
         client = docker.DockerClient(base_url=pool.backend.docker_host)  # type: ignore[attr-defined]
         try:
             mine = client.containers.list(
-                all=True, filters={"label": f"conclave.owner_pid={os.getpid()}"}
+                ignore_removed=True,
+                all=True,
+                filters={"label": f"conclave.owner_pid={os.getpid()}"},
             )
             assert not {c.labels["conclave.sandbox_id"] for c in mine} & ids
         finally:

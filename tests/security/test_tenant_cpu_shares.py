@@ -83,7 +83,7 @@ def _sandbox_group(settings: Settings, sandbox: str) -> Path:
         client = docker.DockerClient(base_url=settings.docker_host)
         try:
             (container,) = client.containers.list(
-                filters={"label": f"conclave.sandbox_id={sandbox_id}"}
+                ignore_removed=True, filters={"label": f"conclave.sandbox_id={sandbox_id}"}
             )
             parent = container.attrs["HostConfig"]["CgroupParent"]
         finally:

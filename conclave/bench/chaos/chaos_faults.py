@@ -113,7 +113,9 @@ def containers_of(hosts: list[str], owners: set[int]) -> list[str]:
     for host in hosts:
         client = docker_client(host, timeout=10)
         try:
-            for container in client.containers.list(all=True, filters={"label": OWNER_LABEL}):
+            for container in client.containers.list(
+                ignore_removed=True, all=True, filters={"label": OWNER_LABEL}
+            ):
                 if int(container.labels.get(OWNER_LABEL, "0")) in owners:
                     found.append(f"{container.name} ({container.status}) on {host}")
         finally:
@@ -127,7 +129,9 @@ def kill_containers(hosts: list[str], owners: set[int]) -> int:
     for host in hosts:
         client = docker_client(host, timeout=10)
         try:
-            for container in client.containers.list(filters={"label": OWNER_LABEL}):
+            for container in client.containers.list(
+                ignore_removed=True, filters={"label": OWNER_LABEL}
+            ):
                 if int(container.labels.get(OWNER_LABEL, "0")) in owners:
                     try:
                         container.kill()

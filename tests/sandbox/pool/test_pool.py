@@ -252,7 +252,9 @@ async def test_nothing_is_left_after_the_pool_closes_with_spares(
         client = docker.DockerClient(base_url=pool.backend.docker_host)  # type: ignore[attr-defined]
         try:
             mine = client.containers.list(
-                all=True, filters={"label": f"conclave.owner_pid={os.getpid()}"}
+                ignore_removed=True,
+                all=True,
+                filters={"label": f"conclave.owner_pid={os.getpid()}"},
             )
             assert not {c.labels["conclave.sandbox_id"] for c in mine} & ids
         finally:
